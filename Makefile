@@ -1,0 +1,127 @@
+# Makefile - one build of ringside: CPU-only where nvcc/NCCL are absent (CUDA=0), CUDA + NCCL + cuBLAS where present
+#
+#   make              build build/ringside (CUDA=auto: CUDA when nvcc and NCCL are found)
+#   make CUDA=0       CPU-only build
+#   make deps         install missing Debian packages (apt-get; idempotent)
+#   make demo         deps, build, run the main job
+#   make test         deps, build both variants, run the whole suite
+#   make asan         build with ASan + UBSan and run the suite
+
+CUDA      ?= auto
+BUILD     ?= build
+CC        ?= gcc
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+DEB_PKGS  := pkg-config libzmq3-dev libcjson-dev libopenblas-dev zlib1g-dev python3-matplotlib \
+             openmpi-bin libopenmpi-dev
+SAN       ?=
+
+# ---- dependencies -------------------------------------------------------------------------
+PKGS      := libzmq libcjson openblas zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+NCCL_H    := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+NCCL_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so))
+
+ifeq ($(CUDA),auto)
+  ifneq ($(and $(NVCC),$(NCCL_H),$(NCCL_LIB)),)
+    USE_CUDA := 1
+  else
+    USE_CUDA := 0
+  endif
+else
+  USE_CUDA := $(CUDA)
+endif
+
+WARN      := -Wall -Wextra -Wshadow -Wno-unused-parameter
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 $(WARN) -pthread -MMD -MP $(PKG_CFLAGS) $(SAN) -I. \
+             -DRS_GIT='"$(shell git describe --always --dirty 2>/dev/null || echo unknown)"'
+LDFLAGS   += -pthread $(SAN)
+LDLIBS    := $(PKG_LIBS) -lm
+
+# ---- sources ------------------------------------------------------------------------------
+LIB_C     := $(wildcard common/*.c kernels/*.c allreduce/*.c ps/*.c) \
+             $(filter-out experiments/main.c,$(wildcard experiments/*.c))
+LIB_C     := $(filter-out common/nocuda.c,$(LIB_C))
+CU_SRC    := $(wildcard common/*.cu kernels/*.cu allreduce/*.cu)
+
+ifeq ($(USE_CUDA),1)
+  VARIANT   := cuda
+  CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  NVFLAGS   := -O2 -g -std=c++17 $(CUDA_ARCH) -I. $(PKG_CFLAGS) -Xcompiler "-Wall -Wextra -Wno-unused-parameter -fPIC" -MMD -MP
+  CFLAGS    += -I$(CUDA_HOME)/include -DRS_HAVE_CUDA=1
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(dir $(NCCL_LIB)) -lnccl -lcublas -lcudart_static -ldl -lrt -lstdc++ \
+               -Wl,-rpath,$(CUDA_HOME)/lib64
+  LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+else
+  VARIANT   := cpu
+  LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/common/nocuda.o
+endif
+
+BIN       := $(BUILD)/ringside
+LIB       := $(BUILD)/libringside.a
+TEST_C    := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
+
+# ---- targets ------------------------------------------------------------------------------
+.PHONY: all deps demo test test-unit test-integration asan clean check-deps info-build
+
+all: info-build $(BIN) $(TEST_BIN)
+
+info-build:
+	@printf '# ringside build (%s) in %s\n' "$(VARIANT)" "$(BUILD)"
+	@for p in $(PKGS); do if pkg-config --exists $$p; then echo "#   ✓ $$p $$(pkg-config --modversion $$p)"; else echo "#   ✗ $$p (run: make deps)"; fi; done
+	@if [ -n "$(NVCC)" ]; then echo "#   ✓ nvcc $(NVCC)"; else echo "#   ✗ nvcc (CPU-only build)"; fi
+	@if [ -n "$(NCCL_H)" ] && [ -n "$(NCCL_LIB)" ]; then echo "#   ✓ nccl $(NCCL_LIB)"; else echo "#   ✗ nccl"; fi
+	@echo "#   → CUDA=$(USE_CUDA)"
+
+$(BIN): $(BUILD)/obj/experiments/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "# deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "# deps: installing$$missing"; \
+	  (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null)) \
+	  && echo "# deps: installed$$missing" || { echo "ringside: error: apt-get install$$missing failed" >&2; exit 1; }; \
+	else echo "ringside: error: missing Debian packages:$$missing" >&2; \
+	  echo "  run: sudo apt-get install -y$$missing" >&2; exit 1; fi
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash experiments/demo.sh $(BIN)
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory BUILD=build/nocuda CUDA=0 all
+	@bash tests/run.sh $(BUILD)
+
+test-unit: all
+	@bash tests/run.sh $(BUILD) unit
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 CFLAGS="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 bash tests/run.sh build/asan
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

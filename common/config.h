@@ -1,0 +1,83 @@
+/* config.h - the resolved options of a run: one table drives parsing, help, validation, hashing and the report */
+#ifndef RS_CONFIG_H
+#define RS_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_LAYERS 16
+
+/* ---- Types ---- */
+typedef struct {
+    /* model and data */
+    char device[16];          /* auto | cpu | cuda */
+    char data[512];           /* synthetic | DIR */
+    int layers[CONFIG_MAX_LAYERS];
+    int nlayers;
+    int train_samples;        /* synthetic only */
+    int eval_samples;         /* synthetic only */
+    /* optimisation */
+    int batch;                /* per rank (DDP) */
+    int global_batch;         /* 0: unset; else DataParallel's scatter of one batch */
+    int steps;                /* 0: derived from epochs */
+    int epochs;
+    double lr;
+    double momentum;
+    double weight_decay;
+    long long seed;
+    int drop_last;
+    int shuffle;
+    int eval_every;
+    int warmup;               /* steps excluded from timing statistics */
+    /* ranks and synchronisation */
+    int nranks;               /* -n: ranks the launcher starts */
+    char sync[16];            /* none | ring | nccl | ps | student ... */
+    double bucket_mb;
+    int overlap;
+    double timeout;           /* seconds, every blocking wait */
+    char ps_placement[16];    /* colocated | dedicated */
+    int ps_servers;
+    char ps_mode[16];         /* push | dataparallel */
+    int threads;              /* BLAS threads per rank; 0: cores / local ranks */
+    /* output */
+    char report[512];
+    char trace[512];
+    int quiet;
+    int verbose;
+} Config;
+
+/* ---- Prototypes ---- */
+
+/* Fills c with every option's default. */
+void config_defaults(Config *c);
+
+/* Parses argv[0..argc) (the options after "train") into c, which holds defaults.
+ * On a bad option or value returns RS_ERR_INPUT with rs_errmsg() naming the option.
+ * Sets *help when --help/-h is seen (and stops). */
+int config_parse(Config *c, int argc, char **argv, int *help);
+
+/* Checks cross-option rules after parsing (batch > 0, layers >= 2 sizes, ...).
+ * RS_ERR_INPUT with the option named on failure. */
+int config_validate(const Config *c);
+
+/* Prints every option with its default and meaning. */
+void config_usage(FILE *f);
+
+/* Canonical "key=value\n" text of every option that must agree across ranks.
+ * Writes into buf (NUL-terminated, truncated to len). Returns the length needed. */
+size_t config_canonical(const Config *c, char *buf, size_t len);
+
+/* The first option whose value differs between two canonical texts, as
+ * "--bucket-mb (1 here, 25 on rank 0)"; writes into out. Returns 0 when equal. */
+int config_diff(const char *mine, const char *theirs, char *out, size_t len);
+
+/* 64-bit FNV-1a hash of a text. */
+unsigned long long config_hash(const char *text);
+
+/* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
+struct cJSON *config_json(const Config *c);
+
+/* The model's parameter count for c->layers. */
+size_t config_param_count(const Config *c);
+
+#endif

@@ -1,0 +1,43 @@
+/* mem.h - memory accounting: current and peak bytes per tag, for every device allocation */
+#ifndef RS_MEM_H
+#define RS_MEM_H
+
+#include <stddef.h>
+
+/* ---- Types ---- */
+typedef enum {
+    MEM_PARAMS = 0,
+    MEM_GRADS,
+    MEM_ACTIVATIONS,
+    MEM_OPTIMIZER,
+    MEM_COMM,
+    MEM_SERVER,
+    MEM_GATHER,  /* DataParallel's gathered outputs on rank 0 */
+    MEM_NTAGS
+} MemTag;
+
+typedef struct {
+    size_t cur[MEM_NTAGS];
+    size_t peak[MEM_NTAGS];
+    size_t cur_total;
+    size_t peak_total;
+} MemStats;
+
+/* ---- Prototypes ---- */
+
+/* Records an allocation (bytes > 0) or a release (bytes < 0) under tag. Thread-safe. */
+void mem_account(MemTag tag, long long bytes);
+
+/* Copies the process's counters into out. Thread-safe. */
+void mem_snapshot(MemStats *out);
+
+/* Resets every counter to zero (tests only). */
+void mem_reset(void);
+
+/* "params", "grads", ... ; NULL for an out-of-range tag. */
+const char *mem_tag_name(MemTag tag);
+
+/* Peak resident set size of this process in bytes (0 where unknown). */
+size_t mem_host_peak_rss(void);
+
+#endif

@@ -1,0 +1,51 @@
+/* sync.c - the registry of gradient-sync back ends and the bucket planner */
+#include "sync.h"
+#include "err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef const SyncOps *(*SyncGetter)(void);
+
+static const struct {
+    const char *name;
+    SyncGetter get;
+} sync_registry[] = {
+    {"none", sync_none},
+};
+
+const SyncOps *sync_find(const char *name) {
+    char names[256] = "";
+    for (size_t i = 0; i < sizeof sync_registry / sizeof sync_registry[0]; i++) {
+        const SyncOps *ops = sync_registry[i].get();
+        if (!strcmp(sync_registry[i].name, name)) {
+            if (!ops) {
+                rs_error(RS_ERR_INPUT, "--sync %s: not in this build", name);
+                return NULL;
+            }
+            return ops;
+        }
+        if (ops) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, sync_registry[i].name, sizeof names - strlen(names) - 1);
+        }
+    }
+    rs_error(RS_ERR_INPUT, "--sync '%s': unknown (this build has: %s)", name, names);
+    return NULL;
+}
+
+int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out) {
+    size_t per = (size_t)(bucket_bytes / sizeof(float));
+    if (per < 1) per = 1;
+    int n = (int)((nparams + per - 1) / per);
+    if (n < 1) n = 1;
+    Bucket *b = calloc((size_t)n, sizeof *b);
+    if (!b) return -1;
+    for (int i = 0; i < n; i++) {
+        size_t hi = nparams - (size_t)i * per;
+        b[i].hi = hi;
+        b[i].lo = hi > per ? hi - per : 0;
+    }
+    *out = b;
+    return n;
+}

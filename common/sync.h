@@ -1,0 +1,76 @@
+/* sync.h - the gradient-synchronisation contract every back end implements (none, ring, nccl, ps) */
+#ifndef RS_SYNC_H
+#define RS_SYNC_H
+
+#include <stddef.h>
+#include "config.h"
+#include "model.h"
+
+struct Ctrl;
+
+/* ---- Types ---- */
+
+/* A contiguous slice [lo, hi) of the flat gradient buffer. Buckets are numbered from the end of
+ * the buffer (bucket 0 holds the last layer), the order backward completes them. */
+typedef struct {
+    size_t lo, hi;
+} Bucket;
+
+/* Everything a back end may use; owned by the trainer, valid for the back end's lifetime. */
+typedef struct {
+    const Config *cfg;
+    Model *model;
+    Device *dev;
+    int rank, world, local_rank, local_world;
+    struct Ctrl *ctrl;           /* control plane (NULL with one rank and no launcher) */
+    const Bucket *buckets;
+    int nbuckets;
+    double timeout;              /* seconds for any wait */
+} SyncJob;
+
+/* What a back end measured in one step (seconds). */
+typedef struct {
+    double comm_s;       /* summed time buckets spent in communication (comm_total) */
+    double idle_s;       /* time blocked waiting for the first peer data of the step */
+    double optimizer_s;  /* time of the optimizer step done inside finish */
+} SyncStep;
+
+/* Cumulative data-plane counters of this process. */
+typedef struct {
+    unsigned long long bytes_sent, bytes_received, messages_sent, messages_received;
+    unsigned long long dropped;  /* messages refused (bad header, token, ...) */
+} SyncTraffic;
+
+typedef struct SyncOps {
+    const char *name;
+    /* Sets up the back end (sockets, threads, buffers); *state gets its private state.
+     * 0, or RS_ERR_* with rs_errmsg() set. */
+    int (*init)(const SyncJob *job, void **state);
+    /* Called once before the first step, after every rank has initialised: make every rank's
+     * parameters equal to rank 0's (DDP's broadcast at start). */
+    int (*broadcast_params)(void *state);
+    /* Bucket b's gradients are complete on the compute stream: start reducing it. */
+    int (*bucket_ready)(void *state, int b);
+    /* Returns when every bucket of the step is reduced and the optimizer has run, so every rank
+     * holds the same new parameters. global_samples is the step's sample count over all ranks
+     * (the gradients are sums over samples). Fills *out. 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
+    int (*finish)(void *state, int step, int global_samples, SyncStep *out);
+    /* Copies the cumulative traffic counters. */
+    void (*traffic)(void *state, SyncTraffic *out);
+    /* Releases everything; safe after a failed init (state may be NULL). */
+    void (*destroy)(void *state);
+} SyncOps;
+
+/* ---- Prototypes ---- */
+
+/* The back end called name, or NULL (rs_errmsg() lists the known names). */
+const SyncOps *sync_find(const char *name);
+
+/* Splits nparams into buckets of bucket_bytes from the end. *out is malloc'd (caller frees);
+ * returns the count, or -1 on OOM. */
+int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
+
+/* The built-in back ends. */
+const SyncOps *sync_none(void);
+
+#endif

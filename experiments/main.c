@@ -1,0 +1,77 @@
+/* main.c - the ringside command line: dispatches train, bench, matrix, claims and info */
+#include "../common/device.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/report.h"
+#include "train.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+static void main_usage(FILE *f) {
+    fprintf(f,
+            "usage: ringside <command> [options]\n"
+            "\n"
+            "ringside trains one MLP with interchangeable gradient synchronisation (a ZeroMQ\n"
+            "parameter server, or ring all-reduce over ZeroMQ or NCCL) and measures the cost.\n"
+            "\n"
+            "commands:\n"
+            "  train    train the MLP (one rank, or -n N local ranks); writes a JSON report\n"
+            "  info     what this build supports, the devices found, library versions\n"
+            "\n"
+            "  ringside <command> --help   lists a command's options with their defaults\n");
+}
+
+/* `ringside info`: the build's capabilities, the devices and library versions. */
+static int info_main(int argc, char **argv) {
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: ringside info\n\nPrints what this build supports, the devices found and library versions.\n");
+        return RS_OK;
+    }
+    if (argc > 0) {
+        log_error("info: unexpected argument '%s'", argv[0]);
+        return RS_ERR_INPUT;
+    }
+    cJSON *env = report_env_json();
+    const DeviceOps *cu = device_cuda_ops();
+    printf("ringside %s\n", RS_GIT);
+    printf("build:\n");
+    printf("  cuda       %s\n", cu ? "yes (kernels, cuBLAS)" : "no (CPU-only build)");
+    printf("  nccl       %s\n", cu ? "yes" : "no");
+    printf("  blas       %s\n", cJSON_GetObjectItem(env, "blas")->valuestring);
+    printf("libraries:\n");
+    printf("  zeromq     %s\n", cJSON_GetObjectItem(env, "zeromq")->valuestring);
+    printf("  cjson      %s\n", cJSON_GetObjectItem(env, "cjson")->valuestring);
+    printf("  zlib       %s\n", cJSON_GetObjectItem(env, "zlib")->valuestring);
+    printf("devices:\n");
+    cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(env, "devices")) {
+        printf("  %-10s %s\n", cJSON_GetObjectItem(d, "name")->valuestring,
+               cJSON_GetObjectItem(d, "description")->valuestring);
+    }
+    if (cu && cu->count() == 0) printf("  (no CUDA device found: --device auto runs on the CPU)\n");
+    cJSON_Delete(env);
+    return RS_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        main_usage(stderr);
+        return RS_ERR_INPUT;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        main_usage(stdout);
+        return RS_OK;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("ringside %s\n", RS_GIT);
+        return RS_OK;
+    }
+    if (!strcmp(cmd, "train")) return train_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "info")) return info_main(argc - 2, argv + 2);
+    log_error("unknown command '%s'", cmd);
+    main_usage(stderr);
+    return RS_ERR_INPUT;
+}

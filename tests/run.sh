@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run.sh - runs the whole suite: every unit test binary, then every integration script; prints a table
+set -uo pipefail
+build=${1:-build}
+only=${2:-all}
+cd "$(dirname "$0")/.."
+pass=0; fail=0; skip=0; failed=()
+log_dir="$build/test-logs"; mkdir -p "$log_dir"
+
+record() { # name rc log
+    local name=$1 rc=$2 log=$3
+    if [ "$rc" = 0 ]; then
+        if grep -q "^SKIP" "$log"; then skip=$((skip+1)); printf '  %-36s SKIP  %s\n' "$name" "$(grep -m1 '^SKIP' "$log" | cut -c6-)";
+        else pass=$((pass+1)); printf '  %-36s PASS\n' "$name"; fi
+    else
+        fail=$((fail+1)); failed+=("$name"); printf '  %-36s FAIL  (rc %s, log %s)\n' "$name" "$rc" "$log"
+        tail -n 25 "$log" | sed 's/^/      | /'
+    fi
+}
+
+echo "# unit tests ($build)"
+for t in "$build"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t"); log="$log_dir/$name.log"
+    timeout 600 "$t" >"$log" 2>&1; rc=$?
+    grep -E "^test_.*passed" "$log" | sed 's/^/    /'
+    record "$name" $rc "$log"
+done
+
+if [ "$only" != unit ]; then
+    echo "# integration tests"
+    for t in tests/integration/*.sh; do
+        [ -f "$t" ] || continue
+        name=$(basename "$t" .sh); log="$log_dir/$name.log"
+        RINGSIDE_BIN="$build/ringside" BUILD="$build" timeout 900 bash "$t" >"$log" 2>&1; rc=$?
+        grep -E "passed, .* failed" "$log" | tail -n1 | sed 's/^/    /'
+        record "$name" $rc "$log"
+    done
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
