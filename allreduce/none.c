@@ -9,7 +9,7 @@ typedef struct {
     SyncJob job;
 } NoneState;
 
-static int none_init(const SyncJob *job, void **state) {
+static int none_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
     if (job->world > 1)
         return rs_error(RS_ERR_INPUT, "--sync none runs one rank only (got %d ranks); use ring, nccl or ps", job->world);
     NoneState *s = calloc(1, sizeof *s);
@@ -19,7 +19,9 @@ static int none_init(const SyncJob *job, void **state) {
     return RS_OK;
 }
 
+static int none_connect(void *state, char *const *endpoints, int n) { return RS_OK; }
 static int none_broadcast(void *state) { return RS_OK; }
+static int none_allreduce(void *state, float *buf, size_t count) { return RS_OK; }
 static int none_bucket_ready(void *state, int b) { return RS_OK; }
 
 static int none_finish(void *state, int step, int global_samples, SyncStep *out) {
@@ -38,7 +40,16 @@ static int none_finish(void *state, int step, int global_samples, SyncStep *out)
 static void none_traffic(void *state, SyncTraffic *out) { *out = (SyncTraffic){0}; }
 static void none_destroy(void *state) { free(state); }
 
-static const SyncOps none_ops = {"none", none_init, none_broadcast, none_bucket_ready,
-                                 none_finish, none_traffic, none_destroy};
+static const SyncOps none_ops = {
+    .name = "none",
+    .init = none_init,
+    .connect = none_connect,
+    .broadcast_params = none_broadcast,
+    .bucket_ready = none_bucket_ready,
+    .finish = none_finish,
+    .allreduce = none_allreduce,
+    .traffic = none_traffic,
+    .destroy = none_destroy,
+};
 
 const SyncOps *sync_none(void) { return &none_ops; }

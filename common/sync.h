@@ -19,7 +19,7 @@ typedef struct {
 /* Everything a back end may use; owned by the trainer, valid for the back end's lifetime. */
 typedef struct {
     const Config *cfg;
-    Model *model;
+    Model *model;                /* NULL for collective-only use (bench, tests): no optimizer */
     Device *dev;
     int rank, world, local_rank, local_world;
     struct Ctrl *ctrl;           /* control plane (NULL with one rank and no launcher) */
@@ -43,9 +43,14 @@ typedef struct {
 
 typedef struct SyncOps {
     const char *name;
-    /* Sets up the back end (sockets, threads, buffers); *state gets its private state.
-     * 0, or RS_ERR_* with rs_errmsg() set. */
-    int (*init)(const SyncJob *job, void **state);
+    /* Sets up the back end (binds sockets, starts threads, allocates buffers); *state gets its
+     * private state. May write this rank's data-plane endpoint (any text up to len-1 chars: an
+     * address, or rank 0's NCCL unique id in hex) into endpoint; the control plane hands every
+     * rank's text to connect. 0, or RS_ERR_* with rs_errmsg() set. */
+    int (*init)(const SyncJob *job, void **state, char *endpoint, size_t len);
+    /* Called once every member has joined: endpoints[i] is member i's text from init
+     * (workers 0..world-1, then dedicated servers). 0 or RS_ERR_*. */
+    int (*connect)(void *state, char *const *endpoints, int nmembers);
     /* Called once before the first step, after every rank has initialised: make every rank's
      * parameters equal to rank 0's (DDP's broadcast at start). */
     int (*broadcast_params)(void *state);
@@ -55,6 +60,9 @@ typedef struct SyncOps {
      * holds the same new parameters. global_samples is the step's sample count over all ranks
      * (the gradients are sums over samples). Fills *out. 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
     int (*finish)(void *state, int step, int global_samples, SyncStep *out);
+    /* Collective use: in-place sum over all ranks of count floats at buf (device memory of
+     * job->dev); returns when buf holds the sum on every rank. 0 or RS_ERR_*. */
+    int (*allreduce)(void *state, float *buf, size_t count);
     /* Copies the cumulative traffic counters. */
     void (*traffic)(void *state, SyncTraffic *out);
     /* Releases everything; safe after a failed init (state may be NULL). */

@@ -1,0 +1,68 @@
+/* ctrl.h - the control plane: ranks find each other, agree on the job, barrier and hand rank 0 their metrics */
+#ifndef RS_CTRL_H
+#define RS_CTRL_H
+
+#include <stddef.h>
+
+/* ---- Types ---- */
+
+/* Where this process stands in the job, from the launcher's environment. */
+typedef struct {
+    int member;          /* 0..world-1: worker rank; world..world+servers-1: dedicated server */
+    int world;           /* worker ranks */
+    int servers;         /* dedicated parameter-server processes (members after the workers) */
+    int local_rank, local_world;
+    char addr[256];      /* MASTER_ADDR */
+    int port;            /* MASTER_PORT */
+    char token[80];      /* job token (hex); every message carries it */
+    char source[32];     /* "ringside", "torchrun", "slurm", "openmpi" or "none" */
+    int launched;        /* 1 when started by a launcher (the env was found) */
+} RankEnv;
+
+typedef struct Ctrl Ctrl;
+
+/* ---- Prototypes ---- */
+
+/* Fills e from the environment: RINGSIDE_* (our launcher), RANK/WORLD_SIZE/LOCAL_RANK/
+ * LOCAL_WORLD_SIZE (torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun) or
+ * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (mpirun), with MASTER_ADDR and MASTER_PORT.
+ * RINGSIDE_ROLE=server with RINGSIDE_SERVER_ID=k makes a dedicated server (member world+k);
+ * RINGSIDE_SERVERS gives their count. No launcher variables: e->launched = 0, one rank.
+ * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
+int rankenv_detect(RankEnv *e);
+
+/* Joins the job's control plane: member 0 binds a ROUTER on addr:port, every other member
+ * connects a DEALER and presents the token and its canonical configuration; member 0 checks
+ * them (a mismatch is refused with the differing option named, on both sides), collects every
+ * member's data-plane endpoint text, and answers when all world+servers members have joined.
+ * Waits at most timeout seconds. On success *out owns a ZeroMQ context (ctrl_zmq) the data
+ * plane may share. RS_ERR_INPUT (refused: options), RS_ERR_PEER (timeout, peer gone), or
+ * RS_ERR_RUNTIME, with rs_errmsg() set. */
+int ctrl_join(Ctrl **out, const RankEnv *e, const char *canonical, const char *endpoint,
+              double timeout);
+
+/* Member i's endpoint text (as given to ctrl_join); "" for an unknown member. */
+const char *ctrl_endpoint(const Ctrl *c, int member);
+/* Every member's endpoint text, members in order (owned by c). */
+char *const *ctrl_endpoints(const Ctrl *c);
+int ctrl_members(const Ctrl *c);
+
+/* The shared ZeroMQ context (owned by c). */
+void *ctrl_zmq(const Ctrl *c);
+
+/* All members wait until every member has called it. 0 or RS_ERR_PEER naming who is missing. */
+int ctrl_barrier(Ctrl *c);
+
+/* Gathers one text per member to member 0. On member 0, *all receives a malloc'd array of
+ * ctrl_members() malloc'd strings (caller frees with ctrl_free_texts); elsewhere *all = NULL.
+ * 0 or RS_ERR_PEER. */
+int ctrl_gather(Ctrl *c, const char *mine, char ***all);
+void ctrl_free_texts(char **all, int n);
+
+/* Leaves the job and frees everything (closes sockets with linger 0, then the context). */
+void ctrl_close(Ctrl *c);
+
+/* Message and byte counters of the control plane (not data-plane traffic). */
+void ctrl_counters(const Ctrl *c, unsigned long long *messages, unsigned long long *dropped);
+
+#endif

@@ -1,0 +1,18 @@
+/* ps.h - the parameter server's entry points the trainer and the launcher call */
+#ifndef RS_PS_H
+#define RS_PS_H
+
+#include "../common/config.h"
+#include "../common/ctrl.h"
+#include "../common/sync.h"
+
+/* The "ps" back end (workers' side; with --ps-placement colocated rank 0 also runs the server
+ * in a thread of its own). */
+const SyncOps *sync_ps(void);
+
+/* A dedicated server process's whole life (RINGSIDE_ROLE=server): binds, joins the control
+ * plane, serves until every worker has said goodbye, hands its report entry to rank 0.
+ * Returns the exit status. */
+int ps_server_main(const Config *cfg, const RankEnv *env);
+
+#endif
