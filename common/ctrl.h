@@ -31,14 +31,14 @@ typedef struct Ctrl Ctrl;
  * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
 int rankenv_detect(RankEnv *e);
 
-/* Joins the job's control plane: member 0 binds a ROUTER on addr:port, every other member
+/* Joins the job's control plane over zctx (a ZeroMQ context the caller owns and terminates
+ * after ctrl_close and the data plane's sockets are closed): member 0 binds a ROUTER on addr:port, every other member
  * connects a DEALER and presents the token and its canonical configuration; member 0 checks
  * them (a mismatch is refused with the differing option named, on both sides), collects every
  * member's data-plane endpoint text, and answers when all world+servers members have joined.
- * Waits at most timeout seconds. On success *out owns a ZeroMQ context (ctrl_zmq) the data
- * plane may share. RS_ERR_INPUT (refused: options), RS_ERR_PEER (timeout, peer gone), or
+ * Waits at most timeout seconds. RS_ERR_INPUT (refused: options), RS_ERR_PEER (timeout, peer gone), or
  * RS_ERR_RUNTIME, with rs_errmsg() set. */
-int ctrl_join(Ctrl **out, const RankEnv *e, const char *canonical, const char *endpoint,
+int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, const char *endpoint,
               double timeout);
 
 /* Member i's endpoint text (as given to ctrl_join); "" for an unknown member. */
@@ -47,7 +47,7 @@ const char *ctrl_endpoint(const Ctrl *c, int member);
 char *const *ctrl_endpoints(const Ctrl *c);
 int ctrl_members(const Ctrl *c);
 
-/* The shared ZeroMQ context (owned by c). */
+/* The ZeroMQ context given to ctrl_join (owned by the caller). */
 void *ctrl_zmq(const Ctrl *c);
 
 /* All members wait until every member has called it. 0 or RS_ERR_PEER naming who is missing. */
@@ -59,7 +59,7 @@ int ctrl_barrier(Ctrl *c);
 int ctrl_gather(Ctrl *c, const char *mine, char ***all);
 void ctrl_free_texts(char **all, int n);
 
-/* Leaves the job and frees everything (closes sockets with linger 0, then the context). */
+/* Leaves the job and frees everything (closes its socket; not the context). */
 void ctrl_close(Ctrl *c);
 
 /* Message and byte counters of the control plane (not data-plane traffic). */

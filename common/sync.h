@@ -23,6 +23,9 @@ typedef struct {
     Device *dev;
     int rank, world, local_rank, local_world;
     struct Ctrl *ctrl;           /* control plane (NULL with one rank and no launcher) */
+    void *zctx;                  /* ZeroMQ context the data plane shares (never NULL) */
+    const char *addr;            /* interface address to bind data-plane sockets on */
+    const char *token;           /* the job token (hex) every data-plane message carries */
     const Bucket *buckets;
     int nbuckets;
     double timeout;              /* seconds for any wait */
@@ -80,5 +83,6 @@ int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
 
 /* The built-in back ends. */
 const SyncOps *sync_none(void);
+const SyncOps *sync_nccl(void);  /* NULL in a build without CUDA */
 
 #endif

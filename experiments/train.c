@@ -2,6 +2,9 @@
 #include "train.h"
 #include "../common/clock.h"
 #include "../common/config.h"
+#include "../common/ctrl.h"
+#include "../common/launch.h"
+#include "../ps/ps.h"
 #include "../common/data.h"
 #include "../common/device.h"
 #include "../common/err.h"
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zmq.h>
 
 enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM_EXPOSED, PH_OPTIMIZER, PH_IDLE, PH_COMM_TOTAL, PH_N };
 static const char *phase_names[PH_N] = {"data", "forward", "backward", "comm_exposed",
@@ -24,6 +28,9 @@ static const char *phase_names[PH_N] = {"data", "forward", "backward", "comm_exp
 /* Everything one rank's run holds. */
 typedef struct {
     Config cfg;
+    RankEnv env;
+    void *zctx;
+    Ctrl *ctrl;
     int rank, world, local_rank, local_world;
     Device dev;
     DataPair data;
@@ -321,8 +328,18 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
 
 /* ---- set-up and tear-down ------------------------------------------------------------------- */
 
+/* Joins the control plane when started by a launcher (every rank agrees on the options). */
+static int run_join(Run *r, const char *endpoint) {
+    if (!r->env.launched) return RS_OK;
+    char canon[8192];
+    config_canonical(&r->cfg, canon, sizeof canon);
+    return ctrl_join(&r->ctrl, &r->env, r->zctx, canon, endpoint, r->cfg.timeout);
+}
+
 static void run_free(Run *r) {
     if (r->sync && r->sync_state) r->sync->destroy(r->sync_state);
+    ctrl_close(r->ctrl);
+    if (r->zctx) zmq_ctx_term(r->zctx);
     model_free(&r->model);
     if (r->dev.ops) device_close(&r->dev);
     sampler_free(&r->sampler);
@@ -386,10 +403,19 @@ static int run_setup(Run *r) {
 
     r->sync = sync_find(c->sync);
     if (!r->sync) return RS_ERR_INPUT;
+    if (!(r->zctx = zmq_ctx_new())) return rs_error(RS_ERR_RUNTIME, "cannot create a ZeroMQ context");
     SyncJob job = {.cfg = c, .model = &r->model, .dev = &r->dev, .rank = r->rank, .world = r->world,
                    .local_rank = r->local_rank, .local_world = r->local_world, .ctrl = NULL,
+                   .zctx = r->zctx, .addr = r->env.addr, .token = r->env.token,
                    .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout};
-    RS_TRY(r->sync->init(&job, &r->sync_state));
+    char endpoint[1024] = "";
+    RS_TRY(r->sync->init(&job, &r->sync_state, endpoint, sizeof endpoint));
+    RS_TRY(run_join(r, endpoint));
+    if (r->ctrl) RS_TRY(r->sync->connect(r->sync_state, ctrl_endpoints(r->ctrl), ctrl_members(r->ctrl)));
+    else {
+        char *one[1] = {endpoint};
+        RS_TRY(r->sync->connect(r->sync_state, one, 1));
+    }
     return r->sync->broadcast_params(r->sync_state);
 }
 
@@ -416,10 +442,60 @@ static int run_train(Run *r) {
     return rc;
 }
 
+/* Every member's report entry to rank 0 (*ranks set on rank 0 only). */
+static int run_gather(Run *r, cJSON **ranks) {
+    cJSON *mine = run_rank_json(r);
+    if (!r->ctrl) {
+        *ranks = cJSON_CreateArray();
+        cJSON_AddItemToArray(*ranks, mine);
+        return RS_OK;
+    }
+    char *text = cJSON_PrintUnformatted(mine);
+    cJSON_Delete(mine);
+    char **all = NULL;
+    int rc = text ? ctrl_gather(r->ctrl, text, &all) : rs_error(RS_ERR_RUNTIME, "out of memory");
+    free(text);
+    if (rc != RS_OK || r->rank != 0) return rc;
+    int n = ctrl_members(r->ctrl);
+    *ranks = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_Parse(all[i] ? all[i] : "");
+        if (!e) {
+            rc = rs_error(RS_ERR_PEER, "member %d sent an unreadable report entry", i);
+            break;
+        }
+        cJSON_AddItemToArray(*ranks, e);
+    }
+    ctrl_free_texts(all, n);
+    if (rc != RS_OK) {
+        cJSON_Delete(*ranks);
+        *ranks = NULL;
+    }
+    return rc;
+}
+
 static void run_cmdline(Run *r, int argc, char **argv) {
     size_t k = snprintf(r->cmdline, sizeof r->cmdline, "ringside train");
     for (int i = 0; i < argc && k < sizeof r->cmdline; i++)
         k += (size_t)snprintf(r->cmdline + k, sizeof r->cmdline - k, " %s", argv[i]);
+}
+
+/* The launcher's side of `train -n N`: checks what can be checked once, then starts the ranks. */
+static int train_launch(const Config *c, int servers, int argc, char **argv) {
+    int rc = report_check_writable(c->report);
+    if (rc == RS_OK && !sync_find(c->sync)) rc = RS_ERR_INPUT;
+    if (rc != RS_OK) {
+        log_error("%s", rs_errmsg());
+        return rc;
+    }
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return RS_ERR_RUNTIME;
+    args[0] = "ringside";
+    args[1] = "train";
+    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
+    rc = launch_run(c->nranks, servers, argc + 2, args, 3.0);
+    free(args);
+    return rc;
 }
 
 int train_main(int argc, char **argv) {
@@ -442,16 +518,39 @@ int train_main(int argc, char **argv) {
     }
     log_set_quiet(r->cfg.quiet);
     log_set_verbose(r->cfg.verbose);
+    if ((rc = rankenv_detect(&r->env)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        free(r);
+        return rc;
+    }
+    int servers = !strcmp(r->cfg.sync, "ps") && !strcmp(r->cfg.ps_placement, "dedicated") ? r->cfg.ps_servers : 0;
+    if (!r->env.launched && (r->cfg.nranks > 1 || servers > 0)) {
+        rc = train_launch(&r->cfg, servers, argc, argv);
+        free(r);
+        return rc;
+    }
+    if (r->env.launched) {
+        r->env.servers = servers;
+        r->cfg.nranks = r->env.world;
+        log_set_rank(r->env.member);
+    }
+    if (r->env.member >= r->env.world) {
+        rc = ps_server_main(&r->cfg, &r->env);
+        free(r);
+        return rc;
+    }
     run_cmdline(r, argc, argv);
-    r->world = 1;
-    r->local_world = 1;
+    r->rank = r->env.member;
+    r->world = r->env.world;
+    r->local_rank = r->env.local_rank;
+    r->local_world = r->env.local_world;
     r->t_start = clock_wall();
     rc = run_setup(r);
     if (rc == RS_OK) rc = run_train(r);
     r->t_end = clock_wall();
+    cJSON *ranks = NULL;
+    if (rc == RS_OK) rc = run_gather(r, &ranks);
     if (rc == RS_OK && r->rank == 0) {
-        cJSON *ranks = cJSON_CreateArray();
-        cJSON_AddItemToArray(ranks, run_rank_json(r));
         cJSON *root = run_report_json(r, ranks);
         rc = report_write_atomic(r->cfg.report, root);
         if (rc == RS_OK) {

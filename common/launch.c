@@ -1,0 +1,209 @@
+/* launch.c - the local launcher: fork/exec of one process per rank with torchrun's variables, and supervision */
+#include "launch.h"
+#include "clock.h"
+#include "err.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t launch_signal = 0;
+
+static void launch_on_signal(int sig) { launch_signal = sig; }
+
+/* 1 when a TCP port can be bound on addr right now. */
+static int port_free(const char *addr, int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    inet_pton(AF_INET, addr, &sa.sin_addr);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+int launch_free_port(const char *addr) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    inet_pton(AF_INET, addr, &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* 128 random bits as 32 hex digits. */
+static int launch_token(char *out, size_t len) {
+    unsigned char b[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) {
+        if (fd >= 0) close(fd);
+        return rs_error(RS_ERR_RUNTIME, "cannot read /dev/urandom for the job token: %s", strerror(errno));
+    }
+    close(fd);
+    for (int i = 0; i < 16 && (size_t)(2 * i + 2) < len; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return RS_OK;
+}
+
+static void setenv_int(const char *name, int v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", v);
+    setenv(name, buf, 1);
+}
+
+static const char *who(int i, int nworkers, char *buf, size_t len) {
+    if (i < nworkers) snprintf(buf, len, "rank %d", i);
+    else snprintf(buf, len, "server %d", i - nworkers);
+    return buf;
+}
+
+/* Sends sig to every live child. */
+static void launch_kill_all(const pid_t *pid, int n, int sig) {
+    for (int i = 0; i < n; i++)
+        if (pid[i] > 0) kill(pid[i], sig);
+}
+
+/* Reaps every child within grace_s after SIGTERM, then SIGKILL. */
+static void launch_stop_all(pid_t *pid, int n, double grace_s) {
+    launch_kill_all(pid, n, SIGTERM);
+    double end = clock_now() + grace_s;
+    int left = 0;
+    do {
+        left = 0;
+        for (int i = 0; i < n; i++) {
+            if (pid[i] <= 0) continue;
+            int st;
+            if (waitpid(pid[i], &st, WNOHANG) == pid[i]) pid[i] = 0;
+            else left++;
+        }
+        if (left) usleep(20000);
+    } while (left && clock_now() < end);
+    if (left) {
+        launch_kill_all(pid, n, SIGKILL);
+        for (int i = 0; i < n; i++)
+            if (pid[i] > 0) waitpid(pid[i], NULL, 0), pid[i] = 0;
+    }
+}
+
+int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s) {
+    const char *addr = getenv("MASTER_ADDR");
+    if (!addr || !*addr) addr = "127.0.0.1";
+    int port = 0;
+    const char *ps = getenv("MASTER_PORT");
+    if (ps && *ps) {
+        port = atoi(ps);
+        if (port < 1 || port > 65535) return rs_error(RS_ERR_INPUT, "MASTER_PORT='%s': not a port (1-65535)", ps);
+        if (!port_free(addr, port))
+            return rs_error(RS_ERR_INPUT, "MASTER_PORT=%d: port in use on %s (unset MASTER_PORT to pick a free one)", port, addr);
+    } else if (!(port = launch_free_port(addr))) {
+        return rs_error(RS_ERR_RUNTIME, "cannot find a free TCP port on %s", addr);
+    }
+    char token[80] = "";
+    const char *given = getenv("RINGSIDE_JOB_TOKEN");
+    if (given && *given) snprintf(token, sizeof token, "%s", given);
+    else RS_TRY(launch_token(token, sizeof token));
+
+    int n = nworkers + nservers;
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!pid || !args) {
+        free(pid);
+        free(args);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
+    for (int i = 0; i < argc; i++) args[i] = argv[i];
+    args[0] = "ringside";
+
+    struct sigaction sa = {.sa_handler = launch_on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    fflush(stdout);
+    fflush(stderr);
+
+    int rc = RS_OK;
+    for (int i = 0; i < n && rc == RS_OK; i++) {
+        pid_t p = fork();
+        if (p < 0) {
+            rc = rs_error(RS_ERR_RUNTIME, "fork for %s: %s", who(i, nworkers, (char[32]){0}, 32), strerror(errno));
+            break;
+        }
+        if (p == 0) {
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            setenv("MASTER_ADDR", addr, 1);
+            setenv_int("MASTER_PORT", port);
+            setenv("RINGSIDE_JOB_TOKEN", token, 1);
+            setenv("RINGSIDE_LAUNCHER", "1", 1);
+            setenv_int("WORLD_SIZE", nworkers);
+            setenv_int("RINGSIDE_SERVERS", nservers);
+            if (i < nworkers) {
+                setenv_int("RANK", i);
+                setenv_int("LOCAL_RANK", i);
+                setenv_int("LOCAL_WORLD_SIZE", nworkers);
+                setenv("RINGSIDE_ROLE", "worker", 1);
+            } else {
+                unsetenv("RANK");
+                setenv("RINGSIDE_ROLE", "server", 1);
+                setenv_int("RINGSIDE_SERVER_ID", i - nworkers);
+            }
+            execv("/proc/self/exe", args);
+            fprintf(stderr, "ringside: error: cannot start %s: exec: %s\n", i < nworkers ? "a rank" : "a server",
+                    strerror(errno));
+            _exit(RS_ERR_RUNTIME);
+        }
+        pid[i] = p;
+    }
+
+    int alive = 0;
+    for (int i = 0; i < n; i++) alive += pid[i] > 0;
+    char name[32];
+    while (rc == RS_OK && alive > 0) {
+        if (launch_signal) {
+            log_error("interrupted (signal %d): stopping %d process%s", (int)launch_signal, alive, alive > 1 ? "es" : "");
+            rc = RS_ERR_INTERRUPTED;
+            break;
+        }
+        int st;
+        pid_t p = waitpid(-1, &st, 0);
+        if (p < 0) {
+            if (errno == EINTR) continue;
+            rc = rs_error(RS_ERR_RUNTIME, "waitpid: %s", strerror(errno));
+            break;
+        }
+        int i = 0;
+        while (i < n && pid[i] != p) i++;
+        if (i == n) continue;
+        pid[i] = 0;
+        alive--;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+        if (WIFEXITED(st)) {
+            rc = WEXITSTATUS(st);
+            rs_error(rc, "%s exited with status %d; stopping the others", who(i, nworkers, name, sizeof name), rc);
+        } else {
+            int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+            rc = RS_ERR_PEER;
+            rs_error(rc, "%s was killed by signal %d (%s); stopping the others", who(i, nworkers, name, sizeof name),
+                     sig, strsignal(sig));
+        }
+        log_error("%s", rs_errmsg());
+    }
+    if (alive > 0) launch_stop_all(pid, n, grace_s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(pid);
+    free(args);
+    return rc;
+}

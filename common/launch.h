@@ -1,0 +1,19 @@
+/* launch.h - the local launcher: starts one process per rank (and server), supervises, stops all on a failure */
+#ifndef RS_LAUNCH_H
+#define RS_LAUNCH_H
+
+/* Re-executes this binary with argv (argv[0] ignored: the running executable is used) as
+ * nworkers ranks plus nservers dedicated servers, each with the launcher's environment
+ * (RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT RINGSIDE_JOB_TOKEN, and
+ * RINGSIDE_ROLE/RINGSIDE_SERVER_ID for servers) on a free port (or MASTER_PORT when set: an
+ * error naming it when in use), and waits. When a process exits non-zero or by a signal, the
+ * others are stopped (SIGTERM, then SIGKILL after grace_s) and the launcher reports which and
+ * how. SIGINT/SIGTERM to the launcher stop every process. Returns 0 when all exit 0, else the
+ * first failing process's exit status (RS_ERR_PEER when killed by a signal,
+ * RS_ERR_INTERRUPTED when interrupted). Creates no ZeroMQ or CUDA state. */
+int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s);
+
+/* A free TCP port on addr (bound, read, released). 0 on failure. */
+int launch_free_port(const char *addr);
+
+#endif
