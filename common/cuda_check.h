@@ -16,6 +16,7 @@ extern "C" {
  * log_error and leaves the same text in rs_errmsg(). Returns 0 on success, else RS_ERR_RUNTIME. */
 static inline int cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
     if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError(); /* reported here: keep it from resurfacing at the next launch check */
     int rank = log_rank() < 0 ? 0 : log_rank();
     rs_error(RS_ERR_RUNTIME, "%s:%d: %s: %s (%s, rank %d)", file, line, call,
              cudaGetErrorString(e), cudaGetErrorName(e), rank);

@@ -50,7 +50,8 @@ int idx_read(const char *path, float **out_x, int **out_y, int *n, int *dim);
 int idx_read_images(const char *path, float **out_x, int *n, int *rows, int *cols);
 
 /* Loads MNIST from dir: train-images/labels-idx?-ubyte[.gz] to train and t10k-* to evaluate;
- * with only the t10k pair, the first 8000 train and the rest evaluate (said in out->source).
+ * with only the t10k pair, the first 8000 train and the rest evaluate (8000 or fewer: 80/20),
+ * as out->source says.
  * Checks image/label counts agree, labels < classes, dim == want_dim. 0 or RS_ERR_INPUT. */
 int data_load_mnist(const char *dir, int want_dim, int classes, DataPair *out);
 
@@ -60,6 +61,7 @@ int data_load_mnist(const char *dir, int want_dim, int classes, DataPair *out);
 int data_make_synthetic(int dim, int classes, int n_train, int n_eval, uint64_t seed,
                         DataPair *out);
 
+/* Free the arrays and zero the struct; safe on a zeroed or already freed one. */
 void dataset_free(Dataset *d);
 void datapair_free(DataPair *p);
 

@@ -26,7 +26,10 @@ static int cuda_count(void) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* clear it: not finding a GPU is an answer, not a fault */
-        rs_error(RS_ERR_RUNTIME, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        const char *hint = e == cudaErrorInsufficientDriver
+                               ? " (no NVIDIA driver, or one older than this CUDA runtime)"
+                               : "";
+        rs_error(RS_ERR_RUNTIME, "cudaGetDeviceCount: %s%s", cudaGetErrorString(e), hint);
         return 0;
     }
     if (n == 0) rs_error(RS_ERR_RUNTIME, "cudaGetDeviceCount returned 0");

@@ -87,6 +87,8 @@ static int in_read(IdxIn *in, uint8_t *buf, size_t len, size_t *got) {
                 continue;
             }
             const char *zmsg = gzerror(in->gz, &errnum);
+            if (zmsg && strncmp(zmsg, "<fd:", 4) == 0 && strstr(zmsg, ": "))
+                zmsg = strstr(zmsg, ": ") + 2;             /* zlib's "<fd:N>: " prefix */
             if (errnum == Z_OK)
                 return 0;                                  /* a clean end of the stream */
             if (errnum == Z_BUF_ERROR)
@@ -126,7 +128,7 @@ static int idx_read_header(IdxIn *in, int want_images, uint32_t *n, uint32_t *ro
     uint8_t h[16];
 
     if (in_read(in, h, 4, &got) != 0)
-        return rs_error(RS_ERR_INPUT, "%s: %s, in the header", path, in->why);
+        return rs_error(RS_ERR_INPUT, "%s: %s", path, in->why);
     if (got < 4)
         return rs_error(RS_ERR_INPUT, "%s: header truncated: %zu of %zu bytes%s", path, got, hlen,
                         got == 0 ? " (the file is empty)" : "");
@@ -146,7 +148,7 @@ static int idx_read_header(IdxIn *in, int want_images, uint32_t *n, uint32_t *ro
                         want, want_images ? "images" : "labels");
     }
     if (in_read(in, h + 4, hlen - 4, &got) != 0)
-        return rs_error(RS_ERR_INPUT, "%s: %s, in the header", path, in->why);
+        return rs_error(RS_ERR_INPUT, "%s: %s", path, in->why);
     if (got < hlen - 4)
         return rs_error(RS_ERR_INPUT, "%s: header truncated: %zu of %zu bytes", path, 4 + got, hlen);
 

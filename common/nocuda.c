@@ -1,8 +1,12 @@
 /* nocuda.c - the CPU-only build's stand-ins for the CUDA back ends: each returns NULL, meaning "not in this build" */
 #include "device.h"
+#include "sync.h"
 
 /* No CUDA kernels in this build. */
 const KernelOps *kernels_cuda(void) { return NULL; }
 
 /* No CUDA device back end in this build. */
 const DeviceOps *device_cuda_ops(void) { return NULL; }
+
+/* No NCCL back end in this build (sync_find reports "not in this build"). */
+const SyncOps *sync_nccl(void) { return NULL; }

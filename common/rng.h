@@ -47,14 +47,18 @@ static inline uint64_t rng_below(Rng *r, uint64_t n) {
     return x % n;
 }
 
-/* Two independent standard normal draws (Box-Muller). Bitwise reproducible for a given libm. */
+/* Two independent standard normal draws (Marsaglia's polar method: no trigonometry, so the
+ * only libm call is log). Bitwise reproducible for a given libm. */
 static inline void rng_normal_pair(Rng *r, double *a, double *b) {
-    double u1 = 1.0 - rng_uniform_double(r);   /* (0, 1]: log stays finite */
-    double u2 = rng_uniform_double(r);
-    double rad = sqrt(-2.0 * log(u1));
-    double th = 6.283185307179586476925 * u2;
-    *a = rad * cos(th);
-    *b = rad * sin(th);
+    double u, v, s;
+    do {
+        u = 2.0 * rng_uniform_double(r) - 1.0;
+        v = 2.0 * rng_uniform_double(r) - 1.0;
+        s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    double m = sqrt(-2.0 * log(s) / s);
+    *a = u * m;
+    *b = v * m;
 }
 
 /* One standard normal draw (the second of the pair is discarded, keeping the state one word). */

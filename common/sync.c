@@ -12,6 +12,7 @@ static const struct {
     SyncGetter get;
 } sync_registry[] = {
     {"none", sync_none},
+    {"nccl", sync_nccl},
 };
 
 const SyncOps *sync_find(const char *name) {

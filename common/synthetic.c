@@ -9,16 +9,15 @@
 #include <string.h>
 
 /* Noise per input value, and how many noise sigmas apart the two closest class centres are.
- * At 6 sigmas a 784-128-10 MLP passes 0.95 evaluation accuracy within about 300 SGD steps of
- * 64 at lr 0.05, while the first steps still show a clear learning curve. */
-#ifndef SYN_SIGMA
-#define SYN_SIGMA 0.15
-#endif
-#ifndef SYN_SEPARATION
-#define SYN_SEPARATION 6.0
-#endif
+ * With these a 784-128-10 MLP (plain SGD, batch 64, lr 0.05) goes from chance to 0.95 evaluation
+ * accuracy in 100-200 steps and to 1.0 by step 300, over several seeds: separable, yet the
+ * first hundred steps show a real learning curve. */
+#define SYN_SIGMA 0.3
+#define SYN_SEPARATION 10.0
 
-/* Derives independent streams for the centres, the training set and the evaluation set. */
+/* Derives independent streams for the centres, the training set and the evaluation set: the
+ * evaluation samples are drawn after the training ones, from a stream of their own, so they stay
+ * the same whatever n_train is. */
 enum { SYN_STREAM_CENTRES = 1, SYN_STREAM_TRAIN = 2, SYN_STREAM_EVAL = 3 };
 
 static void syn_stream(Rng *r, uint64_t seed, uint64_t stream) {
@@ -116,9 +115,8 @@ int data_make_synthetic(int dim, int classes, int n_train, int n_eval, uint64_t 
     if ((rc = syn_fill(&out->train, n_train, dim, classes, centres, sigma, &r)) != RS_OK) goto err;
     syn_stream(&r, seed, SYN_STREAM_EVAL);
     if ((rc = syn_fill(&out->eval, n_eval, dim, classes, centres, sigma, &r)) != RS_OK) goto err;
-    snprintf(out->source, sizeof out->source, "synthetic: %d classes in %d dims (seed %llu, noise "
-             "%.3g), %d train, %d evaluate", classes, dim, (unsigned long long)seed, sigma,
-             n_train, n_eval);
+    snprintf(out->source, sizeof out->source, "synthetic class clusters (seed %llu, noise sigma "
+             "%.3g)", (unsigned long long)seed, sigma);
     free(centres);
     return RS_OK;
 

@@ -68,8 +68,8 @@ static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const 
     for (size_t i = 0; i < n; i++) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
 }
 
-/* Per row: max and first argmax, then the sum of exp(x - max), then the loss and the
- * gradient. A label outside [0, cols) makes the loss NaN, so that bad data cannot pass
+/* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
+ * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that bad data cannot pass
  * unnoticed. The per-row losses are summed in double and added to stats[0] once. */
 static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *labels, int rows,
                              int cols, float *dlogits, float *stats) {
@@ -87,8 +87,9 @@ static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *lab
                 m = x[c];
                 arg = c;
             }
-        float s = 0.0f;
-        for (int c = 0; c < cols; c++) s += expf(x[c] - m);
+        double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
+        for (int c = 0; c < cols; c++) sum += expf(x[c] - m);
+        float s = (float)sum;
         int valid = label >= 0 && label < cols;
         loss_sum += valid ? (double)(logf(s) - (x[label] - m)) : (double)NAN;
         correct += valid && arg == label;

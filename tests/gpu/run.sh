@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# run.sh - the GPU suite in one go: every check logs to a file and adds a row; the PASS/FAIL table comes last
+#
+#   tests/gpu/run.sh [BUILD]        BUILD: a CUDA build's folder (default: build, from `make CUDA=1`)
+#
+# Adding a check is one line at the bottom: `check NAME CMD...`. A check passes when CMD exits
+# 0; its figure is the last non-empty line CMD printed. Output follows the suite's habit: every
+# line that is not a table row starts with '#'. Exits 1 when any check fails.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+build=${1:-${BUILD:-build}}
+log_dir=$build/gpu-logs
+mkdir -p "$log_dir"
+# shared libraries carried beside the build, for a GPU machine without the CUDA toolkit
+if [ -d "$build/lib" ]; then
+    export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+names=() results=() figures=()
+failures=0
+
+# check NAME CMD... : runs CMD (a command or a function below) with its output in
+# $log_dir/NAME.log, and records NAME, PASS or FAIL, and a figure for the table.
+check() {
+    local name=$1 log=$log_dir/$1.log t0=$SECONDS rc fig result
+    shift
+    echo "# $name: $*"
+    if [ "$(type -t "$1")" = function ]; then
+        "$@" >"$log" 2>&1
+    else
+        timeout "${CHECK_TIMEOUT:-600}" "$@" >"$log" 2>&1
+    fi
+    rc=$?
+    fig=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-110)
+    if [ "$rc" = 0 ]; then
+        result=PASS
+    else
+        result=FAIL
+        failures=$((failures + 1))
+        fig="rc $rc: $fig"
+        tail -n 20 "$log" | sed 's/^/#   | /'
+    fi
+    names+=("$name") results+=("$result") figures+=("$fig ($((SECONDS - t0)) s)")
+}
+
+# no_skips CMD... : runs a test binary and fails if it skipped anything: on a GPU machine a
+# skipped test is a GPU path left unexercised (a CPU-only build, or a GPU the program cannot see).
+no_skips() {
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    if [ "$rc" = 0 ] && grep -Eq ', [1-9][0-9]* skipped' <<<"$out"; then
+        grep 'SKIP' <<<"$out" | sort | uniq -c
+        echo "$(grep -E 'passed, .* skipped' <<<"$out" | tail -n 1): skips not allowed on a GPU machine"
+        return 1
+    fi
+    return "$rc"
+}
+
+# gpu_visible : the driver sees a GPU (name, memory, driver version).
+gpu_visible() {
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    else
+        ls /dev/nvidia[0-9]* && echo "no nvidia-smi; device nodes present"
+    fi
+}
+
+# print_table : the table, last; returns 1 when any check failed.
+print_table() {
+    echo "# ringside GPU suite: build $build, host $(hostname), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    printf '# %-22s %-6s %s\n' check result figure
+    for i in "${!names[@]}"; do
+        printf '  %-22s %-6s %s\n' "${names[$i]}" "${results[$i]}" "${figures[$i]}"
+    done
+    echo "# ${#names[@]} checks: $((${#names[@]} - failures)) PASS, $failures FAIL; logs in $log_dir"
+    [ "$failures" = 0 ]
+}
+
+# ---- checks (append new ones here) ----
+check gpu_visible gpu_visible
+check test_kernels no_skips "$build/tests/test_kernels"
+
+# ---- sync back ends on one GPU: nccl (2 ranks), the CUDA-staged host ring, ps sharing the GPU ----
+# Several ranks on one GPU: NCCL refuses it unless told (tests/gpu/README.md). NCCL >= 2.30 takes
+# NCCL_MULTI_RANK_GPU_ENABLE=1 (set for the launcher's ranks below); older NCCL needs a distinct
+# NCCL_HOSTID per rank, which one launcher environment cannot give, so those ranks are started
+# here one by one with torchrun's variables. ringside itself sets neither.
+
+# nccl_version_code : ncclGetVersion of the libnccl build/ringside loads (22809 = 2.28.9), or 0.
+nccl_version_code() {
+    local lib
+    lib=$(ldd "$build/ringside" 2>/dev/null | awk '/libnccl/ {print $3; exit}')
+    NCCL_LIB_PATH=${lib:-libnccl.so.2} python3 -c '
+import ctypes, os
+v = ctypes.c_int(0)
+ctypes.CDLL(os.environ["NCCL_LIB_PATH"]).ncclGetVersion(ctypes.byref(v))
+print(v.value)' 2>/dev/null || echo 0
+}
+nccl_code=$(nccl_version_code)
+echo "# nccl: runtime version code $nccl_code ($([ "$nccl_code" -ge 23000 ] && echo 'NCCL_MULTI_RANK_GPU_ENABLE=1' || echo 'per-rank NCCL_HOSTID, sockets'))"
+
+# ranks_one_gpu N SUBCOMMAND ARGS... : runs `ringside SUBCOMMAND ARGS` as N ranks sharing the GPU,
+# with the NCCL settings this NCCL version needs. Exit status: the first failing rank's.
+ranks_one_gpu() {
+    local n=$1 sub=$2 r port rc=0 pids=()
+    shift 2
+    if [ "$nccl_code" -ge 23000 ]; then
+        NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 300 "$build/ringside" "$sub" -n "$n" "$@"
+        return
+    fi
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for ((r = 0; r < n; r++)); do
+        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        NCCL_HOSTID=ringside-host$r NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 \
+        NCCL_SOCKET_IFNAME=lo timeout 300 "$build/ringside" "$sub" "$@" &
+        pids+=($!)
+    done
+    for r in "${!pids[@]}"; do
+        if ! wait "${pids[$r]}"; then
+            [ "$rc" = 0 ] && rc=1 && echo "# rank $r failed; stopping the others"
+            for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+        fi
+    done
+    return "$rc"
+}
+
+# report_summary REPORT : the figure of a training run: final loss (and that it fell), step time.
+report_summary() {
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); s = r["summary"]; c = s["loss_curve"]
+ok = c and s["final_loss"] == s["final_loss"] and s["final_loss"] < c[0][1]
+print("final loss %.4f (from %.4f), step %.2f ms, %d ranks" % (s["final_loss"], c[0][1] if c else float("nan"), s["step_time_s"] * 1e3, len(r["ranks"])))
+sys.exit(0 if ok else 1)' "$1"
+}
+
+# train_nccl : 2 ranks, --sync nccl, on one GPU; the loss must fall.
+train_nccl() {
+    ranks_one_gpu 2 train --sync nccl --device cuda --layers 784,256,10 --steps 30 \
+        --report "$log_dir/train_nccl.json" && report_summary "$log_dir/train_nccl.json"
+}
+
+# bench_nccl : the nccl-tests-style sweep; bench exits non-zero when #wrong is not 0 anywhere.
+bench_nccl() {
+    local out rc
+    out=$(ranks_one_gpu 2 bench --sync nccl -b 8 -e 64M -f 4 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    [ "$rc" = 0 ] || return "$rc"
+    grep -i 'bandwidth' <<<"$out" | tail -n 1
+}
+
+# train_ring_cuda : the host ring over ZeroMQ staging CUDA gradients through host memory.
+train_ring_cuda() {
+    timeout 300 "$build/ringside" train -n 2 --sync ring --device cuda --layers 784,256,10 --steps 30 \
+        --report "$log_dir/train_ring_cuda.json" && report_summary "$log_dir/train_ring_cuda.json"
+}
+
+# nccl_vs_ring : the two all-reduce back ends give the same loss curve (the claims' 1e-4).
+nccl_vs_ring() {
+    python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["summary"]["loss_curve"]
+b = json.load(open(sys.argv[2]))["summary"]["loss_curve"]
+d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
+print("max |loss(nccl) - loss(ring)| = %.3g over %d points" % (d, min(len(a), len(b))))
+sys.exit(0 if len(a) == len(b) and d <= 1e-4 else 1)' "$log_dir/train_nccl.json" "$log_dir/train_ring_cuda.json"
+}
+
+# train_ps_cuda : 4 ps ranks share the GPU (each its own context); per-rank device memory.
+train_ps_cuda() {
+    timeout 300 "$build/ringside" train -n 4 --sync ps --device cuda --layers 784,256,10 --steps 30 \
+        --report "$log_dir/train_ps_cuda.json" || return
+    report_summary "$log_dir/train_ps_cuda.json" || return
+    python3 -c '
+import json, sys
+rs = json.load(open(sys.argv[1]))["ranks"]
+print("device MiB (used / peak accounted): " + ", ".join("r%s %.0f/%.1f" % (r["rank"], r["memory"].get("device_used_bytes", 0) / 2**20, r["memory"].get("peak_bytes", 0) / 2**20) for r in rs))' "$log_dir/train_ps_cuda.json"
+}
+
+check train_nccl train_nccl
+check bench_nccl bench_nccl
+check train_ring_cuda train_ring_cuda
+check nccl_vs_ring nccl_vs_ring
+check train_ps_cuda train_ps_cuda
+
+print_table
