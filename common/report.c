@@ -21,13 +21,13 @@ int report_check_writable(const char *path) {
     snprintf(dir, sizeof dir, "%s", path);
     char *d = dirname(dir);
     if (stat(d, &st) != 0)
-        return rs_error(RS_ERR_INPUT, "--report %s: directory %s does not exist", path, d);
-    if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--report %s: %s is not a directory", path, d);
+        return rs_error(RS_ERR_INPUT, "%s: directory %s does not exist", path, d);
+    if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "%s: %s is not a directory", path, d);
     if (access(d, W_OK) != 0)
-        return rs_error(RS_ERR_INPUT, "--report %s: directory %s is not writable", path, d);
+        return rs_error(RS_ERR_INPUT, "%s: directory %s is not writable", path, d);
     if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--report %s: is a directory", path);
-        if (access(path, W_OK) != 0) return rs_error(RS_ERR_INPUT, "--report %s: file is not writable", path);
+        if (S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "%s: is a directory", path);
+        if (access(path, W_OK) != 0) return rs_error(RS_ERR_INPUT, "%s: file is not writable", path);
     }
     return RS_OK;
 }

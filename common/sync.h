@@ -29,6 +29,8 @@ typedef struct {
     const Bucket *buckets;
     int nbuckets;
     double timeout;              /* seconds for any wait */
+    struct Trace *trace;         /* --trace recorder or NULL: back ends may call trace_span
+                                  * (common/trace.h) with "comm" spans on tid 1 */
 } SyncJob;
 
 /* What a back end measured in one step (seconds). */

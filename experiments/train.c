@@ -12,6 +12,7 @@
 #include "../common/model.h"
 #include "../common/report.h"
 #include "../common/sync.h"
+#include "../common/trace.h"
 
 #include <cJSON.h>
 #include <stdio.h>
@@ -54,6 +55,8 @@ typedef struct {
     /* backward → buckets */
     int next_bucket;
     double t_start, t_end;
+    Trace *trace;         /* --trace: spans of this rank */
+    double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
     char cmdline[2048];
 } Run;
 
@@ -150,6 +153,16 @@ static int run_step(Run *r, int step, DevEvent **ev) {
     double exposed = (t2 - t1) - ph[PH_FORWARD] - ph[PH_BACKWARD] - ss.optimizer_s - ss.idle_s;
     ph[PH_COMM_EXPOSED] = exposed > 0 ? exposed : 0;
     r->step_s[step] = t2 - t0;
+    if (r->trace) {
+        double o = r->wall_offset, f = t1 + ph[PH_FORWARD], b = f + ph[PH_BACKWARD];
+        trace_span(r->trace, "data", 0, t0 + o, t1 + o);
+        trace_span(r->trace, "forward", 0, t1 + o, f + o);
+        trace_span(r->trace, "backward", 0, f + o, b + o);
+        if (ss.idle_s > 0) trace_span(r->trace, "idle", 0, b + o, b + ss.idle_s + o);
+        if (t2 - ss.optimizer_s > b + ss.idle_s)
+            trace_span(r->trace, "comm_wait", 0, b + ss.idle_s + o, t2 - ss.optimizer_s + o);
+        trace_span(r->trace, "optimizer", 0, t2 - ss.optimizer_s + o, t2 + o);
+    }
     r->loss_sum[step] = stats[0];
     r->correct[step] = stats[1];
     return RS_OK;
@@ -225,6 +238,7 @@ static cJSON *run_rank_json(Run *r) {
     cJSON_AddItemToObject(cv, "loss_sum", cJSON_CreateDoubleArray(r->loss_sum, r->steps));
     cJSON_AddItemToObject(cv, "correct", cJSON_CreateDoubleArray(r->correct, r->steps));
     cJSON_AddItemToObject(cv, "samples", cJSON_CreateIntArray(r->samples, r->steps));
+    if (r->trace) cJSON_AddItemToObject(o, "_trace", trace_json(r->trace));
     return o;
 }
 
@@ -246,6 +260,22 @@ static double ratio_max_mean(cJSON *ranks, const char *a, const char *b, const c
         n++;
     }
     return sum > 0 ? mx / (sum / n) : 1.0;
+}
+
+/* Moves every member's "_trace" events out of ranks[] into one Chrome trace file (rank 0). */
+static int run_write_trace(Run *r, cJSON *ranks) {
+    cJSON *all = cJSON_CreateArray(), *it;
+    cJSON_ArrayForEach(it, ranks) {
+        cJSON *t = cJSON_DetachItemFromObject(it, "_trace");
+        if (!t) continue;
+        cJSON *e;
+        while ((e = cJSON_DetachItemFromArray(t, 0))) cJSON_AddItemToArray(all, e);
+        cJSON_Delete(t);
+    }
+    int rc = r->cfg.trace[0] ? report_write_atomic(r->cfg.trace, all) : RS_OK;
+    if (rc == RS_OK && r->cfg.trace[0]) log_info("# trace: %s (open in Perfetto or chrome://tracing)", r->cfg.trace);
+    cJSON_Delete(all);
+    return rc;
 }
 
 /* Builds the whole report from every rank's entry (ranks[] owned by the report after this). */
@@ -354,11 +384,25 @@ static void run_free(Run *r) {
     free(r->hx);
     free(r->hy);
     cJSON_Delete(r->eval_curve);
+    trace_free(r->trace);
+}
+
+/* Checks --report and --trace can be written, before any work. */
+static int run_check_outputs(const Config *c) {
+    if (report_check_writable(c->report)) return rs_error(RS_ERR_INPUT, "--report %s", rs_errmsg());
+    if (c->trace[0] && report_check_writable(c->trace)) return rs_error(RS_ERR_INPUT, "--trace %s", rs_errmsg());
+    return RS_OK;
 }
 
 static int run_setup(Run *r) {
     Config *c = &r->cfg;
-    if (r->rank == 0) RS_TRY(report_check_writable(c->report));
+    if (r->rank == 0) RS_TRY(run_check_outputs(c));
+    if (c->trace[0]) {
+        char label[32];
+        snprintf(label, sizeof label, "rank %d", r->rank);
+        r->trace = trace_new(r->rank, label);
+        r->wall_offset = clock_wall() - clock_now();
+    }
     RS_TRY(run_load_data(r));
     log_info("# data: %s (%d train, %d eval, %d values, %d classes)", r->data.source, r->data.train.n,
              r->data.eval.n, r->data.train.dim, c->layers[c->nlayers - 1]);
@@ -407,7 +451,8 @@ static int run_setup(Run *r) {
     SyncJob job = {.cfg = c, .model = &r->model, .dev = &r->dev, .rank = r->rank, .world = r->world,
                    .local_rank = r->local_rank, .local_world = r->local_world, .ctrl = NULL,
                    .zctx = r->zctx, .addr = r->env.addr, .token = r->env.token,
-                   .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout};
+                   .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout,
+                   .trace = r->trace};
     char endpoint[1024] = "";
     RS_TRY(r->sync->init(&job, &r->sync_state, endpoint, sizeof endpoint));
     RS_TRY(run_join(r, endpoint));
@@ -482,7 +527,7 @@ static void run_cmdline(Run *r, int argc, char **argv) {
 
 /* The launcher's side of `train -n N`: checks what can be checked once, then starts the ranks. */
 static int train_launch(const Config *c, int servers, int argc, char **argv) {
-    int rc = report_check_writable(c->report);
+    int rc = run_check_outputs(c);
     if (rc == RS_OK && !sync_find(c->sync)) rc = RS_ERR_INPUT;
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
@@ -550,6 +595,8 @@ int train_main(int argc, char **argv) {
     r->t_end = clock_wall();
     cJSON *ranks = NULL;
     if (rc == RS_OK) rc = run_gather(r, &ranks);
+    if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);
+    if (rc != RS_OK) cJSON_Delete(ranks);
     if (rc == RS_OK && r->rank == 0) {
         cJSON *root = run_report_json(r, ranks);
         rc = report_write_atomic(r->cfg.report, root);

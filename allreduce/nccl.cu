@@ -1,0 +1,483 @@
+/* nccl.cu - the "nccl" back end: one NCCL all-reduce per gradient bucket on a comm stream, waits that poll for errors and abort on timeout */
+/*
+ * How a step runs. Backward runs on the device's compute stream; when bucket b is complete the
+ * trainer calls bucket_ready(b), which makes the comm stream wait (an event, no host block) for
+ * everything issued so far on the compute stream and enqueues ncclAllReduce (sum, fp32, in place)
+ * on the bucket's slice of model->grads. finish makes the compute stream wait for the comm
+ * stream, runs the optimizer over every parameter with grad_scale = 1 / global_samples, and
+ * polls until the optimizer is done: the host never sits in a blocking CUDA or NCCL call, so a
+ * dead peer becomes an error (ncclCommGetAsyncError) or a timeout (job->timeout), after which the
+ * communicator is aborted and RS_ERR_PEER returned.
+ *
+ * The communicator is non-blocking (ncclConfig_t.blocking = 0): any NCCL call may answer
+ * ncclInProgress, and the same poll loop then waits for it; this is what lets a rank whose peer
+ * never arrives at ncclCommInitRankConfig give up after --timeout instead of hanging.
+ *
+ * Several ranks on one GPU (a test setup). NCCL refuses it ("Duplicate GPU detected") unless
+ * told otherwise, and this library does not set NCCL's variables behind the user's back:
+ *   NCCL >= 2.30:  NCCL_MULTI_RANK_GPU_ENABLE=1 (every rank);
+ *   older NCCL:    NCCL_HOSTID=<distinct per rank> NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL
+ *                  then sees one GPU per "host" and talks over sockets: right for correctness,
+ *                  milliseconds per call, wrong for bandwidth figures).
+ * init prints the NCCL version and warns when ranks share a GPU without the matching setting;
+ * tests/gpu/run.sh sets them (tests/gpu/README.md).
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <sched.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+extern "C" {
+#include "../common/clock.h"
+#include "../common/sync.h"
+}
+#include "../common/cuda_check.h"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "ringside's nccl back end needs NCCL 2.14 or later (non-blocking communicators)"
+#endif
+
+/* ---- Types ---- */
+
+/* One rank's state. */
+typedef struct {
+    SyncJob job;
+    Device *dev;
+    int version;                 /* ncclGetVersion of the library actually loaded */
+    ncclComm_t comm;             /* NULL until connect, and after an abort */
+    ncclUniqueId id;             /* rank 0's, generated in init */
+    void *comm_stream;           /* cudaStream_t from dev->ops->stream_create */
+    cudaEvent_t *ev_b;           /* 2 per bucket: before and after its all-reduce (timing) */
+    char *issued;                /* per bucket: handed to NCCL this step */
+    cudaEvent_t ev_opt[2];       /* around the optimizer on the compute stream (timing) */
+    cudaEvent_t ev_done;         /* what a wait loop polls (no timing) */
+    double timeout;
+    /* algorithmic traffic (see nccl_count_allreduce) */
+    double bytes_sent, bytes_received;
+    unsigned long long messages_sent, messages_received;
+} NcclState;
+
+/* ---- The check macro: file:line, the rank, NCCL's error string and its last-error text ---- */
+
+/* Reports a failed NCCL call as "file:line: call: error string (rank r): last error" through
+ * log_error and leaves it in rs_errmsg(). ncclRemoteError and ncclSystemError (a peer or a
+ * socket went away) give RS_ERR_PEER, anything else RS_ERR_RUNTIME; 0 on success. */
+static int nccl_check_at(ncclResult_t r, ncclComm_t comm, const char *call, const char *file,
+                         int line) {
+    if (r == ncclSuccess) return 0;
+    int rank = log_rank() < 0 ? 0 : log_rank();
+    const char *last = ncclGetLastError(comm);
+    rs_error(r == ncclRemoteError || r == ncclSystemError ? RS_ERR_PEER : RS_ERR_RUNTIME,
+             "%s:%d: %s: %s (rank %d)%s%s", file, line, call, ncclGetErrorString(r), rank,
+             last && *last ? ": " : "", last && *last ? last : "");
+    log_error("%s", rs_errmsg());
+    return r == ncclRemoteError || r == ncclSystemError ? RS_ERR_PEER : RS_ERR_RUNTIME;
+}
+
+static int nccl_settle_at(NcclState *s, ncclResult_t r, const char *call, const char *file,
+                          int line);
+
+/* Evaluates to 0 or RS_ERR_*; with a state s whose communicator is non-blocking, an answer of
+ * ncclInProgress is waited out (timeout: abort, RS_ERR_PEER). s may be NULL for calls that
+ * take no communicator. */
+#define ncclCheck(s, call) nccl_settle_at((s), (call), #call, __FILE__, __LINE__)
+
+/* ---- Waiting: poll, never block ---- */
+
+/* Sleeps briefly between polls: spins with sched_yield for the first 2 ms of a wait (so the
+ * latency of small all-reduces is not inflated), then 50 us naps. */
+static void nccl_nap(double waited) {
+    if (waited < 2e-3) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+}
+
+/* Aborts the communicator (frees it, ends any collective still running on the device). */
+static void nccl_abort(NcclState *s) {
+    if (!s->comm) return;
+    ncclCommAbort(s->comm);
+    s->comm = NULL;
+}
+
+/* The communicator's asynchronous state: ncclSuccess, ncclInProgress, or an error, in which
+ * case the communicator is aborted and RS_ERR_PEER returned with rs_errmsg() naming `what`. */
+static int nccl_async_state(NcclState *s, const char *what, ncclResult_t *state) {
+    ncclResult_t st = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(s->comm, &st);
+    if (r != ncclSuccess) st = r;
+    *state = st;
+    if (st == ncclSuccess || st == ncclInProgress) return RS_OK;
+    char last[512];
+    snprintf(last, sizeof last, "%s", ncclGetLastError(s->comm) ? ncclGetLastError(s->comm) : "");
+    nccl_abort(s);
+    return rs_error(RS_ERR_PEER, "nccl (rank %d): %s failed: %s%s%s; communicator aborted",
+                    s->job.rank, what, ncclGetErrorString(st), *last ? ": " : "", last);
+}
+
+/* The timeout error: aborts and returns RS_ERR_PEER naming what was waited for. */
+static int nccl_timed_out(NcclState *s, const char *what) {
+    nccl_abort(s);
+    return rs_error(RS_ERR_PEER,
+                    "nccl (rank %d): %s did not complete within %.0f s (--timeout): a peer is gone, "
+                    "stuck or never started; communicator aborted",
+                    s->job.rank, what, s->timeout);
+}
+
+static int nccl_settle_at(NcclState *s, ncclResult_t r, const char *call, const char *file,
+                          int line) {
+    if (r != ncclInProgress || !s || !s->comm) return nccl_check_at(r, s ? s->comm : NULL, call, file, line);
+    double t0 = clock_now();
+    for (;;) {
+        ncclResult_t st;
+        RS_TRY(nccl_async_state(s, call, &st));
+        if (st == ncclSuccess) return RS_OK;
+        double waited = clock_now() - t0;
+        if (waited > s->timeout) return nccl_timed_out(s, call);
+        nccl_nap(waited);
+    }
+}
+
+/* Waits until everything issued so far on stream (NULL: the compute stream) is complete,
+ * polling cudaEventQuery and the communicator's async error. RS_ERR_PEER on an NCCL error or
+ * after the timeout (communicator aborted), RS_ERR_RUNTIME on a CUDA error. */
+static int nccl_wait(NcclState *s, void *stream, const char *what) {
+    RS_TRY(cudaCheck(cudaEventRecord(s->ev_done, (cudaStream_t)(stream ? stream : s->dev->stream))));
+    double t0 = clock_now();
+    for (;;) {
+        cudaError_t e = cudaEventQuery(s->ev_done);
+        if (e == cudaSuccess) return RS_OK;
+        if (e != cudaErrorNotReady) return cudaCheck(e);
+        if (s->comm) {
+            ncclResult_t st;
+            RS_TRY(nccl_async_state(s, what, &st));
+        }
+        double waited = clock_now() - t0;
+        if (waited > s->timeout) return nccl_timed_out(s, what);
+        nccl_nap(waited);
+    }
+}
+
+/* ---- Helpers ---- */
+
+/* "2.28.9" from ncclGetVersion's code (X*10000+Y*100+Z from 2.9 on, X*1000+Y*100+Z before). */
+static void nccl_version_text(int v, char *buf, size_t len) {
+    if (v >= 10000) snprintf(buf, len, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else snprintf(buf, len, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+}
+
+/* The setting NCCL needs for several ranks on one GPU with this library version (see the head
+ * comment), or NULL when the environment already has it. */
+static const char *nccl_shared_gpu_missing(int version) {
+    if (version >= NCCL_VERSION(2, 30, 0))
+        return getenv("NCCL_MULTI_RANK_GPU_ENABLE") ? NULL : "NCCL_MULTI_RANK_GPU_ENABLE=1";
+    return getenv("NCCL_HOSTID") ? NULL
+                                 : "a distinct NCCL_HOSTID per rank with NCCL_P2P_DISABLE=1 "
+                                   "NCCL_SHM_DISABLE=1";
+}
+
+/* Whether this host's ranks outnumber its GPUs (several ranks share one). */
+static int nccl_gpu_shared(const NcclState *s) {
+    int n = s->dev->ops->count();
+    return s->job.local_world > 1 && n > 0 && s->job.local_world > n;
+}
+
+/* Counts one all-reduce of bytes. NCCL moves the bytes itself and reports nothing, so these are
+ * the ring algorithm's figures, not a measurement: reduce-scatter then all-gather, N-1 steps
+ * each, every step sending and receiving bytes/N: 2(N-1)/N x bytes each way, 2(N-1) messages.
+ * (NCCL may pick a tree or NVLS for some sizes; the ring figure is what the claims compare.) */
+static void nccl_count_allreduce(NcclState *s, size_t bytes) {
+    int n = s->job.world;
+    if (n <= 1) return;
+    double b = 2.0 * (n - 1) / n * (double)bytes;
+    s->bytes_sent += b;
+    s->bytes_received += b;
+    s->messages_sent += 2ull * (unsigned)(n - 1);
+    s->messages_received += 2ull * (unsigned)(n - 1);
+}
+
+/* Counts one broadcast of bytes from rank 0 along the ring 0 -> 1 -> ... -> N-1 (again the
+ * algorithm's figure): every rank but 0 receives the bytes, every rank but N-1 sends them. */
+static void nccl_count_broadcast(NcclState *s, size_t bytes) {
+    int n = s->job.world, r = s->job.rank;
+    if (n <= 1) return;
+    if (r > 0) {
+        s->bytes_received += (double)bytes;
+        s->messages_received++;
+    }
+    if (r < n - 1) {
+        s->bytes_sent += (double)bytes;
+        s->messages_sent++;
+    }
+}
+
+/* Creates the non-blocking communicator of world ranks from id and waits until it is ready. */
+static int nccl_comm_open(NcclState *s, const ncclUniqueId *id) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, s->job.world, *id, s->job.rank, &config);
+    s->comm = comm;
+    int rc = ncclCheck(s, r);
+    if (rc == RS_OK) return RS_OK;
+    nccl_abort(s);
+    if (s->job.world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_missing(s->version)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        return rs_error(rc, "%s (%d ranks share this host's GPUs; NCCL needs %s: see tests/gpu/README.md)",
+                        why, s->job.local_world, nccl_shared_gpu_missing(s->version));
+    }
+    return rc;
+}
+
+/* Hex digit value, or -1. */
+static int nccl_hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes rank 0's endpoint text into id. RS_ERR_PEER when it is not 2*NCCL_UNIQUE_ID_BYTES hex
+ * digits. */
+static int nccl_id_decode(const char *text, ncclUniqueId *id) {
+    size_t n = text ? strlen(text) : 0;
+    if (n != 2 * sizeof id->internal)
+        return rs_error(RS_ERR_PEER, "nccl: rank 0's endpoint is not an NCCL unique id (%zu characters, expected %zu hex digits); is rank 0 running --sync nccl?",
+                        n, 2 * sizeof id->internal);
+    for (size_t i = 0; i < sizeof id->internal; i++) {
+        int hi = nccl_hexval(text[2 * i]), lo = nccl_hexval(text[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return rs_error(RS_ERR_PEER, "nccl: rank 0's endpoint has a non-hex character at %zu", 2 * i);
+        id->internal[i] = (char)(hi << 4 | lo);
+    }
+    return RS_OK;
+}
+
+/* Enqueues the all-reduce of bucket b on the comm stream, ordered after the compute stream. */
+static int nccl_issue_bucket(NcclState *s, int b) {
+    Model *m = s->job.model;
+    const Bucket *bk = &s->job.buckets[b];
+    RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
+    cudaStream_t cs = (cudaStream_t)s->comm_stream;
+    RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b], cs)));
+    float *p = m->grads + bk->lo;
+    size_t count = bk->hi - bk->lo;
+    RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
+    RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b + 1], cs)));
+    s->issued[b] = 1;
+    nccl_count_allreduce(s, count * sizeof(float));
+    return RS_OK;
+}
+
+/* ---- The back end ---- */
+
+static void nccl_destroy(void *state);
+
+/* Refuses a CPU device; creates the comm stream and events; rank 0 makes the unique id and
+ * writes it as hex into endpoint. With one rank the 1-rank communicator is made right away. */
+static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    *state = NULL;
+    if (!job->dev || job->dev->kind != DEV_CUDA)
+        return rs_error(RS_ERR_INPUT, "--sync nccl needs --device cuda (this rank runs on the CPU); "
+                                      "use --sync ring for host memory");
+    if (job->world < 1 || job->rank < 0 || job->rank >= job->world)
+        return rs_error(RS_ERR_INPUT, "nccl: rank %d of %d is not a valid member", job->rank, job->world);
+    if (job->rank == 0 && (!endpoint || len < 2 * NCCL_UNIQUE_ID_BYTES + 1))
+        return rs_error(RS_ERR_RUNTIME, "nccl: endpoint buffer of %zu bytes cannot hold the unique id (%d)",
+                        len, 2 * NCCL_UNIQUE_ID_BYTES + 1);
+    if (job->model && job->nbuckets > 0 && !job->buckets)
+        return rs_error(RS_ERR_RUNTIME, "nccl: %d buckets but no bucket table", job->nbuckets);
+
+    NcclState *s = (NcclState *)calloc(1, sizeof *s);
+    if (!s) return rs_error(RS_ERR_RUNTIME, "out of host memory");
+    s->job = *job;
+    s->dev = job->dev;
+    s->timeout = job->timeout > 0 ? job->timeout : 60.0;
+    *state = s;
+    int rc = RS_OK;
+
+    if ((rc = ncclCheck(NULL, ncclGetVersion(&s->version)))) goto err;
+    {
+        char ver[32], built[32];
+        nccl_version_text(s->version, ver, sizeof ver);
+        nccl_version_text(NCCL_VERSION_CODE, built, sizeof built);
+        log_info("# nccl: NCCL %s (built against %s), %d rank%s", ver, built, job->world,
+                 job->world > 1 ? "s" : "");
+        const char *missing = nccl_shared_gpu_missing(s->version);
+        if (job->world > 1 && job->local_rank == 0 && nccl_gpu_shared(s) && missing)
+            log_warn("nccl: %d ranks share this host's %d GPU(s); NCCL %s refuses that without %s "
+                     "(see tests/gpu/README.md)",
+                     job->local_world, s->dev->ops->count(), ver, missing);
+    }
+
+    if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
+    if ((rc = cudaCheck(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)))) goto err;
+    for (int i = 0; i < 2; i++)
+        if ((rc = cudaCheck(cudaEventCreate(&s->ev_opt[i])))) goto err;
+    if (job->model && job->nbuckets > 0) {
+        s->ev_b = (cudaEvent_t *)calloc(2 * (size_t)job->nbuckets, sizeof *s->ev_b);
+        s->issued = (char *)calloc((size_t)job->nbuckets, 1);
+        if (!s->ev_b || !s->issued) {
+            rc = rs_error(RS_ERR_RUNTIME, "out of host memory for %d buckets", job->nbuckets);
+            goto err;
+        }
+        for (int i = 0; i < 2 * job->nbuckets; i++)
+            if ((rc = cudaCheck(cudaEventCreate(&s->ev_b[i])))) goto err;
+    }
+
+    if (endpoint && len) endpoint[0] = '\0';
+    if (job->rank == 0) {
+        if ((rc = ncclCheck(NULL, ncclGetUniqueId(&s->id)))) goto err;
+        for (size_t i = 0; i < sizeof s->id.internal; i++)
+            snprintf(endpoint + 2 * i, 3, "%02x", (unsigned char)s->id.internal[i]);
+    }
+    if (job->world == 1 && (rc = nccl_comm_open(s, &s->id))) goto err;
+    return RS_OK;
+err:
+    nccl_destroy(s);
+    *state = NULL;
+    return rc;
+}
+
+/* Decodes rank 0's unique id from endpoints[0] and joins the communicator (waits at most
+ * the timeout for every rank to arrive). A no-op when the communicator exists (one rank). */
+static int nccl_connect(void *state, char *const *endpoints, int nmembers) {
+    NcclState *s = (NcclState *)state;
+    if (s->comm) return RS_OK;
+    if (!endpoints || nmembers < s->job.world)
+        return rs_error(RS_ERR_PEER, "nccl: %d endpoints for %d ranks", nmembers, s->job.world);
+    if (s->job.rank != 0) RS_TRY(nccl_id_decode(endpoints[0], &s->id));
+    return nccl_comm_open(s, &s->id);
+}
+
+/* ncclBroadcast of the parameters from rank 0 on the comm stream, after the compute stream's
+ * initialisation; then momentum zeroed on the compute stream; returns when both are done. */
+static int nccl_broadcast_params(void *state) {
+    NcclState *s = (NcclState *)state;
+    Model *m = s->job.model;
+    if (!m) return RS_OK;
+    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: broadcast before connect");
+    RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
+    RS_TRY(ncclCheck(s, ncclBroadcast(m->params, m->params, m->nparams, ncclFloat, 0, s->comm,
+                                      (cudaStream_t)s->comm_stream)));
+    nccl_count_broadcast(s, m->nparams * sizeof(float));
+    RS_TRY(s->dev->ops->stream_wait(s->dev, NULL, s->comm_stream));
+    m->dev->k->fill(m->dev->kctx, m->mom, 0.0f, m->nparams);
+    RS_TRY(nccl_wait(s, NULL, "the broadcast of rank 0's parameters"));
+    return m->dev->k->sync(m->dev->kctx);
+}
+
+/* Starts bucket b's all-reduce; does not block the host. */
+static int nccl_bucket_ready(void *state, int b) {
+    NcclState *s = (NcclState *)state;
+    if (!s->job.model || b < 0 || b >= s->job.nbuckets)
+        return rs_error(RS_ERR_RUNTIME, "nccl: bucket %d of %d (no model?)", b, s->job.nbuckets);
+    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: bucket_ready before connect (or after an abort)");
+    if (s->issued[b]) return rs_error(RS_ERR_RUNTIME, "nccl: bucket %d handed over twice in a step", b);
+    return nccl_issue_bucket(s, b);
+}
+
+/* Issues any bucket not yet handed over, makes the compute stream wait for the comm stream,
+ * runs the optimizer there and polls until it is done. comm_s: the summed device time of the
+ * step's all-reduces (CUDA events around each); idle_s: 0 (NCCL does not tell waiting for a
+ * late peer apart from moving data); optimizer_s: device time of the optimizer. */
+static int nccl_finish(void *state, int step, int global_samples, SyncStep *out) {
+    NcclState *s = (NcclState *)state;
+    Model *m = s->job.model;
+    memset(out, 0, sizeof *out);
+    if (!m) return rs_error(RS_ERR_RUNTIME, "nccl: finish without a model");
+    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: finish before connect (or after an abort)");
+    for (int b = 0; b < s->job.nbuckets; b++)
+        if (!s->issued[b]) RS_TRY(nccl_issue_bucket(s, b));
+    RS_TRY(s->dev->ops->stream_wait(s->dev, NULL, s->comm_stream));
+    RS_TRY(cudaCheck(cudaEventRecord(s->ev_opt[0], (cudaStream_t)s->dev->stream)));
+    float scale = global_samples > 0 ? 1.0f / (float)global_samples : 0.0f;
+    model_sgd(m, 0, m->nparams, s->job.cfg, scale);
+    RS_TRY(cudaCheck(cudaEventRecord(s->ev_opt[1], (cudaStream_t)s->dev->stream)));
+    char what[64];
+    snprintf(what, sizeof what, "the all-reduce of step %d", step);
+    RS_TRY(nccl_wait(s, NULL, what));
+    RS_TRY(m->dev->k->sync(m->dev->kctx)); /* idle by now: reports a failed kernel launch */
+    float ms;
+    for (int b = 0; b < s->job.nbuckets; b++) {
+        RS_TRY(cudaCheck(cudaEventElapsedTime(&ms, s->ev_b[2 * b], s->ev_b[2 * b + 1])));
+        out->comm_s += ms * 1e-3;
+        s->issued[b] = 0;
+    }
+    RS_TRY(cudaCheck(cudaEventElapsedTime(&ms, s->ev_opt[0], s->ev_opt[1])));
+    out->optimizer_s = ms * 1e-3;
+    return RS_OK;
+}
+
+/* Synchronous in-place sum of count floats at buf (device memory) over every rank. */
+static int nccl_allreduce(void *state, float *buf, size_t count) {
+    NcclState *s = (NcclState *)state;
+    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: allreduce before connect (or after an abort)");
+    if (count == 0) return RS_OK;
+    RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
+    RS_TRY(ncclCheck(s, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, s->comm,
+                                      (cudaStream_t)s->comm_stream)));
+    nccl_count_allreduce(s, count * sizeof(float));
+    char what[96];
+    snprintf(what, sizeof what, "an all-reduce of %zu floats", count);
+    return nccl_wait(s, s->comm_stream, what);
+}
+
+/* The algorithmic ring traffic counted so far (see nccl_count_allreduce). */
+static void nccl_traffic(void *state, SyncTraffic *out) {
+    NcclState *s = (NcclState *)state;
+    memset(out, 0, sizeof *out);
+    if (!s) return;
+    out->bytes_sent = (unsigned long long)(s->bytes_sent + 0.5);
+    out->bytes_received = (unsigned long long)(s->bytes_received + 0.5);
+    out->messages_sent = s->messages_sent;
+    out->messages_received = s->messages_received;
+}
+
+/* Finalizes the communicator (waiting at most the timeout, else aborting it), then frees the
+ * stream, events and state. Safe on NULL and on a half-made state. */
+static void nccl_destroy(void *state) {
+    NcclState *s = (NcclState *)state;
+    if (!s) return;
+    if (s->comm) {
+        if (ncclCheck(s, ncclCommFinalize(s->comm)) == RS_OK && s->comm) {
+            ncclCommDestroy(s->comm);
+            s->comm = NULL;
+        }
+        nccl_abort(s); /* only when finalize failed (it then may have aborted already) */
+    }
+    if (s->ev_b) {
+        for (int i = 0; i < 2 * s->job.nbuckets; i++)
+            if (s->ev_b[i]) cudaEventDestroy(s->ev_b[i]);
+        free(s->ev_b);
+    }
+    free(s->issued);
+    for (int i = 0; i < 2; i++)
+        if (s->ev_opt[i]) cudaEventDestroy(s->ev_opt[i]);
+    if (s->ev_done) cudaEventDestroy(s->ev_done);
+    if (s->comm_stream) s->dev->ops->stream_destroy(s->dev, s->comm_stream);
+    free(s);
+}
+
+/* In the order of SyncOps' fields. */
+static const SyncOps nccl_ops = {
+    "nccl",
+    nccl_init,
+    nccl_connect,
+    nccl_broadcast_params,
+    nccl_bucket_ready,
+    nccl_finish,
+    nccl_allreduce,
+    nccl_traffic,
+    nccl_destroy,
+};
+
+/* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */
+extern "C" const SyncOps *sync_nccl(void) { return &nccl_ops; }

@@ -1,0 +1,24 @@
+/* trace.h - Chrome trace events (the JSON Perfetto opens): one track per rank, one span per phase */
+#ifndef RS_TRACE_H
+#define RS_TRACE_H
+
+struct cJSON;
+
+/* ---- Types ---- */
+typedef struct Trace Trace;
+
+/* ---- Prototypes ---- */
+
+/* A recorder for process `pid` (the rank) labelled `label` ("rank 0"). NULL on OOM. */
+Trace *trace_new(int pid, const char *label);
+
+/* Records a complete span [t0, t1] in seconds on the wall clock (clock_wall) on thread tid
+ * (0: compute, 1: communication). Thread-safe; silently stops recording after a cap. NULL-safe. */
+void trace_span(Trace *t, const char *name, int tid, double t0, double t1);
+
+/* The events as a JSON array (caller owns it). */
+struct cJSON *trace_json(Trace *t);
+
+void trace_free(Trace *t);
+
+#endif
