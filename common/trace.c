@@ -3,6 +3,7 @@
 
 #include <cJSON.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
