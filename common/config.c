@@ -53,6 +53,7 @@ static const Opt opts[] = {
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},
     {"trace", 0, OPT_STR, O(trace), S(trace), "", 0, "write Chrome trace events to this file"},
+    {"save-params", 0, OPT_STR, O(save_params), S(save_params), "", 0, "write the final parameters to this file (raw little-endian float32, layer by layer: W then b)"},
     {"quiet", 'q', OPT_FLAG, O(quiet), 0, "0", 0, "print nothing but errors"},
     {"verbose", 'v', OPT_FLAG, O(verbose), 0, "0", 0, "every rank prints"},
 };

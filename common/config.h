@@ -42,6 +42,7 @@ typedef struct {
     /* output */
     char report[512];
     char trace[512];
+    char save_params[512];    /* rank 0 writes the final parameters here (raw fp32) */
     int quiet;
     int verbose;
 } Config;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t launch_signal = 0;
+static int launch_reported; /* 1 once a process's failure has been printed */
 
 static void launch_on_signal(int sig) { launch_signal = sig; }
 
@@ -97,7 +98,16 @@ static void launch_stop_all(pid_t *pid, int n, double grace_s) {
     }
 }
 
+static int launch_run_(int nworkers, int nservers, int argc, char **argv, double grace_s);
+
 int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s) {
+    int rc = launch_run_(nworkers, nservers, argc, argv, grace_s);
+    if (rc != RS_OK && rc != RS_ERR_INTERRUPTED && !launch_reported) log_error("%s", rs_errmsg());
+    return rc;
+}
+
+static int launch_run_(int nworkers, int nservers, int argc, char **argv, double grace_s) {
+    launch_reported = 0;
     const char *addr = getenv("MASTER_ADDR");
     if (!addr || !*addr) addr = "127.0.0.1";
     int port = 0;
@@ -199,6 +209,7 @@ int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s
                      sig, strsignal(sig));
         }
         log_error("%s", rs_errmsg());
+        launch_reported = 1;
     }
     if (alive > 0) launch_stop_all(pid, n, grace_s);
     sigaction(SIGINT, &old_int, NULL);

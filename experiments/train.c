@@ -391,6 +391,8 @@ static void run_free(Run *r) {
 static int run_check_outputs(const Config *c) {
     if (report_check_writable(c->report)) return rs_error(RS_ERR_INPUT, "--report %s", rs_errmsg());
     if (c->trace[0] && report_check_writable(c->trace)) return rs_error(RS_ERR_INPUT, "--trace %s", rs_errmsg());
+    if (c->save_params[0] && report_check_writable(c->save_params))
+        return rs_error(RS_ERR_INPUT, "--save-params %s", rs_errmsg());
     return RS_OK;
 }
 
@@ -477,13 +479,32 @@ static int run_train(Run *r) {
     for (int s = 0; s < r->steps && rc == RS_OK; s++) {
         rc = run_step(r, s, ev);
         if (rc) break;
-        if (r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps) rc = run_eval(r, s + 1);
+        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps)
+            rc = run_eval(r, s + 1);
         if ((s + 1) % every == 0 || s + 1 == r->steps)
             log_info("step %5d/%d  loss %.4f  (rank-local)  %.1f ms/step", s + 1, r->steps,
                      r->samples[s] ? r->loss_sum[s] / r->samples[s] : 0.0, r->step_s[s] * 1e3);
     }
-    if (rc == RS_OK) rc = run_eval(r, r->steps);
+    if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
     for (int i = 0; i < 3; i++) d->ops->event_destroy(d, ev[i]);
+    return rc;
+}
+
+/* Writes the final parameters (rank 0, --save-params) through a temporary file and a rename. */
+static int run_save_params(Run *r) {
+    const char *path = r->cfg.save_params;
+    size_t bytes = r->model.nparams * sizeof(float);
+    float *h = malloc(bytes);
+    if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory saving parameters");
+    int rc = device_d2h(&r->dev, h, r->model.params, bytes);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = rc ? NULL : fopen(tmp, "wb");
+    if (!rc && (!f || fwrite(h, 1, bytes, f) != bytes || fclose(f) != 0 || rename(tmp, path) != 0)) {
+        rc = rs_error(RS_ERR_RUNTIME, "--save-params %s: write failed", path);
+        unlink(tmp);
+    }
+    free(h);
     return rc;
 }
 
@@ -596,6 +617,7 @@ int train_main(int argc, char **argv) {
     cJSON *ranks = NULL;
     if (rc == RS_OK) rc = run_gather(r, &ranks);
     if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);
+    if (rc == RS_OK && r->rank == 0 && r->cfg.save_params[0]) rc = run_save_params(r);
     if (rc != RS_OK) cJSON_Delete(ranks);
     if (rc == RS_OK && r->rank == 0) {
         cJSON *root = run_report_json(r, ranks);

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# plots.sh - plot.py on fixture reports: every figure drawn (PNG + SVG) with the series and bars the fixture implies
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+pass=0; fail=0
+ok()  { pass=$((pass+1)); echo "ok   $*"; }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+check() { # description command...
+    local what=$1; shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+
+if ! PY=$(bash plots/find_python.sh 2>/tmp/find_python.$$); then
+    echo "SKIP no python3 with matplotlib: $(head -n1 /tmp/find_python.$$)"
+    rm -f /tmp/find_python.$$
+    exit 0
+fi
+rm -f /tmp/find_python.$$
+echo "# python: $PY"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# ---- fixtures: FOLDER BACKENDS NS [bench] [claims]; writes FOLDER/expected.json -------------
+make_fixture() {
+    "$PY" - "$@" <<'PYEOF'
+import json, os, sys
+folder, backends, ns = sys.argv[1], sys.argv[2].split(","), [int(x) for x in sys.argv[3].split(",")]
+extras = sys.argv[4:]
+os.makedirs(folder, exist_ok=True)
+P = 784 * 32 + 32 + 32 * 10 + 10           # parameters of 784,32,10
+G = 4 * P                                  # gradient bytes
+STEPS = 12
+TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
+PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle", "comm_total"]
+
+def rank_entry(sync, n, k):
+    tags = dict.fromkeys(TAGS, 0)
+    tags.update(params=G, grads=G, activations=64 * 1000, optimizer=G)
+    if sync == "ring" and n > 1:
+        tags["comm"] = G
+        traffic = 2 * (n - 1) * G // n
+    elif sync == "ps" and n > 1:
+        traffic = 2 * G * (n - 1) if k == 0 else 2 * G
+        if k == 0:
+            tags["server"] = 2 * G
+    else:
+        traffic = 0
+    comm = 0.0002 * (n - 1) * (n if sync == "ps" else 1)
+    phases = dict(zip(PHASES, [1e-4, 3e-4, 5e-4, comm, 2e-4, 1e-5 * k, comm * 1.5]))
+    step = sum(phases[p] for p in PHASES[:6])
+    return {"rank": k, "role": "worker", "device": "cpu", "samples": 64 * STEPS,
+            "memory": {"peak_bytes": sum(tags.values()) - G // 2, "by_tag": tags,
+                       "device_used_bytes": 0, "host_peak_rss_bytes": 40 << 20},
+            "traffic": {"bytes_sent": traffic // 2, "bytes_received": traffic - traffic // 2,
+                        "messages": 2 * n, "messages_sent": n, "messages_received": n, "dropped": 0},
+            "time_s": {"step": {"median": step, "p95": step * 1.1, "min": step * 0.9, "max": step * 1.2,
+                                "mean": step},
+                       "phases": phases, "busy": 1.1e-3, "timed_steps": STEPS - 2}}
+
+def report(sync, n, seed):
+    ranks = [rank_entry(sync, n, k) for k in range(n)]
+    step = ranks[0]["time_s"]["step"]["median"] * (1 + 0.01 * seed)
+    cfg = {"sync": sync, "ranks": n, "seed": seed, "layers": [784, 32, 10], "batch": 64,
+           "global-batch": 0, "ps-placement": "colocated", "ps-servers": 1, "ps-mode": "push",
+           "report": "x.json", "warmup": 2}
+    return {"schema": "ringside.report/1",
+            "run": {"id": "fixture", "started": "2026-01-01T00:00:00Z", "git": "fixture", "host": "fixture",
+                    "cmdline": "fixture", "world": n, "wall_s": 1.0},
+            "env": {"devices": [{"name": "cpu", "description": "fixture"}]},
+            "config": cfg, "ranks": ranks,
+            "summary": {"samples": 64 * STEPS * n, "steps": STEPS, "throughput_samples_per_s": 64 * n / step,
+                        "step_time_s": step, "final_loss": 0.1, "final_accuracy": 0.9,
+                        "loss_curve": [[s, 2.3 / (1 + s)] for s in range(STEPS)],
+                        "imbalance": {"memory": 1.0, "traffic": 1.0, "busy_time": 1.0},
+                        "prediction": {"model": "alpha-beta", "alpha_s": 5e-5, "beta_s_per_byte": 1e-9,
+                                       "step_comm_s": 1e-4 * (n - 1)}}}
+
+files = 0
+for sync in backends:
+    for n in ns:
+        for seed in ([1, 2] if n == 2 else [1]):       # N=2 has a repeat: medians over two reports
+            with open(os.path.join(folder, "%s-n%d-r%d.json" % (sync, n, seed)), "w") as f:
+                json.dump(report(sync, n, seed), f)
+benches = 0
+if "bench" in extras:
+    for sync in backends:
+        rows = [{"size": 1 << k, "count": (1 << k) // 4, "time_us": 10 + (1 << k) / 1e3,
+                 "algbw": (1 << k) / (10 + (1 << k) / 1e3) / 1e3, "busbw": 1.5 * (1 << k) / (10 + (1 << k) / 1e3) / 1e3,
+                 "wrong": 0} for k in range(3, 21, 3)]
+        with open(os.path.join(folder, "bench-%s.json" % sync), "w") as f:
+            json.dump({"schema": "ringside.bench/1", "config": {"sync": sync, "ranks": 4}, "run": {"world": 4},
+                       "rows": rows}, f)
+        benches += 1
+if "claims" in extras:
+    with open(os.path.join(folder, "claims.json"), "w") as f:
+        json.dump([{"claim": 1, "text": "rank 0 peak memory", "verdict": "PASS", "numbers": {"ratio": 1.4},
+                    "why": "fixture"},
+                   {"claim": 4, "text": "idle ranks", "verdict": "NOT-RUN", "numbers": {}, "why": "no cell"}], f)
+if "oldschema" in extras:
+    with open(os.path.join(folder, "future.json"), "w") as f:
+        json.dump({"schema": "ringside.report/2", "ranks": []}, f)
+
+# what the figures must show, from the fixture alone
+big = max(ns)
+nonzero = {t for sync in backends for k in range(big) for t, v in rank_entry(sync, big, k)["memory"]["by_tag"].items() if v}
+traffic_drawn = any(sum(rank_entry(s, big, k)["traffic"][x] for x in ("bytes_sent", "bytes_received"))
+                    for s in backends for k in range(big))
+expected = {
+    "step_time": {"series": 2 * len(backends), "bars": 0},   # measured + predicted per back end
+    "memory": {"series": 0, "bars": len(backends) * big * len(nonzero)},
+    "traffic": {"series": 2 * len(backends), "bars": len(backends) * big} if traffic_drawn else None,
+    "phases": {"series": 0, "bars": 6 * len(backends) * len(ns)},
+    "loss": {"series": len(backends) * len(ns), "bars": 0},
+    "busbw": {"series": benches, "bars": 0} if benches else None,
+}
+with open(os.path.join(folder, "..", os.path.basename(folder) + ".expected.json"), "w") as f:
+    json.dump(expected, f)
+PYEOF
+}
+
+# ---- counts in an SVG: plot.py gives every drawn series and bar an id ------------------------
+svg_count() { # file kind(series|bar) figure
+    grep -o "id=\"$2-$3-[^\"]*\"" "$1" | sort -u | wc -l
+}
+
+check_figures() { # folder
+    local dir=$1 exp="$1.expected.json" name
+    for name in step_time memory traffic phases loss busbw; do
+        local want_series want_bars drawn
+        want_series=$("$PY" -c "import json,sys; e=json.load(open('$exp'))['$name']; print(e['series'] if e else 'skip')")
+        want_bars=$("$PY" -c "import json,sys; e=json.load(open('$exp'))['$name']; print(e['bars'] if e else 'skip')")
+        drawn=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['status'])")
+        if [ "$want_series" = skip ]; then
+            check "$name skipped in $(basename "$dir")" [ "$drawn" = skipped ] && [ ! -e "$dir/$name.png" ]
+            check "$name skip noted in index.html" grep -q "id='$name'.*" "$dir/index.html"
+            grep -A1 "id='$name'" "$dir/index.html" | grep -q "skipped:" && ok "$name skip reason shown" || bad "$name skip reason shown"
+            grep -q "skipping $name" "$dir/stderr" && ok "$name skip on stderr" || bad "$name skip on stderr"
+            continue
+        fi
+        check "$name drawn" [ "$drawn" = drawn ]
+        check "$name.png exists" [ -s "$dir/$name.png" ]
+        check "$name.svg exists" [ -s "$dir/$name.svg" ]
+        file "$dir/$name.png" 2>/dev/null | grep -q PNG || head -c 4 "$dir/$name.png" | grep -q PNG \
+            && ok "$name.png is a PNG" || bad "$name.png is a PNG"
+        local s b ms mb
+        s=$(svg_count "$dir/$name.svg" series "$name"); b=$(svg_count "$dir/$name.svg" bar "$name")
+        ms=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['series'])")
+        mb=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['bars'])")
+        check "$name: $want_series series in the SVG (found $s)" [ "$s" = "$want_series" ]
+        check "$name: $want_bars bars in the SVG (found $b)" [ "$b" = "$want_bars" ]
+        check "$name: figures.json agrees ($ms series, $mb bars)" [ "$ms" = "$want_series" ] && [ "$mb" = "$want_bars" ]
+        check "index.html shows $name" grep -q "src='$name.png'" "$dir/index.html"
+        check "index.html links $name.svg" grep -q "href='$name.svg'" "$dir/index.html"
+    done
+}
+
+# ---- 1: two back ends x N=1,2,4, bench reports and claims ----------------------------------
+full=$tmp/full
+make_fixture "$full" ps,ring 1,2,4 bench claims
+"$PY" plots/plot.py "$full" >"$full/stdout" 2>"$full/stderr"; rc=$?
+check "plot.py on the full fixture exits 0 (rc $rc)" [ "$rc" = 0 ]
+[ "$rc" = 0 ] || cat "$full/stderr"
+check_figures "$full"
+check "claims table shows the verdicts" grep -q "PASS" "$full/index.html"
+check "claims table shows NOT-RUN" grep -q "NOT-RUN" "$full/index.html"
+check "stderr is empty on a complete folder" [ ! -s "$full/stderr" ]
+
+# the same input gives the same files
+mkdir -p "$tmp/again"
+"$PY" plots/plot.py "$full" --out "$tmp/again" >/dev/null 2>&1
+check "--out writes there, and SVGs are reproducible" cmp -s "$full/step_time.svg" "$tmp/again/step_time.svg"
+
+# ---- 2: one back end, no bench, no claims, a report of a future schema ----------------------
+one=$tmp/one
+make_fixture "$one" ring 2,4 oldschema
+"$PY" plots/plot.py "$one" >"$one/stdout" 2>"$one/stderr"; rc=$?
+check "plot.py with one back end exits 0 (rc $rc)" [ "$rc" = 0 ]
+check_figures "$one"
+check "claims not decided noted" grep -q "claims not decided: run <code>ringside claims DIR</code>" "$one/index.html"
+check "a ringside.report/2 file is refused by name" grep -q "future.json.*ringside.report/2" "$one/stderr"
+check "memory panel notes it has nothing to compare with" grep -q "one back end only" "$one/index.html"
+
+# ---- 3: empty folder, missing folder, --help ------------------------------------------------
+mkdir -p "$tmp/empty"
+"$PY" plots/plot.py "$tmp/empty" >"$tmp/empty.out" 2>&1; rc=$?
+check "empty folder exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "empty folder says why" grep -q "no ringside reports in" "$tmp/empty.out"
+check "empty folder writes nothing" [ -z "$(ls "$tmp/empty")" ]
+"$PY" plots/plot.py "$tmp/nonexistent" >/dev/null 2>&1; rc=$?
+check "missing folder exits 2 (rc $rc)" [ "$rc" = 2 ]
+"$PY" plots/plot.py --help >"$tmp/help.out" 2>&1; rc=$?
+check "--help exits 0 and prints usage" [ "$rc" = 0 ] && grep -q "usage: plot.py" "$tmp/help.out"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,541 @@
+/* test_ring.c - the host ring all-reduce: chunk arithmetic, forked rings over loopback, strays, dead peers, the "ring" back end */
+#include "../allreduce/ring.h"
+#include "../common/clock.h"
+#include "../common/config.h"
+#include "../common/ctrl.h"
+#include "../common/device.h"
+#include "../common/err.h"
+#include "../common/launch.h"
+#include "../common/model.h"
+#include "../common/sync.h"
+#include "test.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define EP_LEN 256
+#define MAX_WORLD 8
+#define TOKEN 0x5eed5eed12345678ull
+
+/* ---- a forked job: one process per rank, endpoints and results exchanged through pipes ---- */
+
+typedef struct {
+    int rank, world;
+    int up, down;   /* child -> parent, parent -> child */
+} Child;
+
+typedef int (*RankFn)(Child *c, void *arg);
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *b = p;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *p, size_t n) {
+    char *b = p;
+    while (n) {
+        ssize_t k = read(fd, b, n);
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Child side: publishes mine, receives every rank's endpoint into eps (world x EP_LEN). */
+static int child_exchange(Child *c, const char *mine, char eps[][EP_LEN]) {
+    char rec[EP_LEN] = {0};
+    snprintf(rec, sizeof rec, "%s", mine);
+    if (write_all(c->up, rec, EP_LEN)) return -1;
+    return read_all(c->down, eps, (size_t)c->world * EP_LEN);
+}
+
+/* Child side: reports one 64-bit result (a hash of its buffer) to the parent. */
+static int child_report(Child *c, uint64_t v) { return write_all(c->up, &v, sizeof v); }
+
+/* Forks world ranks running fn. The parent relays the endpoint exchange, then collects
+ * nreports 64-bit results per rank (reports[rank * nreports + i]) and every exit status
+ * (128 + signal when killed). Children die after 120 s (alarm), so a hang fails instead. */
+static void run_job(int world, RankFn fn, void *arg, int nreports, uint64_t *reports, int *status) {
+    int up[MAX_WORLD][2], down[MAX_WORLD][2];
+    pid_t pid[MAX_WORLD];
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < world; i++) {
+        if (pipe(up[i]) || pipe(down[i])) {
+            perror("pipe");
+            exit(1);
+        }
+    }
+    for (int i = 0; i < world; i++) {
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            alarm(120);
+            for (int j = 0; j < world; j++) {
+                close(up[j][0]);
+                close(down[j][1]);
+                if (j != i) {
+                    close(up[j][1]);
+                    close(down[j][0]);
+                }
+            }
+            Child c = {i, world, up[i][1], down[i][0]};
+            _exit(fn(&c, arg));
+        }
+    }
+    for (int i = 0; i < world; i++) {
+        close(up[i][1]);
+        close(down[i][0]);
+    }
+    /* relay the endpoints: a rank that died before publishing leaves an empty one */
+    static char eps[MAX_WORLD][EP_LEN];
+    memset(eps, 0, sizeof eps);
+    for (int i = 0; i < world; i++) read_all(up[i][0], eps[i], EP_LEN);
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < world; i++) write_all(down[i][1], eps, (size_t)world * EP_LEN);
+    for (int i = 0; i < world; i++)
+        for (int k = 0; k < nreports; k++) {
+            uint64_t v = 0;
+            if (read_all(up[i][0], &v, sizeof v)) v = 0xdeadull;
+            reports[i * nreports + k] = v;
+        }
+    for (int i = 0; i < world; i++) {
+        int st;
+        waitpid(pid[i], &st, 0);
+        status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        close(up[i][0]);
+        close(down[i][1]);
+    }
+}
+
+/* FNV-1a over the bits of a buffer. */
+static uint64_t hash_bits(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The bench's exact input: small integers, so every sum is exact in fp32. */
+static float exact_input(size_t i, int r) { return (float)((long)((i * 7 + (size_t)r * 13) % 17) - 8); }
+
+static float exact_sum(size_t i, int world) {
+    float s = 0;
+    for (int r = 0; r < world; r++) s += exact_input(i, r);
+    return s;
+}
+
+/* A ring for child c with the endpoints exchanged. NULL on failure (message printed). */
+static Ring *child_ring(Child *c, double timeout) {
+    Ring *r;
+    char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
+    if (ring_create(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, timeout, ep, sizeof ep)) {
+        fprintf(stderr, "  rank %d: ring_create: %s\n", c->rank, rs_errmsg());
+        return NULL;
+    }
+    char *list[MAX_WORLD];
+    if (child_exchange(c, ep, eps)) return NULL;
+    for (int i = 0; i < c->world; i++) list[i] = eps[i];
+    if (ring_connect(r, list)) {
+        fprintf(stderr, "  rank %d: ring_connect: %s\n", c->rank, rs_errmsg());
+        ring_destroy(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- unit: chunk arithmetic ---------------------------------------------------------------- */
+
+static void test_chunks_partition(void) {
+    for (int n = 1; n <= 7; n++)
+        for (size_t count = 0; count <= 100; count++) {
+            size_t expect_lo = 0, minlen = (size_t)-1, maxlen = 0;
+            for (int c = 0; c < n; c++) {
+                size_t lo, hi;
+                ring_chunk(count, n, c, &lo, &hi);
+                CHECK_MSG(lo == expect_lo && hi >= lo, "n %d count %zu chunk %d: [%zu, %zu)", n, count, c, lo, hi);
+                expect_lo = hi;
+                if (hi - lo < minlen) minlen = hi - lo;
+                if (hi - lo > maxlen) maxlen = hi - lo;
+            }
+            CHECK_MSG(expect_lo == count, "n %d count %zu: chunks end at %zu", n, count, expect_lo);
+            CHECK_MSG(maxlen - minlen <= 1, "n %d count %zu: chunk sizes %zu..%zu", n, count, minlen, maxlen);
+        }
+}
+
+/* ---- forked rings ---------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t seg_bytes;  /* 0: default */
+} ExactArg;
+
+static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 1000, 1048576 + 3};
+
+/* Every count: all-reduce of exact inputs, checked bitwise against the exact sum; then a
+ * broadcast of rank 0's values. Reports the hash of each result. */
+static int rank_exact(Child *c, void *argp) {
+    ExactArg *arg = argp;
+    Ring *r = child_ring(c, 20);
+    if (!r) return 10;
+    if (arg->seg_bytes) ring_set_segment(r, arg->seg_bytes);
+    size_t counts[6];
+    memcpy(counts, exact_counts, sizeof counts);
+    counts[1] = (size_t)c->world - 1;
+    counts[2] = (size_t)c->world;
+    counts[3] = (size_t)c->world + 1;
+    float *buf = malloc((1048576 + 3) * sizeof(float));
+    int fails = 0;
+    for (int k = 0; k < 6; k++) {
+        size_t n = counts[k];
+        for (size_t i = 0; i < n; i++) buf[i] = exact_input(i, c->rank);
+        int rc = ring_allreduce(r, buf, n);
+        if (rc) {
+            fprintf(stderr, "  rank %d count %zu: %s\n", c->rank, n, rs_errmsg());
+            return 11;
+        }
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) {
+            float want = exact_sum(i, c->world);
+            if (memcmp(&buf[i], &want, sizeof want)) wrong++;
+        }
+        if (wrong) {
+            fprintf(stderr, "  rank %d of %d, count %zu: %zu wrong elements\n", c->rank, c->world, n, wrong);
+            fails++;
+        }
+        child_report(c, hash_bits(buf, n * sizeof(float)));
+    }
+    /* broadcast: rank 0's values everywhere */
+    size_t n = 1048576 + 3;
+    for (size_t i = 0; i < n; i++) buf[i] = (float)c->rank * 1000.0f + (float)(i % 977);
+    if (ring_broadcast(r, buf, n)) {
+        fprintf(stderr, "  rank %d broadcast: %s\n", c->rank, rs_errmsg());
+        return 12;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != (float)(i % 977)) {
+            fprintf(stderr, "  rank %d broadcast: element %zu is %g\n", c->rank, i, buf[i]);
+            fails++;
+            break;
+        }
+    RingCounters rc;
+    ring_counters(r, &rc);
+    if (c->world > 1 && (rc.messages_sent == 0 || rc.dropped != 0)) fails++;
+    ring_destroy(r);
+    free(buf);
+    return fails ? 1 : 0;
+}
+
+static void check_job(int world, RankFn fn, void *arg, int nreports, int want_equal) {
+    uint64_t rep[MAX_WORLD * 8];
+    int st[MAX_WORLD];
+    run_job(world, fn, arg, nreports, rep, st);
+    for (int i = 0; i < world; i++) CHECK_MSG(st[i] == 0, "world %d: rank %d exited with %d", world, i, st[i]);
+    if (want_equal)
+        for (int i = 1; i < world; i++)
+            for (int k = 0; k < nreports; k++)
+                CHECK_MSG(rep[i * nreports + k] == rep[k], "world %d: rank %d's result %d differs from rank 0's", world,
+                          i, k);
+}
+
+static void test_ring_exact_1_to_5(void) {
+    ExactArg a = {0};
+    for (int n = 1; n <= 5; n++) check_job(n, rank_exact, &a, 6, 1);
+}
+
+static void test_ring_exact_small_segments(void) {
+    ExactArg a = {64}; /* 16 floats: many segments per chunk, every frame copied */
+    check_job(3, rank_exact, &a, 6, 1);
+    ExactArg b = {40000}; /* just over the zero-copy threshold, odd segment ends */
+    check_job(4, rank_exact, &b, 6, 1);
+}
+
+/* Inexact sums (random floats): every rank must still end with the same bits. Repeated
+ * collectives on one ring, different sizes. */
+static int rank_random(Child *c, void *argp) {
+    Ring *r = child_ring(c, 20);
+    if (!r) return 10;
+    size_t sizes[4] = {7, 4099, 300001, 65536 * 5 + 1};
+    float *buf = malloc(sizes[3] * sizeof(float));
+    uint64_t x = 88172645463325252ull ^ (uint64_t)(c->rank + 1) * 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; i < sizes[k]; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[i] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5) * 3.7f;
+        }
+        if (ring_allreduce(r, buf, sizes[k])) {
+            fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg());
+            return 11;
+        }
+        child_report(c, hash_bits(buf, sizes[k] * sizeof(float)));
+    }
+    ring_destroy(r);
+    free(buf);
+    return 0;
+}
+
+static void test_ring_bitwise_equal_inexact(void) {
+    check_job(3, rank_random, NULL, 4, 1);
+    check_job(5, rank_random, NULL, 4, 1);
+}
+
+/* A stray sender with the wrong token connects to rank 0's PULL: its messages are dropped and
+ * counted, the collective is still right. */
+static int rank_stray(Child *c, void *argp) {
+    Ring *r;
+    char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
+    char *list[MAX_WORLD];
+    if (ring_create(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, 10, ep, sizeof ep)) return 10;
+    if (child_exchange(c, ep, eps)) return 10;
+    for (int i = 0; i < c->world; i++) list[i] = eps[i];
+    if (ring_connect(r, list)) return 10;
+    ring_set_segment(r, 4096); /* many messages, so the fair-queued strays are all read */
+    if (c->rank == 1) {
+        void *z = zmq_ctx_new(), *s = zmq_socket(z, ZMQ_PUSH);
+        zmq_connect(s, eps[0]);
+        RingHeader h = {RING_MAGIC, RING_KIND_RS, TOKEN ^ 1, 1, 0, 1, 0, 1};
+        float v = 1e6f;
+        zmq_send(s, &h, sizeof h, ZMQ_SNDMORE); /* wrong token */
+        zmq_send(s, &v, sizeof v, 0);
+        zmq_send(s, "garbage", 7, 0);           /* malformed: one frame */
+        usleep(200000);
+        zmq_close(s);
+        zmq_ctx_term(z);
+    }
+    size_t n = 100000;
+    float *buf = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) buf[i] = exact_input(i, c->rank);
+    int rc = ring_allreduce(r, buf, n);
+    int fails = rc ? 11 : 0;
+    for (size_t i = 0; i < n && !fails; i++)
+        if (buf[i] != exact_sum(i, c->world)) fails = 12;
+    RingCounters cnt;
+    ring_counters(r, &cnt);
+    if (c->rank == 0 && cnt.dropped != 2) {
+        fprintf(stderr, "  rank 0 dropped %llu strays (want 2)\n", cnt.dropped);
+        fails = 13;
+    }
+    ring_destroy(r);
+    free(buf);
+    return fails;
+}
+
+static void test_ring_stray_dropped(void) { check_job(2, rank_stray, NULL, 0, 0); }
+
+/* Rank `dead` exits after connecting (or after one collective): the others must return
+ * RS_ERR_PEER within the 2 s timeout (plus slack), naming a rank. */
+typedef struct {
+    int dead, after_one;
+} DeathArg;
+
+static int rank_death(Child *c, void *argp) {
+    DeathArg *a = argp;
+    Ring *r = child_ring(c, 2);
+    if (!r) return 10;
+    size_t n = 200000;
+    float *buf = calloc(n, sizeof(float));
+    if (a->after_one && ring_allreduce(r, buf, n)) return 11;
+    if (c->rank == a->dead) _exit(0);
+    double t0 = clock_now();
+    int rc = ring_allreduce(r, buf, n);
+    double dt = clock_now() - t0;
+    int ok = rc == RS_ERR_PEER && dt < 5.0 && strstr(rs_errmsg(), "rank ") != NULL;
+    if (!ok) fprintf(stderr, "  rank %d: rc %d after %.2f s: %s\n", c->rank, rc, dt, rs_errmsg());
+    /* the ring stays broken, and says so */
+    int again = ring_allreduce(r, buf, 10);
+    if (again != RS_ERR_PEER) ok = 0;
+    ring_destroy(r);
+    free(buf);
+    return ok ? 0 : 1;
+}
+
+static void test_ring_dead_peer(void) {
+    DeathArg a = {2, 0};
+    check_job(3, rank_death, &a, 0, 0);
+    DeathArg b = {1, 1};
+    check_job(4, rank_death, &b, 0, 0);
+}
+
+/* ---- the "ring" back end through the control plane ---------------------------------------- */
+
+typedef struct {
+    int port;
+    int layers[3];
+} SyncArg;
+
+/* One rank of a real job: ctrl_join on a free port, broadcast_params, two steps of exact
+ * gradients through the bucket queue, compared bitwise with the optimizer applied to the
+ * exact sum by one process. */
+static int rank_sync(Child *c, void *argp) {
+    SyncArg *a = argp;
+    RankEnv e;
+    memset(&e, 0, sizeof e);
+    e.member = c->rank;
+    e.world = c->world;
+    e.local_rank = c->rank;
+    e.local_world = c->world;
+    e.launched = 1;
+    e.port = a->port;
+    snprintf(e.addr, sizeof e.addr, "127.0.0.1");
+    snprintf(e.token, sizeof e.token, "0123abcd");
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.timeout = 20;
+    Device dev;
+    Model m;
+    if (device_open(&dev, "cpu", 0, NULL)) return 10;
+    /* different seeds: broadcast_params must make them equal */
+    if (model_init(&m, &dev, a->layers, 3, 4, 1000 + (uint64_t)c->rank)) return 11;
+    Bucket *bk;
+    int nb = sync_plan_buckets(m.nparams, 4000.0, &bk);
+    const SyncOps *ops = sync_find("ring");
+    if (!ops) return 12;
+    void *z = zmq_ctx_new(), *st = NULL;
+    SyncJob job = {.cfg = &cfg, .model = &m, .dev = &dev, .rank = c->rank, .world = c->world,
+                   .local_rank = c->rank, .local_world = c->world, .zctx = z, .addr = "127.0.0.1",
+                   .token = e.token, .buckets = bk, .nbuckets = nb, .timeout = cfg.timeout};
+    char ep[1024], canon[8192];
+    static char unused[MAX_WORLD][EP_LEN];
+    if (child_exchange(c, "", unused)) return 12; /* the parent's protocol; endpoints go through ctrl here */
+    config_canonical(&cfg, canon, sizeof canon);
+    Ctrl *ctrl = NULL;
+    int rc = ops->init(&job, &st, ep, sizeof ep);
+    if (!rc) rc = ctrl_join(&ctrl, &e, z, canon, ep, cfg.timeout);
+    if (!rc) rc = ops->connect(st, ctrl_endpoints(ctrl), ctrl_members(ctrl));
+    if (!rc) rc = ops->broadcast_params(st);
+    if (rc) {
+        fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg());
+        return 13;
+    }
+    child_report(c, hash_bits(m.params, m.nparams * sizeof(float)));
+    /* the reference: one process applying the same update to the exact sum */
+    float *p = malloc(m.nparams * sizeof(float)), *mo = calloc(m.nparams, sizeof(float)),
+          *g = malloc(m.nparams * sizeof(float));
+    memcpy(p, m.params, m.nparams * sizeof(float));
+    int fails = 0;
+    double comm = 0;
+    for (int step = 0; step < 2; step++) {
+        for (size_t i = 0; i < m.nparams; i++) {
+            m.grads[i] = exact_input(i + (size_t)step, c->rank);
+            g[i] = exact_sum(i + (size_t)step, c->world);
+        }
+        for (int b = 0; b < nb && !rc; b++) rc = ops->bucket_ready(st, b);
+        SyncStep ss;
+        if (!rc) rc = ops->finish(st, step, 8 * c->world, &ss);
+        if (rc) {
+            fprintf(stderr, "  rank %d step %d: %s\n", c->rank, step, rs_errmsg());
+            return 14;
+        }
+        comm += ss.comm_s;
+        dev.k->sgd_step(dev.kctx, p, g, mo, m.nparams, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                        1.0f / (float)(8 * c->world));
+        if (memcmp(p, m.params, m.nparams * sizeof(float))) {
+            fprintf(stderr, "  rank %d step %d: parameters differ from the one-process update\n", c->rank, step);
+            fails++;
+        }
+        if (memcmp(g, m.grads, m.nparams * sizeof(float))) {
+            fprintf(stderr, "  rank %d step %d: reduced gradients are not the exact sum\n", c->rank, step);
+            fails++;
+        }
+    }
+    child_report(c, hash_bits(m.params, m.nparams * sizeof(float)));
+    SyncTraffic tr;
+    ops->traffic(st, &tr);
+    /* payload: per bucket and step every chunk but r+1 in reduce-scatter and every chunk but r+2
+     * in all-gather (2(N-1)/N of the gradient bytes), plus the broadcast (all but the last rank) */
+    unsigned long long want = c->rank < c->world - 1 ? m.nparams * 4 : 0;
+    for (int b = 0; b < nb; b++) {
+        size_t n = bk[b].hi - bk[b].lo, lo1, hi1, lo2, hi2;
+        ring_chunk(n, c->world, (c->rank + 1) % c->world, &lo1, &hi1);
+        ring_chunk(n, c->world, (c->rank + 2) % c->world, &lo2, &hi2);
+        want += 2 * 4 * (2 * n - (hi1 - lo1) - (hi2 - lo2));
+    }
+    unsigned long long payload = tr.bytes_sent - tr.messages_sent * sizeof(RingHeader);
+    if (payload != want || tr.messages_received == 0) {
+        fprintf(stderr, "  rank %d: %llu payload bytes sent, want %llu\n", c->rank, payload, want);
+        fails++;
+    }
+    if (comm <= 0) fails++;
+    ops->destroy(st);
+    ctrl_close(ctrl);
+    zmq_ctx_term(z);
+    model_free(&m);
+    device_close(&dev);
+    free(bk);
+    free(p);
+    free(mo);
+    free(g);
+    return fails ? 1 : 0;
+}
+
+static void test_sync_ring_backend(void) {
+    SyncArg a = {0, {50, 37, 11}};
+    for (int n = 2; n <= 3; n++) {
+        a.port = launch_free_port("127.0.0.1");
+        check_job(n, rank_sync, &a, 2, 1);
+    }
+}
+
+/* One rank: every call is a no-op except the optimizer step. */
+static void test_sync_ring_one_rank(void) {
+    Config cfg;
+    config_defaults(&cfg);
+    Device dev;
+    Model m;
+    int layers[3] = {6, 5, 3};
+    CHECK(device_open(&dev, "cpu", 0, NULL) == 0);
+    CHECK(model_init(&m, &dev, layers, 3, 2, 7) == 0);
+    Bucket *bk;
+    int nb = sync_plan_buckets(m.nparams, 40.0, &bk);
+    const SyncOps *ops = sync_find("ring");
+    CHECK(ops != NULL);
+    SyncJob job = {.cfg = &cfg, .model = &m, .dev = &dev, .rank = 0, .world = 1, .local_world = 1,
+                   .buckets = bk, .nbuckets = nb, .timeout = 5};
+    void *st;
+    char ep[64] = "x";
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == 0);
+    CHECK(ep[0] == 0);
+    char *one[1] = {ep};
+    CHECK(ops->connect(st, one, 1) == 0);
+    CHECK(ops->broadcast_params(st) == 0);
+    float before = m.params[0];
+    for (size_t i = 0; i < m.nparams; i++) m.grads[i] = 1.0f;
+    for (int b = 0; b < nb; b++) CHECK(ops->bucket_ready(st, b) == 0);
+    SyncStep ss;
+    CHECK(ops->finish(st, 0, 1, &ss) == 0);
+    CHECK(m.params[0] != before);
+    CHECK(ss.comm_s == 0 && ss.idle_s == 0);
+    float x[3] = {1, 2, 3};
+    CHECK(ops->allreduce(st, x, 3) == 0 && x[2] == 3);
+    ops->destroy(st);
+    model_free(&m);
+    device_close(&dev);
+    free(bk);
+}
+
+int main(void) {
+    RUN(test_chunks_partition);
+    RUN(test_ring_exact_1_to_5);
+    RUN(test_ring_exact_small_segments);
+    RUN(test_ring_bitwise_equal_inexact);
+    RUN(test_ring_stray_dropped);
+    RUN(test_ring_dead_peer);
+    RUN(test_sync_ring_backend);
+    RUN(test_sync_ring_one_rank);
+    return test_summary("test_ring");
+}
