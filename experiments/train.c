@@ -56,6 +56,7 @@ typedef struct {
     int next_bucket;
     double t_start, t_end;
     Trace *trace;         /* --trace: spans of this rank */
+    double gemm_s0, gemm_s1;  /* CPU GEMM seconds at the end of warm-up and of the run */
     double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
     char cmdline[2048];
 } Run;
@@ -231,6 +232,7 @@ static cJSON *run_rank_json(Run *r) {
     }
     free(col);
     cJSON_AddNumberToObject(ts, "busy", busy);
+    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", n ? (r->gemm_s1 - r->gemm_s0) / n : 0);
     cJSON_AddNumberToObject(ts, "timed_steps", n);
 
     /* per-step sums the report's loss curve is built from (removed before writing) */
@@ -477,6 +479,7 @@ static int run_train(Run *r) {
              r->nbuckets > 1 ? "s" : "");
     int every = r->steps >= 10 ? r->steps / 10 : 1;
     for (int s = 0; s < r->steps && rc == RS_OK; s++) {
+        if (s == (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_s0 = kernels_cpu_gemm_seconds();
         rc = run_step(r, s, ev);
         if (rc) break;
         if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps)
@@ -485,6 +488,7 @@ static int run_train(Run *r) {
             log_info("step %5d/%d  loss %.4f  (rank-local)  %.1f ms/step", s + 1, r->steps,
                      r->samples[s] ? r->loss_sum[s] / r->samples[s] : 0.0, r->step_s[s] * 1e3);
     }
+    r->gemm_s1 = kernels_cpu_gemm_seconds();
     if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
     for (int i = 0; i < 3; i++) d->ops->event_destroy(d, ev[i]);
     return rc;

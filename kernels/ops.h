@@ -69,4 +69,7 @@ const KernelOps *kernels_cuda(void);
 /* Sets the number of BLAS threads the CPU table uses (0: leave the library's default). */
 void kernels_cpu_set_threads(int n);
 
+/* Seconds the calling thread has spent inside the CPU table's GEMM (cblas_sgemm) so far. */
+double kernels_cpu_gemm_seconds(void);
+
 #endif

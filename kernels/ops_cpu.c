@@ -5,7 +5,11 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../common/clock.h"
 #include "../common/err.h"
+
+/* Seconds this process has spent inside cblas_sgemm (the GEMM share of a step). */
+static _Thread_local double cpu_gemm_seconds;
 
 /* On the CPU a context only remembers its (unused) stream: every op is done when it returns. */
 struct KernelCtx {
@@ -41,8 +45,10 @@ static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int 
                     int ldc) {
     RS_TRY(cpu_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
     if (M == 0 || N == 0) return 0;
+    double t0 = clock_now();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cpu_gemm_seconds += clock_now() - t0;
     return 0;
 }
 
@@ -147,3 +153,6 @@ const KernelOps *kernels_cpu(void) { return &cpu_ops; }
 void kernels_cpu_set_threads(int n) {
     if (n > 0) openblas_set_num_threads(n);
 }
+
+/* Seconds the calling thread has spent in GEMM since it started. */
+double kernels_cpu_gemm_seconds(void) { return cpu_gemm_seconds; }

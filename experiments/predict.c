@@ -1,0 +1,126 @@
+/* predict.c - the alpha-beta model: per-back-end coefficients, per-step predictions, least squares */
+#include "predict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
+                   double n_bytes, double *a, double *b) {
+    double N = nranks;
+    *a = *b = 0;
+    if (!sync) return -1;
+    if (!strcmp(sync, "none")) return 0;
+    if (!strcmp(sync, "ring") || !strcmp(sync, "nccl")) {
+        if (nranks < 2) return 0;
+        *a = 2 * (N - 1);
+        *b = 2 * (N - 1) / N * n_bytes;
+        return 0;
+    }
+    if (!strcmp(sync, "ps")) {
+        if (!placement || !strcmp(placement, "colocated")) {
+            if (nranks < 2) return 0;
+            *a = 2 * (N - 1);
+            *b = 2 * (N - 1) * n_bytes;
+            return 0;
+        }
+        if (!strcmp(placement, "dedicated")) {
+            double K = servers > 0 ? servers : 1;
+            double server_link = N * n_bytes / K;
+            *a = 2;
+            *b = 2 * (n_bytes > server_link ? n_bytes : server_link);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+double predict_comm(const char *sync, const char *placement, int servers, int nranks,
+                    double n_bytes, double alpha, double beta) {
+    double a, b;
+    if (predict_coeffs(sync, placement, servers, nranks, n_bytes, &a, &b) != 0) return -1;
+    return alpha * a + beta * b;
+}
+
+double predict_step_comm(const char *sync, const char *placement, int servers, int nranks,
+                         double n_bytes, double bucket_bytes, double alpha, double beta) {
+    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes)
+        return predict_comm(sync, placement, servers, nranks, n_bytes, alpha, beta);
+    double full = floor(n_bytes / bucket_bytes), rest = n_bytes - full * bucket_bytes;
+    double one = predict_comm(sync, placement, servers, nranks, bucket_bytes, alpha, beta);
+    if (one < 0) return -1;
+    double t = full * one;
+    if (rest > 0) t += predict_comm(sync, placement, servers, nranks, rest, alpha, beta);
+    return t;
+}
+
+/* Sum of squared residuals of t = alpha*a + beta*b. */
+static double predict_sse(const double *a, const double *b, const double *t, int k, double alpha,
+                          double beta) {
+    double s = 0;
+    for (int i = 0; i < k; i++) {
+        double r = t[i] - alpha * a[i] - beta * b[i];
+        s += r * r;
+    }
+    return s;
+}
+
+int predict_fit_linear(const double *a, const double *b, const double *t, int k, double *alpha,
+                       double *beta, double *rms_err) {
+    if (k < 1) return -1;
+    double saa = 0, sbb = 0, sab = 0, sat = 0, sbt = 0;
+    for (int i = 0; i < k; i++) {
+        saa += a[i] * a[i];
+        sbb += b[i] * b[i];
+        sab += a[i] * b[i];
+        sat += a[i] * t[i];
+        sbt += b[i] * t[i];
+    }
+    if (saa <= 0 && sbb <= 0) return -1;
+    double al = -1, be = -1;
+    double det = saa * sbb - sab * sab;
+    /* the normal equations, when the two columns are independent (relative to their scale) */
+    if (saa > 0 && sbb > 0 && det > 1e-12 * saa * sbb) {
+        al = (sat * sbb - sbt * sab) / det;
+        be = (sbt * saa - sat * sab) / det;
+    }
+    if (al < 0 || be < 0) {
+        /* one-term fits, alpha only or beta only, each clamped at 0; keep the better */
+        double a1 = saa > 0 ? sat / saa : 0, b2 = sbb > 0 ? sbt / sbb : 0;
+        if (a1 < 0) a1 = 0;
+        if (b2 < 0) b2 = 0;
+        double e1 = saa > 0 ? predict_sse(a, b, t, k, a1, 0) : INFINITY;
+        double e2 = sbb > 0 ? predict_sse(a, b, t, k, 0, b2) : INFINITY;
+        if (e1 <= e2) { al = a1; be = 0; }
+        else { al = 0; be = b2; }
+    }
+    *alpha = al;
+    *beta = be;
+    if (rms_err) *rms_err = sqrt(predict_sse(a, b, t, k, al, be) / k);
+    return 0;
+}
+
+int predict_fit(const char *sync, const char *placement, int servers, int nranks,
+                const double *sizes, const double *times, int k, double *alpha, double *beta,
+                double *rms_err) {
+    if (k < 2) return -1;
+    double *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
+    int rc = -1;
+    if (!a || !b) goto out;
+    int distinct = 0;
+    for (int i = 0; i < k; i++) {
+        if (predict_coeffs(sync, placement, servers, nranks, sizes[i], &a[i], &b[i]) != 0) goto out;
+        if (sizes[i] != sizes[0]) distinct = 1;
+    }
+    if (!distinct) goto out;
+    double al, be, rms;
+    if (predict_fit_linear(a, b, times, k, &al, &be, &rms) != 0) goto out;
+    *alpha = al;
+    *beta = be;
+    if (rms_err) *rms_err = rms;
+    rc = 0;
+out:
+    free(a);
+    free(b);
+    return rc;
+}

@@ -1,0 +1,57 @@
+/* predict.h - the alpha-beta model of gradient synchronisation: per-step predictions and the fit */
+#ifndef RS_PREDICT_H
+#define RS_PREDICT_H
+
+#include <stddef.h>
+
+/* ---- Model ----
+ * One message of m bytes costs alpha + m * beta seconds (alpha: latency in s, beta: s/byte,
+ * 1/beta the link bandwidth B). For a reduction of n bytes over N ranks, every back end's cost is
+ * t = alpha * A + beta * Bc, with (A, Bc) given by predict_coeffs:
+ *   none, or N = 1 (ring/nccl/colocated ps): A = 0, Bc = 0
+ *   ring, nccl:   A = 2(N-1),  Bc = 2(N-1)/N * n       (reduce-scatter + all-gather, N-1 steps each)
+ *   ps colocated: A = 2(N-1),  Bc = 2(N-1) * n         (rank 0's link carries every other rank's
+ *                                                       push and pull, one after the other)
+ *   ps dedicated, K servers (BytePS): A = 2,  Bc = 2 * max(n, N*n/K)
+ *                                     (a push and a pull; each worker link moves n each way,
+ *                                      each server link N*n/K; the busier link bounds the time;
+ *                                      the K shard messages go out in parallel: one latency)
+ * ps-mode dataparallel uses the colocated formula (activations are not modelled). */
+
+/* ---- Prototypes ---- */
+
+/* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
+ * nranks ranks with back end sync ("none", "ring", "nccl", "ps"; placement "colocated" or
+ * "dedicated", servers K for dedicated). Returns 0, or -1 for an unknown sync or placement
+ * (*a = *b = 0). */
+int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
+                   double n_bytes, double *a, double *b);
+
+/* Seconds one reduction of n_bytes takes under the model: alpha * A + beta * Bc (see above).
+ * Returns a negative number for an unknown sync or placement. */
+double predict_comm(const char *sync, const char *placement, int servers, int nranks,
+                    double n_bytes, double alpha, double beta);
+
+/* Seconds of communication per training step: the gradient (n_bytes) is reduced in buckets of
+ * bucket_bytes (the last one smaller), each bucket one reduction; the sum over buckets. With a
+ * bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or placement. */
+double predict_step_comm(const char *sync, const char *placement, int servers, int nranks,
+                         double n_bytes, double bucket_bytes, double alpha, double beta);
+
+/* Least-squares fit of t_i = alpha * a_i + beta * b_i over k points, with alpha, beta >= 0
+ * (when the free fit gives a negative one, the best one-term fit is taken). rms_err gets the
+ * root-mean-square residual in seconds (may be NULL). Returns 0, or -1 when the points cannot
+ * determine the fit (k < 1, all coefficients zero). */
+int predict_fit_linear(const double *a, const double *b, const double *t, int k, double *alpha,
+                       double *beta, double *rms_err);
+
+/* Fits alpha and beta to a collective sweep: sizes[i] bytes reduced in times[i] seconds by back
+ * end sync on nranks ranks (ring: t = 2(N-1) alpha + 2(N-1)/N * S * beta; other back ends by
+ * predict_coeffs). Needs k >= 2 points of different sizes for both terms. Returns 0, or -1 when
+ * the sweep cannot determine the fit (fewer than 2 points, N = 1 ring, unknown back end);
+ * *alpha, *beta, *rms_err (seconds, may be NULL) are set on success only. */
+int predict_fit(const char *sync, const char *placement, int servers, int nranks,
+                const double *sizes, const double *times, int k, double *alpha, double *beta,
+                double *rms_err);
+
+#endif
