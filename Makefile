@@ -35,8 +35,8 @@ else
 endif
 
 WARN      := -Wall -Wextra -Wshadow -Wno-unused-parameter
-CFLAGS    ?= -O2 -g
-CFLAGS    += -std=gnu11 $(WARN) -pthread -MMD -MP $(PKG_CFLAGS) $(SAN) -I. \
+OPT       ?= -O2 -g
+CFLAGS    += $(OPT) -std=gnu11 $(WARN) -pthread -MMD -MP $(PKG_CFLAGS) $(SAN) -I. \
              -DRS_GIT='"$(shell git describe --always --dirty 2>/dev/null || echo unknown)"'
 LDFLAGS   += -pthread $(SAN)
 LDLIBS    := $(PKG_LIBS) -lm
@@ -118,7 +118,7 @@ test-unit: all
 	@bash tests/run.sh $(BUILD) unit
 
 asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 CFLAGS="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 bash tests/run.sh build/asan
 
 clean:

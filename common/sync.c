@@ -1,6 +1,7 @@
 /* sync.c - the registry of gradient-sync back ends and the bucket planner */
 #include "sync.h"
 #include "err.h"
+#include "../ps/ps.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,9 @@ static const struct {
     SyncGetter get;
 } sync_registry[] = {
     {"none", sync_none},
+    {"ring", sync_ring},
     {"nccl", sync_nccl},
+    {"ps", sync_ps},
 };
 
 const SyncOps *sync_find(const char *name) {

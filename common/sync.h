@@ -85,6 +85,7 @@ int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
 
 /* The built-in back ends. */
 const SyncOps *sync_none(void);
+const SyncOps *sync_ring(void);
 const SyncOps *sync_nccl(void);  /* NULL in a build without CUDA */
 
 #endif

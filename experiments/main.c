@@ -3,6 +3,9 @@
 #include "../common/err.h"
 #include "../common/log.h"
 #include "../common/report.h"
+#include "bench.h"
+#include "claims.h"
+#include "matrix.h"
 #include "train.h"
 
 #include <cJSON.h>
@@ -18,6 +21,9 @@ static void main_usage(FILE *f) {
             "\n"
             "commands:\n"
             "  train    train the MLP (one rank, or -n N local ranks); writes a JSON report\n"
+            "  bench    an nccl-tests-style all-reduce sweep over a back end (ring, nccl, ps)\n"
+            "  matrix   run an experiment matrix (experiments/matrices/*.json) into a folder of reports\n"
+            "  claims   decide the DataParallel claims on a folder of reports (PASS / FAIL / NOT-RUN)\n"
             "  info     what this build supports, the devices found, library versions\n"
             "\n"
             "  ringside <command> --help   lists a command's options with their defaults\n");
@@ -70,6 +76,9 @@ int main(int argc, char **argv) {
         return RS_OK;
     }
     if (!strcmp(cmd, "train")) return train_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench")) return bench_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "matrix")) return matrix_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "claims")) return claims_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "info")) return info_main(argc - 2, argv + 2);
     log_error("unknown command '%s'", cmd);
     main_usage(stderr);

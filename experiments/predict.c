@@ -107,14 +107,24 @@ int predict_fit(const char *sync, const char *placement, int servers, int nranks
     double *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
     int rc = -1;
     if (!a || !b) goto out;
+    double *one = malloc((size_t)k * sizeof *one);
     int distinct = 0;
+    if (!one) goto out;
+    /* relative residuals: row i divided by t_i, so that every size counts alike */
     for (int i = 0; i < k; i++) {
-        if (predict_coeffs(sync, placement, servers, nranks, sizes[i], &a[i], &b[i]) != 0) goto out;
+        if (!(times[i] > 0) || predict_coeffs(sync, placement, servers, nranks, sizes[i], &a[i], &b[i]) != 0) {
+            free(one);
+            goto out;
+        }
+        a[i] /= times[i];
+        b[i] /= times[i];
+        one[i] = 1;
         if (sizes[i] != sizes[0]) distinct = 1;
     }
-    if (!distinct) goto out;
     double al, be, rms;
-    if (predict_fit_linear(a, b, times, k, &al, &be, &rms) != 0) goto out;
+    int bad = !distinct || predict_fit_linear(a, b, one, k, &al, &be, &rms) != 0;
+    free(one);
+    if (bad) goto out;
     *alpha = al;
     *beta = be;
     if (rms_err) *rms_err = rms;

@@ -47,9 +47,11 @@ int predict_fit_linear(const double *a, const double *b, const double *t, int k,
 
 /* Fits alpha and beta to a collective sweep: sizes[i] bytes reduced in times[i] seconds by back
  * end sync on nranks ranks (ring: t = 2(N-1) alpha + 2(N-1)/N * S * beta; other back ends by
- * predict_coeffs). Needs k >= 2 points of different sizes for both terms. Returns 0, or -1 when
- * the sweep cannot determine the fit (fewer than 2 points, N = 1 ring, unknown back end);
- * *alpha, *beta, *rms_err (seconds, may be NULL) are set on success only. */
+ * predict_coeffs). Least squares on relative residuals (t_i - model_i) / t_i, so that the small
+ * sizes, which set alpha, weigh as much as the large ones, which set beta; alpha, beta >= 0.
+ * Needs k >= 2 points of different sizes and times > 0. Returns 0, or -1 when the sweep cannot
+ * determine the fit (fewer than 2 sizes, N = 1 ring, unknown back end, a time <= 0); *alpha,
+ * *beta and *rms_err (the RMS relative residual, 0.05 = 5%; may be NULL) are set on success only. */
 int predict_fit(const char *sync, const char *placement, int servers, int nranks,
                 const double *sizes, const double *times, int k, double *alpha, double *beta,
                 double *rms_err);

@@ -61,9 +61,15 @@ int proc_run(char *const argv[], const char *log_path, double timeout_s, double 
     double term_at = 0, kill_at = 0, next_tick = t0 + tick_s;
     int st = 0, reaped = 0;
     for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            reaped = 1;
+        /* look without reaping, so the group id stays ours while stragglers are killed */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        int r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (r == 0 && si.si_pid == pid) {
+            kill(-pid, SIGKILL);  /* stragglers the child left in its group (ESRCH when none) */
+            pid_t w;
+            while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}  /* it has exited: no wait */
+            reaped = w == pid;
             break;
         }
         if (r < 0 && errno != EINTR) break;
@@ -84,7 +90,7 @@ int proc_run(char *const argv[], const char *log_path, double timeout_s, double 
         }
         proc_sleep(0.02);
     }
-    kill(-pid, SIGKILL);  /* stragglers the child left in its group (ESRCH when none) */
+    if (!reaped) kill(-pid, SIGKILL);
     res->outcome = why;
     res->exit_code = reaped ? proc_status_code(st) : 137;
     res->wall_s = clock_now() - t0;

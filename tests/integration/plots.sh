@@ -17,7 +17,8 @@ if ! PY=$(bash plots/find_python.sh 2>/tmp/find_python.$$); then
 fi
 rm -f /tmp/find_python.$$
 echo "# python: $PY"
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# PLOTS_KEEP=DIR keeps the fixtures and figures there for a look
+if [ -n "${PLOTS_KEEP:-}" ]; then tmp=$PLOTS_KEEP; rm -rf "$tmp"; mkdir -p "$tmp"; else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
 
 # ---- fixtures: FOLDER BACKENDS NS [bench] [claims]; writes FOLDER/expected.json -------------
 make_fixture() {
@@ -70,25 +71,38 @@ def report(sync, n, seed):
             "summary": {"samples": 64 * STEPS * n, "steps": STEPS, "throughput_samples_per_s": 64 * n / step,
                         "step_time_s": step, "final_loss": 0.1, "final_accuracy": 0.9,
                         "loss_curve": [[s, 2.3 / (1 + s)] for s in range(STEPS)],
-                        "imbalance": {"memory": 1.0, "traffic": 1.0, "busy_time": 1.0},
-                        "prediction": {"model": "alpha-beta", "alpha_s": 5e-5, "beta_s_per_byte": 1e-9,
-                                       "step_comm_s": 1e-4 * (n - 1)}}}
+                        "imbalance": {"memory": 1.0, "traffic": 1.0, "busy_time": 1.0}}}
 
-files = 0
+def prediction(n):
+    return 1e-4 * (n - 1)
+
+# ps reports carry summary.prediction (as `ringside matrix` adds it); ring's prediction is only
+# in summary.json's rows ("summary" extra), so both places are read
+rows = []
 for sync in backends:
     for n in ns:
         for seed in ([1, 2] if n == 2 else [1]):       # N=2 has a repeat: medians over two reports
-            with open(os.path.join(folder, "%s-n%d-r%d.json" % (sync, n, seed)), "w") as f:
-                json.dump(report(sync, n, seed), f)
+            name = "%s-n%d-r%d.json" % (sync, n, seed)
+            rep = report(sync, n, seed)
+            if sync == "ps":
+                rep["summary"]["prediction"] = {"model": "alpha-beta", "alpha_s": 5e-5, "beta_s_per_byte": 1e-9,
+                                                "step_comm_s": prediction(n), "source": "matrix file"}
+            rows.append({"cell": name[:-8], "repeat": seed, "status": "ok", "report": name,
+                         "predicted_comm_s": prediction(n)})
+            with open(os.path.join(folder, name), "w") as f:
+                json.dump(rep, f)
+if "summary" in extras:
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump({"schema": "ringside.matrix/1", "name": "fixture", "runs": rows}, f)
 benches = 0
 if "bench" in extras:
     for sync in backends:
-        rows = [{"size": 1 << k, "count": (1 << k) // 4, "time_us": 10 + (1 << k) / 1e3,
-                 "algbw": (1 << k) / (10 + (1 << k) / 1e3) / 1e3, "busbw": 1.5 * (1 << k) / (10 + (1 << k) / 1e3) / 1e3,
-                 "wrong": 0} for k in range(3, 21, 3)]
+        brows = [{"size_bytes": 1 << k, "count": (1 << k) // 4, "time_us": 10 + (1 << k) / 1e3,
+                  "algbw_gbps": (1 << k) / (10 + (1 << k) / 1e3) / 1e3,
+                  "busbw_gbps": 1.5 * (1 << k) / (10 + (1 << k) / 1e3) / 1e3, "wrong": 0} for k in range(3, 21, 3)]
         with open(os.path.join(folder, "bench-%s.json" % sync), "w") as f:
-            json.dump({"schema": "ringside.bench/1", "config": {"sync": sync, "ranks": 4}, "run": {"world": 4},
-                       "rows": rows}, f)
+            json.dump({"schema": "ringside.bench/1", "config": {"sync": sync, "ranks": 4, "device": "cpu"},
+                       "rows": brows}, f)
         benches += 1
 if "claims" in extras:
     with open(os.path.join(folder, "claims.json"), "w") as f:
@@ -104,8 +118,9 @@ big = max(ns)
 nonzero = {t for sync in backends for k in range(big) for t, v in rank_entry(sync, big, k)["memory"]["by_tag"].items() if v}
 traffic_drawn = any(sum(rank_entry(s, big, k)["traffic"][x] for x in ("bytes_sent", "bytes_received"))
                     for s in backends for k in range(big))
+predicted = sum(1 for b in backends if b == "ps" or "summary" in extras)
 expected = {
-    "step_time": {"series": 2 * len(backends), "bars": 0},   # measured + predicted per back end
+    "step_time": {"series": len(backends) + predicted, "bars": 0},   # measured + predicted lines
     "memory": {"series": 0, "bars": len(backends) * big * len(nonzero)},
     "traffic": {"series": 2 * len(backends), "bars": len(backends) * big} if traffic_drawn else None,
     "phases": {"series": 0, "bars": 6 * len(backends) * len(ns)},
@@ -116,6 +131,9 @@ with open(os.path.join(folder, "..", os.path.basename(folder) + ".expected.json"
     json.dump(expected, f)
 PYEOF
 }
+
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+has_skip_note() { grep -A1 "id='$2'>" "$1" | grep -q "skipped: "; }
 
 # ---- counts in an SVG: plot.py gives every drawn series and bar an id ------------------------
 svg_count() { # file kind(series|bar) figure
@@ -130,24 +148,25 @@ check_figures() { # folder
         want_bars=$("$PY" -c "import json,sys; e=json.load(open('$exp'))['$name']; print(e['bars'] if e else 'skip')")
         drawn=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['status'])")
         if [ "$want_series" = skip ]; then
-            check "$name skipped in $(basename "$dir")" [ "$drawn" = skipped ] && [ ! -e "$dir/$name.png" ]
-            check "$name skip noted in index.html" grep -q "id='$name'.*" "$dir/index.html"
-            grep -A1 "id='$name'" "$dir/index.html" | grep -q "skipped:" && ok "$name skip reason shown" || bad "$name skip reason shown"
-            grep -q "skipping $name" "$dir/stderr" && ok "$name skip on stderr" || bad "$name skip on stderr"
+            check "$name skipped in $(basename "$dir") (figures.json: $drawn)" [ "$drawn" = skipped ]
+            check "$name.png not written" [ ! -e "$dir/$name.png" ]
+            check "$name.svg not written" [ ! -e "$dir/$name.svg" ]
+            check "$name skip reason in index.html" grep -q "id='$name'>$name</h3>" "$dir/index.html"
+            check "$name skip reason follows its heading" has_skip_note "$dir/index.html" "$name"
+            check "$name skip on stderr" grep -q "skipping $name" "$dir/stderr"
             continue
         fi
         check "$name drawn" [ "$drawn" = drawn ]
         check "$name.png exists" [ -s "$dir/$name.png" ]
         check "$name.svg exists" [ -s "$dir/$name.svg" ]
-        file "$dir/$name.png" 2>/dev/null | grep -q PNG || head -c 4 "$dir/$name.png" | grep -q PNG \
-            && ok "$name.png is a PNG" || bad "$name.png is a PNG"
+        check "$name.png is a PNG" is_png "$dir/$name.png"
         local s b ms mb
         s=$(svg_count "$dir/$name.svg" series "$name"); b=$(svg_count "$dir/$name.svg" bar "$name")
         ms=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['series'])")
         mb=$("$PY" -c "import json; print(json.load(open('$dir/figures.json'))['$name']['bars'])")
         check "$name: $want_series series in the SVG (found $s)" [ "$s" = "$want_series" ]
         check "$name: $want_bars bars in the SVG (found $b)" [ "$b" = "$want_bars" ]
-        check "$name: figures.json agrees ($ms series, $mb bars)" [ "$ms" = "$want_series" ] && [ "$mb" = "$want_bars" ]
+        check "$name: figures.json agrees ($ms series, $mb bars)" [ "$ms:$mb" = "$want_series:$want_bars" ]
         check "index.html shows $name" grep -q "src='$name.png'" "$dir/index.html"
         check "index.html links $name.svg" grep -q "href='$name.svg'" "$dir/index.html"
     done
@@ -155,11 +174,10 @@ check_figures() { # folder
 
 # ---- 1: two back ends x N=1,2,4, bench reports and claims ----------------------------------
 full=$tmp/full
-make_fixture "$full" ps,ring 1,2,4 bench claims
+make_fixture "$full" ps,ring 1,2,4 bench claims summary
 "$PY" plots/plot.py "$full" >"$full/stdout" 2>"$full/stderr"; rc=$?
 check "plot.py on the full fixture exits 0 (rc $rc)" [ "$rc" = 0 ]
-[ "$rc" = 0 ] || cat "$full/stderr"
-check_figures "$full"
+if [ "$rc" = 0 ]; then check_figures "$full"; else tail -n 5 "$full/stderr"; fi
 check "claims table shows the verdicts" grep -q "PASS" "$full/index.html"
 check "claims table shows NOT-RUN" grep -q "NOT-RUN" "$full/index.html"
 check "stderr is empty on a complete folder" [ ! -s "$full/stderr" ]
@@ -174,7 +192,7 @@ one=$tmp/one
 make_fixture "$one" ring 2,4 oldschema
 "$PY" plots/plot.py "$one" >"$one/stdout" 2>"$one/stderr"; rc=$?
 check "plot.py with one back end exits 0 (rc $rc)" [ "$rc" = 0 ]
-check_figures "$one"
+if [ "$rc" = 0 ]; then check_figures "$one"; else tail -n 5 "$one/stderr"; fi
 check "claims not decided noted" grep -q "claims not decided: run <code>ringside claims DIR</code>" "$one/index.html"
 check "a ringside.report/2 file is refused by name" grep -q "future.json.*ringside.report/2" "$one/stderr"
 check "memory panel notes it has nothing to compare with" grep -q "one back end only" "$one/index.html"
@@ -188,7 +206,50 @@ check "empty folder writes nothing" [ -z "$(ls "$tmp/empty")" ]
 "$PY" plots/plot.py "$tmp/nonexistent" >/dev/null 2>&1; rc=$?
 check "missing folder exits 2 (rc $rc)" [ "$rc" = 2 ]
 "$PY" plots/plot.py --help >"$tmp/help.out" 2>&1; rc=$?
-check "--help exits 0 and prints usage" [ "$rc" = 0 ] && grep -q "usage: plot.py" "$tmp/help.out"
+check "--help exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "--help prints usage" grep -q "usage: plot.py" "$tmp/help.out"
+
+# ---- 4: real output, when a ringside binary with `matrix` and `claims` is at hand -------------
+BIN=${RINGSIDE_BIN:-build/ringside}
+if [ -x "$BIN" ] && "$BIN" matrix --help >/dev/null 2>&1 && "$BIN" claims --help >/dev/null 2>&1; then
+    real=$tmp/real
+    cat >"$tmp/tiny-matrix.json" <<'JSON'
+{"name": "plots-test", "base": {"layers": "784,32,10", "steps": 12, "batch": 16, "train-samples": 1024,
+ "eval-samples": 256, "timeout": 30}, "axes": {"sync": ["ring", "ps"], "ranks": [1, 2, 3]}, "repeats": 1,
+ "timeout_s": 60, "alpha_s": 5e-5, "beta_s_per_byte": 1e-9}
+JSON
+    if "$BIN" matrix "$tmp/tiny-matrix.json" --out "$real" >"$tmp/matrix.out" 2>&1; then
+        "$BIN" claims "$real" >"$tmp/claims.out" 2>&1
+        check "claims.json written by ringside claims" [ -s "$real/claims.json" ]
+        # what the figures must show, recomputed from the real reports
+        "$PY" - "$real" <<'PYEOF'
+import glob, json, os, sys
+d = sys.argv[1]
+reps = [json.load(open(p)) for p in glob.glob(os.path.join(d, "*-r1.json"))]
+big = max(r["run"]["world"] for r in reps)
+at_big = [r for r in reps if r["run"]["world"] == big]
+tags = {t for r in at_big for e in r["ranks"] for t, v in e["memory"]["by_tag"].items() if v > 0}
+syncs = sorted({r["config"]["sync"] for r in reps})
+ns = sorted({r["run"]["world"] for r in reps})
+exp = {"step_time": {"series": 2 * len(syncs), "bars": 0},
+       "memory": {"series": 0, "bars": sum(len(r["ranks"]) for r in at_big) * len(tags)},
+       "traffic": {"series": 2 * len(syncs), "bars": sum(len(r["ranks"]) for r in at_big)},
+       "phases": {"series": 0, "bars": 6 * len(syncs) * len(ns)},
+       "loss": {"series": len(syncs) * len(ns), "bars": 0},
+       "busbw": None}
+json.dump(exp, open(d + ".expected.json", "w"))
+PYEOF
+        "$PY" plots/plot.py "$real" >"$real/stdout" 2>"$real/stderr"; rc=$?
+        check "plot.py on a real matrix folder exits 0 (rc $rc)" [ "$rc" = 0 ]
+        if [ "$rc" = 0 ]; then check_figures "$real"; fi
+        nclaims=$(grep -c "<td class='v " "$real/index.html")
+        check "index.html shows the 6 claims of claims.json (found $nclaims)" [ "$nclaims" = 6 ]
+    else
+        bad "ringside matrix on a tiny matrix"; tail -n 5 "$tmp/matrix.out"
+    fi
+else
+    echo "# note: no ringside binary with matrix and claims at $BIN: real-output case not run"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -1,0 +1,583 @@
+/* bench.c - `ringside bench`: an nccl-tests-style all-reduce sweep (size, time, algbw, busbw, #wrong) over any back end */
+#include "bench.h"
+#include "../common/clock.h"
+#include "../common/config.h"
+#include "../common/ctrl.h"
+#include "../common/device.h"
+#include "../common/err.h"
+#include "../common/launch.h"
+#include "../common/log.h"
+#include "../common/mem.h"
+#include "../common/report.h"
+#include "../common/sync.h"
+
+#include <cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define BENCH_SCHEMA "ringside.bench/1"
+#define BENCH_PERIOD 17 /* the inputs repeat every 17 elements */
+
+/* ---- Types ---- */
+
+typedef struct {
+    int nranks, nranks_given;
+    char sync[16];
+    size_t minbytes, maxbytes;
+    int factor, warmup, iters, check;
+    char device[16];
+    double timeout;
+    char report[512];
+} BenchOpts;
+
+/* One row of the table, as rank 0 assembles it from every rank's measurement. */
+typedef struct {
+    size_t bytes, count;
+    double time_us, algbw, busbw;
+    long long wrong;       /* summed over ranks; -1 when not checked */
+    double *rank_us;       /* per rank: the median of its timed iterations */
+} BenchRow;
+
+/* Everything one rank of the bench holds. */
+typedef struct {
+    BenchOpts o;
+    Config cfg;
+    RankEnv env;
+    int rank, world;
+    Device dev;
+    void *zctx;
+    Ctrl *ctrl;
+    const SyncOps *sync;
+    void *sync_state;
+    float *dbuf;           /* device, max count (MEM_COMM) */
+    float *hin, *hout;     /* pinned host: this rank's input, a result to check (MEM_COMM) */
+    size_t max_count;
+    float expect[BENCH_PERIOD];
+    double *times;         /* iters */
+    BenchRow *rows;
+    int nrows;
+    long long wrong_here;  /* this rank's wrong elements over the sweep */
+    char cmdline[2048];
+} Bench;
+
+/* ---- options ---------------------------------------------------------------------------------- */
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: ringside bench [options]\n"
+            "\n"
+            "An nccl-tests-style all-reduce sweep (sum of floats, in place) over a sync back end;\n"
+            "with -n N on N local ranks. Inputs are small integers, so every sum is exact and\n"
+            "checked bitwise (#wrong).\n"
+            "\n"
+            "  -n, --ranks N          ranks to launch (default 1)\n"
+            "      --sync NAME        ring | nccl | ps (default ring)\n"
+            "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
+            "  -e, --maxbytes SIZE    largest message (default 64M)\n"
+            "  -f, --stepfactor F     multiply the size by F per row (default 2)\n"
+            "  -w, --warmup_iters W   untimed iterations per size (default 5)\n"
+            "  -i, --iters I          timed iterations per size (default 20)\n"
+            "  -c, --check 0|1        check every element of every timed iteration (default 1)\n"
+            "      --device D         auto | cpu | cuda (default auto)\n"
+            "      --timeout S        seconds any wait may last before the job fails (default 60)\n"
+            "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
+            "\n"
+            "Exit status: 0; 2 bad option; 3 a peer died or timed out; 4 a wrong element.\n");
+}
+
+/* "64M" -> 67108864 (K, M, G: powers of 1024; an optional trailing B). 0 or -1. */
+static int bench_parse_size(const char *s, size_t *out) {
+    errno = 0;
+    char *end;
+    if (!isdigit((unsigned char)*s)) return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return -1;
+    unsigned long long mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1ull << 10; end++; break;
+    case 'M': mul = 1ull << 20; end++; break;
+    case 'G': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (toupper((unsigned char)*end) == 'B') end++;
+    if (*end || (mul > 1 && v > (~0ull) / mul)) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int bench_parse_int(const char *s, int lo, int hi, int *out) {
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Parses argv into o (defaults first). *help set on --help. RS_ERR_INPUT naming the option. */
+static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
+    memset(o, 0, sizeof *o);
+    o->nranks = 1;
+    snprintf(o->sync, sizeof o->sync, "ring");
+    o->minbytes = 8;
+    o->maxbytes = 64u << 20;
+    o->factor = 2;
+    o->warmup = 5;
+    o->iters = 20;
+    o->check = 1;
+    snprintf(o->device, sizeof o->device, "auto");
+    o->timeout = 60;
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        char name[64];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            *help = 1;
+            return RS_OK;
+        }
+        const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            v = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+            if (i + 1 < argc) v = argv[i + 1];
+        }
+        static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
+                                      "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
+                                      "--device", "--timeout", "--report"};
+        int k = -1;
+        for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
+            if (!strcmp(name, known[j])) k = (int)j;
+        if (k < 0) return rs_error(RS_ERR_INPUT, "bench: unknown option '%s'", a);
+        if (!v) return rs_error(RS_ERR_INPUT, "bench: %s needs a value", name);
+        if (!eq) i++;
+#define IS(s1, s2) (!strcmp(name, s1) || !strcmp(name, s2))
+        if (IS("-n", "--ranks")) {
+            if (bench_parse_int(v, 1, 256, &o->nranks)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected 1..256 ranks", name, v);
+            o->nranks_given = 1;
+        } else if (!strcmp(name, "--sync")) {
+            if (strlen(v) >= sizeof o->sync) return rs_error(RS_ERR_INPUT, "bench: --sync '%s': unknown back end", v);
+            snprintf(o->sync, sizeof o->sync, "%s", v);
+        } else if (IS("-b", "--minbytes") || IS("-e", "--maxbytes")) {
+            size_t *dst = IS("-b", "--minbytes") ? &o->minbytes : &o->maxbytes;
+            if (bench_parse_size(v, dst)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': not a size (bytes, or with K/M/G)", name, v);
+        } else if (IS("-f", "--stepfactor")) {
+            if (bench_parse_int(v, 2, 1 << 20, &o->factor)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected an integer >= 2", name, v);
+        } else if (IS("-w", "--warmup_iters")) {
+            if (bench_parse_int(v, 0, 1000000, &o->warmup)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected an integer >= 0", name, v);
+        } else if (IS("-i", "--iters")) {
+            if (bench_parse_int(v, 1, 1000000, &o->iters)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected an integer >= 1", name, v);
+        } else if (IS("-c", "--check")) {
+            if (bench_parse_int(v, 0, 1, &o->check)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected 0 or 1", name, v);
+        } else if (!strcmp(name, "--device")) {
+            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+                return rs_error(RS_ERR_INPUT, "bench: --device '%s': expected auto, cpu or cuda", v);
+            snprintf(o->device, sizeof o->device, "%s", v);
+        } else if (!strcmp(name, "--timeout")) {
+            char *end;
+            o->timeout = strtod(v, &end);
+            if (*end || end == v || !(o->timeout > 0) || o->timeout > 1e6)
+                return rs_error(RS_ERR_INPUT, "bench: --timeout '%s': expected seconds > 0", v);
+        } else if (!strcmp(name, "--report")) {
+            if (!*v || strlen(v) >= sizeof o->report) return rs_error(RS_ERR_INPUT, "bench: --report '%s': not a usable path", v);
+            snprintf(o->report, sizeof o->report, "%s", v);
+        }
+#undef IS
+    }
+    o->minbytes -= o->minbytes % sizeof(float);
+    o->maxbytes -= o->maxbytes % sizeof(float);
+    if (o->minbytes < sizeof(float)) return rs_error(RS_ERR_INPUT, "bench: -b: smallest size below one float (4 bytes)");
+    if (o->maxbytes < o->minbytes)
+        return rs_error(RS_ERR_INPUT, "bench: -e %zu is below -b %zu", o->maxbytes, o->minbytes);
+    if (o->maxbytes > (8ull << 30)) return rs_error(RS_ERR_INPUT, "bench: -e %zu: at most 8G", o->maxbytes);
+    return RS_OK;
+}
+
+/* ---- the sweep (one rank) ---------------------------------------------------------------------- */
+
+/* Rank r's input element i: a small integer, so that the sum over ranks is exact in fp32. */
+static float bench_input(size_t i, int r) { return (float)((long)((i * 7 + (size_t)r * 13) % 17) - 8); }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of x[0..n) (sorts x). */
+static double bench_median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static double bench_bus_factor(int world) { return world > 1 ? 2.0 * (world - 1) / world : 0.0; }
+
+/* Sets up the device, the back end and (under a launcher) the control plane. */
+static int bench_setup(Bench *b) {
+    BenchOpts *o = &b->o;
+    config_defaults(&b->cfg);
+    snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
+    snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
+    b->cfg.timeout = o->timeout;
+    b->cfg.nranks = b->world;
+    if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
+    int fell_back = 0;
+    RS_TRY(device_open(&b->dev, o->device, b->env.local_rank, &fell_back));
+    if (fell_back) log_info("# --device auto: no usable GPU, running on the CPU");
+    b->max_count = o->maxbytes / sizeof(float);
+    size_t bytes = b->max_count * sizeof(float);
+    if (!(b->dbuf = device_alloc(&b->dev, bytes, MEM_COMM))) return RS_ERR_RUNTIME;
+    b->hin = b->dev.ops->host_alloc(&b->dev, bytes);
+    b->hout = b->dev.ops->host_alloc(&b->dev, bytes);
+    b->times = calloc((size_t)o->iters, sizeof *b->times);
+    if (!b->hin || !b->hout || !b->times) return rs_error(RS_ERR_RUNTIME, "bench: out of host memory for %zu bytes", bytes);
+    mem_account(MEM_COMM, 2 * (long long)bytes);
+    for (size_t i = 0; i < b->max_count; i++) b->hin[i] = bench_input(i, b->rank);
+    for (int k = 0; k < BENCH_PERIOD; k++) {
+        float s = 0;
+        for (int r = 0; r < b->world; r++) s += bench_input((size_t)k, r);
+        b->expect[k] = s;
+    }
+
+    if (!(b->zctx = zmq_ctx_new())) return rs_error(RS_ERR_RUNTIME, "bench: cannot create a ZeroMQ context");
+    SyncJob job = {.cfg = &b->cfg, .model = NULL, .dev = &b->dev, .rank = b->rank, .world = b->world,
+                   .local_rank = b->env.local_rank, .local_world = b->env.local_world, .ctrl = NULL,
+                   .zctx = b->zctx, .addr = b->env.addr, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
+                   .timeout = o->timeout, .trace = NULL};
+    char endpoint[1024] = "";
+    RS_TRY(b->sync->init(&job, &b->sync_state, endpoint, sizeof endpoint));
+    if (b->env.launched) {
+        char canon[8192];
+        size_t k = config_canonical(&b->cfg, canon, sizeof canon);
+        if (k < sizeof canon)
+            snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
+                     o->warmup, o->iters, o->check);
+        RS_TRY(ctrl_join(&b->ctrl, &b->env, b->zctx, canon, endpoint, o->timeout));
+        RS_TRY(b->sync->connect(b->sync_state, ctrl_endpoints(b->ctrl), ctrl_members(b->ctrl)));
+    } else {
+        char *one[1] = {endpoint};
+        RS_TRY(b->sync->connect(b->sync_state, one, 1));
+    }
+    return RS_OK;
+}
+
+static void bench_free(Bench *b) {
+    if (b->sync && b->sync_state) b->sync->destroy(b->sync_state);
+    ctrl_close(b->ctrl);
+    if (b->zctx) zmq_ctx_term(b->zctx);
+    size_t bytes = b->max_count * sizeof(float);
+    if (b->dbuf) device_free(&b->dev, b->dbuf, bytes, MEM_COMM);
+    if (b->hin) b->dev.ops->host_free(&b->dev, b->hin);
+    if (b->hout) b->dev.ops->host_free(&b->dev, b->hout);
+    if (b->dev.ops) device_close(&b->dev);
+    for (int i = 0; i < b->nrows; i++) free(b->rows[i].rank_us);
+    free(b->rows);
+    free(b->times);
+}
+
+/* Elements of hout[0..count) whose bits differ from the exact sum. */
+static long long bench_count_wrong(const Bench *b, size_t count) {
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(&b->hout[i], &b->expect[i % BENCH_PERIOD], sizeof(float))) wrong++;
+    return wrong;
+}
+
+/* One size: warm-up and timed iterations (input refilled before each, then every rank lines
+ * up at a control-plane barrier; only the all-reduce is timed). Fills *median_us and *wrong. */
+static int bench_size(Bench *b, size_t count, double *median_us, long long *wrong) {
+    const BenchOpts *o = &b->o;
+    size_t bytes = count * sizeof(float);
+    *wrong = 0;
+    for (int it = 0; it < o->warmup + o->iters; it++) {
+        RS_TRY(device_h2d(&b->dev, b->dbuf, b->hin, bytes));
+        if (b->ctrl) RS_TRY(ctrl_barrier(b->ctrl));
+        double t0 = clock_now();
+        RS_TRY(b->sync->allreduce(b->sync_state, b->dbuf, count));
+        double t1 = clock_now();
+        if (it < o->warmup) continue;
+        b->times[it - o->warmup] = t1 - t0;
+        if (o->check) {
+            RS_TRY(device_d2h(&b->dev, b->hout, b->dbuf, bytes));
+            *wrong += bench_count_wrong(b, count);
+        }
+    }
+    *median_us = bench_median(b->times, o->iters) * 1e6;
+    return RS_OK;
+}
+
+/* Rank 0 collects every rank's "median wrong" for the row (control plane; one rank: local). */
+static int bench_collect(Bench *b, BenchRow *row, double median_us, long long wrong) {
+    row->rank_us = calloc((size_t)b->world, sizeof *row->rank_us);
+    if (!row->rank_us) return rs_error(RS_ERR_RUNTIME, "bench: out of memory");
+    row->rank_us[0] = median_us;
+    row->wrong = wrong;
+    if (!b->ctrl) return RS_OK;
+    char mine[96], **all = NULL;
+    snprintf(mine, sizeof mine, "%.17g %lld", median_us, wrong);
+    RS_TRY(ctrl_gather(b->ctrl, mine, &all));
+    if (!all) return RS_OK;
+    int rc = RS_OK;
+    row->wrong = 0;
+    for (int r = 0; r < b->world; r++) {
+        double us;
+        long long w;
+        if (!all[r] || sscanf(all[r], "%lf %lld", &us, &w) != 2) {
+            rc = rs_error(RS_ERR_PEER, "bench: rank %d sent an unreadable result", r);
+            break;
+        }
+        row->rank_us[r] = us;
+        row->wrong += w;
+    }
+    ctrl_free_texts(all, ctrl_members(b->ctrl));
+    return rc;
+}
+
+static void bench_print_header(Bench *b) {
+    const BenchOpts *o = &b->o;
+    char dev[32];
+    printf("# ringside bench: all-reduce (sum of float, in place)\n");
+    printf("# sync %s, %d rank%s, device %s (rank 0), timeout %g s\n", o->sync, b->world, b->world > 1 ? "s" : "",
+           device_name(&b->dev, dev, sizeof dev), o->timeout);
+    printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
+           o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
+    printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
+    printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: elements not bitwise equal to the exact sum\n");
+    printf("#\n");
+    printf("# %12s %12s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+           "#wrong");
+    fflush(stdout);
+}
+
+static void bench_print_row(const BenchRow *r, int checked) {
+    char wrong[32];
+    if (checked) snprintf(wrong, sizeof wrong, "%lld", r->wrong);
+    else snprintf(wrong, sizeof wrong, "N/A");
+    printf("  %12zu %12zu %6s %11.2f %12.4f %12.4f %8s\n", r->bytes, r->count, "float", r->time_us, r->algbw, r->busbw,
+           wrong);
+    fflush(stdout);
+}
+
+/* The sweep's sizes: min, min*f, ... while <= max. Returns the count; *out malloc'd. */
+static int bench_sizes(const BenchOpts *o, size_t **out) {
+    int n = 0;
+    size_t *v = NULL;
+    for (size_t s = o->minbytes;;) {
+        size_t *nv = realloc(v, (size_t)(n + 1) * sizeof *v);
+        if (!nv) {
+            free(v);
+            return -1;
+        }
+        v = nv;
+        v[n++] = s;
+        if (s > o->maxbytes / (size_t)o->factor) break;
+        s *= (size_t)o->factor;
+    }
+    *out = v;
+    return n;
+}
+
+/* The sweep over sizes; rank 0 prints each row as it completes. */
+static int bench_sweep(Bench *b) {
+    const BenchOpts *o = &b->o;
+    size_t *sizes;
+    int n = bench_sizes(o, &sizes);
+    if (n < 0 || !(b->rows = calloc((size_t)n, sizeof *b->rows))) {
+        if (n >= 0) free(sizes);
+        return rs_error(RS_ERR_RUNTIME, "bench: out of memory");
+    }
+    if (b->rank == 0) bench_print_header(b);
+    int rc = RS_OK;
+    for (int k = 0; k < n && rc == RS_OK; k++) {
+        BenchRow *row = &b->rows[b->nrows++];
+        row->bytes = sizes[k];
+        row->count = sizes[k] / sizeof(float);
+        double med;
+        long long wrong;
+        if ((rc = bench_size(b, row->count, &med, &wrong)) != RS_OK) break;
+        b->wrong_here += wrong;
+        if ((rc = bench_collect(b, row, med, wrong)) != RS_OK) break;
+        if (b->rank == 0) {
+            double t = 0;
+            for (int r = 0; r < b->world; r++)
+                if (row->rank_us[r] > t) t = row->rank_us[r];
+            row->time_us = t;
+            row->algbw = t > 0 ? (double)row->bytes / (t * 1e-6) / 1e9 : 0;
+            row->busbw = row->algbw * bench_bus_factor(b->world);
+            if (!o->check) row->wrong = -1;
+            bench_print_row(row, o->check);
+        }
+    }
+    free(sizes);
+    return rc;
+}
+
+/* ---- the report ----------------------------------------------------------------------------- */
+
+/* Rank 0: gathers every rank's traffic; writes the JSON report when asked. Others: sends. */
+static int bench_finish(Bench *b) {
+    const BenchOpts *o = &b->o;
+    SyncTraffic tr = {0};
+    b->sync->traffic(b->sync_state, &tr);
+    char mine[256], **all = NULL;
+    snprintf(mine, sizeof mine, "%llu %llu %llu %llu %llu", tr.bytes_sent, tr.bytes_received, tr.messages_sent,
+             tr.messages_received, tr.dropped);
+    if (b->ctrl) RS_TRY(ctrl_gather(b->ctrl, mine, &all));
+    if (b->rank != 0) return RS_OK;
+
+    double avg = 0;
+    long long wrong = 0;
+    for (int i = 0; i < b->nrows; i++) {
+        avg += b->rows[i].busbw;
+        wrong += b->rows[i].wrong > 0 ? b->rows[i].wrong : 0;
+    }
+    avg = b->nrows ? avg / b->nrows : 0;
+    if (o->check) printf("# wrong elements : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth : %.4f\n", avg);
+    fflush(stdout);
+    int rc = RS_OK;
+    if (o->report[0]) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "schema", BENCH_SCHEMA);
+        cJSON *run = cJSON_AddObjectToObject(root, "run");
+        char started[64], host[256] = "";
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        gethostname(host, sizeof host - 1);
+        cJSON_AddStringToObject(run, "started", started);
+        cJSON_AddStringToObject(run, "git", RS_GIT);
+        cJSON_AddStringToObject(run, "host", host);
+        cJSON_AddStringToObject(run, "cmdline", b->cmdline);
+        cJSON_AddItemToObject(root, "env", report_env_json());
+        cJSON *cfg = cJSON_AddObjectToObject(root, "config");
+        char dev[32];
+        cJSON_AddStringToObject(cfg, "collective", "allreduce");
+        cJSON_AddStringToObject(cfg, "op", "sum");
+        cJSON_AddStringToObject(cfg, "type", "float");
+        cJSON_AddStringToObject(cfg, "sync", o->sync);
+        cJSON_AddNumberToObject(cfg, "ranks", b->world);
+        cJSON_AddStringToObject(cfg, "device", device_name(&b->dev, dev, sizeof dev));
+        cJSON_AddNumberToObject(cfg, "min_bytes", (double)o->minbytes);
+        cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
+        cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
+        cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
+        cJSON_AddNumberToObject(cfg, "iters", o->iters);
+        cJSON_AddBoolToObject(cfg, "check", o->check);
+        cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);
+        cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
+        cJSON_AddStringToObject(cfg, "busbw", "algbw * 2(N-1)/N");
+        cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+        for (int i = 0; i < b->nrows; i++) {
+            BenchRow *r = &b->rows[i];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "size_bytes", (double)r->bytes);
+            cJSON_AddNumberToObject(j, "count", (double)r->count);
+            cJSON_AddNumberToObject(j, "time_us", r->time_us);
+            cJSON_AddNumberToObject(j, "algbw_gbps", r->algbw);
+            cJSON_AddNumberToObject(j, "busbw_gbps", r->busbw);
+            if (o->check) cJSON_AddNumberToObject(j, "wrong", (double)r->wrong);
+            else cJSON_AddNullToObject(j, "wrong");
+            cJSON_AddItemToObject(j, "rank_time_us", cJSON_CreateDoubleArray(r->rank_us, b->world));
+            cJSON_AddItemToArray(rows, j);
+        }
+        cJSON *summary = cJSON_AddObjectToObject(root, "summary");
+        cJSON_AddNumberToObject(summary, "avg_busbw_gbps", avg);
+        cJSON_AddNumberToObject(summary, "wrong", o->check ? (double)wrong : -1);
+        cJSON *traffic = cJSON_AddArrayToObject(summary, "traffic");
+        for (int r = 0; r < b->world; r++) {
+            unsigned long long v[5] = {0};
+            const char *t = all ? all[r] : mine;
+            if (t) sscanf(t, "%llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "rank", r);
+            cJSON_AddNumberToObject(e, "bytes_sent", (double)v[0]);
+            cJSON_AddNumberToObject(e, "bytes_received", (double)v[1]);
+            cJSON_AddNumberToObject(e, "messages_sent", (double)v[2]);
+            cJSON_AddNumberToObject(e, "messages_received", (double)v[3]);
+            cJSON_AddNumberToObject(e, "dropped", (double)v[4]);
+            cJSON_AddItemToArray(traffic, e);
+        }
+        rc = report_write_atomic(o->report, root);
+        cJSON_Delete(root);
+        if (rc == RS_OK) printf("# report: %s\n", o->report);
+    }
+    if (b->ctrl) ctrl_free_texts(all, ctrl_members(b->ctrl));
+    if (rc == RS_OK && wrong)
+        rc = rs_error(RS_ERR_WRONG, "bench: %lld element%s not equal to the exact sum (all ranks)", wrong, wrong == 1 ? "" : "s");
+    return rc;
+}
+
+/* ---- entry ------------------------------------------------------------------------------------ */
+
+/* The launcher's side of `bench -n N`: validates what it can once, then starts the ranks. */
+static int bench_launch(const BenchOpts *o, int argc, char **argv) {
+    int rc = o->report[0] ? report_check_writable(o->report) : RS_OK;
+    if (rc == RS_OK && !sync_find(o->sync)) rc = RS_ERR_INPUT;
+    if (rc != RS_OK) {
+        log_error("%s", rs_errmsg());
+        return rc;
+    }
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return RS_ERR_RUNTIME;
+    args[0] = "ringside";
+    args[1] = "bench";
+    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
+    rc = launch_run(o->nranks, 0, argc + 2, args, 3.0);
+    free(args);
+    return rc;
+}
+
+int bench_main(int argc, char **argv) {
+    Bench *b = calloc(1, sizeof *b);
+    if (!b) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    int help = 0, rc = bench_parse(&b->o, argc, argv, &help);
+    if (help) {
+        bench_usage(stdout);
+        free(b);
+        return RS_OK;
+    }
+    if (rc != RS_OK) {
+        log_error("%s (ringside bench --help lists the options)", rs_errmsg());
+        free(b);
+        return rc;
+    }
+    if ((rc = rankenv_detect(&b->env)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        free(b);
+        return rc;
+    }
+    if (!b->env.launched && b->o.nranks > 1) {
+        rc = bench_launch(&b->o, argc, argv);
+        free(b);
+        return rc;
+    }
+    b->rank = b->env.member;
+    b->world = b->env.world;
+    if (b->env.launched) log_set_rank(b->rank);
+    size_t k = (size_t)snprintf(b->cmdline, sizeof b->cmdline, "ringside bench");
+    for (int i = 0; i < argc && k < sizeof b->cmdline; i++)
+        k += (size_t)snprintf(b->cmdline + k, sizeof b->cmdline - k, " %s", argv[i]);
+    if (b->env.servers > 0 || b->rank >= b->world)
+        rc = rs_error(RS_ERR_INPUT, "bench: runs workers only (no dedicated servers)");
+    else if (b->env.launched && b->o.nranks_given && b->o.nranks != b->world)
+        rc = rs_error(RS_ERR_INPUT, "bench: -n %d, but the launcher started %d ranks", b->o.nranks, b->world);
+    if (rc == RS_OK && b->rank == 0 && b->o.report[0]) rc = report_check_writable(b->o.report);
+    if (rc == RS_OK) rc = bench_setup(b);
+    if (rc == RS_OK) rc = bench_sweep(b);
+    if (rc == RS_OK) rc = bench_finish(b);
+    if (rc == RS_OK && b->wrong_here)
+        rc = rs_error(RS_ERR_WRONG, "bench: %lld element%s not equal to the exact sum on this rank", b->wrong_here,
+                      b->wrong_here == 1 ? "" : "s");
+    if (rc != RS_OK) log_error("%s", rs_errmsg());
+    bench_free(b);
+    free(b);
+    return rc;
+}

@@ -1,0 +1,486 @@
+/* claims.c - `ringside claims DIR`: decides the design's six claims on measured reports, prints the table */
+#include "claims.h"
+#include "claims_load.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/report.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the thresholds, stated in the output ---------------------------------------------------- */
+#define CL_RING_MEM_TOL      0.10   /* claim 1: ring rank 0 within 10% of the mean */
+#define CL_PS_R2_MIN         0.95   /* claim 2: linear fit of rank 0's traffic over N (>= 3 points) */
+#define CL_PS_RATIO_TOL      0.15   /* claim 2: with 2 points, T0(N2)/T0(N1) within 15% of (N2-1)/(N1-1) */
+#define CL_RING_TRAFFIC_TOL  0.05   /* claim 2: ring per-rank traffic within 5% of 2(N-1)/N n per step */
+#define CL_PS_GROWTH_MIN     1.2    /* claim 3: ps comm time at the largest N >= 1.2x the smallest */
+#define CL_RING_FLAT_MAX     1.5    /* claim 3: ring "about flat": growth <= 1.5x, or below ps's growth */
+#define CL_IDLE_FWD_MAX      0.5    /* claim 4: idle ranks' forward time <= 0.5x the working ranks' */
+#define CL_LOSS_TOL          1e-4   /* claim 5: max relative difference of the loss curves */
+#define CL_PRED_FACTOR       3.0    /* claim 6: measured comm within 3x of the alpha-beta prediction */
+
+#define MiB (1048576.0)
+
+typedef struct {
+    int id;
+    const char *text;
+    const char *verdict;        /* "PASS" "FAIL" "NOT-RUN" */
+    char why[600];
+    cJSON *numbers;
+    char lines[8192];           /* "#   ..." detail lines */
+} Claim;
+
+static void claim_line(Claim *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void claim_line(Claim *c, const char *fmt, ...) {
+    size_t k = strlen(c->lines);
+    if (k + 8 >= sizeof c->lines) return;
+    k += (size_t)snprintf(c->lines + k, sizeof c->lines - k, "#     ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->lines + k, sizeof c->lines - k, fmt, ap);
+    va_end(ap);
+    k = strlen(c->lines);
+    if (k + 1 < sizeof c->lines) strcat(c->lines, "\n");
+}
+
+static void claim_verdict(Claim *c, const char *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void claim_verdict(Claim *c, const char *v, const char *fmt, ...) {
+    c->verdict = v;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof c->why, fmt, ap);
+    va_end(ap);
+}
+
+static int is_ring(const ClaimsRun *r) { return !strcmp(r->sync, "ring") || !strcmp(r->sync, "nccl"); }
+static int is_ps_colocated(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && strcmp(r->placement, "dedicated"); }
+static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
+
+static double run_mean(const double *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    return n ? s / n : NAN;
+}
+
+static cJSON *num_item(cJSON *arr, const ClaimsRun *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run", r->label);
+    cJSON_AddStringToObject(o, "sync", r->sync);
+    cJSON_AddNumberToObject(o, "ranks", r->ranks);
+    cJSON_AddNumberToObject(o, "repeats", r->repeats);
+    cJSON_AddItemToArray(arr, o);
+    return o;
+}
+
+/* ---- series over N --------------------------------------------------------------------------- */
+
+/* The runs of one family and one back end (pred), N >= 2, sorted by N. Returns the count. */
+static int series_of(const ClaimsSet *s, const char *family, int (*pred)(const ClaimsRun *), const ClaimsRun **out) {
+    int n = 0;
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || !pred(r) || strcmp(r->family, family)) continue;
+        int j = n++;
+        while (j > 0 && out[j - 1]->ranks > r->ranks) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = r;
+    }
+    return n;
+}
+
+/* The distinct families that hold a ps-colocated or ring run with N >= 2. */
+static int families(const ClaimsSet *s, const char **out) {
+    int n = 0;
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || !(is_ring(r) || is_ps_colocated(r))) continue;
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= !strcmp(out[j], r->family);
+        if (!seen) out[n++] = r->family;
+    }
+    return n;
+}
+
+/* ---- claim 1: memory ------------------------------------------------------------------------- */
+
+static void claim1(const ClaimsSet *s, Claim *c) {
+    int nps = 0, nring = 0, bad = 0;
+    cJSON *ps = cJSON_AddArrayToObject(c->numbers, "ps"), *ring = cJSON_AddArrayToObject(c->numbers, "ring");
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || r->nw < 2) continue;
+        if (is_ps_colocated(r)) {
+            double mo = 0;
+            for (int k = 1; k < r->nw; k++) mo = r->peak[k] > mo ? r->peak[k] : mo;
+            int ok = r->peak[0] > mo;
+            bad += !ok;
+            nps++;
+            cJSON *o = num_item(ps, r);
+            cJSON_AddNumberToObject(o, "rank0_peak_bytes", r->peak[0]);
+            cJSON_AddNumberToObject(o, "max_other_peak_bytes", mo);
+            claim_line(c, "ps   N=%-3d rank 0 %.2f MiB vs max other %.2f MiB (%.2fx)%s  [%s]", r->ranks, r->peak[0] / MiB,
+                       mo / MiB, mo > 0 ? r->peak[0] / mo : INFINITY, ok ? "" : "  <- not above", r->label);
+        } else if (is_ring(r)) {
+            double mean = run_mean(r->peak, r->nw), dev = mean > 0 ? fabs(r->peak[0] - mean) / mean : 0;
+            int ok = dev <= CL_RING_MEM_TOL;
+            bad += !ok;
+            nring++;
+            cJSON *o = num_item(ring, r);
+            cJSON_AddNumberToObject(o, "rank0_peak_bytes", r->peak[0]);
+            cJSON_AddNumberToObject(o, "mean_peak_bytes", mean);
+            cJSON_AddNumberToObject(o, "deviation", dev);
+            claim_line(c, "ring N=%-3d rank 0 %.2f MiB vs mean %.2f MiB (%+.1f%%, limit %.0f%%)%s  [%s]", r->ranks,
+                       r->peak[0] / MiB, mean / MiB, 100 * (r->peak[0] - mean) / (mean > 0 ? mean : 1), 100 * CL_RING_MEM_TOL,
+                       ok ? "" : "  <- off", r->label);
+        }
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d run%s off the claim", bad, bad > 1 ? "s" : "");
+    else if (!nps || !nring)
+        claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs with >= 2 ranks (have %d ps, %d ring)", nps, nring);
+    else claim_verdict(c, "PASS", "ps: rank 0 above every other rank in %d run%s; ring: rank 0 within %.0f%% of the mean in %d", nps,
+                       nps > 1 ? "s" : "", 100 * CL_RING_MEM_TOL, nring);
+}
+
+/* ---- claim 2: traffic ------------------------------------------------------------------------ */
+
+/* Least squares y = a + b x; returns b, sets *r2. */
+static double fit_line(const double *x, const double *y, int n, double *r2) {
+    double mx = run_mean(x, n), my = run_mean(y, n), sxx = 0, sxy = 0, syy = 0;
+    for (int i = 0; i < n; i++) {
+        sxx += (x[i] - mx) * (x[i] - mx);
+        sxy += (x[i] - mx) * (y[i] - my);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    double b = sxx > 0 ? sxy / sxx : 0;
+    *r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : 0;
+    return b;
+}
+
+static void claim2(const ClaimsSet *s, Claim *c) {
+    const char *fam[512];
+    const ClaimsRun *ser[512];
+    int nf = families(s, fam), ps_series = 0, ring_series = 0, ring_runs = 0, bad = 0;
+    cJSON *ps = cJSON_AddArrayToObject(c->numbers, "ps"), *ring = cJSON_AddArrayToObject(c->numbers, "ring");
+    claim_line(c, "rule: ps rank 0 traffic linear in N (>= 3 N: fit R^2 >= %.2f, slope > 0; 2 N: ratio within %.0f%% of (N2-1)/(N1-1));",
+               CL_PS_R2_MIN, 100 * CL_PS_RATIO_TOL);
+    claim_line(c, "      ring bytes sent per rank within %.0f%% of steps x 2(N-1)/N x gradient bytes at each N (+ at most one start-up broadcast)",
+               100 * CL_RING_TRAFFIC_TOL);
+    for (int f = 0; f < nf; f++) {
+        int n = series_of(s, fam[f], is_ps_colocated, ser);
+        if (n >= 2) {
+            double x[512], y[512];
+            for (int i = 0; i < n; i++) {
+                x[i] = ser[i]->ranks;
+                y[i] = run_traffic0(ser[i]);
+            }
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToArray(ps, o);
+            cJSON_AddItemToObject(o, "ranks", cJSON_CreateDoubleArray(x, n));
+            cJSON_AddItemToObject(o, "rank0_traffic_bytes", cJSON_CreateDoubleArray(y, n));
+            int ok;
+            if (n >= 3) {
+                double r2, b = fit_line(x, y, n, &r2);
+                ok = b > 0 && r2 >= CL_PS_R2_MIN;
+                cJSON_AddNumberToObject(o, "slope_bytes_per_rank", b);
+                cJSON_AddNumberToObject(o, "r2", r2);
+                claim_line(c, "ps   rank 0 traffic over N: fit slope %.3g MiB/rank, R^2 %.4f%s  [%s ...]", b / MiB, r2,
+                           ok ? "" : "  <- not linear", ser[0]->label);
+            } else {
+                double want = (x[1] - 1) / (x[0] - 1), got = y[0] > 0 ? y[1] / y[0] : 0;
+                ok = fabs(got / want - 1) <= CL_PS_RATIO_TOL;
+                cJSON_AddNumberToObject(o, "ratio", got);
+                cJSON_AddNumberToObject(o, "expected_ratio", want);
+                claim_line(c, "ps   rank 0 traffic N=%.0f -> N=%.0f: x%.3f (expected x%.3f)%s  [%s ...]", x[0], x[1], got, want,
+                           ok ? "" : "  <- off", ser[0]->label);
+            }
+            for (int i = 0; i < n; i++) claim_line(c, "       N=%-3.0f rank 0 sent+received %.2f MiB", x[i], y[i] / MiB);
+            bad += !ok;
+            ps_series++;
+        }
+        n = series_of(s, fam[f], is_ring, ser);
+        double lo = INFINITY, hi = 0;
+        for (int i = 0; i < n; i++) {
+            const ClaimsRun *r = ser[i];
+            double steps = r->steps_run > 0 ? r->steps_run : r->steps;
+            double per = run_mean(r->sent, r->nw) / steps, want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes;
+            /* each rank may also have forwarded the parameters once (the start-up broadcast) */
+            double worst = 0, total = want * steps;
+            for (int k = 0; k < r->nw; k++) {
+                double d = fmin(fabs(r->sent[k] - total), fabs(r->sent[k] - r->grad_bytes - total)) / total;
+                worst = d > worst ? d : worst;
+            }
+            int ok = worst <= CL_RING_TRAFFIC_TOL;
+            bad += !ok;
+            ring_runs++;
+            lo = per < lo ? per : lo;
+            hi = per > hi ? per : hi;
+            cJSON *o = num_item(ring, r);
+            cJSON_AddNumberToObject(o, "sent_per_rank_per_step_bytes", per);
+            cJSON_AddNumberToObject(o, "expected_bytes", want);
+            cJSON_AddNumberToObject(o, "worst_rank_deviation", worst);
+            claim_line(c, "ring N=%-3d sent per rank per step %.3f MiB, 2(N-1)/N n = %.3f MiB (worst rank %+.2f%%)%s  [%s]", r->ranks,
+                       per / MiB, want / MiB, 100 * worst, ok ? "" : "  <- off", r->label);
+        }
+        if (n >= 2) {
+            ring_series++;
+            claim_line(c, "ring per-rank traffic from N=%d to N=%d: x%.3f (the formula allows < 2)", ser[0]->ranks, ser[n - 1]->ranks, hi / lo);
+            if (!(hi / lo < 2.0)) bad++;
+        }
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
+    else if (!ps_series || !ring_series)
+        claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at >= 2 values of N >= 2 with the same model (have %d ps series, %d ring series)",
+                      ps_series, ring_series);
+    else claim_verdict(c, "PASS", "ps rank 0 traffic linear in N in %d series; ring traffic matches 2(N-1)/N n in %d runs", ps_series, ring_runs);
+}
+
+/* ---- claim 3: comm time per step ------------------------------------------------------------- */
+
+static void claim3(const ClaimsSet *s, Claim *c) {
+    const char *fam[512];
+    const ClaimsRun *ps[512], *ring[512];
+    int nf = families(s, fam), pairs = 0, bad = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "series");
+    claim_line(c, "rule: comm_total per step (mean over ranks); ps grows: largest N >= %.1fx smallest; ring about flat: growth <= %.1fx or below ps's",
+               CL_PS_GROWTH_MIN, CL_RING_FLAT_MAX);
+    for (int f = 0; f < nf; f++) {
+        int np = series_of(s, fam[f], is_ps_colocated, ps), nr = series_of(s, fam[f], is_ring, ring);
+        /* the N values both back ends ran */
+        const ClaimsRun *a = NULL, *b = NULL, *ra = NULL, *rb = NULL;
+        for (int i = 0; i < np; i++)
+            for (int j = 0; j < nr; j++)
+                if (ps[i]->ranks == ring[j]->ranks) {
+                    if (!a) { a = ps[i]; ra = ring[j]; }
+                    b = ps[i];
+                    rb = ring[j];
+                }
+        if (!a || a == b) continue;
+        double pa = run_mean(a->comm_total, a->nw), pb = run_mean(b->comm_total, b->nw);
+        double qa = run_mean(ra->comm_total, ra->nw), qb = run_mean(rb->comm_total, rb->nw);
+        double gp = pa > 0 ? pb / pa : INFINITY, gr = qa > 0 ? qb / qa : INFINITY;
+        int ps_ok = gp >= CL_PS_GROWTH_MIN, ring_ok = gr <= CL_RING_FLAT_MAX || gr < gp;
+        bad += !ps_ok + !ring_ok;
+        pairs++;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddNumberToObject(o, "n_small", a->ranks);
+        cJSON_AddNumberToObject(o, "n_large", b->ranks);
+        cJSON_AddNumberToObject(o, "ps_comm_s", pa);
+        cJSON_AddNumberToObject(o, "ps_comm_large_s", pb);
+        cJSON_AddNumberToObject(o, "ring_comm_s", qa);
+        cJSON_AddNumberToObject(o, "ring_comm_large_s", qb);
+        cJSON_AddNumberToObject(o, "ps_growth", gp);
+        cJSON_AddNumberToObject(o, "ring_growth", gr);
+        claim_line(c, "ps   N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f)%s  [%s]", a->ranks, b->ranks, pa * 1e3, pb * 1e3, gp,
+                   ps_ok ? "" : "  <- does not grow", a->label);
+        claim_line(c, "ring N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f)%s  [%s]", ra->ranks, rb->ranks, qa * 1e3, qb * 1e3, gr,
+                   ring_ok ? "" : "  <- grows like ps", ra->label);
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
+    else if (!pairs) claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at the same >= 2 values of N >= 2 with the same model");
+    else claim_verdict(c, "PASS", "ps comm time grows with N, ring's stays about flat, in %d series", pairs);
+}
+
+/* ---- claim 4: a global batch smaller than N -------------------------------------------------- */
+
+static void claim4(const ClaimsSet *s, Claim *c) {
+    int runs = 0, bad = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
+    claim_line(c, "rule: the ranks DataParallel's scatter leaves empty (N - ceil(B / ceil(B/N))) report samples == 0, and their forward time");
+    claim_line(c, "      is <= %.1fx the working ranks' (busy time shown beside: it keeps the per-step costs every rank pays)", CL_IDLE_FWD_MAX);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->global_batch <= 0 || r->global_batch >= r->ranks) continue;
+        double bi = 0, bw = 0, fi = 0, fw = 0;
+        int ni = 0, nw = 0;
+        char idle[512] = "";
+        for (int k = 0; k < r->nw; k++) {
+            if (r->samples[k] == 0) {
+                bi += r->busy[k];
+                fi += r->forward[k];
+                ni++;
+                size_t l = strlen(idle);
+                snprintf(idle + l, sizeof idle - l, "%s%d", l ? "," : "", k);
+            } else {
+                bw += r->busy[k];
+                fw += r->forward[k];
+                nw++;
+            }
+        }
+        int chunk = (r->global_batch + r->ranks - 1) / r->ranks;
+        int want = r->ranks - (r->global_batch + chunk - 1) / chunk;
+        bi = ni ? bi / ni : 0;
+        bw = nw ? bw / nw : 0;
+        fi = ni ? fi / ni : 0;
+        fw = nw ? fw / nw : 0;
+        double fr = fw > 0 ? fi / fw : INFINITY, br = bw > 0 ? bi / bw : INFINITY;
+        int ok = ni == want && nw > 0 && fr <= CL_IDLE_FWD_MAX;
+        bad += !ok;
+        runs++;
+        cJSON *o = num_item(arr, r);
+        cJSON_AddNumberToObject(o, "global_batch", r->global_batch);
+        cJSON_AddNumberToObject(o, "idle_ranks", ni);
+        cJSON_AddNumberToObject(o, "expected_idle_ranks", want);
+        cJSON_AddNumberToObject(o, "idle_forward_s", fi);
+        cJSON_AddNumberToObject(o, "working_forward_s", fw);
+        cJSON_AddNumberToObject(o, "idle_busy_s", bi);
+        cJSON_AddNumberToObject(o, "working_busy_s", bw);
+        claim_line(c, "%-4s N=%-3d global batch %d: %d idle rank%s (%s; scatter leaves %d); forward %.4f ms idle vs %.4f ms working (x%.3f); busy %.3f vs %.3f ms (x%.2f)%s  [%s]",
+                   r->sync, r->ranks, r->global_batch, ni, ni == 1 ? "" : "s", ni ? idle : "none", want, fi * 1e3, fw * 1e3,
+                   isfinite(fr) ? fr : 0, bi * 1e3, bw * 1e3, isfinite(br) ? br : 0, ok ? "" : "  <- not idle", r->label);
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d run%s without the idle ranks the scatter implies", bad, bad > 1 ? "s" : "");
+    else if (!runs) claim_verdict(c, "NOT-RUN", "needs a run with --global-batch B smaller than its ranks N (e.g. B=4 on 8 ranks)");
+    else claim_verdict(c, "PASS", "the scatter's idle ranks shown in %d run%s", runs, runs > 1 ? "s" : "");
+}
+
+/* ---- claim 5: the same loss curve as one rank ------------------------------------------------ */
+
+static void claim5(const ClaimsSet *s, Claim *c) {
+    int nps = 0, nring = 0, unmatched = 0, bad = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
+    claim_line(c, "rule: max over steps of |loss - loss_1rank| / |loss_1rank| <= %g against --sync none on 1 rank with the global batch", CL_LOSS_TOL);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || !(is_ring(r) || !strcmp(r->sync, "ps"))) continue;
+        int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks;
+        const ClaimsRun *base = NULL;
+        for (int j = 0; j < s->nruns && !base; j++) {
+            const ClaimsRun *b = &s->runs[j];
+            int bG = b->global_batch > 0 ? b->global_batch : b->batch;
+            if (!strcmp(b->sync, "none") && b->ranks == 1 && bG == G &&
+                !strcmp(b->math, r->math) && b->nloss == r->nloss && b->nloss > 0)
+                base = b;
+        }
+        if (!base) {
+            unmatched++;
+            claim_line(c, "%-4s N=%-3d global batch %d: no 1-rank --sync none run with batch %d to compare with  [%s]", r->sync, r->ranks, G, G, r->label);
+            continue;
+        }
+        double worst = 0;
+        int at = 0;
+        for (int k = 0; k < r->nloss; k++) {
+            double d = fabs(r->loss[k] - base->loss[k]) / fmax(fabs(base->loss[k]), 1e-12);
+            if (!(d <= worst)) {
+                worst = d;
+                at = k;
+            }
+        }
+        int ok = worst <= CL_LOSS_TOL;
+        bad += !ok;
+        if (is_ring(r)) nring++;
+        else nps++;
+        cJSON *o = num_item(arr, r);
+        cJSON_AddStringToObject(o, "baseline", base->label);
+        cJSON_AddNumberToObject(o, "global_batch", G);
+        cJSON_AddNumberToObject(o, "max_rel_diff", worst);
+        cJSON_AddNumberToObject(o, "at_step", at);
+        claim_line(c, "%-4s N=%-3d vs 1 rank batch %d: max rel diff %.2e at step %d over %d steps%s  [%s vs %s]", r->sync, r->ranks, G, worst,
+                   at, r->nloss, ok ? "" : "  <- differs", r->label, base->label);
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d run%s off the 1-rank loss curve", bad, bad > 1 ? "s" : "");
+    else if (!nps || !nring)
+        claim_verdict(c, "NOT-RUN", "needs a --sync none 1-rank run with --batch B beside ps and ring runs with global batch B, same seed and steps (compared %d ps, %d ring; %d unmatched)",
+                      nps, nring, unmatched);
+    else claim_verdict(c, "PASS", "%d ps and %d ring run%s match the 1-rank loss curve within %g", nps, nring, nps + nring > 1 ? "s" : "", CL_LOSS_TOL);
+}
+
+/* ---- claim 6: alpha-beta --------------------------------------------------------------------- */
+
+static void claim6(const ClaimsSet *s, Claim *c) {
+    int runs = 0, bad = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
+    claim_line(c, "rule: measured comm_total per step (mean over ranks) within %.0fx of the alpha-beta prediction, both ways", CL_PRED_FACTOR);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (!(r->pred_comm_s > 0)) continue;
+        double meas = run_mean(r->comm_total, r->nw), ratio = meas / r->pred_comm_s;
+        int ok = ratio <= CL_PRED_FACTOR && ratio >= 1 / CL_PRED_FACTOR;
+        bad += !ok;
+        runs++;
+        cJSON *o = num_item(arr, r);
+        cJSON_AddNumberToObject(o, "measured_comm_s", meas);
+        cJSON_AddNumberToObject(o, "predicted_comm_s", r->pred_comm_s);
+        cJSON_AddNumberToObject(o, "ratio", ratio);
+        claim_line(c, "%-4s N=%-3d measured %.3f ms vs predicted %.3f ms per step (x%.2f)%s  [%s]", r->sync, r->ranks, meas * 1e3,
+                   r->pred_comm_s * 1e3, ratio, ok ? "" : "  <- outside the factor", r->label);
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d of %d runs outside %.0fx of the prediction", bad, runs, CL_PRED_FACTOR);
+    else if (!runs) claim_verdict(c, "NOT-RUN", "needs runs with an alpha-beta prediction (a matrix with alpha_s/beta_s_per_byte or a bench report) and N >= 2");
+    else claim_verdict(c, "PASS", "%d run%s within %.0fx of the prediction", runs, runs > 1 ? "s" : "", CL_PRED_FACTOR);
+}
+
+/* ---- the command ----------------------------------------------------------------------------- */
+
+static const char *const claim_text[6] = {
+    "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
+    "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
+    "ps: comm time per step grows with N; ring: stays about flat",
+    "a global batch smaller than N leaves ranks idle (DataParallel's scatter)",
+    "ps and ring reach the same loss curve as one rank with the global batch (within 1e-4)",
+    "measured comm time within 3x of the alpha-beta prediction",
+};
+
+int claims_main(int argc, char **argv) {
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: ringside claims DIR\n\n"
+               "Reads every report in DIR (a `ringside matrix` output folder), decides the six claims of\n"
+               "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
+               "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
+        return RS_OK;
+    }
+    if (argc != 1 || argv[0][0] == '-') {
+        log_error("claims: expected one folder (usage: ringside claims DIR)");
+        return RS_ERR_INPUT;
+    }
+    const char *dir = argv[0];
+    ClaimsSet set;
+    int rc = claims_load(dir, &set);
+    if (rc != RS_OK) {
+        log_error("%s", rs_errmsg());
+        return rc;
+    }
+    void (*decide[6])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6};
+    static Claim claims[6];
+    int fails = 0, passes = 0;
+    printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,
+           set.nruns == 1 ? "" : "s");
+    printf("# claim  verdict  text (numbers below each)\n");
+    cJSON *out = cJSON_CreateArray();
+    for (int i = 0; i < 6; i++) {
+        Claim *c = &claims[i];
+        memset(c, 0, sizeof *c);
+        c->id = i + 1;
+        c->text = claim_text[i];
+        c->numbers = cJSON_CreateObject();
+        decide[i](&set, c);
+        fails += !strcmp(c->verdict, "FAIL");
+        passes += !strcmp(c->verdict, "PASS");
+        printf("%-6d %-8s %s\n", c->id, c->verdict, c->text);
+        printf("#      %s: %s\n", c->verdict, c->why);
+        fputs(c->lines, stdout);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "claim", c->id);
+        cJSON_AddStringToObject(o, "text", c->text);
+        cJSON_AddStringToObject(o, "verdict", c->verdict);
+        cJSON_AddItemToObject(o, "numbers", c->numbers);
+        cJSON_AddStringToObject(o, "why", c->why);
+        cJSON_AddItemToArray(out, o);
+    }
+    printf("# %d PASS, %d FAIL, %d NOT-RUN\n", passes, fails, 6 - passes - fails);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/claims.json", dir);
+    int wrc = report_write_atomic(path, out);
+    if (wrc != RS_OK) log_error("%s", rs_errmsg());
+    else printf("# written: %s\n", path);
+    cJSON_Delete(out);
+    claims_free(&set);
+    if (fails) return RS_ERR_WRONG;
+    return wrc;
+}

@@ -1,0 +1,212 @@
+/* claims_load.c - a folder of reports into per-configuration records: parse, check schema, average repeats */
+#include "claims_load.h"
+#include "../common/err.h"
+#include "../common/report.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Options that never change what is measured (left out of every key). */
+static const char *const key_ignore[] = {"report", "trace", "quiet", "verbose", "timeout", NULL};
+/* Options a series over N varies (left out of the family key). */
+static const char *const key_series[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", NULL};
+/* Options that do not change the loss curve, or describe the split of one batch (claim 5). */
+static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "batch",
+                                        "global-batch", "bucket-mb", "overlap", "threads", "eval-every",
+                                        "warmup", "device", NULL};
+
+static int load_in(const char *k, const char *const *list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(k, list[i])) return 1;
+    return 0;
+}
+
+/* "key=value;" text of config's items, less those in either list. */
+static void load_key(const cJSON *config, const char *const *a, const char *const *b, char *out, size_t len) {
+    size_t k = 0;
+    const cJSON *e;
+    out[0] = 0;
+    cJSON_ArrayForEach(e, config) {
+        if (load_in(e->string, key_ignore) || (a && load_in(e->string, a)) || (b && load_in(e->string, b))) continue;
+        char *v = cJSON_PrintUnformatted(e);
+        if (!v) continue;
+        int w = snprintf(out + k, len - k, "%s=%s;", e->string, v);
+        cJSON_free(v);
+        if (w < 0 || (size_t)w >= len - k) break;
+        k += (size_t)w;
+    }
+}
+
+static double load_num(const cJSON *o, const char *a, const char *b, const char *c) {
+    if (a) o = cJSON_GetObjectItemCaseSensitive(o, a);
+    if (b) o = cJSON_GetObjectItemCaseSensitive(o, b);
+    if (c) o = cJSON_GetObjectItemCaseSensitive(o, c);
+    return cJSON_IsNumber(o) ? o->valuedouble : NAN;
+}
+
+static void load_str(const cJSON *config, const char *key, char *out, size_t len) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+    snprintf(out, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+/* The prediction for report file name in summary.json's runs, NAN when none. */
+static double load_summary_pred(const cJSON *summary, const char *name) {
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(summary, "runs")) {
+        const cJSON *rep = cJSON_GetObjectItemCaseSensitive(row, "report");
+        if (cJSON_IsString(rep) && !strcmp(rep->valuestring, name))
+            return load_num(row, "predicted_comm_s", NULL, NULL);
+    }
+    return NAN;
+}
+
+/* Fills r from one report (repeats == 1). 0 or RS_ERR_INPUT naming path. */
+static int load_run(const char *path, const char *name, const cJSON *rep, const cJSON *summary, ClaimsRun *r) {
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(rep, "config");
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(rep, "ranks");
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary");
+    if (!cJSON_IsObject(config)) return rs_error(RS_ERR_INPUT, "%s: not a complete report: no \"config\" object", path);
+    if (!cJSON_IsArray(ranks)) return rs_error(RS_ERR_INPUT, "%s: not a complete report: no \"ranks\" array", path);
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", name);
+    char *dot = strrchr(r->label, '.');
+    if (dot && !strcmp(dot, ".json")) *dot = 0;
+    char *rk = strrchr(r->label, '-');
+    if (rk && rk[1] == 'r' && rk[2] && strspn(rk + 2, "0123456789") == strlen(rk + 2)) *rk = 0;
+    load_str(config, "sync", r->sync, sizeof r->sync);
+    load_str(config, "ps-placement", r->placement, sizeof r->placement);
+    load_str(config, "ps-mode", r->mode, sizeof r->mode);
+    r->ranks = (int)load_num(config, "ranks", NULL, NULL);
+    r->servers = (int)load_num(config, "ps-servers", NULL, NULL);
+    r->batch = (int)load_num(config, "batch", NULL, NULL);
+    double gb = load_num(config, "global-batch", NULL, NULL);
+    r->global_batch = isnan(gb) ? 0 : (int)gb;
+    r->steps = (int)load_num(config, "steps", NULL, NULL);
+    r->seed = (long long)load_num(config, "seed", NULL, NULL);
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers");
+    int nl = cJSON_GetArraySize(layers);
+    for (int i = 0; i + 1 < nl; i++) {
+        double in = cJSON_GetArrayItem(layers, i)->valuedouble, out = cJSON_GetArrayItem(layers, i + 1)->valuedouble;
+        r->grad_bytes += 4.0 * (in * out + out);
+    }
+    load_key(config, NULL, NULL, r->group, sizeof r->group);
+    load_key(config, key_series, NULL, r->family, sizeof r->family);
+    load_key(config, key_split, NULL, r->math, sizeof r->math);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ranks) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "server")) continue;
+        int k = (int)load_num(e, "rank", NULL, NULL);
+        if (k < 0 || k >= CLAIMS_MAX_RANKS) return rs_error(RS_ERR_INPUT, "%s: ranks[]: rank %d out of range", path, k);
+        if (k + 1 > r->nw) r->nw = k + 1;
+        r->peak[k] = load_num(e, "memory", "peak_bytes", NULL);
+        r->sent[k] = load_num(e, "traffic", "bytes_sent", NULL);
+        r->received[k] = load_num(e, "traffic", "bytes_received", NULL);
+        r->samples[k] = load_num(e, "samples", NULL, NULL);
+        r->busy[k] = load_num(e, "time_s", "busy", NULL);
+        r->forward[k] = load_num(e, "time_s", "phases", "forward");
+        r->comm_total[k] = load_num(e, "time_s", "phases", "comm_total");
+        r->comm_exposed[k] = load_num(e, "time_s", "phases", "comm_exposed");
+    }
+    r->steps_run = load_num(sum, "steps", NULL, NULL);
+    const cJSON *curve = cJSON_GetObjectItemCaseSensitive(sum, "loss_curve");
+    int n = cJSON_GetArraySize(curve);
+    if (n > 0) {
+        r->loss = malloc((size_t)n * sizeof *r->loss);
+        if (!r->loss) return rs_error(RS_ERR_RUNTIME, "out of memory");
+        cJSON_ArrayForEach(e, curve) {
+            const cJSON *l = cJSON_GetArrayItem(e, 1);
+            r->loss[r->nloss++] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
+        }
+    }
+    r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
+    if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
+    r->repeats = 1;
+    return RS_OK;
+}
+
+/* Adds run x into the running mean held by r (same configuration); x's curve is dropped. */
+static void load_merge(ClaimsRun *r, ClaimsRun *x) {
+    double w = r->repeats, v = 1.0 / (w + 1);
+    double *ra[] = {r->peak, r->sent, r->received, r->samples, r->busy, r->forward, r->comm_total, r->comm_exposed};
+    double *xa[] = {x->peak, x->sent, x->received, x->samples, x->busy, x->forward, x->comm_total, x->comm_exposed};
+    for (size_t a = 0; a < sizeof ra / sizeof ra[0]; a++)
+        for (int k = 0; k < r->nw && k < x->nw; k++) ra[a][k] = (ra[a][k] * w + xa[a][k]) * v;
+    r->pred_comm_s = isnan(r->pred_comm_s) ? x->pred_comm_s : isnan(x->pred_comm_s) ? r->pred_comm_s
+                                                                                    : (r->pred_comm_s * w + x->pred_comm_s) * v;
+    r->repeats++;
+    free(x->loss);
+    x->loss = NULL;
+}
+
+static int load_filter(const struct dirent *d) {
+    size_t n = strlen(d->d_name);
+    return n > 5 && !strcmp(d->d_name + n - 5, ".json") && strcmp(d->d_name, "summary.json") &&
+           strcmp(d->d_name, "claims.json");
+}
+
+int claims_load(const char *dir, ClaimsSet *set) {
+    memset(set, 0, sizeof *set);
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, load_filter, alphasort);
+    if (n < 0) return rs_error(RS_ERR_INPUT, "%s: cannot read the folder", dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    FILE *probe = fopen(path, "r");
+    cJSON *summary = NULL;
+    if (probe) {
+        fclose(probe);
+        summary = report_read(path);  /* optional: an unreadable one only loses its predictions */
+        if (!summary) printf("# note: %s\n", rs_errmsg());
+    }
+    int rc = RS_OK;
+    set->runs = calloc((size_t)(n ? n : 1), sizeof *set->runs);
+    if (!set->runs) rc = rs_error(RS_ERR_RUNTIME, "out of memory");
+    for (int i = 0; i < n && rc == RS_OK; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        cJSON *rep = report_read(path);
+        if (!rep) {
+            rc = RS_ERR_INPUT;
+            break;
+        }
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(rep, "schema");
+        const char *sv = cJSON_IsString(s) ? s->valuestring : "";
+        if (strncmp(sv, "ringside.report/", 16)) {
+            printf("# skipped %s: not a training report (schema %s)\n", path, sv[0] ? sv : "none");
+        } else if (strcmp(sv, REPORT_SCHEMA)) {
+            rc = rs_error(RS_ERR_INPUT, "%s: report schema %s, but this ringside reads %s", path, sv, REPORT_SCHEMA);
+        } else {
+            ClaimsRun *r = &set->runs[set->nruns];
+            rc = load_run(path, names[i]->d_name, rep, summary, r);
+            if (rc == RS_OK) {
+                set->nreports++;
+                int merged = 0;
+                for (int j = 0; j < set->nruns && !merged; j++)
+                    if (!strcmp(set->runs[j].group, r->group) && set->runs[j].nw == r->nw) {
+                        load_merge(&set->runs[j], r);
+                        merged = 1;
+                    }
+                if (!merged) set->nruns++;
+            } else {
+                free(r->loss);
+                r->loss = NULL;
+            }
+        }
+        cJSON_Delete(rep);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    cJSON_Delete(summary);
+    if (rc != RS_OK) claims_free(set);
+    return rc;
+}
+
+void claims_free(ClaimsSet *set) {
+    for (int i = 0; i < set->nruns; i++) free(set->runs[i].loss);
+    free(set->runs);
+    memset(set, 0, sizeof *set);
+}

@@ -1,0 +1,49 @@
+/* claims_load.h - reads a folder of training reports into per-configuration records (repeats averaged) */
+#ifndef RS_CLAIMS_LOAD_H
+#define RS_CLAIMS_LOAD_H
+
+#define CLAIMS_MAX_RANKS 256
+
+/* ---- Types ---- */
+
+/* One configuration's measured figures, averaged over its repeats (per rank, workers only). */
+typedef struct {
+    char label[256];          /* the first report's file name without "-rK.json" / ".json" */
+    char sync[16], placement[16], mode[16];
+    int ranks, servers, batch, global_batch, steps;
+    long long seed;
+    double grad_bytes;        /* 4 x the parameter count */
+    char group[4096];         /* the configuration (repeats share it) */
+    char family[4096];        /* the configuration less ranks and the sync options (a series over N) */
+    char math[4096];          /* what fixes the loss curve, less the batch split (claim 5) */
+    int repeats;
+    int nw;                   /* worker ranks */
+    double peak[CLAIMS_MAX_RANKS], sent[CLAIMS_MAX_RANKS], received[CLAIMS_MAX_RANKS];
+    double samples[CLAIMS_MAX_RANKS], busy[CLAIMS_MAX_RANKS], forward[CLAIMS_MAX_RANKS];
+    double comm_total[CLAIMS_MAX_RANKS], comm_exposed[CLAIMS_MAX_RANKS];
+    double steps_run;         /* summary.steps */
+    double *loss;             /* the first repeat's loss curve (owned) */
+    int nloss;
+    double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
+} ClaimsRun;
+
+typedef struct {
+    ClaimsRun *runs;
+    int nruns;                /* configurations */
+    int nreports;             /* report files read */
+} ClaimsSet;
+
+/* ---- Prototypes ---- */
+
+/* Reads every *.json report in dir except summary.json and claims.json (files of another kind,
+ * without a "ringside.report/..." schema, are skipped with a note on stdout), groups them by
+ * configuration and averages repeats. Predictions come from each report's summary.prediction,
+ * else from dir/summary.json's row for it. 0, or RS_ERR_INPUT with rs_errmsg() naming the file
+ * (malformed JSON with line:col, another schema version with both versions, a report without
+ * config or ranks). An empty folder is not an error. */
+int claims_load(const char *dir, ClaimsSet *set);
+
+/* Releases what claims_load allocated. */
+void claims_free(ClaimsSet *set);
+
+#endif

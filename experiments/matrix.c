@@ -1,0 +1,422 @@
+/* matrix.c - `ringside matrix`: runs every cell of a matrix file as a child `ringside train`, summarises */
+#include "matrix.h"
+#include "matrix_row.h"
+#include "matrix_spec.h"
+#include "proc.h"
+#include "../common/clock.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/report.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MATRIX_GRACE_S 5.0   /* SIGTERM to SIGKILL, for a timed-out or interrupted run */
+#define MATRIX_SCHEMA "ringside.matrix/1"
+
+static volatile sig_atomic_t matrix_stop = 0;
+
+static void matrix_on_signal(int sig) { matrix_stop = sig; }
+
+/* ---- options --------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *file, *out, *only;
+    char bin[PATH_MAX];
+    int resume, dry_run;
+} MatrixOpts;
+
+static void matrix_usage(FILE *f) {
+    fprintf(f,
+            "usage: ringside matrix FILE.json --out DIR [--resume] [--dry-run] [--only k=v,...] [--bin PATH]\n"
+            "\n"
+            "Runs every cell of an experiment matrix (the cartesian product of its axes, minus its\n"
+            "exclusions) x its repeats, each as `ringside train ... --report DIR/<cell>-r<k>.json`, and\n"
+            "writes DIR/summary.json and DIR/summary.csv (one row per run). A failing or timed-out run is\n"
+            "recorded with its error and the matrix goes on. Ctrl-C stops the running cell and keeps the\n"
+            "finished ones. Matrix files: experiments/matrices/*.json; format: docs/matrix.md.\n"
+            "\n"
+            "  --out DIR        where reports, logs and the summary go (created)\n"
+            "  --resume         skip runs whose report already exists and parses\n"
+            "  --dry-run        list the runs and their command lines; run nothing\n"
+            "  --only k=v,...   run only the cells with these values (e.g. sync=ps,ranks=4)\n"
+            "  --bin PATH       the ringside binary to run (default: this one)\n"
+            "\n"
+            "exit status: 0 all runs ok, 1 a run failed or timed out, 2 bad matrix or option, 130 interrupted\n");
+}
+
+static int matrix_parse_args(int argc, char **argv, MatrixOpts *o, int *help) {
+    memset(o, 0, sizeof *o);
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            return RS_OK;
+        }
+        if (!strcmp(a, "--resume")) o->resume = 1;
+        else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
+        else if (!strcmp(a, "--out") || !strcmp(a, "--only") || !strcmp(a, "--bin")) {
+            if (i + 1 >= argc) return rs_error(RS_ERR_INPUT, "%s needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp(a, "--out")) o->out = v;
+            else if (!strcmp(a, "--only")) o->only = v;
+            else snprintf(o->bin, sizeof o->bin, "%s", v);
+        } else if (a[0] == '-') return rs_error(RS_ERR_INPUT, "unknown option '%s'", a);
+        else if (o->file) return rs_error(RS_ERR_INPUT, "unexpected argument '%s' (one matrix file)", a);
+        else o->file = a;
+    }
+    if (!o->file) return rs_error(RS_ERR_INPUT, "missing the matrix file");
+    if (!o->out && !o->dry_run) return rs_error(RS_ERR_INPUT, "missing --out DIR");
+    if (o->out && strlen(o->out) > 900) return rs_error(RS_ERR_INPUT, "--out: path too long");
+    if (!o->bin[0]) {
+        ssize_t n = readlink("/proc/self/exe", o->bin, sizeof o->bin - 1);
+        if (n <= 0) return rs_error(RS_ERR_RUNTIME, "cannot find this binary (/proc/self/exe): %s; use --bin", strerror(errno));
+        o->bin[n] = 0;
+    } else if (access(o->bin, X_OK) != 0) {
+        return rs_error(RS_ERR_INPUT, "--bin %s: not an executable file", o->bin);
+    }
+    return RS_OK;
+}
+
+/* mkdir -p dir. 0 or RS_ERR_INPUT naming what is in the way. */
+static int matrix_mkdirs(const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1;; s++) {
+        char c = *s;
+        if (c == '/' || c == 0) {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                return rs_error(RS_ERR_INPUT, "--out %s: cannot create %s: %s", dir, p, strerror(errno));
+            *s = c;
+        }
+        if (!c) break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--out %s: not a directory", dir);
+    if (access(dir, W_OK) != 0) return rs_error(RS_ERR_INPUT, "--out %s: not writable", dir);
+    return RS_OK;
+}
+
+/* ---- progress -------------------------------------------------------------------------------- */
+
+typedef struct {
+    int tty, total, done, ran, ok, failed, skipped;
+    double t0, ran_s;          /* start; seconds spent in runs actually executed */
+    char current[600];         /* "sync=ps,ranks=4 r1" */
+    char last[900];            /* the last result, short */
+} Progress;
+
+static void progress_clock(double s, char *out, size_t len) {
+    int t = (int)(s + 0.5);
+    if (t >= 3600) snprintf(out, len, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(out, len, "%d:%02d", t / 60, t % 60);
+}
+
+/* The single updating line on a terminal (truncated to its width, so \r can redraw it). */
+static void progress_draw(Progress *p, double run_elapsed) {
+    if (!p->tty) return;
+    char el[32], eta[32] = "?", line[2048];
+    double now = clock_now();
+    progress_clock(now - p->t0, el, sizeof el);
+    int left = p->total - p->done;
+    if (p->ran > 0) {
+        double per = p->ran_s / p->ran, rest = left * per - run_elapsed;
+        progress_clock(rest > 0 ? rest : 0, eta, sizeof eta);
+    }
+    snprintf(line, sizeof line, "# [%d/%d] %s  elapsed %s  ETA %s  last: %s", p->done + (left > 0), p->total,
+             left > 0 ? p->current : "done", el, eta, p->last[0] ? p->last : "-");
+    struct winsize ws;
+    int cols = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 10 ? ws.ws_col : 100;
+    if ((int)strlen(line) >= cols) line[cols - 1] = 0;
+    printf("\r\033[K%s", line);
+    fflush(stdout);
+}
+
+static void progress_tick(void *arg, double elapsed) { progress_draw(arg, elapsed); }
+
+/* Records one finished run and prints its line (a permanent line for failures on a terminal). */
+static void progress_done(Progress *p, const char *status, const char *error, double wall_s, int ran,
+                          const cJSON *row) {
+    p->done++;
+    if (ran) {
+        p->ran++;
+        p->ran_s += wall_s;
+    }
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(row, "throughput_samples_per_s");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(row, "step_time_median_s");
+    char figs[200] = "";
+    if (cJSON_IsNumber(tp) && cJSON_IsNumber(st))
+        snprintf(figs, sizeof figs, "%.0f samples/s, step %.2f ms", tp->valuedouble, st->valuedouble * 1e3);
+    int bad = strcmp(status, "ok") != 0;
+    if (bad) snprintf(p->last, sizeof p->last, "%s %s", p->current, status);
+    else snprintf(p->last, sizeof p->last, "%s %s", p->current, figs);
+    if (p->tty && !bad) {
+        progress_draw(p, 0);
+        return;
+    }
+    if (p->tty) printf("\r\033[K");
+    if (bad) printf("# [%d/%d] %s: %s (exit %d) after %.1f s: %s\n", p->done, p->total, p->current,
+                    !strcmp(status, "timeout") ? "TIMEOUT" : "FAILED", cJSON_GetObjectItemCaseSensitive(row, "exit_code")->valueint,
+                    wall_s, error);
+    else if (!ran) printf("# [%d/%d] %s: kept (report exists), %s\n", p->done, p->total, p->current, figs);
+    else printf("# [%d/%d] %s: ok in %.1f s, %s\n", p->done, p->total, p->current, wall_s, figs);
+    fflush(stdout);
+    progress_draw(p, 0);
+}
+
+/* ---- one run --------------------------------------------------------------------------------- */
+
+/* Reads path as a report of this schema; NULL when absent, unreadable or of another schema
+ * (why gets the reason). */
+static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
+    cJSON *r = report_read(path);
+    if (!r) {
+        snprintf(why, len, "%s", rs_errmsg());
+        return NULL;
+    }
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(r, "schema");
+    if (!cJSON_IsString(s) || strcmp(s->valuestring, REPORT_SCHEMA)) {
+        snprintf(why, len, "%s: schema %s, expected %s", path, cJSON_IsString(s) ? s->valuestring : "(none)", REPORT_SCHEMA);
+        cJSON_Delete(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Puts the alpha-beta prediction into the report's summary (rewritten atomically) unless it is
+ * there with the same figures. */
+static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSON *rep, const char *path) {
+    double pred = matrix_row_predict(m, c);
+    cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary");
+    if (pred < 0 || !cJSON_IsObject(sum)) return;
+    const cJSON *old = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
+    const cJSON *os = cJSON_GetObjectItemCaseSensitive(old, "step_comm_s");
+    const cJSON *oa = cJSON_GetObjectItemCaseSensitive(old, "alpha_s");
+    const cJSON *ob = cJSON_GetObjectItemCaseSensitive(old, "beta_s_per_byte");
+    if (cJSON_IsNumber(os) && os->valuedouble == pred && cJSON_IsNumber(oa) && oa->valuedouble == m->alpha_s &&
+        cJSON_IsNumber(ob) && ob->valuedouble == m->beta_s_per_byte)
+        return;
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "model", "alpha-beta");
+    cJSON_AddNumberToObject(p, "alpha_s", m->alpha_s);
+    cJSON_AddNumberToObject(p, "beta_s_per_byte", m->beta_s_per_byte);
+    cJSON_AddNumberToObject(p, "step_comm_s", pred);
+    cJSON_AddStringToObject(p, "source", m->ab_source);
+    if (old) cJSON_ReplaceItemInObjectCaseSensitive(sum, "prediction", p);
+    else cJSON_AddItemToObject(sum, "prediction", p);
+    if (report_write_atomic(path, rep) != RS_OK) log_warn("%s", rs_errmsg());
+}
+
+/* Runs (or, with --resume, keeps) run rep of cell c; returns its summary row (NULL when the run
+ * was interrupted: it did not finish). *failed is set when it failed or timed out. */
+static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixCell *c, int rep,
+                         Progress *p, int *failed) {
+    char name[700], path[PATH_MAX], logp[PATH_MAX], why[1200] = "", err[1400] = "";
+    snprintf(name, sizeof name, "%s-r%d.json", c->id, rep);
+    snprintf(path, sizeof path, "%s/%s", o->out, name);
+    snprintf(logp, sizeof logp, "%s/%s-r%d.log", o->out, c->id, rep);
+    snprintf(p->current, sizeof p->current, "%s r%d", c->id, rep);
+    MatrixOutcome out = {.status = "ok", .report = name, .error = ""};
+    cJSON *rep_json = NULL, *row;
+    *failed = 0;
+    if (o->resume && (rep_json = matrix_read_report(path, why, sizeof why))) {
+        out.resumed = 1;
+        matrix_add_prediction(m, c, rep_json, path);
+        row = matrix_row_make(m, c, rep, &out, rep_json);
+        cJSON_Delete(rep_json);
+        progress_done(p, "ok", "", 0, 0, row);
+        return row;
+    }
+    unlink(path);  /* a stale report must not stand for this run */
+    unlink(logp);
+    char *argv[c->nargs + 6];
+    int k = 0;
+    argv[k++] = (char *)o->bin;
+    argv[k++] = "train";
+    for (int i = 0; i < c->nargs; i++) argv[k++] = c->args[i];
+    argv[k++] = "--report";
+    argv[k++] = path;
+    argv[k++] = "--quiet";
+    argv[k] = NULL;
+    progress_draw(p, 0);
+    ProcResult pr;
+    if (proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, progress_tick, p, 0.5, &pr) != RS_OK) {
+        snprintf(err, sizeof err, "%s", rs_errmsg());
+        out.status = "failed";
+        out.exit_code = RS_ERR_RUNTIME;
+    } else if (pr.outcome == PROC_STOPPED) {
+        unlink(path);
+        return NULL;
+    } else {
+        out.exit_code = pr.exit_code;
+        out.wall_s = pr.wall_s;
+        proc_last_line(logp, why, sizeof why);
+        if (pr.outcome == PROC_TIMED_OUT) {
+            out.status = "timeout";
+            snprintf(err, sizeof err, "timed out after %.0f s%s%s", m->timeout_s, why[0] ? ": " : "", why);
+            unlink(path);
+        } else if (pr.exit_code != 0) {
+            out.status = "failed";
+            snprintf(err, sizeof err, "%s", why[0] ? why : "exited without a message");
+            unlink(path);
+        } else if (!(rep_json = matrix_read_report(path, why, sizeof why))) {
+            out.status = "failed";
+            snprintf(err, sizeof err, "exit 0 but no readable report: %s", why);
+        }
+    }
+    *failed = strcmp(out.status, "ok") != 0;
+    out.error = err;
+    if (rep_json) matrix_add_prediction(m, c, rep_json, path);
+    row = matrix_row_make(m, c, rep, &out, rep_json);
+    cJSON_Delete(rep_json);
+    progress_done(p, out.status, err, out.wall_s, 1, row);
+    return row;
+}
+
+/* ---- the summary ----------------------------------------------------------------------------- */
+
+static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, cJSON *rows, const Progress *p,
+                                int complete, int interrupted) {
+    char path[PATH_MAX], when[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "schema", MATRIX_SCHEMA);
+    cJSON_AddStringToObject(s, "name", m->name);
+    cJSON_AddStringToObject(s, "matrix", m->path);
+    cJSON_AddStringToObject(s, "written", when);
+    cJSON_AddBoolToObject(s, "complete", complete);
+    cJSON_AddBoolToObject(s, "interrupted", interrupted);
+    cJSON_AddNumberToObject(s, "runs_planned", p->total);
+    cJSON_AddNumberToObject(s, "runs_done", p->done);
+    cJSON_AddNumberToObject(s, "runs_failed", p->failed);
+    cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
+    if (m->have_ab) {
+        cJSON *pr = cJSON_AddObjectToObject(s, "prediction");
+        cJSON_AddStringToObject(pr, "model", "alpha-beta");
+        cJSON_AddNumberToObject(pr, "alpha_s", m->alpha_s);
+        cJSON_AddNumberToObject(pr, "beta_s_per_byte", m->beta_s_per_byte);
+        cJSON_AddStringToObject(pr, "source", m->ab_source);
+    } else {
+        cJSON_AddNullToObject(s, "prediction");
+    }
+    cJSON *axes = cJSON_AddArrayToObject(s, "axes");
+    for (int a = 0; a < m->naxes; a++) cJSON_AddItemToArray(axes, cJSON_CreateString(m->axis_name[a]));
+    cJSON_AddItemReferenceToObject(s, "runs", rows);
+    snprintf(path, sizeof path, "%s/summary.json", o->out);
+    int rc = report_write_atomic(path, s);
+    cJSON_Delete(s);
+    snprintf(path, sizeof path, "%s/summary.csv", o->out);
+    if (rc == RS_OK) rc = matrix_row_write_csv(m, rows, path);
+    if (rc != RS_OK) log_error("%s", rs_errmsg());
+    return rc;
+}
+
+/* ---- the command ----------------------------------------------------------------------------- */
+
+static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
+    printf("# matrix %s: %d run%s (%d repeat%s per cell, timeout %.0f s each)\n", m->name, total, total == 1 ? "" : "s",
+           m->repeats, m->repeats == 1 ? "" : "s", m->timeout_s);
+    if (m->have_ab) printf("# alpha-beta: alpha %.3g s, beta %.3g s/byte (%s)\n", m->alpha_s, m->beta_s_per_byte, m->ab_source);
+    for (int r = 1; r <= m->repeats; r++)
+        for (int i = 0; i < m->ncells; i++) {
+            const MatrixCell *c = &m->cells[i];
+            if (!c->selected) continue;
+            char path[PATH_MAX], why[1200];
+            snprintf(path, sizeof path, "%s/%s-r%d.json", o->out ? o->out : "OUT", c->id, r);
+            int have = 0;
+            if (o->out && o->resume) {
+                cJSON *j = matrix_read_report(path, why, sizeof why);
+                have = j != NULL;
+                cJSON_Delete(j);
+            }
+            printf("%s r%d%s\tringside train", c->id, r, have ? " (kept: report exists)" : "");
+            for (int a = 0; a < c->nargs; a++) printf(" %s", c->args[a]);
+            printf(" --report %s --quiet\n", path);
+        }
+}
+
+int matrix_main(int argc, char **argv) {
+    MatrixOpts o;
+    int help, rc = matrix_parse_args(argc, argv, &o, &help);
+    if (help) {
+        matrix_usage(stdout);
+        return RS_OK;
+    }
+    if (rc != RS_OK) {
+        log_error("matrix: %s", rs_errmsg());
+        fprintf(stderr, "usage: ringside matrix FILE.json --out DIR [--resume] [--dry-run] [--only k=v,...] [--bin PATH]\n");
+        return rc;
+    }
+    MatrixSpec m;
+    if ((rc = matrix_spec_load(&m, o.file)) != RS_OK || (rc = matrix_spec_select(&m, o.only)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        matrix_spec_free(&m);
+        return rc;
+    }
+    int selected = 0;
+    for (int i = 0; i < m.ncells; i++) selected += m.cells[i].selected;
+    Progress p = {.tty = isatty(STDOUT_FILENO), .total = selected * m.repeats, .t0 = clock_now()};
+    if (o.dry_run) {
+        matrix_dry_run(&m, &o, p.total);
+        matrix_spec_free(&m);
+        return RS_OK;
+    }
+    if ((rc = matrix_mkdirs(o.out)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        matrix_spec_free(&m);
+        return rc;
+    }
+    struct sigaction sa = {.sa_handler = matrix_on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s\n", m.name, selected, selected == 1 ? "" : "s",
+           m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "");
+    fflush(stdout);
+    cJSON *rows = cJSON_CreateArray();
+    /* repeat-major: every cell once, then again, so that drift touches every cell alike */
+    for (int r = 1; r <= m.repeats && !matrix_stop; r++)
+        for (int i = 0; i < m.ncells && !matrix_stop; i++) {
+            if (!m.cells[i].selected) continue;
+            int failed;
+            cJSON *row = matrix_one(&m, &o, &m.cells[i], r, &p, &failed);
+            if (!row) break;
+            cJSON_AddItemToArray(rows, row);
+            p.failed += failed;
+            p.ok += !failed;
+            matrix_write_summary(&m, &o, rows, &p, 0, 0);
+        }
+    int interrupted = matrix_stop != 0;
+    if (p.tty) printf("\r\033[K");
+    int wrc = matrix_write_summary(&m, &o, rows, &p, !interrupted && p.done == p.total, interrupted);
+    char el[32];
+    progress_clock(clock_now() - p.t0, el, sizeof el);
+    if (interrupted)
+        printf("# interrupted: %d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
+               p.done, p.total, p.failed, el, o.out, o.out);
+    else
+        printf("# done: %d run%s, %d ok, %d failed in %s; summary: %s/summary.json, %s/summary.csv\n", p.done, p.done == 1 ? "" : "s", p.ok,
+               p.failed, el, o.out, o.out);
+    fflush(stdout);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    cJSON_Delete(rows);
+    matrix_spec_free(&m);
+    if (interrupted) return RS_ERR_INTERRUPTED;
+    if (wrc != RS_OK) return wrc;
+    return p.failed ? RS_ERR_RUNTIME : RS_OK;
+}

@@ -1,0 +1,191 @@
+/* matrix_row.c - a run's headline figures from its report, the alpha-beta prediction, the CSV file */
+#include "matrix_row.h"
+#include "predict.h"
+#include "../common/err.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The numeric columns, in CSV order, after the identifying ones. */
+static const char *const row_metrics[] = {
+    "throughput_samples_per_s", "step_time_median_s", "step_time_p95_s", "comm_exposed_s",
+    "comm_total_s", "predicted_comm_s", "comm_ratio", "mem_peak_max_bytes", "mem_peak_min_bytes",
+    "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "imbalance_memory",
+    "imbalance_traffic", "imbalance_busy_time", "final_loss", "final_accuracy", NULL};
+
+/* A number at a dotted path under o ("time_s.step.p95"), NAN when absent. */
+static double row_num(const cJSON *o, const char *path) {
+    char key[64];
+    const char *p = path;
+    while (o && *p) {
+        const char *dot = strchr(p, '.');
+        size_t l = dot ? (size_t)(dot - p) : strlen(p);
+        if (l >= sizeof key) return NAN;
+        memcpy(key, p, l);
+        key[l] = 0;
+        o = cJSON_GetObjectItemCaseSensitive(o, key);
+        p = dot ? dot + 1 : p + l;
+    }
+    return cJSON_IsNumber(o) ? o->valuedouble : NAN;
+}
+
+static int row_is_worker(const cJSON *r) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(r, "role");
+    return !cJSON_IsString(role) || strcmp(role->valuestring, "server");
+}
+
+static void row_put(cJSON *row, const char *key, double x) {
+    if (isfinite(x)) cJSON_AddNumberToObject(row, key, x);
+    else cJSON_AddNullToObject(row, key);
+}
+
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c) {
+    if (!m->have_ab) return -1;
+    const Config *g = &c->cfg;
+    double n = 4.0 * (double)config_param_count(g);
+    return predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n,
+                             g->bucket_mb * 1048576.0, m->alpha_s, m->beta_s_per_byte);
+}
+
+/* The figures that come from the report (NAN for what it lacks). */
+static void row_figures(const cJSON *rep, cJSON *row) {
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary"), *r;
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(rep, "ranks");
+    double n = 0, exp_sum = 0, tot_sum = 0, mmax = NAN, mmin = NAN, msum = 0;
+    const cJSON *r0 = NULL;
+    cJSON_ArrayForEach(r, ranks) {
+        if (!row_is_worker(r)) continue;
+        if (row_num(r, "rank") == 0) r0 = r;
+        double pk = row_num(r, "memory.peak_bytes");
+        exp_sum += row_num(r, "time_s.phases.comm_exposed");
+        tot_sum += row_num(r, "time_s.phases.comm_total");
+        msum += pk;
+        if (isnan(mmax) || pk > mmax) mmax = pk;
+        if (isnan(mmin) || pk < mmin) mmin = pk;
+        n++;
+    }
+    row_put(row, "throughput_samples_per_s", row_num(sum, "throughput_samples_per_s"));
+    row_put(row, "step_time_median_s", row_num(sum, "step_time_s"));
+    row_put(row, "step_time_p95_s", row_num(r0, "time_s.step.p95"));
+    row_put(row, "comm_exposed_s", n ? exp_sum / n : NAN);
+    row_put(row, "comm_total_s", n ? tot_sum / n : NAN);
+    row_put(row, "mem_peak_max_bytes", mmax);
+    row_put(row, "mem_peak_min_bytes", mmin);
+    row_put(row, "mem_peak_mean_bytes", n ? msum / n : NAN);
+    row_put(row, "rank0_peak_bytes", row_num(r0, "memory.peak_bytes"));
+    row_put(row, "rank0_traffic_bytes", row_num(r0, "traffic.bytes_sent") + row_num(r0, "traffic.bytes_received"));
+    row_put(row, "imbalance_memory", row_num(sum, "imbalance.memory"));
+    row_put(row, "imbalance_traffic", row_num(sum, "imbalance.traffic"));
+    row_put(row, "imbalance_busy_time", row_num(sum, "imbalance.busy_time"));
+    row_put(row, "final_loss", row_num(sum, "final_loss"));
+    row_put(row, "final_accuracy", row_num(sum, "final_accuracy"));
+}
+
+cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const MatrixOutcome *o,
+                       const cJSON *report) {
+    cJSON *row = cJSON_CreateObject();
+    if (!row) return NULL;
+    cJSON_AddStringToObject(row, "cell", c->id);
+    cJSON_AddNumberToObject(row, "repeat", rep);
+    cJSON *axes = cJSON_AddObjectToObject(row, "axes");
+    for (int a = 0; a < m->naxes; a++) cJSON_AddItemToObject(axes, m->axis_name[a], cJSON_Duplicate(c->axis_val[a], 1));
+    cJSON_AddStringToObject(row, "status", o->status);
+    cJSON_AddNumberToObject(row, "exit_code", o->exit_code);
+    cJSON_AddStringToObject(row, "error", o->error ? o->error : "");
+    cJSON_AddNumberToObject(row, "wall_s", o->wall_s);
+    cJSON_AddBoolToObject(row, "resumed", o->resumed);
+    cJSON_AddStringToObject(row, "report", report ? o->report : "");
+    cJSON *fig = cJSON_CreateObject();
+    if (report) row_figures(report, fig);
+    double pred = matrix_row_predict(m, c), meas = row_num(fig, "comm_total_s");
+    for (int i = 0; row_metrics[i]; i++) {
+        const char *k = row_metrics[i];
+        double x = row_num(fig, k);
+        if (!strcmp(k, "predicted_comm_s")) x = pred >= 0 ? pred : NAN;
+        if (!strcmp(k, "comm_ratio")) x = pred > 0 ? meas / pred : NAN;
+        row_put(row, k, x);
+    }
+    cJSON_Delete(fig);
+    return row;
+}
+
+/* Writes one CSV field: quoted when it holds a comma, quote or newline. */
+static void row_csv_text(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+static void row_csv_value(FILE *f, const cJSON *v) {
+    char buf[64];
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, sizeof buf, "%.9g", v->valuedouble);
+        fputs(buf, f);
+    } else if (cJSON_IsString(v)) row_csv_text(f, v->valuestring);
+    else if (cJSON_IsBool(v)) fputs(cJSON_IsTrue(v) ? "true" : "false", f);
+    else if (cJSON_IsArray(v)) { /* layers */
+        char *t = cJSON_PrintUnformatted(v);
+        if (t) {
+            t[strlen(t) - 1] = 0;
+            row_csv_text(f, t + 1);
+            cJSON_free(t);
+        }
+    }
+    /* null: empty field */
+}
+
+int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *path) {
+    static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", NULL};
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return rs_error(RS_ERR_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    fputs("cell,repeat", f);
+    for (int a = 0; a < m->naxes; a++) {
+        fputc(',', f);
+        row_csv_text(f, m->axis_name[a]);
+    }
+    for (int i = 0; ident[i]; i++) fprintf(f, ",%s", ident[i]);
+    for (int i = 0; row_metrics[i]; i++) fprintf(f, ",%s", row_metrics[i]);
+    fputc('\n', f);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        row_csv_value(f, cJSON_GetObjectItemCaseSensitive(row, "cell"));
+        fputc(',', f);
+        row_csv_value(f, cJSON_GetObjectItemCaseSensitive(row, "repeat"));
+        const cJSON *axes = cJSON_GetObjectItemCaseSensitive(row, "axes");
+        for (int a = 0; a < m->naxes; a++) {
+            fputc(',', f);
+            row_csv_value(f, cJSON_GetObjectItemCaseSensitive(axes, m->axis_name[a]));
+        }
+        for (int i = 0; ident[i]; i++) {
+            fputc(',', f);
+            row_csv_value(f, cJSON_GetObjectItemCaseSensitive(row, ident[i]));
+        }
+        for (int i = 0; row_metrics[i]; i++) {
+            fputc(',', f);
+            row_csv_value(f, cJSON_GetObjectItemCaseSensitive(row, row_metrics[i]));
+        }
+        fputc('\n', f);
+    }
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int err = errno;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad) err = errno;
+        unlink(tmp);
+        return rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(err));
+    }
+    return RS_OK;
+}

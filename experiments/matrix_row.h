@@ -1,0 +1,39 @@
+/* matrix_row.h - one summary row per matrix run (headline figures from its report) and the summary files */
+#ifndef RS_MATRIX_ROW_H
+#define RS_MATRIX_ROW_H
+
+#include "matrix_spec.h"
+
+struct cJSON;
+
+/* ---- Types ---- */
+
+/* How a run ended, as the driver saw it. */
+typedef struct {
+    const char *status;  /* "ok", "failed", "timeout" */
+    int exit_code;       /* the child's exit status (128 + signal when killed); 0 for a resumed run */
+    const char *error;   /* "" when none: the child's last stderr line, or what went wrong */
+    double wall_s;       /* seconds the child ran (0 when resumed) */
+    int resumed;         /* 1: the report existed and was kept (--resume) */
+    const char *report;  /* the report's file name inside OUT */
+} MatrixOutcome;
+
+/* ---- Prototypes ---- */
+
+/* The row of run rep (1-based) of cell c: axis values, outcome, and the headline figures of
+ * report (NULL when the run left none: the figures are null): throughput, step time median and
+ * p95, comm_exposed and comm_total (mean over workers), peak memory max/min/mean over workers and
+ * rank 0's, rank 0's traffic, imbalance ratios, final loss and accuracy, and the alpha-beta
+ * prediction beside the measured comm time when m has alpha/beta. NULL on OOM. */
+struct cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep,
+                              const MatrixOutcome *o, const struct cJSON *report);
+
+/* The alpha-beta prediction of comm seconds per step for cell c, or a negative number when m has
+ * no alpha/beta or the back end has no model. */
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c);
+
+/* Writes rows (an array of matrix_row_make objects) as CSV to path atomically (a temporary file
+ * in the same directory, then rename). 0 or RS_ERR_RUNTIME. */
+int matrix_row_write_csv(const MatrixSpec *m, const struct cJSON *rows, const char *path);
+
+#endif

@@ -1,0 +1,62 @@
+/* matrix_spec.h - a matrix file: reading, validation against train's options, cells and filters */
+#ifndef RS_MATRIX_SPEC_H
+#define RS_MATRIX_SPEC_H
+
+#include "../common/config.h"
+
+#include <stddef.h>
+
+struct cJSON;
+
+#define MATRIX_MAX_AXES 16
+
+/* ---- Types ---- */
+
+/* One point of the cartesian product: the train options it runs with. */
+typedef struct {
+    char id[512];                                   /* "sync=ps,ranks=4" (axis order) or "base" */
+    char **args;                                    /* train's options (no --report, --quiet) */
+    int nargs;
+    const struct cJSON *axis_val[MATRIX_MAX_AXES];  /* borrowed from the spec */
+    int axis_idx[MATRIX_MAX_AXES];                  /* index of each value in its axis */
+    Config cfg;                                     /* the options, parsed and validated */
+    int selected;                                   /* 1 unless --only left it out */
+} MatrixCell;
+
+typedef struct {
+    char path[1024];
+    struct cJSON *root;                             /* the matrix file (owned) */
+    struct cJSON *defaults;                         /* train's defaults as JSON (owned) */
+    char name[128];
+    int naxes;
+    const char *axis_name[MATRIX_MAX_AXES];         /* borrowed from root */
+    int repeats;
+    double timeout_s;                               /* per run */
+    int have_ab;                                    /* alpha/beta known: predictions are made */
+    double alpha_s, beta_s_per_byte;
+    char ab_source[1100];                           /* "matrix file" or the bench report's path */
+    MatrixCell *cells;                              /* the product minus exclusions */
+    int ncells;
+} MatrixSpec;
+
+/* ---- Prototypes ---- */
+
+/* Reads and validates the matrix file at path (keys, types, every option of every cell through
+ * train's own parser and checks, the bench report) and builds its cells, all selected. 0, or
+ * RS_ERR_INPUT with rs_errmsg() naming the file and key ("FILE:LINE:COL: malformed JSON" for a
+ * parse error); *m is then empty. */
+int matrix_spec_load(MatrixSpec *m, const char *path);
+
+/* Keeps only the cells whose values match every k=v of only ("sync=ps,ranks=4"; a layers value
+ * may be written 784,256,10 or 784-256-10). 0, or RS_ERR_INPUT for an unknown option, a bad item
+ * or a filter that matches no cell. */
+int matrix_spec_select(MatrixSpec *m, const char *only);
+
+/* The readable text of an option value as cell ids use it: numbers as %g, layers and lists
+ * joined by '-', strings with characters other than [A-Za-z0-9._+-] replaced by '_'. */
+void matrix_spec_value_text(const struct cJSON *v, char *out, size_t len);
+
+/* Releases everything load allocated; safe on an empty spec. */
+void matrix_spec_free(MatrixSpec *m);
+
+#endif

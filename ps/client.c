@@ -1,0 +1,526 @@
+/* client.c - the "ps" back end, worker side: push each bucket's slices to their servers, pull the new parameters back */
+/*
+ * The protocol (ps/wire.h has the header). Keys are parameter indices, sharded over K servers
+ * by range (ps/shard.h); every bucket is cut into one slice per server it touches (nsl slices
+ * per step in all).
+ *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
+ *          server one PULL and gets every slice back (PARAMS).
+ *   step   each bucket's slices go out as backward completes it (PUSH); rank 0 then tells each
+ *          server the step's global sample count (STEP); a server sums a slice's N pushes in
+ *          rank order, runs the update rule (SGD with momentum, scaled 1/samples), answers
+ *          every worker with the new slice (PARAMS).
+ *   end    with dedicated servers each worker says BYE to every server.
+ * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56, P = parameter
+ * bytes, S steps), each step moves P + nsl*H each way per worker:
+ *   colocated (K = 1, nsl = buckets): rank r > 0 sends S(P + nsl H) + H and receives
+ *     (S + 1)(P + nsl H); rank 0 (whose own messages go over inproc and are not counted)
+ *     sends and receives (N - 1) times what one other rank receives and sends.
+ *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives (S + 1)(P + nsl H); rank 0
+ *     sends S(P + nsl H) + SKH + (P + nsl H) + KH, receives S(P + nsl H).
+ * Refused messages are counted in `dropped`, not in bytes or messages.
+ */
+#include "ps.h"
+#include "server.h"
+#include "shard.h"
+#include "wire.h"
+#include "../common/clock.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/zmq_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What the receive loop is waiting for. */
+typedef enum { WAIT_INIT, WAIT_STEP, WAIT_SUM } WaitKind;
+
+typedef struct {
+    SyncJob job;
+    const Config *cfg;
+    Model *model;
+    uint64_t token;
+    int rank, N, K, dedicated;
+    PsServer *server;          /* colocated: rank 0 runs it in a thread */
+    void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
+    unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
+    ShardSlice *split;         /* [K] scratch for cutting one allreduce chunk */
+    ShardPlan plan;            /* the training buckets over the servers */
+    int host_visible;          /* the device's memory is host memory: no staging */
+    float *stage;              /* host staging of pushes where it is not */
+    size_t stage_cap;
+    /* the step */
+    uint32_t step;
+    int in_step, any_reply;
+    WaitKind kind;
+    int left;                  /* replies still to come */
+    unsigned char *got;        /* [plan.nslices] (training) or [nchunks * K] (allreduce) */
+    size_t got_cap;
+    int *bucket_left;          /* [nbuckets] replies each bucket still waits for */
+    double *t_push;            /* [nbuckets] */
+    double comm_s;
+    /* the allreduce in flight */
+    uint32_t seq;
+    float *sum_buf;
+    size_t sum_total, per;
+    PsZeroCopy zc;
+    SyncTraffic tr;
+    int said_bye;
+    char id[16];
+    size_t idlen;
+} PsClient;
+
+/* ---- sending ---------------------------------------------------------------------------------- */
+
+static int client_send(PsClient *c, int k, const WireHeader *h, const void *payload, size_t bytes) {
+    if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc) < 0) {
+        int e = zmq_errno();
+        return rs_error(RS_ERR_PEER, "ps: rank %d cannot send %s to server %d: %s", c->rank, wire_op_name(h->op), k,
+                        e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
+    }
+    if (!c->local[k]) {
+        c->tr.bytes_sent += WIRE_HEADER_BYTES + (payload ? bytes : 0);
+        c->tr.messages_sent++;
+    }
+    return RS_OK;
+}
+
+static WireHeader client_header(const PsClient *c, WireOp op, uint32_t step) {
+    WireHeader h = wire_header(c->token, op);
+    h.step = step;
+    h.sender = (uint16_t)c->rank;
+    h.total = c->plan.total;
+    return h;
+}
+
+/* Grows the host staging to hold n floats (outside the step loop: init and larger allreduces). */
+static int client_stage(PsClient *c, size_t n) {
+    if (c->host_visible || n <= c->stage_cap) return RS_OK;
+    Device *d = c->job.dev;
+    if (c->stage) {
+        if (!ps_zc_drain(&c->zc, c->job.timeout))
+            return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
+        d->ops->host_free(d, c->stage);
+    }
+    c->stage_cap = 0;
+    if (!(c->stage = d->ops->host_alloc(d, n * sizeof(float)))) return RS_ERR_RUNTIME;
+    c->stage_cap = n;
+    return RS_OK;
+}
+
+/* Host pointer to n floats of device memory at src (staged through c->stage + at). */
+static int client_host_view(PsClient *c, const float *src, size_t at, size_t n, const float **out) {
+    if (c->host_visible) {
+        *out = src;
+        return RS_OK;
+    }
+    Device *d = c->job.dev;
+    RS_TRY(d->ops->copy(d, c->stage + at, src, n * sizeof(float), 1, NULL));
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    *out = c->stage + at;
+    return RS_OK;
+}
+
+/* ---- receiving --------------------------------------------------------------------------------- */
+
+static int client_drop(PsClient *c) {
+    c->tr.dropped++;
+    return RS_OK;
+}
+
+/* Applies one message from server k, setting *applied when it was an awaited reply; a refused
+ * one is counted. 0, or RS_ERR_* (an ABORT from the server is RS_ERR_PEER with its reason). */
+static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
+    *applied = 0;
+    if (m->extra || m->n < 1 || m->n > 2) return client_drop(c);
+    WireHeader h;
+    WireErr e = wire_decode(zmq_msg_data(&m->part[0]), zmq_msg_size(&m->part[0]), &h);
+    size_t pb = m->n == 2 ? zmq_msg_size(&m->part[1]) : 0;
+    if (e == WIRE_OK) e = wire_check(&h, c->token, m->n == 2, pb);
+    if (e != WIRE_OK || h.sender != k) return client_drop(c);
+    const void *data = m->n == 2 ? zmq_msg_data(&m->part[1]) : NULL;
+    if (h.op == WIRE_ABORT) {
+        int len = (int)(pb > 400 ? 400 : pb);
+        return rs_error(RS_ERR_PEER, "ps: rank %d: server %d failed: %.*s", c->rank, k, len, (const char *)data);
+    }
+    float *dst;
+    size_t at;
+    int idx, b = (int)h.bucket;
+    if (c->kind == WAIT_SUM) {
+        if (h.op != WIRE_SUMMED || h.step != c->seq || h.total != c->sum_total) return client_drop(c);
+        if (h.bucket >= (uint32_t)shard_nchunks(c->sum_total, c->per)) return client_drop(c);
+        size_t lo, hi;
+        shard_chunk(c->sum_total, c->per, b, &lo, &hi);
+        ShardRange r = shard_range(c->sum_total, c->K, k);
+        size_t a = lo > r.lo ? lo : r.lo, z = hi < r.hi ? hi : r.hi;
+        if (z <= a || h.offset != a || h.count != z - a) return client_drop(c);
+        idx = b * c->K + k;
+        dst = c->sum_buf;
+        at = a;
+    } else {
+        uint32_t want = c->kind == WAIT_INIT ? WIRE_STEP_INIT : c->step;
+        if (h.op != WIRE_PARAMS || h.step != want || h.total != c->plan.total || h.bucket >= (uint32_t)c->plan.nbuckets)
+            return client_drop(c);
+        idx = -1;
+        for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++)
+            if (c->plan.slices[j].server == k) idx = j;
+        if (idx < 0 || h.offset != c->plan.slices[idx].off || h.count != c->plan.slices[idx].count)
+            return client_drop(c);
+        dst = c->model->params;
+        at = (size_t)h.offset;
+    }
+    if (c->got[idx]) return client_drop(c);
+    Device *d = c->job.dev;
+    RS_TRY(d->ops->copy(d, dst + at, data, pb, 0, NULL));
+    c->got[idx] = 1;
+    c->left--;
+    c->any_reply = 1;
+    if (!c->local[k]) {
+        c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
+        c->tr.messages_received++;
+    }
+    if (c->kind == WAIT_STEP && --c->bucket_left[b] == 0) c->comm_s += clock_now() - c->t_push[b];
+    *applied = 1;
+    return RS_OK;
+}
+
+/* Takes in what the servers sent within wait_ms (0: only what is there); *got counts the
+ * awaited replies applied. 0 or RS_ERR_*. */
+static int client_poll(PsClient *c, int wait_ms, int *got) {
+    zmq_pollitem_t items[64];
+    int K = c->K < 64 ? c->K : 64;
+    *got = 0;
+    for (int k = 0; k < K; k++) items[k] = (zmq_pollitem_t){c->sock[k], 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(items, K, wait_ms);
+    if (n < 0) return zmq_errno() == EINTR ? 0 : zmqCheck(n);
+    for (int k = 0; k < c->K; k++) {
+        if (k < 64 && !(items[k].revents & ZMQ_POLLIN)) continue;
+        for (;;) {
+            PsMsg m;
+            if (ps_recv(c->sock[k], &m, ZMQ_DONTWAIT) < 0) {
+                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                return zmqCheck(-1);
+            }
+            int applied;
+            int rc = client_handle(c, k, &m, &applied);
+            ps_msg_close(&m);
+            if (rc) return rc;
+            *got += applied;
+        }
+    }
+    return RS_OK;
+}
+
+/* Waits until the awaited replies are in (or, first_only, the first of them), failing when
+ * nothing comes for the timeout or the colocated server fails. */
+static int client_wait(PsClient *c, int first_only, const char *what) {
+    double last = clock_now();
+    while (c->left > 0 && !(first_only && c->any_reply)) {
+        int got;
+        RS_TRY(client_poll(c, 100, &got));
+        double now = clock_now();
+        if (got > 0) {
+            last = now;
+            continue;
+        }
+        if (c->server) {
+            char why[512];
+            int st = ps_server_status(c->server, why, sizeof why);
+            if (st) return rs_error(RS_ERR_PEER, "%s", why);
+        }
+        /* the server's verdict names the missing rank: give it a moment to come first
+         * (colocated, rank 0 reads it directly; others get it as an ABORT) */
+        if (now - last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
+            if (c->K == 1)
+                return rs_error(RS_ERR_PEER, "ps: rank %d: no reply from the server for %s within %g s", c->rank, what,
+                                c->job.timeout);
+            return rs_error(RS_ERR_PEER, "ps: rank %d: %d replies from the %d servers missing for %s within %g s",
+                            c->rank, c->left, c->K, what, c->job.timeout);
+        }
+    }
+    return RS_OK;
+}
+
+/* ---- the SyncOps -------------------------------------------------------------------------------- */
+
+static void ps_destroy(void *state);
+
+static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    const Config *cfg = job->cfg;
+    *state = NULL;
+    if (endpoint && len) endpoint[0] = 0;
+    if (!strcmp(cfg->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel: not implemented yet (use --ps-mode push)");
+    int dedicated = !strcmp(cfg->ps_placement, "dedicated");
+    if (!dedicated && cfg->ps_servers > 1)
+        return rs_error(RS_ERR_INPUT,
+                        "--ps-servers %d needs --ps-placement dedicated: the colocated server is one thread inside "
+                        "rank 0 (DataParallel's GPU 0)",
+                        cfg->ps_servers);
+    PsClient *c = calloc(1, sizeof *c);
+    if (!c) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    *state = c;
+    c->job = *job;
+    c->cfg = cfg;
+    c->model = job->model;
+    c->rank = job->rank;
+    c->N = job->world;
+    c->K = dedicated ? cfg->ps_servers : 1;
+    c->dedicated = dedicated;
+    c->token = wire_token(job->token);
+    c->host_visible = job->dev->kind == DEV_CPU;
+    atomic_init(&c->zc.out, 0);
+    double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
+    c->per = per < 1 ? 1 : (size_t)per;
+    c->idlen = ps_identity(c->rank, c->id, sizeof c->id);
+    c->sock = calloc((size_t)c->K, sizeof *c->sock);
+    c->local = calloc((size_t)c->K, 1);
+    c->split = calloc((size_t)c->K, sizeof *c->split);
+    if (!c->sock || !c->local || !c->split) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (c->model) {
+        size_t n = c->model->nparams;
+        RS_TRY(shard_plan(&c->plan, n, c->K, job->buckets, job->nbuckets));
+        c->got = calloc((size_t)c->plan.nslices, 1);
+        c->got_cap = (size_t)c->plan.nslices;
+        c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
+        c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
+        if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
+        RS_TRY(client_stage(c, n));
+    }
+    if (!dedicated && c->rank == 0) {
+        PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
+                          .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->model ? c->model->nparams : 0,
+                          .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
+                          .timeout = job->timeout};
+        RS_TRY(ps_server_create(&c->server, &a));
+        RS_TRY(ps_server_start(c->server));
+        if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
+        char dn[32];
+        log_info("# ps server: colocated in rank 0 on %s, listening on %s", device_name(job->dev, dn, sizeof dn),
+                 ps_server_endpoint(c->server));
+    }
+    return RS_OK;
+}
+
+static int ps_connect(void *state, char *const *endpoints, int nmembers) {
+    PsClient *c = state;
+    if (c->dedicated && nmembers != c->N + c->K)
+        return rs_error(RS_ERR_INPUT,
+                        "--ps-placement dedicated --ps-servers %d: the job has %d server processes (the launcher "
+                        "starts them with RINGSIDE_ROLE=server)",
+                        c->K, nmembers - c->N < 0 ? 0 : nmembers - c->N);
+    if (!c->dedicated && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
+        return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
+    int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
+    for (int k = 0; k < c->K; k++) {
+        const char *ep = c->dedicated ? endpoints[c->N + k] : endpoints[0];
+        if (c->server) {
+            ep = ps_server_inproc(c->server);
+            c->local[k] = 1;
+        }
+        if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
+        if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
+        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
+        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_LINGER, &linger, sizeof linger)));
+        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
+        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_RCVHWM, &zero, sizeof zero))); /* see server_bind */
+        if (zmq_connect(c->sock[k], ep) != 0)
+            return rs_error(RS_ERR_PEER, "ps: rank %d cannot connect to server %d at %s: %s", c->rank, k, ep,
+                            zmq_strerror(zmq_errno()));
+    }
+    return RS_OK;
+}
+
+/* Rank 0 hands the servers its parameters; every other rank pulls them. */
+static int ps_broadcast(void *state) {
+    PsClient *c = state;
+    if (!c->model) return RS_OK;
+    Model *m = c->model;
+    if (c->rank == 0) {
+        const float *src;
+        RS_TRY(client_host_view(c, m->params, 0, m->nparams, &src));
+        for (int j = 0; j < c->plan.nslices; j++) {
+            const ShardSlice *sl = &c->plan.slices[j];
+            WireHeader h = client_header(c, WIRE_INIT, WIRE_STEP_INIT);
+            h.bucket = (uint32_t)sl->bucket;
+            h.offset = sl->off;
+            h.count = sl->count;
+            RS_TRY(client_send(c, sl->server, &h, src + sl->off, sl->count * sizeof(float)));
+        }
+        return RS_OK;
+    }
+    c->kind = WAIT_INIT;
+    memset(c->got, 0, c->got_cap);
+    c->left = c->plan.nslices;
+    for (int k = 0; k < c->K; k++) {
+        WireHeader h = client_header(c, WIRE_PULL, WIRE_STEP_INIT);
+        RS_TRY(client_send(c, k, &h, NULL, 0));
+    }
+    RS_TRY(client_wait(c, 0, "the initial parameters"));
+    Device *d = c->job.dev;
+    return d->ops->stream_sync(d, NULL);
+}
+
+/* Opens a step's bookkeeping at its first bucket. */
+static void client_step_begin(PsClient *c) {
+    c->in_step = 1;
+    c->kind = WAIT_STEP;
+    c->any_reply = 0;
+    c->comm_s = 0;
+    c->left = c->plan.nslices;
+    memset(c->got, 0, c->got_cap);
+    for (int b = 0; b < c->plan.nbuckets; b++) c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
+}
+
+static int ps_bucket_ready(void *state, int b) {
+    PsClient *c = state;
+    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: bucket_ready without a model");
+    if (b < 0 || b >= c->plan.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
+    if (!c->in_step) client_step_begin(c);
+    const Bucket *bk = &c->job.buckets[b];
+    const float *src;
+    RS_TRY(client_host_view(c, c->model->grads + bk->lo, bk->lo, bk->hi - bk->lo, &src));
+    c->t_push[b] = clock_now();
+    for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++) {
+        const ShardSlice *sl = &c->plan.slices[j];
+        WireHeader h = client_header(c, WIRE_PUSH, c->step);
+        h.bucket = (uint32_t)b;
+        h.offset = sl->off;
+        h.count = sl->count;
+        RS_TRY(client_send(c, sl->server, &h, src + (sl->off - bk->lo), sl->count * sizeof(float)));
+    }
+    int got; /* replies already there: take them (and their time) now */
+    return client_poll(c, 0, &got);
+}
+
+static int ps_finish(void *state, int step, int global_samples, SyncStep *out) {
+    PsClient *c = state;
+    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: finish without a model");
+    if (!c->in_step) client_step_begin(c);
+    if (c->rank == 0)
+        for (int k = 0; k < c->K; k++) {
+            WireHeader h = client_header(c, WIRE_STEP, c->step);
+            h.samples = global_samples > 0 ? (uint32_t)global_samples : 0;
+            RS_TRY(client_send(c, k, &h, NULL, 0));
+        }
+    char what[64];
+    snprintf(what, sizeof what, "step %d", step);
+    double t0 = clock_now();
+    RS_TRY(client_wait(c, 1, what));
+    out->idle_s = clock_now() - t0;
+    RS_TRY(client_wait(c, 0, what));
+    Device *d = c->job.dev;
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    out->comm_s = c->comm_s;
+    out->optimizer_s = 0; /* the server owns the optimizer */
+    c->in_step = 0;
+    c->step++;
+    return RS_OK;
+}
+
+static int ps_allreduce(void *state, float *buf, size_t count) {
+    PsClient *c = state;
+    if (count == 0) return RS_OK;
+    int nchunks = shard_nchunks(count, c->per);
+    size_t need = (size_t)nchunks * (size_t)c->K;
+    if (need > c->got_cap) {
+        unsigned char *g = realloc(c->got, need);
+        if (!g) return rs_error(RS_ERR_RUNTIME, "out of memory");
+        c->got = g;
+        c->got_cap = need;
+    }
+    memset(c->got, 0, need);
+    RS_TRY(client_stage(c, count));
+    const float *src;
+    RS_TRY(client_host_view(c, buf, 0, count, &src));
+    c->kind = WAIT_SUM;
+    c->sum_buf = buf;
+    c->sum_total = count;
+    c->left = 0;
+    c->any_reply = 0;
+    for (int b = 0; b < nchunks; b++) {
+        size_t lo, hi;
+        shard_chunk(count, c->per, b, &lo, &hi);
+        int n = shard_split(count, c->K, lo, hi, c->split);
+        for (int j = 0; j < n; j++) {
+            WireHeader h = client_header(c, WIRE_SUM, c->seq);
+            h.total = count;
+            h.bucket = (uint32_t)b;
+            h.offset = c->split[j].off;
+            h.count = c->split[j].count;
+            RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off, c->split[j].count * sizeof(float)));
+            c->left++;
+        }
+    }
+    char what[64];
+    snprintf(what, sizeof what, "allreduce %u", c->seq);
+    RS_TRY(client_wait(c, 0, what));
+    Device *d = c->job.dev;
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    c->seq++;
+    return RS_OK;
+}
+
+/* Tells every dedicated server this worker is done (they then hand rank 0 their report entry). */
+static void client_bye(PsClient *c) {
+    if (!c->dedicated || c->said_bye) return;
+    c->said_bye = 1;
+    for (int k = 0; k < c->K; k++) {
+        if (!c->sock[k]) continue;
+        WireHeader h = client_header(c, WIRE_BYE, 0);
+        if (client_send(c, k, &h, NULL, 0)) log_warn("%s", rs_errmsg());
+    }
+}
+
+/* Reading the counters ends the data-plane session with dedicated servers: the trainer reads
+ * them once, after the last step and before the report entries are gathered, which is when
+ * the servers must hand in theirs. The goodbye's header bytes are counted. */
+static void ps_traffic(void *state, SyncTraffic *out) {
+    PsClient *c = state;
+    client_bye(c);
+    *out = c->tr;
+    if (c->server) {
+        SyncTraffic s;
+        ps_server_traffic(c->server, &s);
+        out->bytes_sent += s.bytes_sent;
+        out->bytes_received += s.bytes_received;
+        out->messages_sent += s.messages_sent;
+        out->messages_received += s.messages_received;
+        out->dropped += s.dropped;
+    }
+}
+
+static void ps_destroy(void *state) {
+    PsClient *c = state;
+    if (!c) return;
+    if (c->sock) {
+        client_bye(c);
+        for (int k = 0; k < c->K; k++)
+            if (c->sock[k]) zmq_close(c->sock[k]);
+    }
+    ps_server_destroy(c->server);
+    int drained = ps_zc_drain(&c->zc, 2.0);
+    if (c->stage && drained) c->job.dev->ops->host_free(c->job.dev, c->stage);
+    if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
+    shard_plan_free(&c->plan);
+    free(c->sock);
+    free(c->local);
+    free(c->split);
+    free(c->got);
+    free(c->bucket_left);
+    free(c->t_push);
+    free(c);
+}
+
+static const SyncOps ps_ops = {
+    .name = "ps",
+    .init = ps_init,
+    .connect = ps_connect,
+    .broadcast_params = ps_broadcast,
+    .bucket_ready = ps_bucket_ready,
+    .finish = ps_finish,
+    .allreduce = ps_allreduce,
+    .traffic = ps_traffic,
+    .destroy = ps_destroy,
+};
+
+const SyncOps *sync_ps(void) { return &ps_ops; }

@@ -1,0 +1,117 @@
+/* dedicated.c - a dedicated parameter-server process: bind, join the control plane, serve, hand rank 0 its report entry */
+#include "ps.h"
+#include "server.h"
+#include "../common/clock.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/mem.h"
+
+#include <cJSON.h>
+#include <stdlib.h>
+
+/* This server's entry of the report's "ranks" array, as the trainer writes a worker's. */
+static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s) {
+    cJSON *o = cJSON_CreateObject();
+    char name[32];
+    cJSON_AddNumberToObject(o, "rank", env->member);
+    cJSON_AddStringToObject(o, "role", "server");
+    cJSON_AddNumberToObject(o, "server", env->member - env->world);
+    cJSON_AddStringToObject(o, "device", device_name(dev, name, sizeof name));
+    cJSON_AddNumberToObject(o, "samples", 0);
+    MemStats ms;
+    mem_snapshot(&ms);
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddNumberToObject(mem, "peak_bytes", (double)ms.peak_total);
+    cJSON *tags = cJSON_AddObjectToObject(mem, "by_tag");
+    for (int t = 0; t < MEM_NTAGS; t++) cJSON_AddNumberToObject(tags, mem_tag_name(t), (double)ms.peak[t]);
+    size_t fr = 0, tot = 0;
+    dev->ops->mem_info(dev, &fr, &tot);
+    cJSON_AddNumberToObject(mem, "device_used_bytes", (double)(tot - fr));
+    cJSON_AddNumberToObject(mem, "host_peak_rss_bytes", (double)mem_host_peak_rss());
+    SyncTraffic tr;
+    ps_server_traffic(s, &tr);
+    cJSON *t = cJSON_AddObjectToObject(o, "traffic");
+    cJSON_AddNumberToObject(t, "bytes_sent", (double)tr.bytes_sent);
+    cJSON_AddNumberToObject(t, "bytes_received", (double)tr.bytes_received);
+    cJSON_AddNumberToObject(t, "messages", (double)(tr.messages_sent + tr.messages_received));
+    cJSON_AddNumberToObject(t, "messages_sent", (double)tr.messages_sent);
+    cJSON_AddNumberToObject(t, "messages_received", (double)tr.messages_received);
+    cJSON_AddNumberToObject(t, "dropped", (double)tr.dropped);
+    double busy;
+    long long steps;
+    ps_server_busy(s, &busy, &steps);
+    cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
+    cJSON_AddNumberToObject(ts, "busy", steps > 0 ? busy / (double)steps : 0); /* per step, as workers' */
+    cJSON_AddNumberToObject(ts, "busy_total", busy);
+    cJSON_AddNumberToObject(ts, "serve", serve_s);
+    cJSON_AddNumberToObject(ts, "steps", (double)steps);
+    return o;
+}
+
+int ps_server_main(const Config *cfg, const RankEnv *env) {
+    int K = env->servers > 0 ? env->servers : cfg->ps_servers, id = env->member - env->world;
+    size_t nparams = config_param_count(cfg);
+    Device dev = {0};
+    void *zctx = NULL;
+    Bucket *buckets = NULL;
+    PsServer *s = NULL;
+    Ctrl *ctrl = NULL;
+    char *canon = NULL, *text = NULL;
+    cJSON *entry = NULL;
+    int rc = RS_OK;
+
+    if (id < 0 || id >= K) {
+        rc = rs_error(RS_ERR_INPUT, "ps server: member %d is not one of %d servers after %d workers", env->member, K,
+                      env->world);
+        goto err;
+    }
+    if ((size_t)K > nparams) {
+        rc = rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", K, nparams);
+        goto err;
+    }
+    if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
+    kernels_cpu_set_threads(1);
+    if (!(zctx = zmq_ctx_new())) {
+        rc = rs_error(RS_ERR_RUNTIME, "ps server: cannot create a ZeroMQ context");
+        goto err;
+    }
+    int nb = sync_plan_buckets(nparams, cfg->bucket_mb * 1048576.0, &buckets);
+    if (nb < 0) {
+        rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
+        goto err;
+    }
+    PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = env->addr, .token = env->token, .id = id,
+                      .nservers = K, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
+                      .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout};
+    if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
+    size_t need = config_canonical(cfg, NULL, 0) + 1;
+    if (!(canon = malloc(need))) {
+        rc = rs_error(RS_ERR_RUNTIME, "out of memory");
+        goto err;
+    }
+    config_canonical(cfg, canon, need);
+    log_info("# ps server %d of %d: keys by range, listening on %s", id, K, ps_server_endpoint(s));
+    if ((rc = ctrl_join(&ctrl, env, zctx, canon, ps_server_endpoint(s), cfg->timeout)) != RS_OK) goto err;
+    double t0 = clock_now();
+    if ((rc = ps_server_run(s)) != RS_OK) goto err;
+    entry = dedicated_entry(s, env, &dev, clock_now() - t0);
+    if (!entry || !(text = cJSON_PrintUnformatted(entry))) {
+        rc = rs_error(RS_ERR_RUNTIME, "out of memory");
+        goto err;
+    }
+    char **all = NULL;
+    rc = ctrl_gather(ctrl, text, &all);
+    ctrl_free_texts(all, all ? ctrl_members(ctrl) : 0);
+
+err:
+    if (rc != RS_OK) log_error("%s", rs_errmsg());
+    cJSON_Delete(entry);
+    free(text);
+    free(canon);
+    ctrl_close(ctrl);
+    ps_server_destroy(s);
+    if (zctx) zmq_ctx_term(zctx);
+    free(buckets);
+    if (dev.ops) device_close(&dev);
+    return rc;
+}

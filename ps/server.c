@@ -1,0 +1,716 @@
+/* server.c - the parameter server's loop: a ROUTER, per-step contribution tracking, the rank-order sum, the update rule, the replies */
+#include "server.h"
+#include "shard.h"
+#include "../common/clock.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/zmq_check.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define PS_DROP (-1) /* a handler's verdict: the message was refused (counted, not fatal) */
+
+/* The state of one kind of step: training pushes (SGD) or allreduce contributions (sum). */
+typedef struct {
+    int op;                  /* WIRE_PUSH or WIRE_SUM */
+    PsRuleFn rule;
+    int needs_samples;       /* the rule waits for rank 0's WIRE_STEP */
+    int begun, active;       /* a step was seen; the current one is not complete */
+    uint32_t step;
+    size_t total;            /* keys of the step's space */
+    ShardRange range;        /* this server's part of them */
+    int nchunks, nslices, done;
+    int cap_chunks;
+    int *count;              /* [cap_chunks] contributions in */
+    unsigned char *seen;     /* [cap_chunks * nworkers] */
+    unsigned char *waiting;  /* [cap_chunks] summed, waiting for the step's sample count */
+    size_t cap;              /* keys the buffers hold */
+    float *recv, *sum;       /* device: nworkers * cap, cap */
+    float *stage;            /* host staging of replies (cap) where the device is not host memory */
+    long long samples;       /* the step's global samples (-1: not known yet) */
+    double t_progress;
+} PsPhase;
+
+struct PsServer {
+    PsServerArgs a;
+    uint64_t token;
+    void *router;
+    char endpoint[320], inproc[64], name[32];
+    int host_visible;
+    Device *dev;             /* the serving loop's device: a.dev, or the thread's own handle */
+    Device tdev;
+    size_t per;              /* elements per allreduce chunk */
+    /* training */
+    ShardRange range;
+    ShardSlice *slice;       /* [nbuckets]: this server's part of each bucket (count 0: none) */
+    float *params, *mom;
+    int init_left;           /* slices of initial parameters still to come from rank 0 */
+    unsigned char *init_seen, *pull;
+    PsPhase train, sum;
+    unsigned char *known, *bye;
+    int nbye, warned;
+    size_t cur_bytes;        /* payload bytes of the message being handled */
+    double t_last;
+    PsZeroCopy zc;
+    /* counters, read by other threads */
+    pthread_mutex_t lock;
+    SyncTraffic tr;
+    double busy_s;
+    long long steps;
+    /* the thread (colocated) */
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    int status;
+    char why[512];
+};
+
+/* ---- the rules -------------------------------------------------------------------------------- */
+
+const float *ps_rule_sgd(const PsUpdate *u) {
+    const Config *c = u->cfg;
+    float scale = u->global_samples > 0 ? 1.0f / (float)u->global_samples : 0.0f;
+    u->dev->k->sgd_step(u->dev->kctx, u->params, u->sum, u->mom, u->n, (float)c->lr, (float)c->momentum,
+                        (float)c->weight_decay, scale);
+    return u->params;
+}
+
+const float *ps_rule_sum(const PsUpdate *u) { return u->sum; }
+
+/* ---- counters ------------------------------------------------------------------------------- */
+
+/* Rank 0's own messages to its colocated server stay inside the process: not traffic. */
+static int server_counted(const PsServer *s, int r) { return !(s->a.colocated && r == 0); }
+
+static void server_count(PsServer *s, int r, int sent, size_t bytes) {
+    if (!server_counted(s, r)) return;
+    pthread_mutex_lock(&s->lock);
+    if (sent) {
+        s->tr.bytes_sent += bytes;
+        s->tr.messages_sent++;
+    } else {
+        s->tr.bytes_received += bytes;
+        s->tr.messages_received++;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Counts a refused message; the first few are also logged with the reason. */
+/* Counts the message being handled as received (called once it is accepted, before any reply
+ * it causes, so that a worker that has its reply also sees the message counted). */
+static void server_accept(PsServer *s, int r) {
+    s->known[r] = 1;
+    s->t_last = clock_now();
+    server_count(s, r, 0, WIRE_HEADER_BYTES + s->cur_bytes);
+}
+
+static int server_drop(PsServer *s, const char *why) {
+    pthread_mutex_lock(&s->lock);
+    s->tr.dropped++;
+    pthread_mutex_unlock(&s->lock);
+    if (s->warned++ < 5) log_warn("%s: dropped a message: %s", s->name, why);
+    return PS_DROP;
+}
+
+/* ---- buffers -------------------------------------------------------------------------------- */
+
+static void phase_free(PsServer *s, PsPhase *ph) {
+    size_t N = (size_t)s->a.nworkers;
+    device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
+    device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
+    if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
+    free(ph->count);
+    free(ph->seen);
+    free(ph->waiting);
+    ph->recv = ph->sum = ph->stage = NULL;
+    ph->count = NULL;
+    ph->seen = ph->waiting = NULL;
+    ph->cap = 0;
+    ph->cap_chunks = 0;
+}
+
+/* Makes ph hold at least keys keys and chunks chunks. Called only between steps, after every
+ * zero-copy reply has been let go. 0 or RS_ERR_RUNTIME. */
+static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
+    size_t N = (size_t)s->a.nworkers;
+    if (keys > ph->cap) {
+        if (!ps_zc_drain(&s->zc, s->a.timeout))
+            return rs_error(RS_ERR_PEER, "%s: replies still in flight after %g s", s->name, s->a.timeout);
+        device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
+        device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
+        if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
+        ph->recv = ph->sum = ph->stage = NULL;
+        ph->cap = 0;
+        ph->recv = device_alloc(s->dev, N * keys * sizeof(float), MEM_SERVER);
+        ph->sum = ph->recv ? device_alloc(s->dev, keys * sizeof(float), MEM_SERVER) : NULL;
+        if (ph->sum && !s->host_visible) ph->stage = s->a.dev->ops->host_alloc(s->a.dev, keys * sizeof(float));
+        if (!ph->recv || !ph->sum || (!s->host_visible && !ph->stage)) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", rs_errmsg());
+            device_free(s->a.dev, ph->recv, N * keys * sizeof(float), MEM_SERVER);
+            device_free(s->a.dev, ph->sum, keys * sizeof(float), MEM_SERVER);
+            ph->recv = ph->sum = NULL;
+            return rs_error(RS_ERR_RUNTIME, "%s: buffers for %zu keys from %zu workers: %s", s->name, keys, N, why);
+        }
+        ph->cap = keys;
+    }
+    if (chunks > ph->cap_chunks) {
+        free(ph->count);
+        free(ph->seen);
+        free(ph->waiting);
+        ph->count = calloc((size_t)chunks, sizeof *ph->count);
+        ph->seen = calloc((size_t)chunks * N, 1);
+        ph->waiting = calloc((size_t)chunks, 1);
+        ph->cap_chunks = ph->count && ph->seen && ph->waiting ? chunks : 0;
+        if (!ph->cap_chunks) return rs_error(RS_ERR_RUNTIME, "%s: out of memory for %d chunks", s->name, chunks);
+    }
+    return RS_OK;
+}
+
+/* ---- slices ---------------------------------------------------------------------------------- */
+
+/* This server's part of chunk b of ph's step: keys [*off, *off + *count), count 0 when none. */
+static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off, size_t *count) {
+    size_t lo, hi;
+    if (ph->op == WIRE_PUSH) {
+        lo = s->a.buckets[b].lo;
+        hi = s->a.buckets[b].hi;
+    } else {
+        shard_chunk(ph->total, s->per, b, &lo, &hi);
+    }
+    size_t a = lo > ph->range.lo ? lo : ph->range.lo, z = hi < ph->range.hi ? hi : ph->range.hi;
+    *off = a;
+    *count = z > a ? z - a : 0;
+}
+
+/* Starts step `step` of ph over total keys: plans the allreduce's chunks, clears the tracking. */
+static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
+    if (ph->op == WIRE_SUM && (!ph->begun || total != ph->total)) {
+        ph->total = total;
+        ph->range = shard_range(total, s->a.nservers, s->a.id);
+        ph->nchunks = shard_nchunks(total, s->per);
+        RS_TRY(phase_reserve(s, ph, ph->range.hi - ph->range.lo, ph->nchunks));
+        ph->nslices = 0;
+        for (int b = 0; b < ph->nchunks; b++) {
+            size_t off, n;
+            phase_slice(s, ph, b, &off, &n);
+            ph->nslices += n > 0;
+        }
+    }
+    memset(ph->count, 0, (size_t)ph->nchunks * sizeof *ph->count);
+    memset(ph->seen, 0, (size_t)ph->nchunks * (size_t)s->a.nworkers);
+    memset(ph->waiting, 0, (size_t)ph->nchunks);
+    ph->step = step;
+    ph->begun = 1;
+    ph->active = ph->nslices > 0;
+    ph->done = 0;
+    ph->samples = -1;
+    ph->t_progress = clock_now();
+    return RS_OK;
+}
+
+/* Sends n values at payload (host memory) as op to every worker. */
+static int server_reply_all(PsServer *s, const WireHeader *h, const void *payload, size_t bytes) {
+    char id[16];
+    for (int i = 0; i < s->a.nworkers; i++) {
+        /* colocated, rank 0 goes last: once it has its reply, every other send is counted */
+        int r = s->a.colocated ? (i + 1) % s->a.nworkers : i;
+        size_t idlen = ps_identity(r, id, sizeof id);
+        if (ps_send(s->router, id, idlen, h, payload, bytes, &s->zc) < 0) {
+            int e = zmq_errno();
+            return rs_error(RS_ERR_PEER, "%s: cannot send %s of step %u to rank %d: %s", s->name, wire_op_name(h->op),
+                            h->step, r, e == EHOSTUNREACH ? "it is gone" : zmq_strerror(e));
+        }
+        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
+    }
+    return RS_OK;
+}
+
+/* Sums chunk b's contributions in rank order, applies the rule, answers every worker. */
+static int slice_apply(PsServer *s, PsPhase *ph, int b) {
+    double t0 = clock_now();
+    Device *d = s->dev;
+    size_t off, n;
+    phase_slice(s, ph, b, &off, &n);
+    size_t at = off - ph->range.lo;
+    float *sum = ph->sum + at;
+    RS_TRY(d->ops->copy(d, sum, ph->recv + at, n * sizeof(float), 2, NULL));
+    for (int r = 1; r < s->a.nworkers; r++) d->k->axpy(d->kctx, sum, 1.0f, ph->recv + (size_t)r * ph->cap + at, n);
+    PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = sum, .n = n, .global_samples = ph->samples,
+                  .params = s->params ? s->params + (off - s->range.lo) : NULL,
+                  .mom = s->mom ? s->mom + (off - s->range.lo) : NULL};
+    const float *out = ph->rule(&u);
+    const void *payload = out;
+    if (!s->host_visible) {
+        RS_TRY(d->ops->copy(d, ph->stage + at, out, n * sizeof(float), 1, NULL));
+        payload = ph->stage + at;
+    }
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    RS_TRY(d->k->sync(d->kctx));
+    ph->waiting[b] = 0;
+    ph->done++;
+    if (ph->done == ph->nslices) ph->active = 0;
+    pthread_mutex_lock(&s->lock);
+    s->busy_s += clock_now() - t0;
+    if (!ph->active && ph->op == WIRE_PUSH) s->steps++;
+    pthread_mutex_unlock(&s->lock);
+    WireHeader h = wire_header(s->token, ph->op == WIRE_PUSH ? WIRE_PARAMS : WIRE_SUMMED);
+    h.step = ph->step;
+    h.bucket = (uint32_t)b;
+    h.offset = off;
+    h.count = n;
+    h.total = ph->total;
+    h.sender = (uint16_t)s->a.id;
+    return server_reply_all(s, &h, payload, n * sizeof(float));
+}
+
+/* ---- handlers: RS_OK (accepted), PS_DROP, or RS_ERR_* (fatal) ----------------------------------- */
+
+/* WIRE_PUSH / WIRE_SUM: worker r's contribution to one slice. */
+static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h, const void *data) {
+    char why[160];
+    if (ph->op == WIRE_PUSH) {
+        if (!s->params) return server_drop(s, "a training push to a server without parameters");
+        if (s->init_left > 0) return server_drop(s, "a push before the initial parameters");
+        if (h->total != s->a.nparams) return server_drop(s, "a push over another number of parameters");
+    }
+    if (ph->active) {
+        if (h->step != ph->step || h->total != ph->total) {
+            snprintf(why, sizeof why, "%s from rank %d for step %u while step %u is open", wire_op_name(h->op), r,
+                     h->step, ph->step);
+            return server_drop(s, why);
+        }
+    } else {
+        /* the next step; an allreduce too small to reach this server skips calls */
+        uint32_t want = ph->begun ? ph->step + 1 : 0;
+        int next = ph->op == WIRE_SUM ? !ph->begun || h->step > ph->step : h->step == want;
+        if (!next) {
+            snprintf(why, sizeof why, "%s from rank %d for step %u (expected %u)", wire_op_name(h->op), r, h->step, want);
+            return server_drop(s, why);
+        }
+        RS_TRY(phase_begin(s, ph, h->step, h->total));
+    }
+    size_t off, n;
+    if (h->bucket >= (uint32_t)ph->nchunks) return server_drop(s, "no such bucket");
+    int b = (int)h->bucket;
+    phase_slice(s, ph, b, &off, &n);
+    if (n == 0 || h->offset != off || h->count != n) return server_drop(s, "a slice this server does not hold");
+    unsigned char *seen = ph->seen + (size_t)b * (size_t)s->a.nworkers + (size_t)r;
+    if (*seen) return server_drop(s, "a second contribution to the same slice");
+    server_accept(s, r);
+    Device *d = s->dev;
+    RS_TRY(d->ops->copy(d, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), data, n * sizeof(float), 0, NULL));
+    *seen = 1;
+    ph->t_progress = clock_now();
+    if (++ph->count[b] < s->a.nworkers) return RS_OK;
+    if (ph->needs_samples && ph->samples < 0) {
+        ph->waiting[b] = 1;
+        return RS_OK;
+    }
+    return slice_apply(s, ph, b);
+}
+
+/* WIRE_STEP from rank 0: the step's global sample count; applies the slices waiting for it. */
+static int on_step(PsServer *s, int r, const WireHeader *h) {
+    PsPhase *ph = &s->train;
+    if (r != 0) return server_drop(s, "a step size not from rank 0");
+    if (!s->params || s->init_left > 0) return server_drop(s, "a step size before the initial parameters");
+    if (ph->active) {
+        if (h->step != ph->step || ph->samples >= 0) return server_drop(s, "a step size for another step");
+    } else {
+        if (h->step != (ph->begun ? ph->step + 1 : 0u)) return server_drop(s, "a step size for another step");
+        RS_TRY(phase_begin(s, ph, h->step, s->a.nparams));
+    }
+    server_accept(s, r);
+    ph->samples = h->samples;
+    ph->t_progress = clock_now();
+    for (int b = 0; b < ph->nchunks; b++)
+        if (ph->waiting[b]) RS_TRY(slice_apply(s, ph, b));
+    return RS_OK;
+}
+
+/* Sends worker r every slice of the parameters (the start-of-run broadcast). */
+static int server_send_params(PsServer *s, int r) {
+    char id[16];
+    size_t idlen = ps_identity(r, id, sizeof id);
+    const float *src = s->host_visible ? s->params : s->train.stage;
+    for (int b = 0; b < s->a.nbuckets; b++) {
+        const ShardSlice *sl = &s->slice[b];
+        if (!sl->count) continue;
+        WireHeader h = wire_header(s->token, WIRE_PARAMS);
+        h.step = WIRE_STEP_INIT;
+        h.bucket = (uint32_t)b;
+        h.offset = sl->off;
+        h.count = sl->count;
+        h.total = s->a.nparams;
+        h.sender = (uint16_t)s->a.id;
+        size_t bytes = sl->count * sizeof(float);
+        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, &s->zc) < 0)
+            return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
+                            zmq_strerror(zmq_errno()));
+        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
+    }
+    return RS_OK;
+}
+
+/* WIRE_INIT from rank 0: one slice of the initial parameters. */
+static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
+    if (r != 0) return server_drop(s, "initial parameters not from rank 0");
+    if (!s->params || s->init_left == 0) return server_drop(s, "initial parameters not expected");
+    if (h->step != WIRE_STEP_INIT || h->total != s->a.nparams || h->bucket >= (uint32_t)s->a.nbuckets)
+        return server_drop(s, "initial parameters for another step or bucket");
+    const ShardSlice *sl = &s->slice[h->bucket];
+    if (!sl->count || h->offset != sl->off || h->count != sl->count || s->init_seen[h->bucket])
+        return server_drop(s, "initial parameters for a slice this server does not hold");
+    server_accept(s, r);
+    Device *d = s->dev;
+    RS_TRY(d->ops->copy(d, s->params + (sl->off - s->range.lo), data, sl->count * sizeof(float), 0, NULL));
+    s->init_seen[h->bucket] = 1;
+    if (--s->init_left > 0) return RS_OK;
+    size_t n = s->range.hi - s->range.lo;
+    d->k->fill(d->kctx, s->mom, 0.0f, n);
+    if (!s->host_visible) RS_TRY(d->ops->copy(d, s->train.stage, s->params, n * sizeof(float), 1, NULL));
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    RS_TRY(d->k->sync(d->kctx));
+    for (int w = 0; w < s->a.nworkers; w++)
+        if (s->pull[w]) {
+            s->pull[w] = 0;
+            RS_TRY(server_send_params(s, w));
+        }
+    return RS_OK;
+}
+
+/* WIRE_PULL: worker r wants the parameters (now, or once rank 0's are in). */
+static int on_pull(PsServer *s, int r, const WireHeader *h) {
+    if (!s->params || h->step != WIRE_STEP_INIT) return server_drop(s, "a pull this server cannot answer");
+    server_accept(s, r);
+    if (s->init_left > 0) {
+        s->pull[r] = 1;
+        return RS_OK;
+    }
+    return server_send_params(s, r);
+}
+
+/* Parses and dispatches one message; RS_OK or PS_DROP (counted), RS_ERR_* when fatal. */
+static int server_handle(PsServer *s, PsMsg *m) {
+    if (m->extra || m->n < 2) return server_drop(s, "not [identity][header][payload?]");
+    int r = -1;
+    {
+        const char *id = zmq_msg_data(&m->part[0]);
+        size_t len = zmq_msg_size(&m->part[0]);
+        if (len >= 2 && len < 8 && id[0] == 'w') {
+            r = 0;
+            for (size_t i = 1; i < len && r >= 0; i++) r = id[i] >= '0' && id[i] <= '9' ? r * 10 + (id[i] - '0') : -1;
+        }
+        if (r >= s->a.nworkers) r = -1;
+    }
+    if (r < 0) return server_drop(s, "a peer that is not a worker of this job");
+    WireHeader h;
+    WireErr e = wire_decode(zmq_msg_data(&m->part[1]), zmq_msg_size(&m->part[1]), &h);
+    size_t pb = m->n == 3 ? zmq_msg_size(&m->part[2]) : 0;
+    if (e == WIRE_OK) e = wire_check(&h, s->token, m->n == 3, pb);
+    if (e != WIRE_OK) return server_drop(s, wire_strerror(e));
+    if (h.sender != r) return server_drop(s, "sender field differs from the peer's identity");
+    const void *data = m->n == 3 ? zmq_msg_data(&m->part[2]) : NULL;
+    s->cur_bytes = pb;
+    int rc;
+    switch (h.op) {
+    case WIRE_PUSH: rc = on_contribution(s, &s->train, r, &h, data); break;
+    case WIRE_SUM: rc = on_contribution(s, &s->sum, r, &h, data); break;
+    case WIRE_STEP: rc = on_step(s, r, &h); break;
+    case WIRE_INIT: rc = on_init(s, r, &h, data); break;
+    case WIRE_PULL: rc = on_pull(s, r, &h); break;
+    case WIRE_BYE:
+        if (s->bye[r]) return server_drop(s, "a second goodbye");
+        server_accept(s, r);
+        s->bye[r] = 1;
+        s->nbye++;
+        rc = RS_OK;
+        break;
+    default: return server_drop(s, "an op servers do not take");
+    }
+    return rc;
+}
+
+/* ---- the loop ---------------------------------------------------------------------------------- */
+
+/* Lists the ranks missing from ph's open step into out. */
+static void phase_missing(const PsServer *s, const PsPhase *ph, char *out, size_t len) {
+    size_t k = 0;
+    int n = 0;
+    out[0] = 0;
+    for (int r = 0; r < s->a.nworkers && k < len; r++) {
+        int miss = 0;
+        for (int b = 0; b < ph->nchunks && !miss; b++) {
+            size_t off, cnt;
+            phase_slice(s, ph, b, &off, &cnt);
+            miss = cnt > 0 && !ph->seen[(size_t)b * (size_t)s->a.nworkers + (size_t)r];
+        }
+        if (miss) k += (size_t)snprintf(out + k, len - k, "%s%d", n++ ? ", " : "", r);
+    }
+    if (n > 1) {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "ranks %s", out);
+        snprintf(out, len, "%s", tmp);
+    } else if (n == 1) {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "rank %s", out);
+        snprintf(out, len, "%s", tmp);
+    }
+}
+
+/* Fails when a step (or the start) has waited longer than the timeout. */
+static int server_check_time(PsServer *s) {
+    double now = clock_now(), T = s->a.timeout;
+    char who[256];
+    PsPhase *phs[2] = {&s->train, &s->sum};
+    for (int i = 0; i < 2; i++) {
+        PsPhase *ph = phs[i];
+        if (!ph->active || now - ph->t_progress <= T) continue;
+        phase_missing(s, ph, who, sizeof who);
+        if (who[0])
+            return rs_error(RS_ERR_PEER, "%s: no %s from %s for step %u within %g s", s->name, wire_op_name(ph->op), who,
+                            ph->step, T);
+        return rs_error(RS_ERR_PEER, "%s: no step size from rank 0 for step %u within %g s", s->name, ph->step, T);
+    }
+    if (s->params && s->init_left > 0 && !s->a.colocated && now - s->t_last > T)
+        return rs_error(RS_ERR_PEER, "%s: no initial parameters from rank 0 within %g s", s->name, T);
+    if (!s->a.colocated && now - s->t_last > T) {
+        size_t k = 0;
+        who[0] = 0;
+        for (int r = 0; r < s->a.nworkers && k < sizeof who; r++)
+            if (!s->bye[r]) k += (size_t)snprintf(who + k, sizeof who - k, "%s%d", k ? ", " : "", r);
+        return rs_error(RS_ERR_PEER, "%s: no message from any worker within %g s (not finished: rank %s)", s->name, T,
+                        who);
+    }
+    return RS_OK;
+}
+
+/* Records a failure and tells every worker it has heard from. Returns rc. */
+static int server_fail(PsServer *s, int rc) {
+    const char *why = rs_errmsg();
+    char id[16];
+    WireHeader h = wire_header(s->token, WIRE_ABORT);
+    h.dtype = WIRE_TEXT;
+    h.count = strlen(why);
+    h.sender = (uint16_t)s->a.id;
+    if (h.count == 0) h.count = 1, why = "?";
+    for (int r = 0; r < s->a.nworkers; r++)
+        if (s->known[r] && !s->bye[r] && !(s->a.colocated && r == 0)) {
+            size_t idlen = ps_identity(r, id, sizeof id);
+            ps_send(s->router, id, idlen, &h, why, h.count, NULL);
+        }
+    pthread_mutex_lock(&s->lock);
+    s->status = rc;
+    snprintf(s->why, sizeof s->why, "%s", why);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int ps_server_run(PsServer *s) {
+    s->t_last = clock_now();
+    for (;;) {
+        if (atomic_load(&s->stop) || s->nbye == s->a.nworkers) return RS_OK;
+        zmq_pollitem_t it = {s->router, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&it, 1, 100);
+        if (n < 0) {
+            if (zmq_errno() == EINTR) continue;
+            return server_fail(s, zmqCheck(n));
+        }
+        for (int k = 0; n > 0 && k < 4096; k++) {
+            PsMsg m;
+            if (ps_recv(s->router, &m, ZMQ_DONTWAIT) < 0) {
+                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                return server_fail(s, zmqCheck(-1));
+            }
+            int rc = server_handle(s, &m);
+            ps_msg_close(&m);
+            if (rc > 0) return server_fail(s, rc);
+        }
+        int rc = server_check_time(s);
+        if (rc) return server_fail(s, rc);
+    }
+}
+
+/* ---- life cycle -------------------------------------------------------------------------------- */
+
+/* The serving thread: binds itself to the device (its own stream and kernel context). */
+static void *server_thread(void *arg) {
+    PsServer *s = arg;
+    const Device *d = s->a.dev;
+    int rc = device_open(&s->tdev, d->kind == DEV_CUDA ? "cuda" : "cpu", d->ordinal, NULL);
+    if (rc) {
+        rs_error(rc, "%s: cannot open its device: %s", s->name, rs_errmsg());
+        server_fail(s, rc);
+        return NULL;
+    }
+    s->dev = &s->tdev;
+    ps_server_run(s);
+    device_close(&s->tdev);
+    s->dev = s->a.dev;
+    return NULL;
+}
+
+int ps_server_start(PsServer *s) {
+    if (pthread_create(&s->thread, NULL, server_thread, s))
+        return rs_error(RS_ERR_RUNTIME, "%s: cannot start its thread", s->name);
+    s->started = 1;
+    return RS_OK;
+}
+
+int ps_server_status(PsServer *s, char *why, size_t len) {
+    pthread_mutex_lock(&s->lock);
+    int rc = s->status;
+    if (why && len) snprintf(why, len, "%s", s->why);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void ps_server_stop(PsServer *s) { atomic_store(&s->stop, 1); }
+
+void ps_server_traffic(PsServer *s, SyncTraffic *out) {
+    pthread_mutex_lock(&s->lock);
+    *out = s->tr;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void ps_server_busy(PsServer *s, double *busy_s, long long *steps) {
+    pthread_mutex_lock(&s->lock);
+    *busy_s = s->busy_s;
+    *steps = s->steps;
+    pthread_mutex_unlock(&s->lock);
+}
+
+const char *ps_server_endpoint(const PsServer *s) { return s->endpoint; }
+const char *ps_server_inproc(const PsServer *s) { return s->inproc; }
+
+void ps_server_destroy(PsServer *s) {
+    if (!s) return;
+    if (s->started) {
+        ps_server_stop(s);
+        pthread_join(s->thread, NULL);
+        s->started = 0;
+    }
+    if (s->router) zmq_close(s->router);
+    if (!ps_zc_drain(&s->zc, 2.0 + s->a.timeout)) {
+        log_warn("%s: replies still in flight at exit; leaving its buffers allocated", s->name);
+        return;
+    }
+    size_t n = s->range.hi - s->range.lo;
+    phase_free(s, &s->train);
+    phase_free(s, &s->sum);
+    device_free(s->a.dev, s->params, n * sizeof(float), MEM_SERVER);
+    device_free(s->a.dev, s->mom, n * sizeof(float), MEM_SERVER);
+    free(s->slice);
+    free(s->init_seen);
+    free(s->pull);
+    free(s->known);
+    free(s->bye);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* Binds the ROUTER on tcp://addr:* (or, where addr is a name ZeroMQ does not bind to, on every
+ * interface, advertising addr) and, colocated, on inproc. */
+static int server_bind(PsServer *s, size_t maxmsg) {
+    int one = 1, linger = 1000, sndtimeo = (int)(s->a.timeout * 1000);
+    int64_t maxsz = (int64_t)maxmsg;
+    if (!(s->router = zmq_socket(s->a.zctx, ZMQ_ROUTER))) return zmqCheck(-1);
+    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
+    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger)));
+    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
+    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));
+    /* no send high-water mark: a server blocked on a worker that is itself blocked pushing to
+     * the server would deadlock; what is queued is bounded by one step's replies */
+    int zero = 0;
+    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero)));
+    const char *addr = s->a.addr && *s->a.addr ? s->a.addr : "127.0.0.1";
+    char ep[320];
+    size_t len = sizeof s->endpoint;
+    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
+    if (zmq_bind(s->router, ep) == 0) {
+        RS_TRY(zmqCheck(zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len)));
+    } else {
+        char any[320];
+        RS_TRY(zmqCheck(zmq_bind(s->router, "tcp://*:*")));
+        RS_TRY(zmqCheck(zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, any, &len)));
+        const char *port = strrchr(any, ':');
+        snprintf(s->endpoint, sizeof s->endpoint, "tcp://%s%s", addr, port ? port : ":0");
+    }
+    if (s->a.colocated) {
+        snprintf(s->inproc, sizeof s->inproc, "inproc://ringside-ps-%p", (void *)s);
+        RS_TRY(zmqCheck(zmq_bind(s->router, s->inproc)));
+    }
+    return RS_OK;
+}
+
+/* Plans the training keys and allocates the master parameters, momentum and the buffers. */
+static int server_alloc_train(PsServer *s) {
+    const PsServerArgs *a = &s->a;
+    s->range = shard_range(a->nparams, a->nservers, a->id);
+    s->slice = calloc((size_t)a->nbuckets, sizeof *s->slice);
+    s->init_seen = calloc((size_t)a->nbuckets, 1);
+    if (!s->slice || !s->init_seen) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    PsPhase *ph = &s->train;
+    ph->total = a->nparams;
+    ph->range = s->range;
+    ph->nchunks = a->nbuckets;
+    for (int b = 0; b < a->nbuckets; b++) {
+        size_t off, n;
+        phase_slice(s, ph, b, &off, &n);
+        s->slice[b] = (ShardSlice){.server = a->id, .bucket = b, .off = off, .count = n};
+        ph->nslices += n > 0;
+    }
+    s->init_left = ph->nslices;
+    size_t n = s->range.hi - s->range.lo;
+    s->params = device_alloc(a->dev, n * sizeof(float), MEM_SERVER);
+    s->mom = s->params ? device_alloc(a->dev, n * sizeof(float), MEM_SERVER) : NULL;
+    if (!s->mom) return RS_ERR_RUNTIME;
+    return phase_reserve(s, ph, n, a->nbuckets);
+}
+
+int ps_server_create(PsServer **out, const PsServerArgs *a) {
+    *out = NULL;
+    if (a->nworkers < 1 || a->nservers < 1 || a->id < 0 || a->id >= a->nservers || !a->dev || !a->zctx || !a->cfg)
+        return rs_error(RS_ERR_INPUT, "ps server: bad arguments (server %d of %d, %d workers)", a->id, a->nservers,
+                        a->nworkers);
+    if (a->nparams > 0 && (size_t)a->nservers > a->nparams)
+        return rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", a->nservers,
+                        a->nparams);
+    PsServer *s = calloc(1, sizeof *s);
+    if (!s) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    s->a = *a;
+    pthread_mutex_init(&s->lock, NULL);
+    atomic_init(&s->stop, 0);
+    atomic_init(&s->zc.out, 0);
+    s->token = wire_token(a->token);
+    s->dev = a->dev;
+    s->host_visible = a->dev->kind == DEV_CPU;
+    if (a->nservers > 1) snprintf(s->name, sizeof s->name, "ps server %d", a->id);
+    else snprintf(s->name, sizeof s->name, "ps server");
+    double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);
+    s->per = per < 1 ? 1 : (size_t)per;
+    s->train.op = WIRE_PUSH;
+    s->train.rule = ps_rule_sgd;
+    s->train.needs_samples = 1;
+    s->sum.op = WIRE_SUM;
+    s->sum.rule = ps_rule_sum;
+    s->known = calloc((size_t)a->nworkers, 1);
+    s->bye = calloc((size_t)a->nworkers, 1);
+    s->pull = calloc((size_t)a->nworkers, 1);
+    int rc = s->known && s->bye && s->pull ? RS_OK : rs_error(RS_ERR_RUNTIME, "out of memory");
+    size_t maxmsg = s->per;
+    for (int b = 0; b < a->nbuckets; b++)
+        if (a->buckets[b].hi - a->buckets[b].lo > maxmsg) maxmsg = a->buckets[b].hi - a->buckets[b].lo;
+    if (rc == RS_OK && a->nparams > 0) rc = server_alloc_train(s);
+    if (rc == RS_OK) rc = server_bind(s, maxmsg * sizeof(float) + 4096);
+    if (rc != RS_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        ps_server_destroy(s);
+        return rs_error(rc, "%s", why);
+    }
+    *out = s;
+    return RS_OK;
+}

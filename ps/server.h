@@ -1,0 +1,204 @@
+/* server.h - the parameter server: sums the workers' pushes, applies a swappable update rule, answers with the result */
+#ifndef RS_PS_SERVER_H
+#define RS_PS_SERVER_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "../common/config.h"
+#include "../common/device.h"
+#include "../common/sync.h"
+#include "wire.h"
+
+/* ---- Types ---- */
+
+typedef struct PsServer PsServer;
+
+/* What a server needs; copied by ps_server_create (pointers must outlive the server). */
+typedef struct {
+    const Config *cfg;
+    Device *dev;            /* where the buffers live (MEM_SERVER): rank 0's device, or the CPU */
+    void *zctx;             /* ZeroMQ context (owned by the caller) */
+    const char *addr;       /* interface to bind the TCP endpoint on (NULL: 127.0.0.1) */
+    const char *token;      /* the job token text; its hash is checked on every message */
+    int id, nservers;       /* this server's index and the count K (keys sharded by range) */
+    int nworkers;
+    size_t nparams;         /* training keys (0: collective use only, no optimizer state) */
+    const Bucket *buckets;  /* the trainer's buckets over nparams (nbuckets of them) */
+    int nbuckets;
+    int colocated;          /* 1: a thread of rank 0: rank 0 comes over inproc (not counted as
+                             * traffic), and waiting between steps never times out */
+    double timeout;         /* seconds a step may wait for a missing worker */
+} PsServerArgs;
+
+/* One slice's update: n keys of this server, sum = the step's contributions summed in rank
+ * order (device memory of dev, like params and mom). */
+typedef struct {
+    Device *dev;
+    const Config *cfg;
+    float *params, *mom, *sum;
+    size_t n;
+    long long global_samples;
+} PsUpdate;
+
+/* An update rule: applies the step to one slice (queued on dev's compute stream) and returns
+ * the device pointer whose n values go back to every worker. */
+typedef const float *(*PsRuleFn)(const PsUpdate *u);
+
+/* Zero-copy messages still referencing a buffer (the free function counts them down). */
+typedef struct {
+    atomic_long out;
+} PsZeroCopy;
+
+/* A received message: up to three frames (identity, header, payload); frames beyond are
+ * discarded and counted in extra. */
+typedef struct {
+    zmq_msg_t part[3];
+    int n, extra;
+} PsMsg;
+
+#define PS_ZEROCOPY_MIN 65536 /* payloads this large go out without a copy */
+
+/* ---- Prototypes ---- */
+
+/* The rules: SGD with momentum and weight decay (kernels' sgd_step, grads scaled by
+ * 1/global_samples; returns params) for WIRE_PUSH, and the plain sum (returns sum) for WIRE_SUM. */
+const float *ps_rule_sgd(const PsUpdate *u);
+const float *ps_rule_sum(const PsUpdate *u);
+
+/* Creates a server: binds a ROUTER (ZMQ_ROUTER_MANDATORY) on tcp://addr:* and, colocated, on an
+ * inproc endpoint; allocates its buffers on a->dev under MEM_SERVER (a receive buffer per
+ * worker, the sum, master parameters and momentum over its key range). 0, or RS_ERR_INPUT
+ * (bad arguments), RS_ERR_RUNTIME (bind, memory) with rs_errmsg() set; *out NULL on failure. */
+int ps_server_create(PsServer **out, const PsServerArgs *a);
+
+/* The TCP endpoint workers connect to ("tcp://127.0.0.1:40123") and the inproc one ("" unless
+ * colocated). Owned by the server. */
+const char *ps_server_endpoint(const PsServer *s);
+const char *ps_server_inproc(const PsServer *s);
+
+/* Serves in the calling thread until every worker has said goodbye (0), ps_server_stop was
+ * called (0), or a failure: RS_ERR_PEER naming the missing rank ("ps server: no push from rank 3
+ * for step 12 within 60 s"), RS_ERR_RUNTIME. On failure the workers are sent the reason. */
+int ps_server_run(PsServer *s);
+
+/* Runs ps_server_run in a thread of its own (bound to the device with its own stream). 0 or
+ * RS_ERR_RUNTIME. */
+int ps_server_start(PsServer *s);
+
+/* The thread's state: 0 while serving or after a clean end, else its status, with the reason
+ * copied into why (may be NULL). Thread-safe. */
+int ps_server_status(PsServer *s, char *why, size_t len);
+
+/* Asks the serving loop to end (it notices within 100 ms). Thread-safe. */
+void ps_server_stop(PsServer *s);
+
+/* Cumulative traffic with other processes (rank 0's own inproc messages are not counted) and
+ * dropped messages. Thread-safe. */
+void ps_server_traffic(PsServer *s, SyncTraffic *out);
+
+/* Seconds spent reducing and updating, and steps completed. Thread-safe. */
+void ps_server_busy(PsServer *s, double *busy_s, long long *steps);
+
+/* Stops and joins the thread (if started), closes the socket, waits (bounded) for zero-copy
+ * messages to let go of its buffers, frees everything. NULL is a no-op. */
+void ps_server_destroy(PsServer *s);
+
+/* ---- Transport helpers shared by the server and the client ---- */
+
+/* ZeroMQ's free function for zero-copy payloads: counts the message down. */
+static inline void ps_zc_release(void *data, void *hint) {
+    (void)data;
+    atomic_fetch_sub(&((PsZeroCopy *)hint)->out, 1);
+}
+
+/* Waits up to seconds for every zero-copy message to let go; 1 when they all have. */
+static inline int ps_zc_drain(PsZeroCopy *zc, double seconds) {
+    for (double t = 0; atomic_load(&zc->out) > 0; t += 0.001) {
+        if (t > seconds) return 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* Sends [id?][header][payload?] on sock; the payload goes without a copy when it is at least
+ * PS_ZEROCOPY_MIN bytes (the caller keeps it unchanged until every receiver has it; zc counts
+ * the messages holding it). Blocks at most the socket's ZMQ_SNDTIMEO. Returns 0 or -1 with
+ * zmq_errno() set. */
+static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHeader *h, const void *payload,
+                          size_t bytes, PsZeroCopy *zc) {
+    unsigned char hb[WIRE_HEADER_BYTES];
+    wire_encode(h, hb);
+    int more = payload ? ZMQ_SNDMORE : 0;
+    if (id && zmq_send(sock, id, idlen, ZMQ_SNDMORE) < 0) return -1;
+    if (zmq_send(sock, hb, sizeof hb, more) < 0) return -1;
+    if (!payload) return 0;
+    zmq_msg_t m;
+    if (bytes >= PS_ZEROCOPY_MIN && zc) {
+        atomic_fetch_add(&zc->out, 1);
+        if (zmq_msg_init_data(&m, (void *)payload, bytes, ps_zc_release, zc) < 0) {
+            atomic_fetch_sub(&zc->out, 1);
+            return -1;
+        }
+    } else {
+        if (zmq_msg_init_size(&m, bytes) < 0) return -1;
+        memcpy(zmq_msg_data(&m), payload, bytes);
+    }
+    if (zmq_msg_send(&m, sock, 0) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(&m);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+/* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT). Returns the frame count,
+ * or -1 (EAGAIN: nothing there). Close with ps_msg_close. */
+static inline int ps_recv(void *sock, PsMsg *m, int flags) {
+    m->n = 0;
+    m->extra = 0;
+    int more = 1;
+    while (more) {
+        zmq_msg_t *p = m->n < 3 ? &m->part[m->n] : NULL;
+        zmq_msg_t spare;
+        if (!p) p = &spare;
+        zmq_msg_init(p);
+        if (zmq_msg_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(p);
+            for (int i = 0; i < m->n; i++) zmq_msg_close(&m->part[i]);
+            m->n = 0;
+            errno = e;
+            return -1;
+        }
+        more = zmq_msg_more(p);
+        if (p == &spare) {
+            zmq_msg_close(p);
+            m->extra++;
+        } else {
+            m->n++;
+        }
+    }
+    return m->n + m->extra;
+}
+
+static inline void ps_msg_close(PsMsg *m) {
+    for (int i = 0; i < m->n; i++) zmq_msg_close(&m->part[i]);
+    m->n = 0;
+}
+
+/* ZeroMQ routing identity of worker rank ("w3"); returns its length. */
+static inline size_t ps_identity(int rank, char *buf, size_t len) {
+    int n = snprintf(buf, len, "w%d", rank);
+    return n > 0 && (size_t)n < len ? (size_t)n : 0;
+}
+
+#endif

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench.sh - `ringside bench` end to end: the nccl-tests-style table, #wrong, exit statuses, bad options, the JSON report
+. "$(dirname "$0")/lib.sh"
+SWEEP="-b 8 -e 1M -f 4 -w 1 -i 3 --device cpu --timeout 20"
+
+# table_ok LOG NRANKS: every non-data line starts with #, data rows have 7 fields with the
+# right count and busbw, #wrong all 0, and the closing "# Avg bus bandwidth" line is there.
+table_ok() {
+    $PY - "$1" "$2" <<'EOF'
+import sys
+path, n = sys.argv[1], int(sys.argv[2])
+rows, avg = [], None
+for line in open(path):
+    line = line.rstrip("\n")
+    if not line.strip():
+        continue
+    if line.startswith("#"):
+        if line.startswith("# Avg bus bandwidth"):
+            avg = float(line.split(":")[1])
+        continue
+    f = line.split()
+    if len(f) != 7:
+        sys.exit("not a data row (7 fields): %r" % line)
+    size, count, typ, t, alg, bus, wrong = f
+    if typ != "float" or int(size) != 4 * int(count):
+        sys.exit("bad size/count/type: %r" % line)
+    if wrong != "0":
+        sys.exit("#wrong is %s: %r" % (wrong, line))
+    if float(t) <= 0:
+        sys.exit("time not positive: %r" % line)
+    want = float(alg) * (2.0 * (n - 1) / n if n > 1 else 0.0)
+    if abs(float(bus) - want) > 1e-3 + 1e-3 * want:
+        sys.exit("busbw %s is not algbw * 2(N-1)/N = %.4f: %r" % (bus, want, line))
+    rows.append(int(size))
+if rows != [8 * 4 ** k for k in range(len(rows))] or rows[-1] != 524288:
+    sys.exit("sizes %s, want 8, 32, ... 524288" % rows)
+if avg is None:
+    sys.exit("no '# Avg bus bandwidth' line")
+EOF
+}
+
+for n in 2 3; do
+    $BIN bench -n $n --sync ring $SWEEP >$T/b$n.log 2>$T/b$n.err; rc=$?
+    [ $rc = 0 ] && ok "bench -n $n exits 0" || bad "bench -n $n exits 0" "exit $rc: $(tail -n 3 $T/b$n.err)"
+    why=$(table_ok $T/b$n.log $n 2>&1) && ok "bench -n $n table (# lines, #wrong 0, busbw)" \
+        || bad "bench -n $n table" "$why"
+done
+
+# one rank: runs in-process, busbw 0
+$BIN bench -n 1 --sync ring $SWEEP >$T/b1.log 2>&1; rc=$?
+[ $rc = 0 ] && table_ok $T/b1.log 1 >/dev/null 2>&1 && ok "bench -n 1" || bad "bench -n 1" "exit $rc: $(tail -n 3 $T/b1.log)"
+
+# --check 0 prints N/A in the #wrong column
+$BIN bench -n 2 --sync ring $SWEEP -c 0 >$T/nc.log 2>&1; rc=$?
+[ $rc = 0 ] && grep -v '^#' $T/nc.log | awk '$7 != "N/A" {bad=1} END {exit bad}' && ok "-c 0 prints N/A" \
+    || bad "-c 0 prints N/A" "exit $rc: $(tail -n 3 $T/nc.log)"
+
+# the JSON report parses and matches the table
+$BIN bench -n 2 --sync ring $SWEEP --report $T/bench.json >$T/rep.log 2>&1; rc=$?
+why=$($PY - $T/bench.json <<'EOF' 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["schema"] == "ringside.bench/1", r["schema"]
+assert r["config"]["ranks"] == 2 and r["config"]["sync"] == "ring"
+rows = r["rows"]
+assert [x["size_bytes"] for x in rows] == [8 * 4 ** k for k in range(len(rows))], rows
+assert all(x["wrong"] == 0 and x["time_us"] > 0 and len(x["rank_time_us"]) == 2 for x in rows)
+t = r["summary"]["traffic"]
+assert len(t) == 2 and all(e["bytes_sent"] > 0 and e["dropped"] == 0 for e in t), t
+EOF
+) && [ $rc = 0 ] && ok "--report JSON parses (schema, rows, traffic)" || bad "--report JSON" "exit $rc: $why"
+
+# bad options: exit 2 with one line naming the option, before any rank starts
+bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
+    local name=$1 want=$2; shift 2
+    $BIN bench "$@" >$T/bad.out 2>$T/bad.err; local rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <$T/bad.err)" = 1 ] && grep -q -- "$want" $T/bad.err && [ ! -s $T/bad.out ]; then
+        ok "$name"
+    else
+        bad "$name" "exit $rc: $(cat $T/bad.err)"
+    fi
+}
+bad_opt "unknown option refused" "--bogus" -n 2 --bogus 1
+bad_opt "-b not a size refused" "-b" -n 2 -b lots
+bad_opt "-e below -b refused" "-e" -n 2 -b 1M -e 8
+bad_opt "-f 1 refused" "-f" -n 2 -f 1
+bad_opt "-i 0 refused" "-i" -n 2 -i 0
+bad_opt "-c 2 refused" "-c" -n 2 -c 2
+bad_opt "--sync unknown refused" "--sync" -n 2 --sync nope
+bad_opt "missing value refused" "--timeout" -n 2 --timeout
+bad_opt "unwritable --report refused" "$T/no/such/dir" -n 2 --report $T/no/such/dir/r.json
+
+finish

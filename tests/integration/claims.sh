@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+
+# make.py DIR VARIANT: writes a folder of synthetic reports that pass every claim, with one claim
+# broken on purpose when VARIANT is fail1..fail6
+cat >"$T/make.py" <<'EOF'
+import json, os, sys
+out, variant = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+LAYERS = [784, 64, 10]
+n = 4 * sum(a * b + b for a, b in zip(LAYERS, LAYERS[1:]))
+STEPS, G, MiB = 20, 64, 1048576.0
+
+def curve(sync, N):
+    c = [[s, 2.3 - 0.01 * s] for s in range(STEPS)]
+    if variant == "fail5" and sync == "ring" and N == 4:
+        c[7][1] *= 1.001
+    return c
+
+def report(sync, N, gb=G, rep=1):
+    ranks = []
+    chunk = -(-gb // N)
+    for k in range(N):
+        samples = STEPS * max(0, min(chunk, gb - k * chunk))
+        if variant == "fail4" and gb < N:
+            samples = STEPS
+        peak = 3 * MiB
+        sent = recv = 0.0
+        comm = 0.0
+        if sync == "ps":
+            if k == 0:
+                peak += 5 * n
+                sent = recv = (N - 1) * n * STEPS
+            else:
+                sent = recv = n * STEPS
+            if variant == "fail1" and N == 4 and k == 1:
+                peak = 3 * MiB + 6 * n
+            comm = 1e-3 * (N - 1)
+        elif sync == "ring":
+            per = 2 * (N - 1) / N * n * STEPS
+            if variant == "fail2" and N == 4:
+                per *= 1.10
+            sent = recv = per + (n if k < N - 1 else 0)
+            comm = 1e-3 * (1 + 0.05 * N) if variant != "fail3" else 1e-3 * N * N
+        fwd = 2e-4 if samples else 1e-7
+        ranks.append({"rank": k, "role": "worker", "device": "cpu", "samples": samples,
+                      "memory": {"peak_bytes": peak, "by_tag": {}, "device_used_bytes": 0, "host_peak_rss_bytes": 0},
+                      "traffic": {"bytes_sent": sent, "bytes_received": recv, "messages": 2 * STEPS},
+                      "time_s": {"step": {"median": 2e-3, "p95": 3e-3, "min": 1e-3, "max": 4e-3, "mean": 2e-3},
+                                 "phases": {"data": 1e-5, "forward": fwd, "backward": 3e-4, "comm_exposed": comm / 2,
+                                            "optimizer": 1e-4, "idle": 0, "comm_total": comm},
+                                 "busy": fwd + 4e-4, "timed_steps": STEPS - 2}})
+    cfg = {"device": "cpu", "data": "synthetic", "layers": LAYERS, "batch": 64, "global-batch": gb, "steps": STEPS,
+           "seed": 1, "lr": 0.05, "ranks": N, "sync": sync, "bucket-mb": 25, "overlap": True,
+           "ps-placement": "colocated", "ps-servers": 1, "ps-mode": "push", "report": "x.json", "quiet": True}
+    summary = {"samples": G * STEPS, "steps": STEPS, "throughput_samples_per_s": 1e4, "step_time_s": 2e-3,
+               "final_loss": 2.1, "final_accuracy": 0.5, "loss_curve": curve(sync, N), "eval_curve": [],
+               "imbalance": {"memory": 1, "traffic": 1, "busy_time": 1}}
+    pred = ranks[0]["time_s"]["phases"]["comm_total"] * 1.2 if sync != "none" else None
+    if pred:
+        if variant == "fail6" and N == 8:
+            pred /= 10
+        summary["prediction"] = {"model": "alpha-beta", "alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "step_comm_s": pred}
+    r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": {}, "config": cfg, "ranks": ranks, "summary": summary}
+    name = "sync=%s,ranks=%d,global-batch=%d-r%d.json" % (sync, N, gb, rep)
+    json.dump(r, open(os.path.join(out, name), "w"))
+
+if variant == "ringonly":
+    for N in (2, 4):
+        report("ring", N)
+    sys.exit(0)
+report("none", 1)
+for sync in ("ps", "ring"):
+    for N in (2, 4, 8):
+        report(sync, N)
+    report(sync, 8, gb=4)
+report("ring", 4, rep=2)   # a repeat: averaged with r1
+# files that are not training reports: skipped
+json.dump({"schema": "ringside.matrix/1", "runs": []}, open(os.path.join(out, "summary.json"), "w"))
+json.dump({"schema": "ringside.bench/1", "rows": []}, open(os.path.join(out, "bench.json"), "w"))
+EOF
+
+# verdicts DIR: prints "PASS PASS ..." from DIR/claims.json
+verdicts() { $PY -c "import json,sys; print(' '.join(c['verdict'] for c in json.load(open(sys.argv[1]))))" "$1/claims.json"; }
+
+$PY "$T/make.py" "$T/pass" pass
+expect_status "every claim passes: exit 0" 0 "$BIN" claims "$T/pass"
+cp "$T/last.log" "$T/pass.log"
+v=$(verdicts "$T/pass")
+if [ "$v" = "PASS PASS PASS PASS PASS PASS" ]; then ok "six PASS verdicts"; else bad "six PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
+if grep -vE '^#|^[1-6] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-6] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
+else ok "every non-data line starts with #"; fi
+if grep -q "10 reports, 9 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
+if $PY -c "
+import json,sys
+c=json.load(open(sys.argv[1]))
+assert [x['claim'] for x in c]==[1,2,3,4,5,6]
+for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
+assert c[1]['numbers']['ps'][0]['r2'] > 0.99
+" "$T/pass/claims.json"; then ok "claims.json: claim, text, verdict, numbers, why"; else bad "claims.json" "$(head -c 500 "$T/pass/claims.json")"; fi
+
+for k in 1 2 3 4 5 6; do
+    $PY "$T/make.py" "$T/fail$k" "fail$k"
+    expect_status "claim $k broken: exit 4" 4 "$BIN" claims "$T/fail$k"
+    v=$(verdicts "$T/fail$k")
+    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,7)))" "$k")
+    if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
+done
+
+mkdir -p "$T/empty"
+expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
+v=$(verdicts "$T/empty")
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log"; then
+    ok "empty folder: six NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
+
+$PY "$T/make.py" "$T/partial" ringonly
+expect_status "partial folder (ring only): exit 0" 0 "$BIN" claims "$T/partial"
+v=$(verdicts "$T/partial")
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
+
+mkdir -p "$T/future"
+cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/future/"
+$PY -c "
+import json,sys
+r=json.load(open(sys.argv[1])); r['schema']='ringside.report/999'; json.dump(r, open(sys.argv[2],'w'))" \
+    "$T/pass/sync=ps,ranks=2,global-batch=64-r1.json" "$T/future/new.json"
+"$BIN" claims "$T/future" >"$T/last.log" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "new.json: report schema ringside.report/999, but this ringside reads ringside.report/1" "$T/last.log" \
+   && [ ! -e "$T/future/claims.json" ]; then ok "another schema version: exit 2 naming the file and both versions, nothing written"
+else bad "schema version" "exit $rc: $(cat "$T/last.log")"; fi
+
+mkdir -p "$T/broken"
+printf '{\n  "schema": "ringside.report/1",\n  "config": {,}\n}\n' >"$T/broken/b.json"
+"$BIN" claims "$T/broken" >"$T/last.log" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "b.json:3:[0-9]*: malformed JSON" "$T/last.log"; then ok "malformed report: exit 2 with file:line:col"
+else bad "malformed report" "exit $rc: $(cat "$T/last.log")"; fi
+
+expect_status "missing folder: exit 2" 2 "$BIN" claims "$T/nowhere"
+expect_status "no folder given: exit 2" 2 "$BIN" claims
+
+finish

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# matrix.sh - `ringside matrix` end to end: runs, a failing cell, summary files, resume, dry-run, --only, validation, timeout, Ctrl-C
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+BIN=$(realpath "$BIN")
+
+# a tiny matrix: three cells that work and one that fails on purpose (no such data directory)
+cat >"$T/tiny.json" <<'EOF'
+{
+  "name": "tiny",
+  "base": {"device": "cpu", "layers": "784,16,10", "steps": 6, "warmup": 1, "train-samples": 512, "eval-samples": 128},
+  "axes": {"sync": ["none", "ring"], "ranks": [1, 2], "data": ["synthetic", "/nonexistent"]},
+  "exclude": [{"sync": "none", "ranks": 2}, {"sync": "ring", "data": "/nonexistent"}],
+  "timeout_s": 60,
+  "alpha_s": 1e-4,
+  "beta_s_per_byte": 1.6e-9
+}
+EOF
+O="$T/out"
+expect_status "a matrix with a failing cell exits 1" 1 "$BIN" matrix "$T/tiny.json" --out "$O"
+cp "$T/last.log" "$T/first.log"
+
+$PY - "$O" >"$T/py.log" 2>&1 <<'EOF'
+import csv, json, os, sys
+out = sys.argv[1]
+s = json.load(open(os.path.join(out, "summary.json")))
+rows = s["runs"]
+assert s["schema"] == "ringside.matrix/1" and s["complete"] and not s["interrupted"], s
+assert len(rows) == 4, [r["cell"] for r in rows]
+by = {r["cell"]: r for r in rows}
+bad = by["sync=none,ranks=1,data=_nonexistent"]
+assert bad["status"] == "failed" and bad["exit_code"] != 0 and "nonexistent" in bad["error"], bad
+assert bad["throughput_samples_per_s"] is None and bad["report"] == ""
+for cell in ("sync=none,ranks=1,data=synthetic", "sync=ring,ranks=1,data=synthetic", "sync=ring,ranks=2,data=synthetic"):
+    r = by[cell]
+    assert r["status"] == "ok" and r["exit_code"] == 0 and r["error"] == "", r
+    assert r["throughput_samples_per_s"] > 0 and r["step_time_median_s"] > 0 and r["final_loss"] > 0, r
+    assert r["mem_peak_max_bytes"] >= r["mem_peak_mean_bytes"] >= r["mem_peak_min_bytes"] > 0, r
+    rep = json.load(open(os.path.join(out, r["report"])))
+    assert rep["schema"] == "ringside.report/1"
+    if cell.startswith("sync=ring,ranks=2"):
+        # the alpha-beta prediction beside the measured comm time, in the row and in the report
+        n = 4 * (784 * 16 + 16 + 16 * 10 + 10)
+        want = 2 * 1e-4 + n * 1.6e-9
+        assert abs(r["predicted_comm_s"] - want) < 1e-12, (r["predicted_comm_s"], want)
+        assert r["comm_total_s"] > 0 and abs(r["comm_ratio"] - r["comm_total_s"] / want) < 1e-9
+        assert abs(rep["summary"]["prediction"]["step_comm_s"] - want) < 1e-12
+assert not os.path.exists(os.path.join(out, "sync=none,ranks=1,data=_nonexistent-r1.json"))
+lines = list(csv.reader(open(os.path.join(out, "summary.csv"))))
+assert len(lines) == 5, lines
+head = lines[0]
+for col in ("cell", "repeat", "sync", "ranks", "data", "status", "exit_code", "error", "throughput_samples_per_s",
+            "step_time_median_s", "step_time_p95_s", "comm_exposed_s", "mem_peak_max_bytes", "mem_peak_min_bytes",
+            "mem_peak_mean_bytes", "rank0_peak_bytes", "imbalance_memory", "final_loss", "final_accuracy",
+            "predicted_comm_s", "comm_total_s"):
+    assert col in head, col
+assert {l[head.index("status")] for l in lines[1:]} == {"ok", "failed"}
+print("summary ok")
+EOF
+if [ $? = 0 ]; then ok "summary.json and summary.csv: one row per run, the failure recorded, predictions"; else bad "summary files" "$(tail -n 5 "$T/py.log")"; fi
+if grep -q "FAILED" "$T/first.log" && grep -q "nonexistent" "$T/first.log"; then ok "progress names the failed cell and its error"; else bad "progress" "$(cat "$T/first.log")"; fi
+
+# --resume: finished reports are kept untouched; the failed cell runs again
+stat -c '%n %Y %s' "$O"/*-r1.json >"$T/mtimes.before"
+sleep 1.1
+expect_status "--resume still exits 1 (the failing cell fails again)" 1 "$BIN" matrix "$T/tiny.json" --out "$O" --resume
+stat -c '%n %Y %s' "$O"/*-r1.json >"$T/mtimes.after"
+if cmp -s "$T/mtimes.before" "$T/mtimes.after" && [ "$(grep -c 'kept (report exists)' "$T/last.log")" = 3 ]; then
+    ok "--resume skips the 3 finished runs (reports unchanged)"
+else bad "--resume" "$(diff "$T/mtimes.before" "$T/mtimes.after"; cat "$T/last.log")"; fi
+if $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; assert sum(x['resumed'] for x in r)==3 and len(r)==4" "$O/summary.json"; then
+    ok "the resumed summary still has every run"; else bad "resumed summary" "$(head -c 400 "$O/summary.json")"; fi
+
+# --dry-run lists the runs and writes nothing
+expect_status "--dry-run exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/dry" --dry-run
+if [ "$(grep -c 'ringside train' "$T/last.log")" = 4 ] && [ ! -e "$T/dry" ]; then ok "--dry-run lists 4 runs and creates nothing"
+else bad "--dry-run" "$(cat "$T/last.log")"; fi
+
+# --only runs a subset
+expect_status "--only sync=ring,ranks=2 exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/only" --only sync=ring,ranks=2
+if $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; assert [x['cell'] for x in r]==['sync=ring,ranks=2,data=synthetic']" "$T/only/summary.json"; then
+    ok "--only ran one cell"; else bad "--only" "$(cat "$T/last.log")"; fi
+expect_status "--only with an unknown option exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/only2" --only colour=red
+expect_status "--only matching nothing exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/only2" --only ranks=64
+
+# validation: a clear one-line error naming the key, exit 2, nothing run or written
+invalid() { # NAME JSON WANT_SUBSTRING
+    local name=$1 want=$3
+    printf '%s\n' "$2" >"$T/bad.json"
+    "$BIN" matrix "$T/bad.json" --out "$T/never" >"$T/last.log" 2>&1; local rc=$?
+    if [ "$rc" = 2 ] && grep -q -- "$want" "$T/last.log" && [ ! -e "$T/never" ]; then ok "invalid: $name"
+    else bad "invalid: $name" "exit $rc, want 2 and '$want': $(cat "$T/last.log")"; fi
+}
+invalid "unknown top-level key" '{"axes": {"sync": ["ring"]}, "axis": {}}' "unknown key 'axis'"
+invalid "unknown option in base" '{"base": {"colour": "red"}, "axes": {"sync": ["ring"]}}' "base.colour: unknown option 'colour'"
+invalid "unknown option as an axis" '{"axes": {"bogus-opt": [1, 2]}}' "axes.bogus-opt\[0\]: unknown option"
+invalid "empty axis" '{"axes": {"ranks": []}}' "axes.ranks: empty list"
+invalid "wrong type" '{"axes": {"ranks": ["two"]}}' "axes.ranks\[0\]: expected a number"
+invalid "bad value (train's own check)" '{"base": {"batch": 0}, "axes": {"sync": ["ring"]}}' "batch 0: must be at least 1"
+invalid "bool for a valued option" '{"base": {"steps": true}}' "base.steps: expected a number"
+invalid "unknown back end" '{"axes": {"sync": ["carrier-pigeon"]}}' "carrier-pigeon"
+invalid "report is the driver's" '{"base": {"report": "x.json"}}' "base.report: the driver sets --report"
+invalid "repeats not an integer" '{"repeats": 1.5, "axes": {"sync": ["ring"]}}' "repeats: expected an integer"
+invalid "alpha without beta" '{"alpha_s": 1e-5, "axes": {"sync": ["ring"]}}' "give alpha_s and beta_s_per_byte together"
+invalid "missing bench report" '{"bench": "/nonexistent/bench.json"}' "bench: cannot open"
+printf '{\n  "name": "x",\n  "axes": {"sync": ["ring"],}\n}\n' >"$T/bad.json"
+"$BIN" matrix "$T/bad.json" --out "$T/never" >"$T/last.log" 2>&1; rc=$?
+if [ "$rc" = 2 ] && grep -q "bad.json:3:[0-9]*: malformed JSON" "$T/last.log" && [ ! -e "$T/never" ]; then ok "malformed JSON names file:line:col"
+else bad "malformed JSON" "exit $rc: $(cat "$T/last.log")"; fi
+expect_status "missing --out exits 2" 2 "$BIN" matrix "$T/tiny.json"
+expect_status "unknown driver option exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/x" --fast
+
+# alpha/beta fitted from a bench report's sweep (t = 2(N-1) a + 2(N-1)/N S b on 2 ranks: t = 2a + S b)
+$PY - "$T/bench.json" <<'EOF'
+import json, sys
+a, b = 5e-5, 2e-9
+rows = [{"size_bytes": s, "time_us": (2 * a + s * b) * 1e6} for s in (1024, 8192, 65536, 1 << 20, 1 << 23)]
+json.dump({"schema": "ringside.bench/1", "config": {"sync": "ring", "ranks": 2}, "rows": rows}, open(sys.argv[1], "w"))
+EOF
+printf '{"bench": "bench.json", "base": {"layers": "784,16,10", "steps": 4}, "axes": {"ranks": [2]}}\n' >"$T/withbench.json"
+expect_status "a bench report's sweep gives the prediction" 0 "$BIN" matrix "$T/withbench.json" --dry-run
+if grep -q "alpha 5e-05 s, beta 2e-09 s/byte" "$T/last.log"; then ok "alpha and beta fitted from the bench sweep"; else bad "bench fit" "$(cat "$T/last.log")"; fi
+
+# a run past timeout_s is killed (its whole process group) and recorded as a timeout
+cat >"$T/slow.json" <<'EOF'
+{"name": "slow", "base": {"device": "cpu", "layers": "784,64,10", "steps": 10000000, "train-samples": 512},
+ "axes": {"ranks": [2]}, "timeout_s": 1.5}
+EOF
+expect_status "a timed-out run makes the matrix exit 1" 1 "$BIN" matrix "$T/slow.json" --out "$T/slow"
+sleep 0.5
+if $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs'][0]; assert r['status']=='timeout' and 'timed out' in r['error'], r" "$T/slow/summary.json" \
+   && ! pgrep -f -- "--report $T/slow/" >/dev/null; then ok "timeout recorded, no process left behind"
+else bad "timeout" "$(cat "$T/last.log"; pgrep -af -- "--report $T/slow/")"; fi
+
+# Ctrl-C: the running cell stops, finished ones stay, the summary says what finished, exit 130
+cat >"$T/int.json" <<'EOF'
+{"name": "int", "base": {"device": "cpu", "layers": "784,16,10", "train-samples": 512},
+ "axes": {"steps": [3, 10000000, 4], "ranks": [2]}, "timeout_s": 120}
+EOF
+"$BIN" matrix "$T/int.json" --out "$T/int" >"$T/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do [ -e "$T/int/steps=3,ranks=2-r1.json" ] && break; sleep 0.1; done
+sleep 1
+kill -INT "$pid"
+wait "$pid"; rc=$?
+sleep 0.5
+if [ "$rc" = 130 ] && [ -e "$T/int/steps=3,ranks=2-r1.json" ] && [ ! -e "$T/int/steps=4,ranks=2-r1.json" ] \
+   && $PY -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['interrupted'] and not s['complete'] and [r['cell'] for r in s['runs']]==['steps=3,ranks=2'], s" "$T/int/summary.json" \
+   && ! pgrep -f -- "--report $T/int/" >/dev/null; then ok "Ctrl-C: exit 130, finished run kept and summarised, nothing left running"
+else bad "Ctrl-C" "exit $rc: $(cat "$T/int.log"; pgrep -af -- "--report $T/int/")"; fi
+
+finish

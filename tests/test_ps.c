@@ -1,0 +1,768 @@
+/* test_ps.c - the parameter server: wire header, range slicer, update rules, a server against fake workers, the "ps" back end in threads */
+#include "../common/clock.h"
+#include "../common/config.h"
+#include "../common/device.h"
+#include "../common/err.h"
+#include "../common/mem.h"
+#include "../common/model.h"
+#include "../common/sync.h"
+#include "../ps/ps.h"
+#include "../ps/server.h"
+#include "../ps/shard.h"
+#include "../ps/wire.h"
+#include "test.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define TOKEN_TEXT "00c0ffee12345678"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd64(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* ---- wire ------------------------------------------------------------------------------------ */
+
+static WireHeader sample_header(void) {
+    WireHeader h = wire_header(wire_token(TOKEN_TEXT), WIRE_PUSH);
+    h.step = 0x01020304u;
+    h.bucket = 7;
+    h.offset = 0x1122334455667788ull;
+    h.count = 5;
+    h.total = 0x0000000100000002ull;
+    h.sender = 3;
+    h.samples = 96;
+    return h;
+}
+
+static void test_wire_roundtrip(void) {
+    WireHeader h = sample_header(), g;
+    unsigned char b[WIRE_HEADER_BYTES];
+    wire_encode(&h, b);
+    CHECK(b[0] == 'R' && b[1] == 'S' && b[2] == 'P' && b[3] == 'S');
+    CHECK(b[16] == 0x04 && b[19] == 0x01); /* little-endian step */
+    CHECK(wire_decode(b, sizeof b, &g) == WIRE_OK);
+    CHECK(!memcmp(&h, &g, sizeof h) || (h.magic == g.magic && h.version == g.version && h.op == g.op &&
+                                        h.token == g.token && h.step == g.step && h.bucket == g.bucket &&
+                                        h.offset == g.offset && h.count == g.count && h.total == g.total &&
+                                        h.dtype == g.dtype && h.sender == g.sender && h.samples == g.samples));
+    CHECK(g.offset == 0x1122334455667788ull && g.total == 0x0000000100000002ull && g.samples == 96);
+    CHECK(wire_check(&g, wire_token(TOKEN_TEXT), 1, 5 * sizeof(float)) == WIRE_OK);
+    CHECK(wire_token("") != wire_token(TOKEN_TEXT));
+    CHECK(wire_token(NULL) == wire_token(""));
+    CHECK(!strcmp(wire_op_name(WIRE_PUSH), "push") && !strcmp(wire_op_name(99), "?"));
+    for (int op = 1; op < WIRE_NOPS; op++) CHECK(strcmp(wire_op_name(op), "?"));
+}
+
+static void test_wire_rejects(void) {
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    WireHeader h = sample_header(), g;
+    unsigned char b[WIRE_HEADER_BYTES + 8];
+    wire_encode(&h, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES - 1, &g) == WIRE_E_SIZE);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES + 1, &g) == WIRE_E_SIZE);
+    CHECK(wire_decode(b, 0, &g) == WIRE_E_SIZE);
+    CHECK(wire_decode(NULL, WIRE_HEADER_BYTES, &g) == WIRE_E_SIZE);
+    b[0] ^= 1;
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_MAGIC);
+    b[0] ^= 1;
+    WireHeader v = h;
+    v.version = WIRE_VERSION + 1;
+    wire_encode(&v, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_VERSION);
+    int bad_ops[] = {0, WIRE_NOPS, 0x7fff, 0xffff};
+    for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; i++) {
+        v = h;
+        v.op = (uint16_t)bad_ops[i];
+        wire_encode(&v, b);
+        CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_OP);
+    }
+    v = h;
+    v.dtype = 0;
+    wire_encode(&v, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_DTYPE);
+    v.dtype = WIRE_TEXT; /* text is for ABORT only */
+    wire_encode(&v, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_DTYPE);
+    v = wire_header(tok, WIRE_ABORT);
+    wire_encode(&v, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_E_DTYPE); /* abort must say text */
+
+    /* token and payload */
+    wire_encode(&h, b);
+    CHECK(wire_decode(b, WIRE_HEADER_BYTES, &g) == WIRE_OK);
+    CHECK(wire_check(&g, tok ^ 1, 1, 20) == WIRE_E_TOKEN);
+    CHECK(wire_check(&g, tok, 0, 0) == WIRE_E_PAYLOAD);   /* push without payload */
+    CHECK(wire_check(&g, tok, 1, 16) == WIRE_E_PAYLOAD);  /* short */
+    CHECK(wire_check(&g, tok, 1, 24) == WIRE_E_PAYLOAD);  /* long */
+    g.count = 0;
+    CHECK(wire_check(&g, tok, 1, 0) == WIRE_E_PAYLOAD);   /* empty push */
+    g.count = (uint64_t)1 << 62;                           /* overflowing count */
+    CHECK(wire_check(&g, tok, 1, 0) == WIRE_E_PAYLOAD);
+    WireHeader p = wire_header(tok, WIRE_PULL);
+    CHECK(wire_check(&p, tok, 0, 0) == WIRE_OK);
+    CHECK(wire_check(&p, tok, 1, 4) == WIRE_E_PAYLOAD);   /* pull with a payload */
+    p.count = 1;
+    CHECK(wire_check(&p, tok, 0, 0) == WIRE_E_PAYLOAD);   /* pull announcing one */
+    for (int e = 0; e < WIRE_NERRS; e++) CHECK(strcmp(wire_strerror((WireErr)e), "?"));
+}
+
+/* Random bytes and single-bit flips of a good header: never a crash, never accepted unless
+ * the decoded fields are all valid. */
+static void test_wire_fuzz(void) {
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    unsigned char b[WIRE_HEADER_BYTES];
+    WireHeader g;
+    int accepted = 0;
+    for (int i = 0; i < 200000; i++) {
+        for (size_t j = 0; j < sizeof b; j++) b[j] = (unsigned char)rnd64();
+        size_t len = (size_t)(rnd64() % (WIRE_HEADER_BYTES + 2));
+        if (wire_decode(b, len, &g) == WIRE_OK && wire_check(&g, tok, 1, 16) == WIRE_OK) accepted++;
+    }
+    CHECK(accepted == 0);
+    WireHeader h = sample_header();
+    int flips_ok = 0;
+    for (int bit = 0; bit < WIRE_HEADER_BYTES * 8; bit++) {
+        wire_encode(&h, b);
+        b[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        if (wire_decode(b, sizeof b, &g) == WIRE_OK && wire_check(&g, tok, 1, 20) == WIRE_OK) flips_ok++;
+    }
+    /* flips of step, bucket, offset, total, sender, samples decode fine, and two of op's (push
+     * becomes init or summed, which carry a payload too): the receiver's state refuses them */
+    CHECK_MSG(flips_ok == (4 + 4 + 8 + 8 + 2 + 4) * 8 + 2, "%d", flips_ok);
+}
+
+/* ---- shard ------------------------------------------------------------------------------------ */
+
+static void test_shard_ranges(void) {
+    size_t totals[] = {1, 2, 3, 7, 10, 100, 101, 1000003};
+    for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+        for (int K = 1; K <= 9; K++) {
+            size_t total = totals[t], next = 0, mn = (size_t)-1, mx = 0;
+            for (int s = 0; s < K; s++) {
+                ShardRange r = shard_range(total, K, s);
+                CHECK_MSG(r.lo == next, "total %zu K %d s %d", total, K, s);
+                next = r.hi;
+                size_t n = r.hi - r.lo;
+                mn = n < mn ? n : mn;
+                mx = n > mx ? n : mx;
+                for (size_t k = r.lo; k < r.hi; k += (r.hi - r.lo) / 3 + 1) CHECK(shard_of(total, K, k) == s);
+                if (r.hi > r.lo) CHECK(shard_of(total, K, r.hi - 1) == s);
+            }
+            CHECK(next == total);
+            CHECK(mx - mn <= 1);
+        }
+    /* split covers exactly */
+    for (int i = 0; i < 2000; i++) {
+        size_t total = 1 + rnd64() % 500;
+        int K = 1 + (int)(rnd64() % 7);
+        size_t lo = rnd64() % total, hi = lo + rnd64() % (total - lo + 1);
+        ShardSlice sl[8];
+        int n = shard_split(total, K, lo, hi, sl);
+        size_t at = lo;
+        for (int j = 0; j < n; j++) {
+            CHECK(sl[j].off == at && sl[j].count > 0);
+            ShardRange r = shard_range(total, K, sl[j].server);
+            CHECK(sl[j].off >= r.lo && sl[j].off + sl[j].count <= r.hi);
+            if (j) CHECK(sl[j].server > sl[j - 1].server);
+            at += sl[j].count;
+        }
+        CHECK_MSG(at == hi, "total %zu K %d [%zu,%zu) ends at %zu", total, K, lo, hi, at);
+    }
+    /* chunks as sync_plan_buckets cuts them */
+    Bucket *b;
+    size_t total = 1000;
+    int nb = sync_plan_buckets(total, 300 * sizeof(float), &b);
+    CHECK(nb == shard_nchunks(total, 300));
+    for (int i = 0; i < nb; i++) {
+        size_t lo, hi;
+        shard_chunk(total, 300, i, &lo, &hi);
+        CHECK(lo == b[i].lo && hi == b[i].hi);
+    }
+    free(b);
+}
+
+static void test_shard_plan(void) {
+    for (int K = 1; K <= 5; K++) {
+        size_t total = 1000;
+        Bucket *b;
+        int nb = sync_plan_buckets(total, 128 * sizeof(float), &b);
+        ShardPlan p;
+        CHECK(shard_plan(&p, total, K, b, nb) == RS_OK);
+        unsigned char *cov = calloc(total, 1);
+        int ps = 0;
+        for (int i = 0; i < nb; i++)
+            for (int j = p.first[i]; j < p.first[i + 1]; j++) {
+                CHECK(p.slices[j].bucket == i);
+                CHECK(p.slices[j].off >= b[i].lo && p.slices[j].off + p.slices[j].count <= b[i].hi);
+                for (size_t k = p.slices[j].off; k < p.slices[j].off + p.slices[j].count; k++) cov[k]++;
+            }
+        for (size_t k = 0; k < total; k++) CHECK(cov[k] == 1);
+        for (int s = 0; s < K; s++) ps += p.per_server[s];
+        CHECK(ps == p.nslices);
+        free(cov);
+        shard_plan_free(&p);
+        free(b);
+    }
+    ShardPlan p;
+    Bucket one = {0, 8};
+    CHECK(shard_plan(&p, 8, 8, &one, 1) == RS_OK && p.nslices == 8);
+    shard_plan_free(&p);
+    CHECK(shard_plan(&p, 8, 9, &one, 1) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "--ps-servers 9") != NULL);
+    CHECK(shard_plan(&p, 8, 0, &one, 1) == RS_ERR_INPUT);
+    Bucket out = {4, 12};
+    CHECK(shard_plan(&p, 8, 2, &out, 1) == RS_ERR_INPUT);
+}
+
+/* ---- rules ------------------------------------------------------------------------------------- */
+
+static void test_rules(void) {
+    Device dev;
+    CHECK(device_open(&dev, "cpu", 0, NULL) == RS_OK);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.weight_decay = 0.01;
+    float p[4] = {1, -2, 3, 0.5f}, m[4] = {0.1f, 0, -0.2f, 0}, s[4] = {4, 8, -12, 0};
+    float rp[4], rm[4];
+    memcpy(rp, p, sizeof p);
+    memcpy(rm, m, sizeof m);
+    kernels_cpu()->sgd_step(dev.kctx, rp, s, rm, 4, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                            1.0f / 4.0f);
+    PsUpdate u = {.dev = &dev, .cfg = &cfg, .params = p, .mom = m, .sum = s, .n = 4, .global_samples = 4};
+    CHECK(ps_rule_sgd(&u) == p);
+    CHECK(!memcmp(p, rp, sizeof p) && !memcmp(m, rm, sizeof m));
+    CHECK(ps_rule_sum(&u) == s);
+    device_close(&dev);
+}
+
+/* ---- a server against fake workers -------------------------------------------------------------- */
+
+typedef struct {
+    void *sock;
+    int rank;
+} Fake;
+
+static void fake_open(Fake *f, void *ctx, const char *ep, int rank, const char *identity) {
+    char id[16];
+    f->rank = rank;
+    f->sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0, rcv = 3000;
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(f->sock, ZMQ_RCVTIMEO, &rcv, sizeof rcv);
+    if (identity) zmq_setsockopt(f->sock, ZMQ_ROUTING_ID, identity, strlen(identity));
+    else if (rank >= 0) zmq_setsockopt(f->sock, ZMQ_ROUTING_ID, id, ps_identity(rank, id, sizeof id));
+    zmq_connect(f->sock, ep);
+}
+
+static void fake_send(Fake *f, uint64_t token, int op, uint32_t step, int bucket, size_t off, size_t count,
+                      size_t total, const float *data) {
+    WireHeader h = wire_header(token, (WireOp)op);
+    h.step = step;
+    h.bucket = (uint32_t)bucket;
+    h.offset = off;
+    h.count = data ? count : 0;
+    h.total = total;
+    h.sender = (uint16_t)(f->rank < 0 ? 0 : f->rank);
+    CHECK(ps_send(f->sock, NULL, 0, &h, data, data ? count * sizeof(float) : 0, NULL) == 0);
+}
+
+/* Receives one reply: its header, and its payload into out (room for cap floats). 0 on timeout. */
+static int fake_recv(Fake *f, WireHeader *h, float *out, size_t cap) {
+    PsMsg m;
+    if (ps_recv(f->sock, &m, 0) < 0) return 0;
+    int ok = m.n >= 1 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK;
+    if (ok && m.n == 2 && out) {
+        size_t n = zmq_msg_size(&m.part[1]);
+        memcpy(out, zmq_msg_data(&m.part[1]), n < cap * sizeof(float) ? n : cap * sizeof(float));
+    }
+    ps_msg_close(&m);
+    return ok;
+}
+
+/* Waits up to seconds for the server's thread to fail; 1 when it has. */
+static int server_wait_end(PsServer *s, double seconds) {
+    double t0 = clock_now();
+    while (clock_now() - t0 < seconds) {
+        if (ps_server_status(s, NULL, 0)) return 1;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void test_server_fake_workers(void) {
+    void *ctx = zmq_ctx_new();
+    Device dev;
+    CHECK(device_open(&dev, "cpu", 0, NULL) == RS_OK);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.bucket_mb = 4.0 * sizeof(float) / 1048576.0; /* allreduce chunks of 4 */
+    const int N = 3;
+    const size_t P = 10;
+    Bucket bk[2] = {{5, 10}, {0, 5}};
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    PsServerArgs a = {.cfg = &cfg, .dev = &dev, .zctx = ctx, .addr = "127.0.0.1", .token = TOKEN_TEXT, .id = 0,
+                      .nservers = 1, .nworkers = N, .nparams = P, .buckets = bk, .nbuckets = 2, .colocated = 0,
+                      .timeout = 10};
+    PsServer *s;
+    CHECK(ps_server_create(&s, &a) == RS_OK);
+    CHECK(!strncmp(ps_server_endpoint(s), "tcp://127.0.0.1:", 16));
+    CHECK(ps_server_start(s) == RS_OK);
+    const char *ep = ps_server_endpoint(s);
+    Fake w[3], stranger, anon;
+    for (int r = 0; r < N; r++) fake_open(&w[r], ctx, ep, r, NULL);
+    fake_open(&stranger, ctx, ep, 7, "w7");
+    fake_open(&anon, ctx, ep, -1, NULL);
+
+    float p0[10], got[10];
+    for (size_t i = 0; i < P; i++) p0[i] = (float)i - 4.5f;
+    /* rank 1 pulls before rank 0's parameters are in: answered once they are */
+    fake_send(&w[1], tok, WIRE_PULL, WIRE_STEP_INIT, 0, 0, 0, P, NULL);
+    fake_send(&w[0], tok, WIRE_INIT, WIRE_STEP_INIT, 0, 5, 5, P, p0 + 5);
+    fake_send(&w[0], tok, WIRE_INIT, WIRE_STEP_INIT, 1, 0, 5, P, p0);
+    memset(got, 0, sizeof got);
+    for (int i = 0; i < 2; i++) {
+        WireHeader h;
+        float buf[5];
+        CHECK(fake_recv(&w[1], &h, buf, 5));
+        CHECK(h.op == WIRE_PARAMS && h.step == WIRE_STEP_INIT && h.count == 5);
+        if (h.count == 5 && h.offset <= 5) memcpy(got + h.offset, buf, sizeof buf);
+    }
+    CHECK(!memcmp(got, p0, sizeof p0));
+
+    /* refused: garbage, a stranger, wrong token, wrong step, a duplicate, a wrong slice */
+    SyncTraffic t0, t1;
+    ps_server_traffic(s, &t0);
+    zmq_send(anon.sock, "garbage", 7, 0);
+    zmq_send(anon.sock, "x", 1, ZMQ_SNDMORE);
+    zmq_send(anon.sock, "y", 1, ZMQ_SNDMORE);
+    zmq_send(anon.sock, "z", 1, ZMQ_SNDMORE);
+    zmq_send(anon.sock, "w", 1, 0);
+    float g[3][10];
+    for (int r = 0; r < N; r++)
+        for (size_t i = 0; i < P; i++) g[r][i] = (float)((r + 1) * (int)(i + 1));
+    fake_send(&stranger, tok, WIRE_PUSH, 0, 0, 5, 5, P, g[0] + 5);
+    fake_send(&w[2], tok ^ 0x10, WIRE_PUSH, 0, 0, 5, 5, P, g[2] + 5);
+    fake_send(&w[2], tok, WIRE_PUSH, 3, 0, 5, 5, P, g[2] + 5);  /* step 3, expected 0 */
+    fake_send(&w[2], tok, WIRE_PUSH, 0, 0, 4, 6, P, g[2] + 4);  /* not this bucket's slice */
+    fake_send(&w[2], tok, WIRE_PUSH, 0, 0, 5, 5, 11, g[2] + 5); /* another parameter count */
+    fake_send(&w[2], tok, WIRE_STEP, 0, 0, 0, 0, P, NULL);      /* step size not from rank 0 */
+    {
+        WireHeader h = wire_header(tok, WIRE_PUSH); /* sender field lies about the rank */
+        h.bucket = 0;
+        h.offset = 5;
+        h.count = 5;
+        h.total = P;
+        h.sender = 0;
+        CHECK(ps_send(w[2].sock, NULL, 0, &h, g[2] + 5, 5 * sizeof(float), NULL) == 0);
+    }
+    int want_drops = 9;
+    /* the step: everyone pushes both buckets, rank 2 twice; then rank 0 says 3 samples */
+    for (int r = 0; r < N; r++) {
+        fake_send(&w[r], tok, WIRE_PUSH, 0, 0, 5, 5, P, g[r] + 5);
+        fake_send(&w[r], tok, WIRE_PUSH, 0, 1, 0, 5, P, g[r]);
+    }
+    fake_send(&w[2], tok, WIRE_PUSH, 0, 1, 0, 5, P, g[2]);
+    want_drops++;
+    fake_send(&w[0], tok, WIRE_STEP, 0, 0, 0, 0, P, NULL);
+    {
+        WireHeader h = wire_header(tok, WIRE_STEP);
+        h.samples = 3;
+        h.total = P;
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL) == 0); /* a second step size: refused */
+    }
+    /* step 0's size came as 0 samples (fake_send leaves the field 0): the update used scale 0 */
+    float sum[10], r0[10], m0[10] = {0};
+    for (size_t i = 0; i < P; i++) sum[i] = (g[0][i] + g[1][i]) + g[2][i];
+    memcpy(r0, p0, sizeof r0);
+    kernels_cpu()->sgd_step(dev.kctx, r0, sum, m0, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                            0.0f);
+    for (int r = 0; r < N; r++) {
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < 2; i++) {
+            WireHeader h;
+            float buf[5];
+            CHECK(fake_recv(&w[r], &h, buf, 5));
+            CHECK(h.op == WIRE_PARAMS && h.step == 0 && h.count == 5);
+            if (h.count == 5 && h.offset <= 5) memcpy(got + h.offset, buf, sizeof buf);
+        }
+        CHECK_MSG(!memcmp(got, r0, sizeof r0), "rank %d: got[0] %g want %g", r, got[0], r0[0]);
+    }
+
+    /* step 1 with samples 3 from rank 0: check against the reference chain */
+    for (int r = 0; r < N; r++) {
+        fake_send(&w[r], tok, WIRE_PUSH, 1, 1, 0, 5, P, g[r]);
+        fake_send(&w[r], tok, WIRE_PUSH, 1, 0, 5, 5, P, g[r] + 5);
+    }
+    {
+        WireHeader h = wire_header(tok, WIRE_STEP);
+        h.step = 1;
+        h.samples = 3;
+        h.total = P;
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL) == 0);
+    }
+    kernels_cpu()->sgd_step(dev.kctx, r0, sum, m0, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                            1.0f / 3.0f);
+    for (int r = 0; r < N; r++) {
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < 2; i++) {
+            WireHeader h;
+            float buf[5];
+            CHECK(fake_recv(&w[r], &h, buf, 5));
+            CHECK(h.op == WIRE_PARAMS && h.step == 1);
+            if (h.count == 5 && h.offset <= 5) memcpy(got + h.offset, buf, sizeof buf);
+        }
+        CHECK_MSG(!memcmp(got, r0, sizeof r0), "rank %d: got[0] %g want %g", r, got[0], r0[0]);
+    }
+
+    /* an allreduce of 7 (chunks [3,7) and [0,3)): exact sum of every rank's contribution */
+    float x[3][7], y[7];
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < 7; i++) x[r][i] = (float)(100 * r + i);
+    for (int r = 0; r < N; r++) {
+        fake_send(&w[r], tok, WIRE_SUM, 0, 0, 3, 4, 7, x[r] + 3);
+        fake_send(&w[r], tok, WIRE_SUM, 0, 1, 0, 3, 7, x[r]);
+    }
+    for (int r = 0; r < N; r++) {
+        memset(y, 0, sizeof y);
+        for (int i = 0; i < 2; i++) {
+            WireHeader h;
+            float buf[4];
+            CHECK(fake_recv(&w[r], &h, buf, 4));
+            CHECK(h.op == WIRE_SUMMED && h.step == 0 && h.total == 7);
+            if (h.offset + h.count <= 7) memcpy(y + h.offset, buf, h.count * sizeof(float));
+        }
+        for (int i = 0; i < 7; i++) CHECK(y[i] == (float)(300 + 3 * i));
+    }
+    ps_server_traffic(s, &t1);
+    CHECK_MSG(t1.dropped - t0.dropped == (unsigned long long)want_drops + 1, "dropped %llu, want %d",
+              t1.dropped - t0.dropped, want_drops + 1);
+    CHECK(ps_server_status(s, NULL, 0) == 0);
+
+    /* goodbyes end the loop */
+    for (int r = 0; r < N; r++) fake_send(&w[r], tok, WIRE_BYE, 0, 0, 0, 0, P, NULL);
+    double busy;
+    long long steps;
+    SyncTraffic t;
+    for (int i = 0; i < 1000; i++) {
+        ps_server_traffic(s, &t);
+        if (t.messages_received == t1.messages_received + 3) break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    ps_server_busy(s, &busy, &steps);
+    CHECK(steps == 2);
+    /* traffic: headers of 56 bytes; every accepted message counted (no colocated rank here) */
+    ps_server_traffic(s, &t);
+    unsigned long long H = WIRE_HEADER_BYTES;
+    unsigned long long recv_msgs = 1 + 2 /* pull, init */ + 6 + 1 + 6 + 1 /* steps 0, 1 */ + 6 /* sum */ + 3 /* bye */;
+    unsigned long long recv_bytes = recv_msgs * H + 10 * 4 /* init */ + 2 * 3 * 10 * 4 + 3 * 7 * 4;
+    unsigned long long sent_msgs = 2 + 2 * 2 * 3 + 2 * 3;
+    unsigned long long sent_bytes = sent_msgs * H + 10 * 4 + 2 * 3 * 10 * 4 + 3 * 7 * 4;
+    CHECK_MSG(t.messages_received == recv_msgs && t.bytes_received == recv_bytes, "received %llu msgs %llu bytes",
+              t.messages_received, t.bytes_received);
+    CHECK_MSG(t.messages_sent == sent_msgs && t.bytes_sent == sent_bytes, "sent %llu msgs %llu bytes",
+              t.messages_sent, t.bytes_sent);
+    MemStats ms;
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_SERVER] >= (N + 3) * P * sizeof(float));
+    for (int r = 0; r < N; r++) zmq_close(w[r].sock);
+    zmq_close(stranger.sock);
+    zmq_close(anon.sock);
+    ps_server_destroy(s);
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_SERVER] == 0);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
+/* A worker that never pushes: the server names it, tells the others, and fails. */
+static void test_server_timeout(void) {
+    void *ctx = zmq_ctx_new();
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    Config cfg;
+    config_defaults(&cfg);
+    Bucket bk = {0, 4};
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    PsServerArgs a = {.cfg = &cfg, .dev = &dev, .zctx = ctx, .token = TOKEN_TEXT, .id = 0, .nservers = 1,
+                      .nworkers = 3, .nparams = 4, .buckets = &bk, .nbuckets = 1, .timeout = 0.3};
+    PsServer *s;
+    CHECK(ps_server_create(&s, &a) == RS_OK);
+    CHECK(ps_server_start(s) == RS_OK);
+    Fake w0, w1;
+    fake_open(&w0, ctx, ps_server_endpoint(s), 0, NULL);
+    fake_open(&w1, ctx, ps_server_endpoint(s), 1, NULL);
+    float p[4] = {1, 2, 3, 4};
+    fake_send(&w0, tok, WIRE_INIT, WIRE_STEP_INIT, 0, 0, 4, 4, p);
+    fake_send(&w1, tok, WIRE_PULL, WIRE_STEP_INIT, 0, 0, 0, 4, NULL);
+    WireHeader h;
+    char text[600] = "";
+    CHECK(fake_recv(&w1, &h, (float *)text, 4) && h.op == WIRE_PARAMS); /* the initial parameters are in */
+    fake_send(&w0, tok, WIRE_PUSH, 0, 0, 0, 4, 4, p);
+    fake_send(&w1, tok, WIRE_PUSH, 0, 0, 0, 4, 4, p);
+    double t0 = clock_now();
+    CHECK(server_wait_end(s, 5.0));
+    double took = clock_now() - t0;
+    char why[512] = "";
+    CHECK(ps_server_status(s, why, sizeof why) == RS_ERR_PEER);
+    CHECK_MSG(strstr(why, "ps server: no push from rank 2 for step 0 within 0.3 s") != NULL, "%s", why);
+    CHECK(took < 2.0);
+    CHECK(fake_recv(&w1, &h, (float *)text, sizeof text / 4 - 1));
+    CHECK(h.op == WIRE_ABORT && strstr(text, "rank 2"));
+    zmq_close(w0.sock);
+    zmq_close(w1.sock);
+    ps_server_destroy(s);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
+/* ---- the back end ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int rank, world, K;
+    const char *placement;
+    void *ctx;
+    Config *cfg;
+    char (*eps)[256];       /* [world + K] endpoints */
+    pthread_barrier_t *bar;
+    int rc;
+    size_t *counts;
+    int ncounts;
+    unsigned long long wrong;
+    SyncTraffic tr;
+    double bucket_mb;
+} RankArg;
+
+/* One worker thread: init, exchange endpoints, connect, exact-sum allreduces. */
+static void *rank_thread(void *p) {
+    RankArg *a = p;
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    const SyncOps *ops = sync_find("ps");
+    SyncJob job = {.cfg = a->cfg, .model = NULL, .dev = &dev, .rank = a->rank, .world = a->world,
+                   .local_rank = a->rank, .local_world = a->world, .zctx = a->ctx, .addr = "127.0.0.1",
+                   .token = TOKEN_TEXT, .timeout = 10};
+    void *st = NULL;
+    char ep[256] = "";
+    a->rc = ops->init(&job, &st, ep, sizeof ep);
+    if (a->rc == RS_OK) snprintf(a->eps[a->rank], 256, "%s", ep);
+    pthread_barrier_wait(a->bar);
+    char *list[16];
+    for (int i = 0; i < a->world + a->K; i++) list[i] = a->eps[i];
+    int n = a->world + (!strcmp(a->placement, "dedicated") ? a->K : 0);
+    if (a->rc == RS_OK) a->rc = ops->connect(st, list, n);
+    for (int c = 0; c < a->ncounts && a->rc == RS_OK; c++) {
+        size_t cnt = a->counts[c];
+        float *x = malloc(cnt * sizeof *x);
+        for (size_t i = 0; i < cnt; i++) x[i] = (float)((a->rank + 1) * (int)(i % 1000));
+        a->rc = ops->allreduce(st, x, cnt);
+        float f = (float)(a->world * (a->world + 1) / 2);
+        for (size_t i = 0; i < cnt && a->rc == RS_OK; i++) a->wrong += x[i] != f * (float)(int)(i % 1000);
+        free(x);
+    }
+    if (st) ops->traffic(st, &a->tr);
+    pthread_barrier_wait(a->bar);
+    ops->destroy(st);
+    device_close(&dev);
+    return NULL;
+}
+
+static void run_allreduce_job(int world, const char *placement, int K, int *rc, unsigned long long *wrong,
+                              SyncTraffic *tr) {
+    void *ctx = zmq_ctx_new();
+    Config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "%s", placement);
+    cfg.ps_servers = K;
+    cfg.bucket_mb = 1000.0 * sizeof(float) / 1048576.0;
+    size_t counts[] = {1, 2, 5, 999, 1000, 1001, 70000};
+    char eps[16][256];
+    memset(eps, 0, sizeof eps);
+    Device sdev;
+    device_open(&sdev, "cpu", 0, NULL);
+    PsServer *srv[4] = {0};
+    int ded = !strcmp(placement, "dedicated");
+    for (int k = 0; ded && k < K; k++) {
+        PsServerArgs a = {.cfg = &cfg, .dev = &sdev, .zctx = ctx, .token = TOKEN_TEXT, .id = k, .nservers = K,
+                          .nworkers = world, .nparams = 0, .timeout = 10};
+        CHECK(ps_server_create(&srv[k], &a) == RS_OK);
+        CHECK(ps_server_start(srv[k]) == RS_OK);
+        snprintf(eps[world + k], 256, "%s", ps_server_endpoint(srv[k]));
+    }
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)world);
+    RankArg ra[8];
+    pthread_t th[8];
+    for (int r = 0; r < world; r++) {
+        ra[r] = (RankArg){.rank = r, .world = world, .K = ded ? K : 0, .placement = placement, .ctx = ctx,
+                          .cfg = &cfg, .eps = eps, .bar = &bar, .counts = counts,
+                          .ncounts = (int)(sizeof counts / sizeof counts[0])};
+        pthread_create(&th[r], NULL, rank_thread, &ra[r]);
+    }
+    *rc = 0;
+    *wrong = 0;
+    for (int r = 0; r < world; r++) {
+        pthread_join(th[r], NULL);
+        if (ra[r].rc && !*rc) *rc = ra[r].rc;
+        *wrong += ra[r].wrong;
+        tr[r] = ra[r].tr;
+    }
+    for (int k = 0; ded && k < K; k++) {
+        CHECK(ps_server_status(srv[k], NULL, 0) == 0);
+        ps_server_destroy(srv[k]);
+    }
+    pthread_barrier_destroy(&bar);
+    device_close(&sdev);
+    zmq_ctx_term(ctx);
+}
+
+static void test_backend_allreduce(void) {
+    for (int world = 1; world <= 5; world++) {
+        int rc;
+        unsigned long long wrong;
+        SyncTraffic tr[8];
+        run_allreduce_job(world, "colocated", 1, &rc, &wrong, tr);
+        CHECK_MSG(rc == 0 && wrong == 0, "colocated world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(),
+                  wrong);
+        /* traffic: rank 0 serves everyone else; each other rank moves its bytes twice */
+        unsigned long long elems = 1 + 2 + 5 + 999 + 1000 + 1001 + 70000;
+        unsigned long long msgs = 1 + 1 + 1 + 1 + 1 + 2 + 70; /* chunks of 1000 */
+        unsigned long long each = elems * 4 + msgs * WIRE_HEADER_BYTES;
+        for (int r = 1; r < world; r++)
+            CHECK_MSG(tr[r].bytes_sent == each && tr[r].bytes_received == each, "rank %d: %llu / %llu, want %llu", r,
+                      tr[r].bytes_sent, tr[r].bytes_received, each);
+        CHECK_MSG(tr[0].bytes_sent == (unsigned long long)(world - 1) * each &&
+                      tr[0].bytes_received == (unsigned long long)(world - 1) * each,
+                  "rank 0: %llu / %llu", tr[0].bytes_sent, tr[0].bytes_received);
+    }
+    for (int K = 1; K <= 3; K++) {
+        int rc;
+        unsigned long long wrong;
+        SyncTraffic tr[8];
+        run_allreduce_job(3, "dedicated", K, &rc, &wrong, tr);
+        CHECK_MSG(rc == 0 && wrong == 0, "dedicated K %d: rc %d (%s), #wrong %llu", K, rc, rs_errmsg(), wrong);
+    }
+}
+
+/* One rank through "ps" (colocated) computes bit for bit what "none" does. */
+static void test_backend_matches_none(void) {
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.weight_decay = 0.001;
+    cfg.bucket_mb = 300.0 * sizeof(float) / 1048576.0;
+    int sizes[3] = {20, 16, 4};
+    const int B = 8, S = 5;
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    Model m[2];
+    float *fin[2];
+    void *ctx = zmq_ctx_new();
+    for (int v = 0; v < 2; v++) {
+        CHECK(model_init(&m[v], &dev, sizes, 3, B, 7) == RS_OK);
+        Bucket *bk;
+        int nb = sync_plan_buckets(m[v].nparams, cfg.bucket_mb * 1048576.0, &bk);
+        CHECK(nb > 1);
+        const SyncOps *ops = sync_find(v ? "ps" : "none");
+        SyncJob job = {.cfg = &cfg, .model = &m[v], .dev = &dev, .rank = 0, .world = 1, .local_world = 1,
+                       .zctx = ctx, .addr = "127.0.0.1", .token = "", .buckets = bk, .nbuckets = nb, .timeout = 10};
+        void *st = NULL;
+        char ep[256] = "";
+        CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_OK);
+        char *one[1] = {ep};
+        CHECK(ops->connect(st, one, 1) == RS_OK);
+        CHECK(ops->broadcast_params(st) == RS_OK);
+        uint64_t seed = 99;
+        for (int s = 0; s < S; s++) {
+            float x[8 * 20];
+            int y[8];
+            for (int i = 0; i < B * 20; i++) x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
+            for (int i = 0; i < B; i++) y[i] = i % 4;
+            device_h2d(&dev, m[v].act[0], x, sizeof x);
+            device_h2d(&dev, m[v].labels, y, sizeof y);
+            CHECK(model_forward(&m[v], B) == RS_OK);
+            model_loss(&m[v], B);
+            CHECK(model_backward(&m[v], B, NULL, NULL) == RS_OK);
+            for (int b = 0; b < nb; b++) CHECK(ops->bucket_ready(st, b) == RS_OK);
+            SyncStep ss;
+            CHECK(ops->finish(st, s, B, &ss) == RS_OK);
+            CHECK(ss.idle_s >= 0 && ss.comm_s >= 0);
+        }
+        SyncTraffic t;
+        ops->traffic(st, &t);
+        CHECK(t.bytes_sent == 0 && t.bytes_received == 0 && t.dropped == 0); /* all in-process */
+        ops->destroy(st);
+        fin[v] = malloc(m[v].nparams * sizeof(float));
+        device_d2h(&dev, fin[v], m[v].params, m[v].nparams * sizeof(float));
+        free(bk);
+    }
+    CHECK(m[0].nparams == m[1].nparams && !memcmp(fin[0], fin[1], m[0].nparams * sizeof(float)));
+    for (int v = 0; v < 2; v++) {
+        free(fin[v]);
+        model_free(&m[v]);
+    }
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
+static void test_backend_refuses(void) {
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    void *ctx = zmq_ctx_new();
+    const SyncOps *ops = sync_find("ps");
+    CHECK(ops != NULL);
+    Config cfg;
+    config_defaults(&cfg);
+    int sizes[2] = {2, 2};
+    Model m;
+    CHECK(model_init(&m, &dev, sizes, 2, 1, 1) == RS_OK); /* 6 parameters */
+    Bucket bk = {0, m.nparams};
+    SyncJob job = {.cfg = &cfg, .model = &m, .dev = &dev, .world = 2, .zctx = ctx, .addr = "127.0.0.1",
+                   .token = "", .buckets = &bk, .nbuckets = 1, .timeout = 1};
+    void *st;
+    char ep[256];
+    snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "dataparallel");
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "not implemented yet"));
+    ops->destroy(st);
+    snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "push");
+    cfg.ps_servers = 2;
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "dedicated"));
+    ops->destroy(st);
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "dedicated");
+    cfg.ps_servers = 7;
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "--ps-servers 7"));
+    ops->destroy(st);
+    cfg.ps_servers = 6;
+    job.rank = 1;
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_OK);
+    char *eps[3] = {"", "", ""};
+    CHECK(ops->connect(st, eps, 3) == RS_ERR_INPUT); /* 1 server process for --ps-servers 6 */
+    ops->destroy(st);
+    model_free(&m);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
+int main(void) {
+    RUN(test_wire_roundtrip);
+    RUN(test_wire_rejects);
+    RUN(test_wire_fuzz);
+    RUN(test_shard_ranges);
+    RUN(test_shard_plan);
+    RUN(test_rules);
+    RUN(test_server_fake_workers);
+    RUN(test_server_timeout);
+    RUN(test_backend_matches_none);
+    RUN(test_backend_allreduce);
+    RUN(test_backend_refuses);
+    return test_summary("test_ps");
+}

@@ -1,0 +1,673 @@
+#!/usr/bin/env python3
+# validate_report.py - checks ringside JSON reports against docs/report-schema.md: fields, types, units, invariants
+"""usage: validate_report.py [--options FILE] [--expect KEY=VALUE ...] REPORT.json ...
+
+Validates train reports ("schema": "ringside.report/1"), bench reports ("ringside.bench/1"),
+matrix summaries (summary.json, "ringside.matrix/1") and claims.json (python3 standard library only). For each file prints "ok FILE" or one line per problem,
+"FILE: field.path: what is wrong"; exits 1 when any file has a problem, 2 on bad usage.
+
+  --options FILE   the output of `ringside train --help`: config must hold exactly those options
+  --expect K=V     cross-checks with what the caller ran: world=N, sync=NAME, servers=K
+"""
+
+import json
+import math
+import os
+import re
+import sys
+
+REPORT_SCHEMA = "ringside.report/1"
+BENCH_SCHEMA = "ringside.bench/1"
+MATRIX_SCHEMA = "ringside.matrix/1"
+TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
+PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle", "comm_total"]
+BUSY_PHASES = ["data", "forward", "backward", "optimizer"]
+STEP_PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle"]
+DIST = ["median", "p95", "min", "max", "mean"]
+SYNCS = {"none", "ring", "nccl", "ps"}
+REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
+
+
+class Checker:
+    """Collects problems; each check names the field it looked at."""
+
+    def __init__(self):
+        self.problems = []
+
+    def fail(self, path, msg):
+        self.problems.append("%s: %s" % (path, msg))
+
+    def get(self, obj, key, path, kind, required=True):
+        """obj[key] when it has the kind ('int', 'num', 'str', 'bool', 'list', 'dict'), else None."""
+        where = "%s.%s" % (path, key) if path else key
+        if not isinstance(obj, dict) or key not in obj:
+            if required:
+                self.fail(where, "missing")
+            return None
+        v = obj[key]
+        ok = {
+            "int": isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v),
+            "num": isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+            "str": isinstance(v, str),
+            "bool": isinstance(v, bool),
+            "list": isinstance(v, list),
+            "dict": isinstance(v, dict),
+        }[kind]
+        if not ok:
+            self.fail(where, "expected %s, got %s" % (kind, json.dumps(v)[:60]))
+            return None
+        return int(v) if kind == "int" else v
+
+    def nonneg(self, obj, key, path, kind="num", required=True):
+        v = self.get(obj, key, path, kind, required)
+        if v is not None and v < 0:
+            self.fail("%s.%s" % (path, key), "negative (%s)" % v)
+        return v
+
+    def expect(self, cond, path, msg):
+        if not cond:
+            self.fail(path, msg)
+        return cond
+
+
+def close(a, b, rel=REL, abs_=1e-12):
+    return abs(a - b) <= max(abs_, rel * max(abs(a), abs(b)))
+
+
+# ---- train report: the blocks --------------------------------------------------------------
+
+
+def check_run(c, rep):
+    run = c.get(rep, "run", "", "dict")
+    if run is None:
+        return None
+    for k in ("id", "git", "host", "cmdline"):
+        c.get(run, k, "run", "str")
+    started = c.get(run, "started", "run", "str")
+    if started is not None:
+        c.expect(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started), "run.started",
+                 "not UTC ISO 8601 (YYYY-MM-DDTHH:MM:SSZ): %s" % started)
+    world = c.get(run, "world", "run", "int")
+    if world is not None:
+        c.expect(world >= 1, "run.world", "must be >= 1")
+    c.nonneg(run, "wall_s", "run")
+    return run
+
+
+def check_env(c, rep):
+    env = c.get(rep, "env", "", "dict")
+    if env is None:
+        return
+    devs = c.get(env, "devices", "env", "list")
+    if devs is not None:
+        c.expect(len(devs) >= 1, "env.devices", "empty (the CPU is always listed)")
+        for i, d in enumerate(devs):
+            c.get(d, "name", "env.devices[%d]" % i, "str")
+            c.get(d, "description", "env.devices[%d]" % i, "str")
+        if devs and isinstance(devs[0], dict):
+            c.expect(devs[0].get("name") == "cpu", "env.devices[0].name", "the CPU comes first")
+    for k in ("zeromq", "cjson", "zlib", "blas"):
+        c.get(env, k, "env", "str")
+    c.get(env, "cuda_build", "env", "bool")
+
+
+def help_options(text):
+    """Config keys from `ringside train --help`: '--no-x' options appear as 'x'."""
+    keys = set()
+    for m in re.finditer(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", text, re.M):
+        name = m.group(1)
+        keys.add(name[3:] if name.startswith("no-") else name)
+    return keys
+
+
+def check_config(c, rep, options):
+    cfg = c.get(rep, "config", "", "dict")
+    if cfg is None:
+        return {}
+    sync = c.get(cfg, "sync", "config", "str")
+    if sync is not None:
+        c.expect(sync in SYNCS, "config.sync", "unknown back end %r" % sync)
+    layers = c.get(cfg, "layers", "config", "list")
+    if layers is not None:
+        c.expect(len(layers) >= 2 and all(isinstance(x, int) and x > 0 for x in layers), "config.layers",
+                 "expected >= 2 positive integers: %s" % layers)
+    for k in ("ranks", "batch", "steps", "warmup", "global-batch", "ps-servers"):
+        c.nonneg(cfg, k, "config", "int")
+    for k in ("lr", "momentum", "bucket-mb", "timeout"):
+        c.nonneg(cfg, k, "config")
+    for k in ("ps-placement", "ps-mode", "report", "data", "device"):
+        c.get(cfg, k, "config", "str")
+    for k in ("overlap", "shuffle", "drop-last"):
+        c.get(cfg, k, "config", "bool")
+    if options is not None:
+        missing = sorted(options - set(cfg))
+        extra = sorted(set(cfg) - options)
+        c.expect(not missing, "config", "options of `train --help` missing: %s" % ", ".join(missing))
+        c.expect(not extra, "config", "keys that are no option of `train --help`: %s" % ", ".join(extra))
+    return cfg
+
+
+def check_memory(c, e, path):
+    mem = c.get(e, "memory", path, "dict")
+    if mem is None:
+        return
+    p = path + ".memory"
+    peak = c.nonneg(mem, "peak_bytes", p, "int")
+    tags = c.get(mem, "by_tag", p, "dict")
+    if tags is not None:
+        c.expect(sorted(tags) == sorted(TAGS), p + ".by_tag", "tags %s, expected %s" % (sorted(tags), sorted(TAGS)))
+        for t in TAGS:
+            v = c.nonneg(tags, t, p + ".by_tag", "int")
+            if v is not None and peak is not None:
+                c.expect(v <= peak, "%s.by_tag.%s" % (p, t), "peak of one tag (%d) above the total peak (%d)" % (v, peak))
+        if peak is not None and all(isinstance(tags.get(t), (int, float)) for t in TAGS):
+            c.expect(peak <= sum(tags[t] for t in TAGS), p + ".peak_bytes",
+                     "total peak %d above the sum of the tags' peaks %d" % (peak, sum(tags[t] for t in TAGS)))
+    c.nonneg(mem, "device_used_bytes", p, "int")
+    rss = c.nonneg(mem, "host_peak_rss_bytes", p, "int")
+    if rss is not None:
+        c.expect(rss == 0 or rss >= 1 << 20, p + ".host_peak_rss_bytes", "%d: a process is at least 1 MiB (bytes, not KiB?)" % rss)
+
+
+def check_traffic(c, e, path):
+    tr = c.get(e, "traffic", path, "dict")
+    if tr is None:
+        return None
+    p = path + ".traffic"
+    v = {k: c.nonneg(tr, k, p, "int") for k in
+         ("bytes_sent", "bytes_received", "messages", "messages_sent", "messages_received", "dropped")}
+    if None in v.values():
+        return None
+    c.expect(v["messages"] == v["messages_sent"] + v["messages_received"], p + ".messages",
+             "%d != messages_sent + messages_received (%d)" % (v["messages"], v["messages_sent"] + v["messages_received"]))
+    c.expect((v["bytes_sent"] > 0) == (v["messages_sent"] > 0), p, "bytes_sent and messages_sent disagree on zero")
+    c.expect((v["bytes_received"] > 0) == (v["messages_received"] > 0), p,
+             "bytes_received and messages_received disagree on zero")
+    if v["messages_sent"]:
+        c.expect(v["bytes_sent"] >= v["messages_sent"], p, "fewer bytes than messages sent: every message has a header")
+    return v
+
+
+def check_time(c, e, path, cfg, run):
+    ts = c.get(e, "time_s", path, "dict")
+    if ts is None:
+        return None
+    p = path + ".time_s"
+    step = c.get(ts, "step", p, "dict")
+    d = {}
+    if step is not None:
+        d = {k: c.nonneg(step, k, p + ".step") for k in DIST}
+        if None not in d.values():
+            c.expect(d["min"] <= d["median"] <= d["max"], p + ".step", "median %g not within [min %g, max %g]"
+                     % (d["median"], d["min"], d["max"]))
+            c.expect(d["min"] <= d["p95"] <= d["max"], p + ".step", "p95 not within [min, max]")
+            c.expect(d["median"] <= d["p95"], p + ".step", "p95 below the median")
+            c.expect(d["min"] * (1 - REL) <= d["mean"] <= d["max"] * (1 + REL), p + ".step", "mean not within [min, max]")
+    phases = c.get(ts, "phases", p, "dict")
+    ph = {}
+    if phases is not None:
+        c.expect(sorted(phases) == sorted(PHASES), p + ".phases", "phases %s, expected %s" % (sorted(phases), PHASES))
+        ph = {k: c.nonneg(phases, k, p + ".phases") for k in PHASES}
+    busy = c.nonneg(ts, "busy", p)
+    gemm = c.nonneg(ts, "gemm", p, required=False)
+    timed = c.nonneg(ts, "timed_steps", p, "int")
+    if ph and None not in ph.values():
+        if busy is not None:
+            want = sum(ph[k] for k in BUSY_PHASES)
+            c.expect(close(busy, want, 1e-9), p + ".busy", "%g != data+forward+backward+optimizer (%g)" % (busy, want))
+        if d.get("mean") is not None and timed:
+            # comm_exposed is the step's remainder clamped at 0: the six phases add up to at least the step
+            total = sum(ph[k] for k in STEP_PHASES)
+            c.expect(total >= d["mean"] * (1 - 1e-6) - 1e-9, p + ".phases",
+                     "the six phases (%g s) add up to less than the mean step (%g s)" % (total, d["mean"]))
+        if gemm is not None:
+            c.expect(gemm <= (ph["forward"] + ph["backward"]) * 1.05 + 1e-4, p + ".gemm",
+                     "GEMM seconds %g above forward+backward %g" % (gemm, ph["forward"] + ph["backward"]))
+        if cfg.get("sync") == "none" or (run or {}).get("world") == 1:
+            c.expect(ph["comm_total"] <= 1e-3, p + ".phases.comm_total", "%g s of communication with nothing to talk to"
+                     % ph["comm_total"])
+    if timed is not None and isinstance(cfg.get("steps"), int) and isinstance(cfg.get("warmup"), int) and cfg["steps"] > 0:
+        s, w = cfg["steps"], cfg["warmup"]
+        c.expect(timed == (s - w if w < s else s), p + ".timed_steps", "%d, expected steps - warmup = %d"
+                 % (timed, s - w if w < s else s))
+    if timed and d.get("mean") is not None and run and isinstance(run.get("wall_s"), (int, float)):
+        c.expect(d["mean"] * timed <= run["wall_s"] * 1.01 + 1e-3, p + ".step",
+                 "timed steps (%g s) take longer than the whole run (%g s): seconds?" % (d["mean"] * timed, run["wall_s"]))
+    return d
+
+
+# ---- train report: ranks and summary --------------------------------------------------------
+
+
+def check_server(c, e, path, run, rep):
+    """A dedicated parameter server's entry: its id, no samples, its own time_s block."""
+    sid = c.nonneg(e, "server", path, "int")
+    n = (run or {}).get("world")
+    if sid is not None and isinstance(e.get("rank"), int) and isinstance(n, int):
+        c.expect(e["rank"] == n + sid, path + ".rank", "%d, a server's is world + server id = %d" % (e["rank"], n + sid))
+    samples = c.nonneg(e, "samples", path, "int")
+    c.expect(samples in (None, 0), path + ".samples", "a server trains on no samples")
+    ts = c.get(e, "time_s", path, "dict")
+    if ts is None:
+        return
+    p = path + ".time_s"
+    busy, total = c.nonneg(ts, "busy", p), c.nonneg(ts, "busy_total", p)
+    serve, steps = c.nonneg(ts, "serve", p), c.nonneg(ts, "steps", p, "int")
+    want = (rep.get("summary") or {}).get("steps")
+    if steps is not None and isinstance(want, int):
+        c.expect(steps == want, p + ".steps", "%d updates, the run had %d steps" % (steps, want))
+    if None not in (busy, total, steps) and steps:
+        c.expect(close(busy, total / steps), p + ".busy", "%g != busy_total / steps (%g)" % (busy, total / steps))
+    if None not in (total, serve):
+        c.expect(total <= serve * (1 + REL) + 1e-6, p + ".busy_total", "busy %g s longer than serving %g s" % (total, serve))
+    if serve is not None and run and isinstance(run.get("wall_s"), (int, float)):
+        c.expect(serve <= run["wall_s"] + 5, p + ".serve", "served %g s in a run of %g s: seconds?" % (serve, run["wall_s"]))
+
+
+
+def check_ranks(c, rep, cfg, run, expect):
+    ranks = c.get(rep, "ranks", "", "list")
+    if ranks is None:
+        return [], []
+    workers, servers = [], []
+    for i, e in enumerate(ranks):
+        path = "ranks[%d]" % i
+        if not c.expect(isinstance(e, dict), path, "not an object"):
+            continue
+        role = c.get(e, "role", path, "str")
+        c.expect(role in ("worker", "server"), path + ".role", "expected worker or server, got %r" % role)
+        c.nonneg(e, "rank", path, "int")
+        c.get(e, "device", path, "str")
+        c.expect(not any(k.startswith("_") for k in e), path, "internal keys left in: %s"
+                 % [k for k in e if k.startswith("_")])
+        check_memory(c, e, path)
+        e["_traffic"] = check_traffic(c, e, path)
+        if role == "server":
+            servers.append(e)
+            check_server(c, e, path, run, rep)
+            continue
+        workers.append(e)
+        c.nonneg(e, "samples", path, "int")
+        e["_step"] = check_time(c, e, path, cfg, run)
+    ids = sorted(e.get("rank") for e in workers if isinstance(e.get("rank"), int))
+    n = (run or {}).get("world")
+    if isinstance(n, int):
+        c.expect(ids == list(range(n)), "ranks", "worker ranks %s, expected 0..%d once each" % (ids, n - 1))
+        c.expect(cfg.get("ranks") in (None, n), "config.ranks", "%s but run.world is %d" % (cfg.get("ranks"), n))
+    order = [e.get("role") for e in ranks if isinstance(e, dict)]
+    c.expect(order == sorted(order, key=lambda r: r != "worker"), "ranks", "servers must follow the workers")
+    dedicated = cfg.get("sync") == "ps" and cfg.get("ps-placement") == "dedicated"
+    want_servers = cfg.get("ps-servers", 1) if dedicated else 0
+    c.expect(len(servers) == want_servers, "ranks", "%d server entries, expected %d (sync %s, placement %s)"
+             % (len(servers), want_servers, cfg.get("sync"), cfg.get("ps-placement")))
+    sids = sorted(e.get("rank") for e in servers if isinstance(e.get("rank"), int))
+    c.expect(len(set(sids)) == len(sids), "ranks", "server ids not unique: %s" % sids)
+    if cfg.get("global-batch") == 0 and workers:
+        counts = {e.get("samples") for e in workers}
+        c.expect(len(counts) == 1, "ranks[].samples", "per-rank batches, yet workers saw different counts %s"
+                 % sorted(counts))
+    check_traffic_expectations(c, cfg, workers, servers, n, rep)
+    for k, v in expect.items():
+        if k == "world":
+            c.expect(n == int(v), "run.world", "%s, expected %s" % (n, v))
+        elif k == "sync":
+            c.expect(cfg.get("sync") == v, "config.sync", "%s, expected %s" % (cfg.get("sync"), v))
+        elif k == "servers":
+            c.expect(len(servers) == int(v), "ranks", "%d server entries, expected %s" % (len(servers), v))
+    return workers, servers
+
+
+def param_bytes(cfg):
+    layers = cfg.get("layers") or []
+    return 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
+
+
+def check_traffic_expectations(c, cfg, workers, servers, n, rep):
+    """Units sanity: a back end that moves the gradient every step moves at least that many bytes."""
+    sync, steps = cfg.get("sync"), (rep.get("summary") or {}).get("steps")
+    G = param_bytes(cfg)
+    if not isinstance(steps, int) or not G or not isinstance(n, int):
+        return
+    floors = {}  # rank -> (bytes_sent floor, bytes_received floor)
+    if sync == "none" or (n == 1 and not servers):
+        for e in workers + servers:
+            t = e.get("_traffic")
+            if t:
+                c.expect(t["bytes_sent"] == 0 and t["bytes_received"] == 0, "ranks[rank %s].traffic" % e.get("rank"),
+                         "one process alone moved bytes across a process boundary")
+        return
+    if sync == "ring" and n > 1:
+        per = 2 * (n - 1) / n * G * steps
+        floors = {e.get("rank"): (per, per) for e in workers}
+    elif sync == "ps" and cfg.get("ps-mode", "push") == "push":
+        if cfg.get("ps-placement") == "dedicated":
+            floors = {e.get("rank"): (G * steps, G * steps) for e in workers}
+        else:
+            floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
+            floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
+    if sync == "ps" and servers:
+        K = len(servers)
+        for e in servers:
+            t = e.get("_traffic")
+            if t:
+                floor = n * G * steps / K
+                for key in ("bytes_sent", "bytes_received"):
+                    c.expect(t[key] >= 0.9 * floor, "ranks[server %s].traffic.%s" % (e.get("server"), key),
+                             "%d bytes, below its shard of every worker's gradient over %d steps (%d)"
+                             % (t[key], steps, floor))
+    for e in workers:
+        t, f = e.get("_traffic"), floors.get(e.get("rank"))
+        if not t or not f:
+            continue
+        for key, floor in zip(("bytes_sent", "bytes_received"), f):
+            c.expect(t[key] >= 0.95 * floor, "ranks[rank %s].traffic.%s" % (e.get("rank"), key),
+                     "%d bytes, below the %d the gradient alone needs over %d steps" % (t[key], floor, steps))
+
+
+def worker_ratio(workers, value):
+    vals = [value(e) for e in workers]
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    s = sum(vals)
+    return max(vals) / (s / len(vals)) if s > 0 else 1.0
+
+
+def check_summary(c, rep, cfg, workers):
+    s = c.get(rep, "summary", "", "dict")
+    if s is None:
+        return
+    samples = c.nonneg(s, "samples", "summary", "int")
+    steps = c.nonneg(s, "steps", "summary", "int")
+    if steps is not None:
+        c.expect(steps >= 1, "summary.steps", "no steps")
+        if isinstance(cfg.get("steps"), int) and cfg["steps"] > 0:
+            c.expect(steps == cfg["steps"], "summary.steps", "%d, config.steps is %d" % (steps, cfg["steps"]))
+    if samples is not None and workers:
+        got = sum(e.get("samples", 0) for e in workers if isinstance(e.get("samples"), (int, float)))
+        c.expect(samples == got, "summary.samples", "%d != the sum over worker ranks (%d)" % (samples, got))
+    thr = c.nonneg(s, "throughput_samples_per_s", "summary")
+    st = c.nonneg(s, "step_time_s", "summary")
+    r0 = [e for e in workers if e.get("rank") == 0]
+    r0step = r0[0].get("_step") if r0 else None
+    if st is not None and r0step and r0step.get("median") is not None:
+        c.expect(close(st, r0step["median"]), "summary.step_time_s", "%g != rank 0's median step %g"
+                 % (st, r0step["median"]))
+    if thr is not None and samples and steps and r0step and r0step.get("mean"):
+        per_step = thr * r0step["mean"]
+        want = samples / steps
+        c.expect(0.5 * want <= per_step <= 2 * want, "summary.throughput_samples_per_s",
+                 "%g samples/s x %g s per step = %g samples per step, the run did %g: samples per second?"
+                 % (thr, r0step["mean"], per_step, want))
+    loss = c.nonneg(s, "final_loss", "summary")
+    for k in ("final_train_accuracy", "final_accuracy"):
+        a = c.nonneg(s, k, "summary")
+        if a is not None:
+            c.expect(a <= 1, "summary." + k, "%g: a fraction in [0, 1]" % a)
+    c.nonneg(s, "final_eval_loss", "summary")
+    curve = c.get(s, "loss_curve", "summary", "list")
+    if curve is not None and steps is not None:
+        c.expect(len(curve) == steps, "summary.loss_curve", "%d points, summary.steps is %d" % (len(curve), steps))
+        okpts = all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) for x in p) for p in curve)
+        if c.expect(okpts, "summary.loss_curve", "points must be [step, loss]"):
+            c.expect([p[0] for p in curve] == list(range(len(curve))), "summary.loss_curve", "steps not 0..steps-1")
+            c.expect(all(math.isfinite(p[1]) and p[1] >= 0 for p in curve), "summary.loss_curve",
+                     "a loss is negative or not finite")
+            if curve and loss is not None:
+                c.expect(close(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g"
+                         % (loss, curve[-1][1]))
+    ev = c.get(s, "eval_curve", "summary", "list")
+    if ev is not None:
+        okpts = all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p) for p in ev)
+        if c.expect(okpts and ev, "summary.eval_curve", "points must be [step, accuracy, loss], at least the final one"):
+            c.expect(all(a[0] < b[0] for a, b in zip(ev, ev[1:])), "summary.eval_curve", "steps not increasing")
+            c.expect(all(0 <= p[1] <= 1 and p[2] >= 0 for p in ev), "summary.eval_curve", "accuracy outside [0, 1] or loss < 0")
+            if steps is not None:
+                c.expect(ev[-1][0] == steps, "summary.eval_curve", "last point at step %s, expected %d" % (ev[-1][0], steps))
+            if isinstance(s.get("final_accuracy"), (int, float)):
+                c.expect(close(ev[-1][1], s["final_accuracy"]), "summary.final_accuracy", "!= the eval curve's last accuracy")
+    imb = c.get(s, "imbalance", "summary", "dict")
+    if imb is not None:
+        recompute = {
+            "memory": worker_ratio(workers, lambda e: (e.get("memory") or {}).get("peak_bytes")),
+            "traffic": worker_ratio(workers, lambda e: (e["_traffic"]["bytes_sent"] + e["_traffic"]["bytes_received"])
+                                    if e.get("_traffic") else None),
+            "busy_time": worker_ratio(workers, lambda e: (e.get("time_s") or {}).get("busy")),
+        }
+        for k, want in recompute.items():
+            v = c.get(imb, k, "summary.imbalance", "num")
+            if v is None:
+                continue
+            c.expect(v >= 1 - REL, "summary.imbalance." + k, "%g < 1: max/mean is at least 1" % v)
+            if want is not None:
+                c.expect(close(v, want, 1e-6), "summary.imbalance." + k,
+                         "%g != max/mean over the worker ranks (%g)" % (v, want))
+    pred = c.get(s, "prediction", "summary", "dict", required=False)
+    if pred is not None:
+        model = c.get(pred, "model", "summary.prediction", "str")
+        c.expect(model == "alpha-beta", "summary.prediction.model", "%r, expected alpha-beta" % model)
+        for k in ("alpha_s", "beta_s_per_byte", "step_comm_s"):
+            c.nonneg(pred, k, "summary.prediction")
+        c.get(pred, "source", "summary.prediction", "str", required=False)
+
+
+def check_train(rep, options, expect):
+    c = Checker()
+    run = check_run(c, rep)
+    check_env(c, rep)
+    cfg = check_config(c, rep, options)
+    workers, _ = check_ranks(c, rep, cfg, run, expect)
+    check_summary(c, rep, cfg, workers)
+    known = {"schema", "run", "env", "config", "ranks", "summary"}
+    c.expect(not (set(rep) - known), "", "unknown top-level keys %s (document them)" % sorted(set(rep) - known))
+    return c.problems
+
+
+# ---- bench report -------------------------------------------------------------------------
+
+
+def check_bench(rep, options, expect):
+    c = Checker()
+    run = c.get(rep, "run", "", "dict")
+    if run is not None:
+        for k in ("started", "git", "host", "cmdline"):
+            c.get(run, k, "run", "str")
+    check_env(c, rep)
+    cfg = c.get(rep, "config", "", "dict") or {}
+    for k in ("collective", "op", "type", "sync", "device", "time", "busbw"):
+        c.get(cfg, k, "config", "str")
+    n = c.nonneg(cfg, "ranks", "config", "int")
+    for k in ("min_bytes", "max_bytes", "step_factor", "warmup_iters", "iters"):
+        c.nonneg(cfg, k, "config", "int")
+    c.nonneg(cfg, "timeout_s", "config")
+    check = c.get(cfg, "check", "config", "bool")
+    rows = c.get(rep, "rows", "", "list")
+    if rows is None:
+        return c.problems
+    factor = 2.0 * (n - 1) / n if n and n > 1 else 0.0
+    wrong_sum, busbw = 0, []
+    for i, r in enumerate(rows):
+        p = "rows[%d]" % i
+        size = c.nonneg(r, "size_bytes", p, "int")
+        count = c.nonneg(r, "count", p, "int")
+        t = c.nonneg(r, "time_us", p)
+        alg = c.nonneg(r, "algbw_gbps", p)
+        bus = c.nonneg(r, "busbw_gbps", p)
+        if size is not None and count is not None:
+            c.expect(size == 4 * count, p, "size_bytes %d != 4 x count %d floats" % (size, count))
+        if size and t and alg is not None:
+            want = size / (t * 1e-6) / 1e9
+            c.expect(close(alg, want, 1e-6), p + ".algbw_gbps", "%g GB/s != size / time (%g GB/s)" % (alg, want))
+        if alg is not None and bus is not None:
+            c.expect(close(bus, alg * factor, 1e-6), p + ".busbw_gbps", "%g != algbw x 2(N-1)/N (%g)" % (bus, alg * factor))
+            busbw.append(bus)
+        if check:
+            w = c.nonneg(r, "wrong", p, "int")
+            wrong_sum += w or 0
+        else:
+            c.expect(r.get("wrong", 0) is None, p + ".wrong", "null when --check 0")
+        per = c.get(r, "rank_time_us", p, "list")
+        if per is not None and t is not None:
+            c.expect(len(per) == n, p + ".rank_time_us", "%d entries for %s ranks" % (len(per), n))
+            c.expect(per and close(max(per), t), p + ".time_us", "!= the slowest rank's median (%s)" % per)
+    sizes = [r.get("size_bytes") for r in rows if isinstance(r, dict)]
+    c.expect(sizes == sorted(sizes), "rows", "sizes not ascending")
+    s = c.get(rep, "summary", "", "dict")
+    if s is not None:
+        avg = c.get(s, "avg_busbw_gbps", "summary", "num")
+        if avg is not None and busbw:
+            c.expect(close(avg, sum(busbw) / len(busbw)), "summary.avg_busbw_gbps", "!= the mean of the rows' busbw")
+        w = c.get(s, "wrong", "summary", "int")
+        if w is not None:
+            c.expect(w == (wrong_sum if check else -1), "summary.wrong", "%d, rows say %d" % (w, wrong_sum if check else -1))
+        tr = c.get(s, "traffic", "summary", "list")
+        if tr is not None:
+            c.expect([e.get("rank") for e in tr] == list(range(n or 0)), "summary.traffic", "not one entry per rank 0..N-1")
+            for i, e in enumerate(tr):
+                for k in ("bytes_sent", "bytes_received", "messages_sent", "messages_received", "dropped"):
+                    c.nonneg(e, k, "summary.traffic[%d]" % i, "int")
+    for k, v in expect.items():
+        if k == "world":
+            c.expect(n == int(v), "config.ranks", "%s, expected %s" % (n, v))
+        elif k == "sync":
+            c.expect(cfg.get("sync") == v, "config.sync", "%s, expected %s" % (cfg.get("sync"), v))
+    return c.problems
+
+
+# ---- matrix summary and claims ------------------------------------------------------------
+
+ROW_METRICS = ["throughput_samples_per_s", "step_time_median_s", "step_time_p95_s", "comm_exposed_s",
+               "comm_total_s", "predicted_comm_s", "comm_ratio", "mem_peak_max_bytes", "mem_peak_min_bytes",
+               "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "imbalance_memory",
+               "imbalance_traffic", "imbalance_busy_time", "final_loss", "final_accuracy"]
+
+
+def check_matrix(rep, options, expect):
+    c = Checker()
+    for k in ("name", "matrix", "written"):
+        c.get(rep, k, "", "str")
+    for k in ("complete", "interrupted"):
+        c.get(rep, k, "", "bool")
+    planned, done, failed = (c.nonneg(rep, k, "", "int") for k in ("runs_planned", "runs_done", "runs_failed"))
+    c.nonneg(rep, "timeout_s", "")
+    if rep.get("prediction") is not None:
+        pr = c.get(rep, "prediction", "", "dict")
+        if pr is not None:
+            for k in ("alpha_s", "beta_s_per_byte"):
+                c.nonneg(pr, k, "prediction")
+            c.get(pr, "source", "prediction", "str")
+    axes = c.get(rep, "axes", "", "list") or []
+    runs = c.get(rep, "runs", "", "list")
+    if runs is None:
+        return c.problems
+    if done is not None:
+        c.expect(done == len(runs), "runs_done", "%d, runs holds %d rows" % (done, len(runs)))
+    if planned is not None and done is not None:
+        c.expect(done <= planned, "runs_done", "more runs done than planned")
+    nbad = 0
+    for i, r in enumerate(runs):
+        p = "runs[%d]" % i
+        c.get(r, "cell", p, "str")
+        c.nonneg(r, "repeat", p, "int")
+        ax = c.get(r, "axes", p, "dict")
+        if ax is not None:
+            c.expect(sorted(ax) == sorted(axes), p + ".axes", "keys %s, the matrix's axes are %s" % (sorted(ax), axes))
+        status = c.get(r, "status", p, "str")
+        c.expect(status in ("ok", "failed", "timeout"), p + ".status", "%r" % status)
+        nbad += status != "ok"
+        c.get(r, "exit_code", p, "int")
+        c.get(r, "error", p, "str")
+        c.nonneg(r, "wall_s", p)
+        c.get(r, "resumed", p, "bool")
+        rp = c.get(r, "report", p, "str")
+        if status == "ok" and rp is not None:
+            c.expect(rp.endswith("-r%s.json" % r.get("repeat")), p + ".report", "%r: not <cell>-r<k>.json" % rp)
+        for k in ROW_METRICS:
+            if not isinstance(r, dict) or r.get(k) is None:
+                c.expect(isinstance(r, dict) and k in r, "%s.%s" % (p, k), "missing (null when unknown)")
+            else:
+                c.get(r, k, p, "num")
+    if failed is not None:
+        c.expect(failed == nbad, "runs_failed", "%d, rows with a status other than ok: %d" % (failed, nbad))
+    return c.problems
+
+
+def check_claims(doc):
+    c = Checker()
+    if not c.expect(isinstance(doc, list), "", "claims.json is an array of claims"):
+        return c.problems
+    ids = []
+    for i, cl in enumerate(doc):
+        p = "[%d]" % i
+        ids.append(c.get(cl, "claim", p, "int"))
+        c.get(cl, "text", p, "str")
+        v = c.get(cl, "verdict", p, "str")
+        c.expect(v in ("PASS", "FAIL", "NOT-RUN"), p + ".verdict", "%r, expected PASS, FAIL or NOT-RUN" % v)
+        c.get(cl, "numbers", p, "dict")
+        c.get(cl, "why", p, "str")
+    c.expect(ids == list(range(1, 7)), "", "claims %s, expected 1..6 in order" % ids)
+    return c.problems
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+
+def validate_file(path, options, expect):
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        return ["unreadable: %s" % e]
+    if os.path.basename(path) == "claims.json":
+        return check_claims(rep)
+    if not isinstance(rep, dict):
+        return ["not a JSON object"]
+    schema = rep.get("schema")
+    if schema == REPORT_SCHEMA:
+        return check_train(rep, options, expect)
+    if schema == BENCH_SCHEMA:
+        return check_bench(rep, options, expect)
+    if schema == MATRIX_SCHEMA:
+        return check_matrix(rep, options, expect)
+    return ["schema: %r is not %s, %s or %s (readers refuse other versions)"
+            % (schema, REPORT_SCHEMA, BENCH_SCHEMA, MATRIX_SCHEMA)]
+
+
+def main(argv):
+    files, options, expect = [], None, {}
+    it = iter(argv)
+    for a in it:
+        if a in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        if a == "--options":
+            with open(next(it, "")) as f:
+                options = help_options(f.read())
+        elif a == "--expect":
+            k, _, v = next(it, "").partition("=")
+            if k not in ("world", "sync", "servers") or not v:
+                print("validate_report.py: --expect world=N | sync=NAME | servers=K", file=sys.stderr)
+                return 2
+            expect[k] = v
+        elif a.startswith("-"):
+            print("validate_report.py: unknown option %s (see --help)" % a, file=sys.stderr)
+            return 2
+        else:
+            files.append(a)
+    if not files:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    bad = 0
+    for path in files:
+        problems = validate_file(path, options, expect)
+        if problems:
+            bad += 1
+            for p in problems:
+                print("%s: %s" % (path, p))
+        else:
+            print("ok %s" % path)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
