@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# demo.sh - the main job on an embedded default: CPU, synthetic data
-set -euo pipefail
+# demo.sh - the main job on an embedded default (CPU, synthetic data): the quick matrix, the claims, the plots
+set -uo pipefail
 bin=${1:-build/ringside}
 out=${RINGSIDE_DEMO_OUT:-results/demo}
-mkdir -p "$out"
-echo "# ringside demo: one rank on the CPU, synthetic data (784-256-10, 300 steps)"
-"$bin" train --device cpu --data synthetic --layers 784,256,10 --batch 64 --steps 300 \
-    --eval-every 100 --report "$out/train.json"
-echo "# report: $out/train.json"
+cd "$(dirname "$0")/.."
+echo "# ringside demo: ps and ring at N = 1, 2, 4 on the CPU with synthetic data -> $out"
+"$bin" matrix experiments/matrices/quick.json --out "$out"
+mrc=$?
+"$bin" claims "$out"
+crc=$?
+if py=$(bash plots/find_python.sh 2>/dev/null); then
+    "$py" plots/plot.py "$out" && echo "# figures: $out/index.html"
+else
+    bash plots/find_python.sh   # says how to get matplotlib
+fi
+echo "# reports: $out/   summary: $out/summary.csv   claims: $out/claims.json"
+[ $mrc = 0 ] && [ $crc = 0 ]
