@@ -83,7 +83,11 @@ cJSON *report_env_json(void) {
     cJSON_AddStringToObject(env, "cjson", cJSON_Version());
     cJSON_AddStringToObject(env, "zlib", zlibVersion());
 #ifdef OPENBLAS_VERSION
-    cJSON_AddStringToObject(env, "blas", OPENBLAS_VERSION);
+    const char *blas = OPENBLAS_VERSION; /* " OpenBLAS 0.3.21 ": trim the spaces */
+    while (*blas == ' ') blas++;
+    snprintf(buf, sizeof buf, "%s", blas);
+    for (size_t k = strlen(buf); k > 0 && buf[k - 1] == ' ';) buf[--k] = 0;
+    cJSON_AddStringToObject(env, "blas", buf);
 #else
     cJSON_AddStringToObject(env, "blas", "cblas");
 #endif
