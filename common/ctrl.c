@@ -254,13 +254,15 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
     int linger = 2000, one = 1;
     double deadline = clock_now() + timeout;
     if (c->member == 0) {
+        char here[300];
+        snprintf(here, sizeof here, "tcp://%s:%d", e->bind[0] ? e->bind : e->addr, e->port);
         c->sock = zmq_socket(c->zctx, ZMQ_ROUTER);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-        if (zmq_bind(c->sock, c->where) != 0) {
+        if (zmq_bind(c->sock, here) != 0) {
             int en = zmq_errno();
             rc = rs_error(en == EADDRINUSE ? RS_ERR_INPUT : RS_ERR_RUNTIME, "control plane: cannot bind %s: %s%s",
-                          c->where, zmq_strerror(en), en == EADDRINUSE ? " (MASTER_PORT in use: choose another)" : "");
+                          here, zmq_strerror(en), en == EADDRINUSE ? " (MASTER_PORT in use: choose another)" : "");
             goto err;
         }
         c->endpoints[0] = strdup(endpoint ? endpoint : "");

@@ -13,6 +13,8 @@ typedef struct {
     int servers;         /* dedicated parameter-server processes (members after the workers) */
     int local_rank, local_world;
     char addr[256];      /* MASTER_ADDR */
+    char bind[256];      /* this host's address on the route to MASTER_ADDR: where data-plane
+                          * sockets bind (loopback when MASTER_ADDR is loopback) */
     int port;            /* MASTER_PORT */
     char token[80];      /* job token (hex); every message carries it */
     char source[32];     /* "ringside", "torchrun", "slurm", "openmpi" or "none" */
@@ -30,6 +32,11 @@ typedef struct Ctrl Ctrl;
  * RINGSIDE_SERVERS gives their count. No launcher variables: e->launched = 0, one rank.
  * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
 int rankenv_detect(RankEnv *e);
+
+/* The numeric IPv4 address of this host's interface on the route to host (a name or an
+ * address), written into out; "127.0.0.1" for loopback. RS_ERR_INPUT when host cannot be
+ * resolved. Sends nothing (a UDP connect only picks the route). */
+int rankenv_route_addr(const char *host, char *out, size_t len);
 
 /* Joins the job's control plane over zctx (a ZeroMQ context the caller owns and terminates
  * after ctrl_close and the data plane's sockets are closed): member 0 binds a ROUTER on addr:port, every other member

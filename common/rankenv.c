@@ -2,7 +2,11 @@
 #include "ctrl.h"
 #include "err.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +59,29 @@ static int rankenv_launcher(RankEnv *e) {
     return RS_OK;
 }
 
+int rankenv_route_addr(const char *host, char *out, size_t len) {
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    int g = getaddrinfo(host, "9", &hints, &res);
+    if (g != 0 || !res) return rs_error(RS_ERR_INPUT, "MASTER_ADDR '%s': cannot resolve: %s", host, gai_strerror(g));
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), rc = RS_ERR_INPUT;
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&me, &ml) == 0 && inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)len))
+        rc = RS_OK;
+    else
+        rs_error(RS_ERR_INPUT, "MASTER_ADDR '%s': no route from this host: %s", host, strerror(errno));
+    if (fd >= 0) close(fd);
+    freeaddrinfo(res);
+    return rc;
+}
+
 int rankenv_detect(RankEnv *e) {
     memset(e, 0, sizeof *e);
     e->world = 1;
     e->local_world = 1;
     snprintf(e->addr, sizeof e->addr, "127.0.0.1");
+    snprintf(e->bind, sizeof e->bind, "127.0.0.1");
     snprintf(e->source, sizeof e->source, "none");
     RS_TRY(rankenv_launcher(e));
 
@@ -91,6 +113,7 @@ int rankenv_detect(RankEnv *e) {
     }
     if (addr && *addr) snprintf(e->addr, sizeof e->addr, "%s", addr);
     e->port = port;
+    RS_TRY(rankenv_route_addr(e->addr, e->bind, sizeof e->bind));
     const char *tok = getenv("RINGSIDE_JOB_TOKEN");
     if (tok && *tok) {
         if (strlen(tok) >= sizeof e->token || strspn(tok, "0123456789abcdefABCDEF") != strlen(tok))
