@@ -23,15 +23,17 @@ struct Ctrl {
     unsigned long long messages, dropped;
 };
 
-/* A received multipart message: frames[0] is the ROUTER identity on member 0. */
+/* A received multipart message, every frame kept: frames[0] is the ROUTER identity on member 0. */
 typedef struct {
-    int n;
-    zmq_msg_t f[8];
+    int n, cap;
+    zmq_msg_t *f;
 } Msg;
 
 static void msg_close(Msg *m) {
     for (int i = 0; i < m->n; i++) zmq_msg_close(&m->f[i]);
-    m->n = 0;
+    free(m->f);
+    m->f = NULL;
+    m->n = m->cap = 0;
 }
 
 /* Frame i as a NUL-terminated copy in buf. */
@@ -57,7 +59,7 @@ static char *msg_strdup(Msg *m, int i) {
 
 /* Receives one whole message within deadline (monotonic seconds). 0, or RS_ERR_PEER on timeout. */
 static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
-    m->n = 0;
+    *m = (Msg){0};
     for (;;) {
         double left = deadline - clock_now();
         if (left <= 0) return RS_ERR_PEER;
@@ -78,8 +80,17 @@ static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
                 return zmqCheck(-1);
             }
             more = zmq_msg_more(&tmp);
-            if (m->n < 8) m->f[m->n++] = tmp;
-            else zmq_msg_close(&tmp);
+            if (m->n == m->cap) {
+                int cap = m->cap ? 2 * m->cap : 8;
+                zmq_msg_t *f = cap <= CTRL_MAX_FRAMES ? realloc(m->f, (size_t)cap * sizeof *f) : NULL;
+                if (!f) { /* more frames than any message of ours has: drop the rest */
+                    zmq_msg_close(&tmp);
+                    continue;
+                }
+                m->f = f;
+                m->cap = cap;
+            }
+            m->f[m->n++] = tmp;
         }
         c->messages++;
         return RS_OK;
@@ -201,29 +212,8 @@ static int ctrl_join_member(Ctrl *c, const char *canonical, const char *endpoint
             return rs_error(RS_ERR_INPUT, "rank 0 refused this process: %s", buf);
         }
         if (!strcmp(type, "WELCOME") && m.n >= 1) {
-            /* endpoints may exceed the 8 frames a Msg keeps: read the rest directly */
-            int got = m.n - 1;
-            for (int i = 0; i < got && i < c->members; i++) c->endpoints[i] = msg_strdup(&m, 1 + i);
-            int more = zmq_msg_more(&m.f[m.n - 1]);
+            for (int i = 0; i + 1 < m.n && i < c->members; i++) c->endpoints[i] = msg_strdup(&m, 1 + i);
             msg_close(&m);
-            for (int i = got; more; i++) {
-                zmq_msg_t f;
-                zmq_msg_init(&f);
-                if (zmq_msg_recv(&f, c->sock, 0) < 0) {
-                    zmq_msg_close(&f);
-                    return zmqCheck(-1);
-                }
-                more = zmq_msg_more(&f);
-                if (i < c->members) {
-                    size_t n = zmq_msg_size(&f);
-                    c->endpoints[i] = malloc(n + 1);
-                    if (c->endpoints[i]) {
-                        memcpy(c->endpoints[i], zmq_msg_data(&f), n);
-                        c->endpoints[i][n] = 0;
-                    }
-                }
-                zmq_msg_close(&f);
-            }
             for (int i = 0; i < c->members; i++)
                 if (!c->endpoints[i]) return rs_error(RS_ERR_PEER, "control plane: incomplete endpoint list from rank 0");
             return RS_OK;

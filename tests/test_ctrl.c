@@ -85,7 +85,7 @@ static int member_full(int member, int world, int port, void *arg) {
 }
 
 static void test_join_barrier_gather(void) {
-    for (int world = 1; world <= 5; world++) {
+    for (int world = 1; world <= 10; world += world < 5 ? 1 : 4) { /* 1-5 and 9: more endpoints than a message once kept */
         int st[16];
         run_members(world, member_full, NULL, st);
         for (int i = 0; i < world; i++) CHECK_MSG(st[i] == 0, "world %d member %d exit %d", world, i, st[i]);
@@ -195,7 +195,7 @@ static void test_rankenv(void) {
     setenv("SLURM_NTASKS", "8", 1);
     setenv("SLURM_LOCALID", "1", 1);
     setenv("SLURM_NTASKS_PER_NODE", "4(x2)", 1);
-    setenv("MASTER_ADDR", "node1", 1);
+    setenv("MASTER_ADDR", "localhost", 1);
     setenv("MASTER_PORT", "29501", 1);
     CHECK(rankenv_detect(&e) == RS_OK && e.member == 3 && e.world == 8 && e.local_rank == 1 &&
           e.local_world == 4 && !strcmp(e.source, "slurm"));
