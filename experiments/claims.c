@@ -247,7 +247,7 @@ static void claim3(const ClaimsSet *s, Claim *c) {
     const ClaimsRun *ps[512], *ring[512];
     int nf = families(s, fam), pairs = 0, bad = 0;
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "series");
-    claim_line(c, "rule: comm_total per step (mean over ranks); ps grows: largest N >= %.1fx smallest; ring about flat: growth <= %.1fx or below ps's",
+    claim_line(c, "rule: comm_total per step (mean over ranks, median over repeats); ps grows: largest N >= %.1fx smallest; ring about flat: growth <= %.1fx or below ps's",
                CL_PS_GROWTH_MIN, CL_RING_FLAT_MAX);
     for (int f = 0; f < nf; f++) {
         int np = series_of(s, fam[f], is_ps_colocated, ps), nr = series_of(s, fam[f], is_ring, ring);

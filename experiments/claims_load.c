@@ -1,4 +1,4 @@
-/* claims_load.c - a folder of reports into per-configuration records: parse, check schema, average repeats */
+/* claims_load.c - a folder of reports into per-configuration records: parse, check schema, median of repeats */
 #include "claims_load.h"
 #include "../common/err.h"
 #include "../common/report.h"
@@ -6,6 +6,7 @@
 #include <cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,12 @@ static double load_num(const cJSON *o, const char *a, const char *b, const char 
     return cJSON_IsNumber(o) ? o->valuedouble : NAN;
 }
 
+/* o[key] as an int: def when missing, not a number, or outside int's range (casting those is undefined). */
+static int load_int(const cJSON *o, const char *key, int def) {
+    double v = load_num(o, key, NULL, NULL);
+    return v >= -2147483648.0 && v <= 2147483647.0 ? (int)v : def;
+}
+
 static void load_str(const cJSON *config, const char *key, char *out, size_t len) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
     snprintf(out, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
@@ -80,13 +87,13 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     load_str(config, "sync", r->sync, sizeof r->sync);
     load_str(config, "ps-placement", r->placement, sizeof r->placement);
     load_str(config, "ps-mode", r->mode, sizeof r->mode);
-    r->ranks = (int)load_num(config, "ranks", NULL, NULL);
-    r->servers = (int)load_num(config, "ps-servers", NULL, NULL);
-    r->batch = (int)load_num(config, "batch", NULL, NULL);
-    double gb = load_num(config, "global-batch", NULL, NULL);
-    r->global_batch = isnan(gb) ? 0 : (int)gb;
-    r->steps = (int)load_num(config, "steps", NULL, NULL);
-    r->seed = (long long)load_num(config, "seed", NULL, NULL);
+    r->ranks = load_int(config, "ranks", 0);
+    r->servers = load_int(config, "ps-servers", 0);
+    r->batch = load_int(config, "batch", 0);
+    r->global_batch = load_int(config, "global-batch", 0);
+    r->steps = load_int(config, "steps", 0);
+    double seed = load_num(config, "seed", NULL, NULL);
+    r->seed = fabs(seed) < 9e18 ? (long long)seed : 0;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers");
     int nl = cJSON_GetArraySize(layers);
     for (int i = 0; i + 1 < nl; i++) {
@@ -100,7 +107,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     cJSON_ArrayForEach(e, ranks) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
         if (cJSON_IsString(role) && !strcmp(role->valuestring, "server")) continue;
-        int k = (int)load_num(e, "rank", NULL, NULL);
+        int k = load_int(e, "rank", -1);
         if (k < 0 || k >= CLAIMS_MAX_RANKS) return rs_error(RS_ERR_INPUT, "%s: ranks[]: rank %d out of range", path, k);
         if (k + 1 > r->nw) r->nw = k + 1;
         r->peak[k] = load_num(e, "memory", "peak_bytes", NULL);
@@ -129,18 +136,61 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     return RS_OK;
 }
 
-/* Adds run x into the running mean held by r (same configuration); x's curve is dropped. */
-static void load_merge(ClaimsRun *r, ClaimsRun *x) {
-    double w = r->repeats, v = 1.0 / (w + 1);
-    double *ra[] = {r->peak, r->sent, r->received, r->samples, r->busy, r->forward, r->comm_total, r->comm_exposed};
-    double *xa[] = {x->peak, x->sent, x->received, x->samples, x->busy, x->forward, x->comm_total, x->comm_exposed};
-    for (size_t a = 0; a < sizeof ra / sizeof ra[0]; a++)
-        for (int k = 0; k < r->nw && k < x->nw; k++) ra[a][k] = (ra[a][k] * w + xa[a][k]) * v;
-    r->pred_comm_s = isnan(r->pred_comm_s) ? x->pred_comm_s : isnan(x->pred_comm_s) ? r->pred_comm_s
-                                                                                    : (r->pred_comm_s * w + x->pred_comm_s) * v;
-    r->repeats++;
-    free(x->loss);
-    x->loss = NULL;
+/* Folds the repeats of one configuration, runs[0..n) (the same group and workers), into runs[0]:
+ * every per-rank figure and the prediction become their median over the repeats (robust to one
+ * disturbed repeat on a shared machine); runs[0] keeps its loss curve, the others' are freed. */
+static void load_fold(ClaimsRun **runs, int n) {
+    ClaimsRun *r = runs[0];
+    double x[n];
+    size_t off[] = {offsetof(ClaimsRun, peak), offsetof(ClaimsRun, sent), offsetof(ClaimsRun, received),
+                    offsetof(ClaimsRun, samples), offsetof(ClaimsRun, busy), offsetof(ClaimsRun, forward),
+                    offsetof(ClaimsRun, comm_total), offsetof(ClaimsRun, comm_exposed)};
+    for (size_t a = 0; a < sizeof off / sizeof off[0]; a++)
+        for (int k = 0; k < r->nw; k++) {
+            for (int i = 0; i < n; i++) x[i] = ((double *)((char *)runs[i] + off[a]))[k];
+            ((double *)((char *)r + off[a]))[k] = report_percentile(x, n, 50);
+        }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(runs[i]->pred_comm_s)) x[m++] = runs[i]->pred_comm_s;
+    r->pred_comm_s = m ? report_percentile(x, m, 50) : NAN;
+    r->repeats = n;
+    for (int i = 1; i < n; i++) {
+        free(runs[i]->loss);
+        runs[i]->loss = NULL;
+    }
+}
+
+/* Groups set->runs (one per report) by configuration, in place: set->nruns becomes the count of
+ * configurations. */
+static int load_group(ClaimsSet *set) {
+    int n = set->nruns, out = 0;
+    char *done = calloc((size_t)(n ? n : 1), 1);
+    ClaimsRun **members = calloc((size_t)(n ? n : 1), sizeof *members);
+    if (!done || !members) {
+        free(done);
+        free(members);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        int m = 0;
+        for (int j = i; j < n; j++)
+            if (!done[j] && set->runs[j].nw == set->runs[i].nw && !strcmp(set->runs[j].group, set->runs[i].group)) {
+                done[j] = 1;
+                members[m++] = &set->runs[j];
+            }
+        load_fold(members, m);
+        if (out != i) {
+            set->runs[out] = set->runs[i];
+            set->runs[i].loss = NULL;
+        }
+        out++;
+    }
+    set->nruns = out;
+    free(done);
+    free(members);
+    return RS_OK;
 }
 
 static int load_filter(const struct dirent *d) {
@@ -184,13 +234,7 @@ int claims_load(const char *dir, ClaimsSet *set) {
             rc = load_run(path, names[i]->d_name, rep, summary, r);
             if (rc == RS_OK) {
                 set->nreports++;
-                int merged = 0;
-                for (int j = 0; j < set->nruns && !merged; j++)
-                    if (!strcmp(set->runs[j].group, r->group) && set->runs[j].nw == r->nw) {
-                        load_merge(&set->runs[j], r);
-                        merged = 1;
-                    }
-                if (!merged) set->nruns++;
+                set->nruns++;
             } else {
                 free(r->loss);
                 r->loss = NULL;
@@ -198,6 +242,7 @@ int claims_load(const char *dir, ClaimsSet *set) {
         }
         cJSON_Delete(rep);
     }
+    if (rc == RS_OK) rc = load_group(set);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     cJSON_Delete(summary);

@@ -1,4 +1,4 @@
-/* claims_load.h - reads a folder of training reports into per-configuration records (repeats averaged) */
+/* claims_load.h - reads a folder of training reports into per-configuration records (median of repeats) */
 #ifndef RS_CLAIMS_LOAD_H
 #define RS_CLAIMS_LOAD_H
 
@@ -6,7 +6,7 @@
 
 /* ---- Types ---- */
 
-/* One configuration's measured figures, averaged over its repeats (per rank, workers only). */
+/* One configuration's measured figures, the median over its repeats (per rank, workers only). */
 typedef struct {
     char label[256];          /* the first report's file name without "-rK.json" / ".json" */
     char sync[16], placement[16], mode[16];
@@ -37,7 +37,7 @@ typedef struct {
 
 /* Reads every *.json report in dir except summary.json and claims.json (files of another kind,
  * without a "ringside.report/..." schema, are skipped with a note on stdout), groups them by
- * configuration and averages repeats. Predictions come from each report's summary.prediction,
+ * configuration and takes the median of repeats. Predictions come from each report's summary.prediction,
  * else from dir/summary.json's row for it. 0, or RS_ERR_INPUT with rs_errmsg() naming the file
  * (malformed JSON with line:col, another schema version with both versions, a report without
  * config or ranks). An empty folder is not an error. */

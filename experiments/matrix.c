@@ -161,10 +161,7 @@ static void progress_done(Progress *p, const char *status, const char *error, do
     int bad = strcmp(status, "ok") != 0;
     if (bad) snprintf(p->last, sizeof p->last, "%s %s", p->current, status);
     else snprintf(p->last, sizeof p->last, "%s %s", p->current, figs);
-    if (p->tty && !bad) {
-        progress_draw(p, 0);
-        return;
-    }
+    if (p->tty && !bad) return;  /* the next run's line shows it */
     if (p->tty) printf("\r\033[K");
     if (bad) printf("# [%d/%d] %s: %s (exit %d) after %.1f s: %s\n", p->done, p->total, p->current,
                     !strcmp(status, "timeout") ? "TIMEOUT" : "FAILED", cJSON_GetObjectItemCaseSensitive(row, "exit_code")->valueint,
@@ -172,7 +169,6 @@ static void progress_done(Progress *p, const char *status, const char *error, do
     else if (!ran) printf("# [%d/%d] %s: kept (report exists), %s\n", p->done, p->total, p->current, figs);
     else printf("# [%d/%d] %s: ok in %.1f s, %s\n", p->done, p->total, p->current, wall_s, figs);
     fflush(stdout);
-    progress_draw(p, 0);
 }
 
 /* ---- one run --------------------------------------------------------------------------------- */
