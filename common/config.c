@@ -50,6 +50,7 @@ static const Opt opts[] = {
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process)"},
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
+    {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},

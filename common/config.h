@@ -39,6 +39,7 @@ typedef struct {
     int ps_servers;
     char ps_mode[16];         /* push | dataparallel */
     int threads;              /* BLAS threads per rank; 0: cores / local ranks */
+    char secure[512];         /* CURVE key file: encrypt and authenticate every socket ("": off) */
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
     /* output */
     char report[512];

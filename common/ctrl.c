@@ -4,6 +4,7 @@
 #include "config.h"
 #include "err.h"
 #include "log.h"
+#include "secure.h"
 #include "zmq_check.h"
 
 #include <stdio.h>
@@ -249,6 +250,7 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         c->sock = zmq_socket(c->zctx, ZMQ_ROUTER);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+        if ((rc = secure_socket(c->sock, SECURE_BINDS)) != RS_OK) goto err;
         if (zmq_bind(c->sock, here) != 0) {
             int en = zmq_errno();
             rc = rs_error(en == EADDRINUSE ? RS_ERR_INPUT : RS_ERR_RUNTIME, "control plane: cannot bind %s: %s%s",
@@ -263,6 +265,7 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, strlen(id));
+        if ((rc = secure_socket(c->sock, SECURE_CONNECTS)) != RS_OK) goto err;
         if ((rc = zmqCheck(zmq_connect(c->sock, c->where))) != RS_OK) goto err;
         rc = ctrl_join_member(c, canonical, endpoint ? endpoint : "", deadline);
     }

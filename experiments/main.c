@@ -3,6 +3,7 @@
 #include "../common/err.h"
 #include "../common/log.h"
 #include "../common/report.h"
+#include "../common/secure.h"
 #include "bench.h"
 #include "claims.h"
 #include "matrix.h"
@@ -25,6 +26,7 @@ static void main_usage(FILE *f) {
             "  matrix   run an experiment matrix (experiments/matrices/*.json) into a folder of reports\n"
             "  claims   decide the DataParallel claims on a folder of reports (PASS / FAIL / NOT-RUN)\n"
             "  info     what this build supports, the devices found, library versions\n"
+            "  keygen   write a CURVE key pair for --secure jobs\n"
             "\n"
             "  ringside <command> --help   lists a command's options with their defaults\n");
 }
@@ -61,6 +63,19 @@ static int info_main(int argc, char **argv) {
     return RS_OK;
 }
 
+/* `ringside keygen FILE`: a CURVE key pair for --secure, readable by its owner only. */
+static int keygen_main(int argc, char **argv) {
+    if (argc != 1 || argv[0][0] == '-') {
+        printf("usage: ringside keygen FILE\n\nWrites a new CURVE key pair (mode 0600) for jobs run with --secure FILE.\n"
+               "Every rank and server of a job needs the same file.\n");
+        return argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) ? RS_OK : RS_ERR_INPUT;
+    }
+    int rc = secure_keygen(argv[0]);
+    if (rc) log_error("%s", rs_errmsg());
+    else printf("# key pair written to %s (keep it private; copy it to every host of the job)\n", argv[0]);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         main_usage(stderr);
@@ -80,6 +95,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "matrix")) return matrix_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "claims")) return claims_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "info")) return info_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "keygen")) return keygen_main(argc - 2, argv + 2);
     log_error("unknown command '%s'", cmd);
     main_usage(stderr);
     return RS_ERR_INPUT;

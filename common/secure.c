@@ -1,0 +1,166 @@
+/* secure.c - CURVE keys, socket options and the ZAP handler that admits only holders of the job's key */
+#include "secure.h"
+#include "err.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static struct {
+    int on;
+    char pub[41], sec[41];
+    void *zctx;
+    void *zap;             /* REP on inproc://zeromq.zap.01, served by the thread */
+    pthread_t thread;
+    int thread_started;
+    volatile int stop;
+    unsigned long long accepted, refused;
+} sec;
+
+int secure_keygen(const char *path) {
+    char pub[41], key[41], tmp[1100];
+    if (zmq_curve_keypair(pub, key) != 0)
+        return rs_error(RS_ERR_RUNTIME, "keygen: this libzmq has no CURVE support (%s)", zmq_strerror(zmq_errno()));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return rs_error(RS_ERR_INPUT, "keygen %s: %s", path, strerror(errno));
+    char text[100];
+    int n = snprintf(text, sizeof text, "%s\n%s\n", pub, key);
+    int bad = write(fd, text, (size_t)n) != n;
+    bad |= close(fd) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return rs_error(RS_ERR_INPUT, "keygen %s: write failed: %s", path, strerror(errno));
+    }
+    return RS_OK;
+}
+
+/* Reads the two Z85 lines of a key file. */
+static int secure_read(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return rs_error(RS_ERR_INPUT, "--secure %s: %s (make one with `ringside keygen %s`)", path, strerror(errno), path);
+    char a[128] = "", b[128] = "";
+    int ok = fscanf(f, "%127s %127s", a, b) == 2 && strlen(a) == 40 && strlen(b) == 40;
+    fclose(f);
+    uint8_t raw[32];
+    if (!ok || !zmq_z85_decode(raw, a) || !zmq_z85_decode(raw, b))
+        return rs_error(RS_ERR_INPUT, "--secure %s: not a key file (expected two 40-character Z85 keys)", path);
+    memcpy(sec.pub, a, 41);
+    memcpy(sec.sec, b, 41);
+    return RS_OK;
+}
+
+/* One ZAP exchange (RFC 27): accept CURVE clients whose public key is the job's. */
+static void secure_zap_one(void) {
+    zmq_msg_t f[7];
+    int n = 0, more = 1;
+    while (more && n < 7) {
+        zmq_msg_init(&f[n]);
+        if (zmq_msg_recv(&f[n], sec.zap, 0) < 0) {
+            zmq_msg_close(&f[n]);
+            break;
+        }
+        more = zmq_msg_more(&f[n]);
+        n++;
+    }
+    while (more) { /* drain anything unexpected */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, sec.zap, 0) < 0) more = 0;
+        else more = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
+    if (n < 6) {
+        for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+        return;
+    }
+    /* version, request id, domain, address, identity, mechanism, credentials... */
+    int curve = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5);
+    uint8_t want[32];
+    zmq_z85_decode(want, sec.pub);
+    int ok = curve && n == 7 && zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), want, 32);
+    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "not this job's key";
+    zmq_send(sec.zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(sec.zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    zmq_send(sec.zap, status, 3, ZMQ_SNDMORE);
+    zmq_send(sec.zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(sec.zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(sec.zap, "", 0, 0);
+    if (ok) sec.accepted++;
+    else sec.refused++;
+    for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+}
+
+static void *secure_zap_loop(void *arg) {
+    (void)arg;
+    while (!sec.stop) {
+        zmq_pollitem_t it = {sec.zap, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(&it, 1, 100);
+        if (rc < 0 && zmq_errno() == ETERM) break;
+        if (rc > 0) secure_zap_one();
+    }
+    return NULL;
+}
+
+int secure_enable(void *zctx, const char *path) {
+    if (!zmq_has("curve")) return rs_error(RS_ERR_RUNTIME, "--secure: this libzmq was built without CURVE");
+    RS_TRY(secure_read(path));
+    sec.zctx = zctx;
+    sec.zap = zmq_socket(zctx, ZMQ_REP);
+    int linger = 0;
+    if (!sec.zap) return rs_error(RS_ERR_RUNTIME, "--secure: cannot create the authentication socket");
+    zmq_setsockopt(sec.zap, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(sec.zap, "inproc://zeromq.zap.01") != 0) {
+        zmq_close(sec.zap);
+        sec.zap = NULL;
+        return rs_error(RS_ERR_RUNTIME, "--secure: cannot bind the authentication handler: %s", zmq_strerror(zmq_errno()));
+    }
+    sec.stop = 0;
+    if (pthread_create(&sec.thread, NULL, secure_zap_loop, NULL) != 0) {
+        zmq_close(sec.zap);
+        sec.zap = NULL;
+        return rs_error(RS_ERR_RUNTIME, "--secure: cannot start the authentication thread");
+    }
+    sec.thread_started = 1;
+    sec.on = 1;
+    return RS_OK;
+}
+
+int secure_on(void) { return sec.on; }
+
+int secure_socket(void *sock, SecureSide side) {
+    if (!sec.on) return RS_OK;
+    int one = 1, rc = 0;
+    if (side == SECURE_BINDS) {
+        rc |= zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one);
+        rc |= zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec.sec, 40);
+        rc |= zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "ringside", 8);
+    } else {
+        rc |= zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, sec.pub, 40);
+        rc |= zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, sec.pub, 40);
+        rc |= zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec.sec, 40);
+    }
+    return rc ? rs_error(RS_ERR_RUNTIME, "--secure: cannot set CURVE options: %s", zmq_strerror(zmq_errno())) : RS_OK;
+}
+
+void secure_disable(void) {
+    if (sec.thread_started) {
+        sec.stop = 1;
+        pthread_join(sec.thread, NULL);
+        sec.thread_started = 0;
+    }
+    if (sec.zap) zmq_close(sec.zap);
+    sec.zap = NULL;
+    sec.on = 0;
+}
+
+void secure_counters(unsigned long long *accepted, unsigned long long *refused) {
+    *accepted = sec.accepted;
+    *refused = sec.refused;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# multihost.sh - ring and ps across network namespaces joined by veth pairs: each namespace stands for a host, TCP between them
+# Needs root and iproute2; skips (last line "SKIP: ...") where namespaces cannot be made. Sends traffic only to
+# the 10.77.x addresses it gives its own namespaces, and removes them when done, failed or interrupted.
+. "$(dirname "$0")/lib.sh"
+BIN=$(readlink -f "$BIN")
+tag=rs$$; sw=${tag}sw; net=10.77.$(( $$ % 200 + 20 ))
+hosts=()
+cleanup() {
+    for h in "${hosts[@]}"; do ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$h" 2>/dev/null; done
+    ip netns del "$sw" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "$sw" 2>/dev/null; then
+    echo "SKIP: cannot create network namespaces here (needs root and iproute2)"; exit 0
+fi
+ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || { echo "SKIP: no bridge support"; exit 0; }
+# host i: namespace ${tag}h$i, address $net.(i+1), a veth to the bridge
+for i in 0 1 2 3; do
+    h=${tag}h$i; hosts+=("$h"); ip netns add "$h"
+    ip link add "${tag}e$i" type veth peer name "${tag}p$i"
+    ip link set "${tag}e$i" netns "$h"; ip link set "${tag}p$i" netns "$sw"
+    ip -n "$h" addr add "$net.$((i+1))/24" dev "${tag}e$i"
+    ip -n "$h" link set "${tag}e$i" up; ip -n "$h" link set lo up
+    ip -n "$sw" link set "${tag}p$i" master br0; ip -n "$sw" link set "${tag}p$i" up
+done
+MASTER=$net.1; PORT=29500; TOKEN=0123456789abcdef0123456789abcdef
+SMALL="--layers 784,64,10 --train-samples 1024 --eval-samples 64 --device cpu --quiet"
+
+# run_job NAME NWORKERS "OPTIONS" [SERVERS]: worker i in host i, dedicated server k in host 3
+run_job() {
+    local name=$1 n=$2 opts=$3 servers=${4:-0} pids=() rc=0
+    for ((i = 0; i < n; i++)); do
+        ip netns exec "${tag}h$i" env RANK=$i WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=$MASTER \
+            MASTER_PORT=$PORT RINGSIDE_JOB_TOKEN=$TOKEN RINGSIDE_SERVERS=$servers \
+            timeout 60 "$BIN" train $SMALL $opts --report "$T/$name.json" >"$T/$name.$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for ((k = 0; k < servers; k++)); do
+        ip netns exec "${tag}h3" env RINGSIDE_ROLE=server RINGSIDE_SERVER_ID=$k WORLD_SIZE=$n MASTER_ADDR=$MASTER \
+            MASTER_PORT=$PORT RINGSIDE_JOB_TOKEN=$TOKEN RINGSIDE_SERVERS=$servers \
+            timeout 60 "$BIN" train $SMALL $opts --report "$T/$name.json" >"$T/$name.s$k.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    PORT=$((PORT + 1))
+    return $rc
+}
+
+# each rank binds on its own host's address: the report shows every rank, the traffic crossed the bridge
+check_report() { $PY - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+w = [k for k in r["ranks"] if k.get("role", "worker") == "worker"]
+ok = len(w) == n and all(k["traffic"]["bytes_sent"] > 0 for k in w) and r["summary"]["final_loss"] > 0
+sys.exit(0 if ok else 1)
+PY
+}
+run_job ring3 3 "--sync ring --steps 20" && check_report "$T/ring3.json" 3 && ok "ring over 3 hosts" || bad "ring over 3 hosts" "$(tail -n 3 $T/ring3.*.log)"
+run_job ps3 3 "--sync ps --steps 20" && check_report "$T/ps3.json" 3 && ok "ps colocated over 3 hosts" || bad "ps colocated over 3 hosts" "$(tail -n 3 $T/ps3.*.log)"
+run_job psd 3 "--sync ps --ps-placement dedicated --steps 20" 1 && check_report "$T/psd.json" 3 \
+    && ok "ps with a dedicated server on a 4th host" || bad "ps dedicated over 4 hosts" "$(tail -n 3 $T/psd.*.log)"
+
+# a host that drops off the network mid-run: every process ends within timeout + 5 s, naming the lost rank
+( sleep 3; ip -n "${tag}h2" link set "${tag}e2" down ) &
+t0=$(date +%s)
+run_job cut 3 "--sync ring --steps 100000 --timeout 3"; rc=$?
+t1=$(date +%s)
+ip -n "${tag}h2" link set "${tag}e2" up
+if [ $rc != 0 ] && [ $((t1 - t0 - 3)) -le 8 ] && grep -q "rank" "$T"/cut.*.log && [ ! -e "$T/cut.json" ]; then
+    ok "unreachable host: job ended in $((t1 - t0 - 3)) s after the cut ($(grep -h -m1 -o 'no data from rank [0-9]*\|rank [0-9]* did not[^(]*' "$T"/cut.*.log | head -n1))"
+else
+    bad "unreachable host" "rc $rc after $((t1 - t0)) s: $(tail -n 2 "$T"/cut.*.log)"
+fi
+
+# netem delay and loss on one link: slower, still correct
+if ip netns exec "${tag}h1" tc qdisc add dev "${tag}e1" root netem delay 5ms loss 1% 2>/dev/null; then
+    run_job slow 3 "--sync ring --steps 10" && check_report "$T/slow.json" 3 && ok "ring with 5 ms delay and 1% loss on one link" \
+        || bad "ring over a lossy link" "$(tail -n 3 $T/slow.*.log)"
+else
+    echo "skip netem: this kernel has no netem queueing discipline (sch_netem); delay and loss not tested"
+fi
+finish
