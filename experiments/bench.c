@@ -10,6 +10,7 @@
 #include "../common/mem.h"
 #include "../common/report.h"
 #include "../common/sync.h"
+#include "../common/zctx.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -34,6 +35,7 @@ typedef struct {
     char device[16];
     double timeout;
     char report[512];
+    char secure[512];
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -87,6 +89,7 @@ static void bench_usage(FILE *f) {
             "      --device D         auto | cpu | cuda (default auto)\n"
             "      --timeout S        seconds any wait may last before the job fails (default 60)\n"
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
+            "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
             "\n"
             "Exit status: 0; 2 bad option; 3 a peer died or timed out; 4 a wrong element.\n");
 }
@@ -151,7 +154,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report"};
+                                      "--device", "--timeout", "--report", "--secure"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -188,6 +191,9 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--report")) {
             if (!*v || strlen(v) >= sizeof o->report) return rs_error(RS_ERR_INPUT, "bench: --report '%s': not a usable path", v);
             snprintf(o->report, sizeof o->report, "%s", v);
+        } else if (!strcmp(name, "--secure")) {
+            if (!*v || strlen(v) >= sizeof o->secure) return rs_error(RS_ERR_INPUT, "bench: --secure '%s': not a usable path", v);
+            snprintf(o->secure, sizeof o->secure, "%s", v);
         }
 #undef IS
     }
@@ -225,6 +231,7 @@ static int bench_setup(Bench *b) {
     snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
     snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
     b->cfg.timeout = o->timeout;
+    snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
     b->cfg.nranks = b->world;
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     int fell_back = 0;
@@ -245,10 +252,10 @@ static int bench_setup(Bench *b) {
         b->expect[k] = s;
     }
 
-    if (!(b->zctx = zmq_ctx_new())) return rs_error(RS_ERR_RUNTIME, "bench: cannot create a ZeroMQ context");
+    RS_TRY(zctx_open(&b->zctx, &b->cfg, &b->env));
     SyncJob job = {.cfg = &b->cfg, .model = NULL, .dev = &b->dev, .rank = b->rank, .world = b->world,
                    .local_rank = b->env.local_rank, .local_world = b->env.local_world, .ctrl = NULL,
-                   .zctx = b->zctx, .addr = b->env.addr, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
+                   .zctx = b->zctx, .addr = b->env.bind, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
                    .timeout = o->timeout, .trace = NULL};
     char endpoint[1024] = "";
     RS_TRY(b->sync->init(&job, &b->sync_state, endpoint, sizeof endpoint));
@@ -270,7 +277,7 @@ static int bench_setup(Bench *b) {
 static void bench_free(Bench *b) {
     if (b->sync && b->sync_state) b->sync->destroy(b->sync_state);
     ctrl_close(b->ctrl);
-    if (b->zctx) zmq_ctx_term(b->zctx);
+    zctx_close(b->zctx);
     size_t bytes = b->max_count * sizeof(float);
     if (b->dbuf) device_free(&b->dev, b->dbuf, bytes, MEM_COMM);
     if (b->hin) b->dev.ops->host_free(&b->dev, b->hin);
@@ -572,6 +579,7 @@ int bench_main(int argc, char **argv) {
     if (rc == RS_OK && b->rank == 0 && b->o.report[0]) rc = report_check_writable(b->o.report);
     if (rc == RS_OK) rc = bench_setup(b);
     if (rc == RS_OK) rc = bench_sweep(b);
+    if (rc == RS_OK && b->sync->close) rc = b->sync->close(b->sync_state);
     if (rc == RS_OK) rc = bench_finish(b);
     if (rc == RS_OK && b->wrong_here)
         rc = rs_error(RS_ERR_WRONG, "bench: %lld element%s not equal to the exact sum on this rank", b->wrong_here,

@@ -13,6 +13,7 @@
 #include "../common/report.h"
 #include "../common/sync.h"
 #include "../common/trace.h"
+#include "../common/zctx.h"
 
 #include <cJSON.h>
 #include <stdio.h>
@@ -71,7 +72,8 @@ static int run_load_data(Run *r) {
     return data_load_mnist(c->data, in, classes, &r->data);
 }
 
-/* The step's global batch size and this rank's [lo, lo+len) slice of the sampler's order. */
+/* The step's global batch size and this rank's [lo, lo+len) slice of the sampler's order
+ * (DataParallel's step: rank 0's slice is the whole global batch, the others' empty). */
 static void run_step_slice(const Run *r, int step, int *global, int *lo, int *len) {
     const Config *c = &r->cfg;
     int i = step % r->steps_per_epoch;
@@ -81,6 +83,7 @@ static void run_step_slice(const Run *r, int step, int *global, int *lo, int *le
         if (b > n) b = n;
         int clo, clen;
         scatter_chunk(b - a, r->world, r->rank, &clo, &clen);
+        if (r->sync->scatter_batch) clo = 0, clen = r->rank == 0 ? b - a : 0;
         *global = b - a;
         *lo = a + clo;
         *len = clen;
@@ -107,7 +110,7 @@ static int run_stage_batch(Run *r, int step) {
     }
     r->samples[step] = len;
     r->global_samples[step] = global;
-    if (len == 0) return RS_OK;
+    if (len == 0 || r->sync->scatter_batch) return RS_OK; /* DataParallel: scatter_batch moves it */
     RS_TRY(device_h2d(&r->dev, r->model.act[0], r->hx, (size_t)len * dim * sizeof(float)));
     return device_h2d(&r->dev, r->model.labels, r->hy, (size_t)len * sizeof(int));
 }
@@ -124,41 +127,58 @@ static int run_layer_done(void *arg, int l) {
     return RS_OK;
 }
 
+/* One step. ev[0..3]: before forward, after forward (and the local loss), before backward,
+ * after backward. */
 static int run_step(Run *r, int step, DevEvent **ev) {
     Device *d = &r->dev;
+    const SyncOps *so = r->sync;
     double *ph = r->phase_s[step];
     float stats[2], zero[2] = {0, 0};
     double t0 = clock_now();
     RS_TRY(run_stage_batch(r, step));
     RS_TRY(device_h2d(d, r->model.stats, zero, sizeof zero));
     double t1 = clock_now();
+    if (so->begin_step) RS_TRY(so->begin_step(r->sync_state, step, r->global_samples[step]));
+    /* ---- DataParallel (scatter_batch, loss): rank 0 scatters the batch and the parameters,
+     * computes the loss over the gathered logits; dp has what those two measured ---- */
+    SyncStep dp = {0};
+    if (so->scatter_batch)
+        RS_TRY(so->scatter_batch(r->sync_state, step, r->hx, r->hy, r->samples[step], &r->samples[step], &dp));
+    double tf = clock_now();
     int B = r->samples[step];
     d->ops->event_record(d, ev[0], NULL);
     RS_TRY(model_forward(&r->model, B));
-    model_loss(&r->model, B);
+    if (!so->loss) model_loss(&r->model, B);
     d->ops->event_record(d, ev[1], NULL);
+    if (so->loss) RS_TRY(so->loss(r->sync_state, B, &dp));
+    double tl = clock_now(); /* DataParallel: forward and the loss are done (the loss op waits) */
+    /* ---- end of DataParallel's part ---- */
+    d->ops->event_record(d, ev[2], NULL);
     r->next_bucket = 0;
     RS_TRY(model_backward(&r->model, B, run_layer_done, r));
-    d->ops->event_record(d, ev[2], NULL);
+    d->ops->event_record(d, ev[3], NULL);
     while (r->next_bucket < r->nbuckets) RS_TRY(r->sync->bucket_ready(r->sync_state, r->next_bucket++));
     SyncStep ss = {0};
     RS_TRY(r->sync->finish(r->sync_state, step, r->global_samples[step], &ss));
     RS_TRY(device_d2h(d, stats, r->model.stats, sizeof stats));
     double t2 = clock_now();
     ph[PH_DATA] = t1 - t0;
-    ph[PH_FORWARD] = d->ops->event_elapsed(d, ev[0], ev[1]);
-    ph[PH_BACKWARD] = d->ops->event_elapsed(d, ev[1], ev[2]);
+    ph[PH_FORWARD] = d->ops->event_elapsed(d, ev[0], ev[1]) + dp.compute_s;
+    ph[PH_BACKWARD] = d->ops->event_elapsed(d, ev[2], ev[3]);
     ph[PH_OPTIMIZER] = ss.optimizer_s;
-    ph[PH_IDLE] = ss.idle_s;
-    ph[PH_COMM_TOTAL] = ss.comm_s;
-    double exposed = (t2 - t1) - ph[PH_FORWARD] - ph[PH_BACKWARD] - ss.optimizer_s - ss.idle_s;
+    ph[PH_IDLE] = ss.idle_s + dp.idle_s;
+    ph[PH_COMM_TOTAL] = ss.comm_s + dp.comm_s;
+    double exposed = (t2 - t1) - ph[PH_FORWARD] - ph[PH_BACKWARD] - ss.optimizer_s - ph[PH_IDLE];
     ph[PH_COMM_EXPOSED] = exposed > 0 ? exposed : 0;
     r->step_s[step] = t2 - t0;
     if (r->trace) {
-        double o = r->wall_offset, f = t1 + ph[PH_FORWARD], b = f + ph[PH_BACKWARD];
+        double o = r->wall_offset, f = tf + ph[PH_FORWARD] - dp.compute_s, l = so->loss && tl > f ? tl : f;
+        double b = l + ph[PH_BACKWARD];
         trace_span(r->trace, "data", 0, t0 + o, t1 + o);
-        trace_span(r->trace, "forward", 0, t1 + o, f + o);
-        trace_span(r->trace, "backward", 0, f + o, b + o);
+        if (so->scatter_batch) trace_span(r->trace, "scatter", 0, t1 + o, tf + o);
+        trace_span(r->trace, "forward", 0, tf + o, f + o);
+        if (l > f) trace_span(r->trace, "loss", 0, f + o, l + o); /* gather, loss on rank 0, scatter */
+        trace_span(r->trace, "backward", 0, l + o, b + o);
         if (ss.idle_s > 0) trace_span(r->trace, "idle", 0, b + o, b + ss.idle_s + o);
         if (t2 - ss.optimizer_s > b + ss.idle_s)
             trace_span(r->trace, "comm_wait", 0, b + ss.idle_s + o, t2 - ss.optimizer_s + o);
@@ -250,7 +270,7 @@ static double ratio_max_mean(cJSON *ranks, const char *a, const char *b, const c
     cJSON *it;
     cJSON_ArrayForEach(it, ranks) {
         cJSON *role = cJSON_GetObjectItem(it, "role");
-        if (role && strcmp(role->valuestring, "worker")) continue;
+        if (role && (!cJSON_IsString(role) || strcmp(role->valuestring, "worker"))) continue;
         cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(it, a), b);
         double v = x ? x->valuedouble : 0;
         if (c) {
@@ -313,10 +333,11 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         if (!cv) continue;
         cJSON *a = cJSON_GetObjectItem(cv, "loss_sum"), *b = cJSON_GetObjectItem(cv, "correct"),
               *c = cJSON_GetObjectItem(cv, "samples");
-        for (int s = 0; s < S; s++) {
-            ls[s] += cJSON_GetArrayItem(a, s)->valuedouble;
-            cs[s] += cJSON_GetArrayItem(b, s)->valuedouble;
-            ns[s] += cJSON_GetArrayItem(c, s)->valueint;
+        for (int s = 0; s < S; s++) { /* a member's entry is outside input: missing values count 0 */
+            const cJSON *x = cJSON_GetArrayItem(a, s), *y = cJSON_GetArrayItem(b, s), *z = cJSON_GetArrayItem(c, s);
+            ls[s] += cJSON_IsNumber(x) ? x->valuedouble : 0;
+            cs[s] += cJSON_IsNumber(y) ? y->valuedouble : 0;
+            ns[s] += cJSON_IsNumber(z) ? z->valueint : 0;
         }
         cJSON_DeleteItemFromObject(it, "_curve");
     }
@@ -371,7 +392,7 @@ static int run_join(Run *r, const char *endpoint) {
 static void run_free(Run *r) {
     if (r->sync && r->sync_state) r->sync->destroy(r->sync_state);
     ctrl_close(r->ctrl);
-    if (r->zctx) zmq_ctx_term(r->zctx);
+    zctx_close(r->zctx);
     model_free(&r->model);
     if (r->dev.ops) device_close(&r->dev);
     sampler_free(&r->sampler);
@@ -430,7 +451,13 @@ static int run_setup(Run *r) {
         }
         kernels_cpu_set_threads(th);
     }
+    /* the back end: --sync, and for ps --ps-mode (DataParallel's step has its own table) */
+    r->sync = sync_find(c->sync);
+    if (!r->sync) return RS_ERR_INPUT;
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_mode, "dataparallel")) r->sync = sync_ps_dataparallel();
     int max_batch = c->global_batch > 0 ? (c->global_batch + r->world - 1) / r->world : c->batch;
+    /* DataParallel: rank 0 stages the whole global batch on the host */
+    int staged = r->sync->scatter_batch && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
     RS_TRY(model_init(&r->model, &r->dev, c->layers, c->nlayers, max_batch, (uint64_t)c->seed));
     r->nbuckets = sync_plan_buckets(r->model.nparams, c->bucket_mb * 1048576.0, &r->buckets);
     if (r->nbuckets < 0) return rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
@@ -442,19 +469,17 @@ static int run_setup(Run *r) {
     r->correct = calloc((size_t)S, sizeof *r->correct);
     r->samples = calloc((size_t)S, sizeof *r->samples);
     r->global_samples = calloc((size_t)S, sizeof *r->global_samples);
-    r->hx = malloc((size_t)max_batch * r->data.train.dim * sizeof(float));
-    r->hy = malloc((size_t)max_batch * sizeof(int));
+    r->hx = malloc((size_t)staged * r->data.train.dim * sizeof(float));
+    r->hy = malloc((size_t)staged * sizeof(int));
     r->eval_curve = cJSON_CreateArray();
     if (!r->step_s || !r->phase_s || !r->loss_sum || !r->correct || !r->samples || !r->global_samples ||
         !r->hx || !r->hy || !r->eval_curve)
         return rs_error(RS_ERR_RUNTIME, "out of host memory for %d steps", S);
 
-    r->sync = sync_find(c->sync);
-    if (!r->sync) return RS_ERR_INPUT;
-    if (!(r->zctx = zmq_ctx_new())) return rs_error(RS_ERR_RUNTIME, "cannot create a ZeroMQ context");
+    RS_TRY(zctx_open(&r->zctx, c, &r->env));
     SyncJob job = {.cfg = c, .model = &r->model, .dev = &r->dev, .rank = r->rank, .world = r->world,
                    .local_rank = r->local_rank, .local_world = r->local_world, .ctrl = NULL,
-                   .zctx = r->zctx, .addr = r->env.addr, .token = r->env.token,
+                   .zctx = r->zctx, .addr = r->env.bind, .token = r->env.token,
                    .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout,
                    .trace = r->trace};
     char endpoint[1024] = "";
@@ -470,7 +495,8 @@ static int run_setup(Run *r) {
 
 static int run_train(Run *r) {
     Device *d = &r->dev;
-    DevEvent *ev[3] = {d->ops->event_create(d), d->ops->event_create(d), d->ops->event_create(d)};
+    DevEvent *ev[4] = {d->ops->event_create(d), d->ops->event_create(d), d->ops->event_create(d),
+                       d->ops->event_create(d)};
     int rc = RS_OK;
     char name[64];
     log_info("# train: %d steps of %s on %s, %d rank%s, sync %s, %zu parameters, %d bucket%s", r->steps,
@@ -484,13 +510,15 @@ static int run_train(Run *r) {
         if (rc) break;
         if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps)
             rc = run_eval(r, s + 1);
+        /* rank 0's loss sum covers the global batch under DataParallel's step */
+        int n = r->sync->loss ? r->global_samples[s] : r->samples[s];
         if ((s + 1) % every == 0 || s + 1 == r->steps)
             log_info("step %5d/%d  loss %.4f  (rank-local)  %.1f ms/step", s + 1, r->steps,
-                     r->samples[s] ? r->loss_sum[s] / r->samples[s] : 0.0, r->step_s[s] * 1e3);
+                     n ? r->loss_sum[s] / n : 0.0, r->step_s[s] * 1e3);
     }
     r->gemm_s1 = kernels_cpu_gemm_seconds();
     if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
-    for (int i = 0; i < 3; i++) d->ops->event_destroy(d, ev[i]);
+    for (int i = 0; i < 4; i++) d->ops->event_destroy(d, ev[i]);
     return rc;
 }
 
@@ -618,6 +646,7 @@ int train_main(int argc, char **argv) {
     rc = run_setup(r);
     if (rc == RS_OK) rc = run_train(r);
     r->t_end = clock_wall();
+    if (rc == RS_OK && r->sync->close) rc = r->sync->close(r->sync_state); /* goodbye, before the gather */
     cJSON *ranks = NULL;
     if (rc == RS_OK) rc = run_gather(r, &ranks);
     if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);
