@@ -477,6 +477,10 @@ static const SyncOps nccl_ops = {
     nccl_allreduce,
     nccl_traffic,
     nccl_destroy,
+    NULL, /* close: nothing to say goodbye to */
+    NULL, /* begin_step */
+    NULL, /* scatter_batch */
+    NULL, /* loss */
 };
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */

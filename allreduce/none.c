@@ -50,6 +50,10 @@ static const SyncOps none_ops = {
     .allreduce = none_allreduce,
     .traffic = none_traffic,
     .destroy = none_destroy,
+    .close = NULL, /* no peers; the optional ops are unused */
+    .begin_step = NULL,
+    .scatter_batch = NULL,
+    .loss = NULL,
 };
 
 const SyncOps *sync_none(void) { return &none_ops; }

@@ -36,9 +36,19 @@ typedef struct {
 #define RING_MAGIC 0x31525352u /* "RSR1" */
 enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3 };
 
-/* Default segment: 256 KiB of floats; segments of at least RING_ZEROCOPY_MIN bytes are sent
- * without a copy. RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). */
-#define RING_SEG_BYTES (256u * 1024u)
+/* Segments: by default RING_SEG_PER_CHUNK per chunk, within [RING_SEG_MIN, RING_SEG_BYTES]
+ * bytes over ZeroMQ, within [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] when every edge is shared
+ * memory; over ZeroMQ, segments of at least RING_ZEROCOPY_MIN bytes are sent without a copy.
+ * RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). A shared-memory lane
+ * holds RING_LANE_BYTES (at least two of the largest messages); a waiting rank polls it
+ * RING_SPIN times before it sleeps. */
+#define RING_SEG_MIN (256u * 1024u)
+#define RING_SEG_BYTES (1024u * 1024u)
+#define RING_SHM_SEG_MIN (64u * 1024u)
+#define RING_SHM_SEG_BYTES (256u * 1024u)
+#define RING_SEG_PER_CHUNK 4
+#define RING_LANE_BYTES (8u * 1024u * 1024u + 4096u)
+#define RING_SPIN 2000
 #define RING_SEG_MAX (4u * 1024u * 1024u)
 #define RING_ZEROCOPY_MIN (32u * 1024u)
 
@@ -69,8 +79,11 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
 int ring_connect(Ring *r, char *const *endpoints);
 
 /* Sets the segment size in bytes (rounded to whole floats, clamped to [4, RING_SEG_MAX]);
- * every rank must use the same. For tests; the default is RING_SEG_BYTES. */
+ * every rank must use the same. For tests; 0 restores the default (by collective size). */
 void ring_set_segment(Ring *r, size_t bytes);
+
+/* The transport ring_connect chose to the right neighbour: "ipc" or "tcp" ("" before). */
+const char *ring_transport(const Ring *r);
 
 /* In-place sum of count floats at buf (host memory) over every rank: reduce-scatter then
  * all-gather, N-1 steps each. On return buf holds the same bits on every rank and the ring

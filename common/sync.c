@@ -16,6 +16,7 @@ static const struct {
     {"ring", sync_ring},
     {"nccl", sync_nccl},
     {"ps", sync_ps},
+    {"student", sync_student},
 };
 
 const SyncOps *sync_find(const char *name) {

@@ -38,6 +38,8 @@ typedef struct {
     double comm_s;       /* summed time buckets spent in communication (comm_total) */
     double idle_s;       /* time blocked waiting for the first peer data of the step */
     double optimizer_s;  /* time of the optimizer step done inside finish */
+    double compute_s;    /* model computation a back end did for the trainer outside the optimizer
+                          * (DataParallel's loss over the global batch, on rank 0) */
 } SyncStep;
 
 /* Cumulative data-plane counters of this process. */
@@ -63,7 +65,9 @@ typedef struct SyncOps {
     int (*bucket_ready)(void *state, int b);
     /* Returns when every bucket of the step is reduced and the optimizer has run, so every rank
      * holds the same new parameters. global_samples is the step's sample count over all ranks
-     * (the gradients are sums over samples). Fills *out. 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
+     * (the gradients are sums over samples). Fills *out. 0 or RS_ERR_PEER/RS_ERR_RUNTIME.
+     * With scatter_batch (DataParallel) only rank 0 holds the new parameters when finish
+     * returns; the others get them from the next step's scatter_batch (the replicate). */
     int (*finish)(void *state, int step, int global_samples, SyncStep *out);
     /* Collective use: in-place sum over all ranks of count floats at buf (device memory of
      * job->dev); returns when buf holds the sum on every rank. 0 or RS_ERR_*. */
@@ -72,6 +76,36 @@ typedef struct SyncOps {
     void (*traffic)(void *state, SyncTraffic *out);
     /* Releases everything; safe after a failed init (state may be NULL). */
     void (*destroy)(void *state);
+
+    /* ---- Optional ops: NULL where a back end has no use for them (the trainer checks) ---- */
+
+    /* The run's last step is done: say goodbye to peers (dedicated servers then hand in their
+     * report entries). Called once, after the last finish and before the report is gathered
+     * (bench: after the sweep); traffic counts what it sends. 0 or RS_ERR_*. */
+    int (*close)(void *state);
+    /* Called at the start of every step, before scatter_batch and forward, with the step's
+     * global sample count (the same on every rank): lets a back end tell its reducers early,
+     * so that each bucket is reduced and updated as soon as it is complete. finish still works
+     * for a step without it. 0 or RS_ERR_*. */
+    int (*begin_step)(void *state, int step, int global_samples);
+
+    /* DataParallel's whole step (--sync ps --ps-mode dataparallel). When scatter_batch is set,
+     * so is loss, and the trainer stages the step's whole global batch on rank 0 only. */
+
+    /* Rank 0 passes the step's global batch from host memory (global_rows rows of x, the
+     * inputs, and y, the labels; other ranks pass NULL, NULL, 0); every rank returns with its
+     * chunk (ceil(global_rows / N) rows, later ranks fewer or none) in model->act[0] and
+     * model->labels and its row count in *local_rows, and with rank 0's current parameters in
+     * model->params (DataParallel's replicate). Adds what it measured to *acc (comm_s, idle_s).
+     * 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
+    int (*scatter_batch)(void *state, int step, const float *x, const int *y, int global_rows, int *local_rows,
+                         SyncStep *acc);
+    /* Replaces model_loss after forward on local_rows rows: the logits are gathered to rank 0,
+     * which computes the loss over the global batch (its sum and correct count added to rank
+     * 0's model->stats only) and scatters the output gradients back; every rank returns with
+     * its rows' output gradient in model->dbuf[0], ready for model_backward. Adds what it
+     * measured to *acc (comm_s, idle_s, compute_s). 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
+    int (*loss)(void *state, int local_rows, SyncStep *acc);
 } SyncOps;
 
 /* ---- Prototypes ---- */
@@ -87,5 +121,6 @@ int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
 const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);
 const SyncOps *sync_nccl(void);  /* NULL in a build without CUDA */
+const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
 
 #endif

@@ -5,11 +5,12 @@
  * per step in all).
  *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
  *          server one PULL and gets every slice back (PARAMS).
- *   step   each bucket's slices go out as backward completes it (PUSH); rank 0 then tells each
- *          server the step's global sample count (STEP); a server sums a slice's N pushes in
- *          rank order, runs the update rule (SGD with momentum, scaled 1/samples), answers
- *          every worker with the new slice (PARAMS).
- *   end    with dedicated servers each worker says BYE to every server.
+ *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step; in
+ *          finish when the caller has no begin_step); each bucket's slices go out as backward
+ *          completes it (PUSH); a server sums a slice's N pushes in rank order as soon as they
+ *          are in, runs the update rule (SGD with momentum, scaled 1/samples), answers every
+ *          worker with the new slice (PARAMS).
+ *   end    close: with dedicated servers each worker says BYE to every server.
  * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56, P = parameter
  * bytes, S steps), each step moves P + nsl*H each way per worker:
  *   colocated (K = 1, nsl = buckets): rank r > 0 sends S(P + nsl H) + H and receives
@@ -17,9 +18,29 @@
  *     sends and receives (N - 1) times what one other rank receives and sends.
  *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives (S + 1)(P + nsl H); rank 0
  *     sends S(P + nsl H) + SKH + (P + nsl H) + KH, receives S(P + nsl H).
+ *
+ * --ps-mode dataparallel (DataParallel's whole step; colocated only, ps/dataparallel.c): the
+ * server answers rank 0 alone, and rank 0's channel to every other rank carries the rest.
+ *   start  rank 0 sends its server INIT (inproc); every other rank sends rank 0 one PULL.
+ *   step   rank 0 sends each rank r its parameters (PARAMS, one message: the replicate) and
+ *          its chunk of the global batch (BATCH: L_r rows of D inputs and a label); every rank
+ *          runs forward, sends rank 0 its logits (LOGITS, L_r x C); rank 0 runs the loss over
+ *          all B rows and sends each rank its rows' gradient (DLOGITS, L_r x C); every rank
+ *          runs backward and pushes to rank 0's server as above; only rank 0 gets PARAMS.
+ * Each message goes every step even when L_r = 0 (its header alone). With B the step's
+ * global batch, L_r = min(ceil(B/N), max(0, B - r ceil(B/N))), D inputs, C classes and nb
+ * buckets, per step:
+ *   rank r > 0 sends P + nb H (pushes) + H + 4 L_r C (logits) and receives
+ *     (P + H) (replicate) + (H + 4 L_r (D + 1)) (batch) + (H + 4 L_r C) (gradient),
+ *     and once at the start sends H (PULL);
+ *   rank 0 sends what all the others receive, (N - 1)(P + 3H) + 4 (B - L_0)(D + 1 + C), and
+ *     receives what they send, (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C, plus (N - 1) H once.
+ * Rank 0's device also holds the gathered logits, their gradient and the labels of the
+ * global batch (MEM_GATHER): 4 G (2C + 1) bytes for --global-batch G.
  * Refused messages are counted in `dropped`, not in bytes or messages.
  */
 #include "ps.h"
+#include "dataparallel.h"
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
@@ -40,6 +61,8 @@ typedef struct {
     Model *model;
     uint64_t token;
     int rank, N, K, dedicated;
+    int dp;                    /* --ps-mode dataparallel: DataParallel's whole step */
+    DpChannel *chan;           /* its channel between rank 0 and every other rank */
     PsServer *server;          /* colocated: rank 0 runs it in a thread */
     void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
@@ -51,6 +74,7 @@ typedef struct {
     /* the step */
     uint32_t step;
     int in_step, any_reply;
+    int step_told;             /* begin_step has sent this step's sample count (rank 0) */
     WaitKind kind;
     int left;                  /* replies still to come */
     unsigned char *got;        /* [plan.nslices] (training) or [nchunks * K] (allreduce) */
@@ -244,12 +268,39 @@ static int client_wait(PsClient *c, int first_only, const char *what) {
 
 static void ps_destroy(void *state);
 
-static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+/* Refuses what DataParallel's step cannot do; 0 when it can. */
+static int ps_check_dataparallel(const SyncJob *job) {
+    const Config *cfg = job->cfg;
+    if (!strcmp(cfg->ps_placement, "dedicated")) return rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
+    if (cfg->global_batch < 1)
+        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel needs --global-batch B: rank 0 scatters one batch of B "
+                                      "rows (DataParallel has no per-rank batch)");
+    if (!job->model) return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel trains a model (no collective use)");
+    return RS_OK;
+}
+
+/* While a DataParallel wait blocks: rank 0 checks its serving thread, the others take in what
+ * the server sent (an ABORT fails the wait). */
+static int client_check(void *arg) {
+    PsClient *c = arg;
+    if (c->server) {
+        char why[512];
+        int st = ps_server_status(c->server, why, sizeof why);
+        return st ? rs_error(RS_ERR_PEER, "%s", why) : RS_OK;
+    }
+    int got;
+    return client_poll(c, 0, &got);
+}
+
+/* init for both tables: dp selects DataParallel's step. */
+static int ps_init_mode(const SyncJob *job, void **state, char *endpoint, size_t len, int dp) {
     const Config *cfg = job->cfg;
     *state = NULL;
     if (endpoint && len) endpoint[0] = 0;
-    if (!strcmp(cfg->ps_mode, "dataparallel"))
-        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel: not implemented yet (use --ps-mode push)");
+    if (!dp && !strcmp(cfg->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel: this caller drives the push back end "
+                                      "(sync_ps_dataparallel() has DataParallel's step)");
+    if (dp) RS_TRY(ps_check_dataparallel(job));
     int dedicated = !strcmp(cfg->ps_placement, "dedicated");
     if (!dedicated && cfg->ps_servers > 1)
         return rs_error(RS_ERR_INPUT,
@@ -266,6 +317,7 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     c->N = job->world;
     c->K = dedicated ? cfg->ps_servers : 1;
     c->dedicated = dedicated;
+    c->dp = dp;
     c->token = wire_token(job->token);
     c->host_visible = job->dev->kind == DEV_CPU;
     atomic_init(&c->zc.out, 0);
@@ -290,7 +342,7 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
                           .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->model ? c->model->nparams : 0,
                           .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
-                          .timeout = job->timeout};
+                          .timeout = job->timeout, .dataparallel = dp};
         RS_TRY(ps_server_create(&c->server, &a));
         RS_TRY(ps_server_start(c->server));
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
@@ -298,7 +350,24 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         log_info("# ps server: colocated in rank 0 on %s, listening on %s", device_name(job->dev, dn, sizeof dn),
                  ps_server_endpoint(c->server));
     }
+    if (dp) {
+        RS_TRY(dp_create(&c->chan, job, client_check, c));
+        /* rank 0's endpoint text: "<server> <DataParallel channel>" */
+        if (c->rank == 0 && endpoint && len) {
+            size_t k = strlen(endpoint);
+            snprintf(endpoint + k, len - k, " %s", dp_endpoint(c->chan));
+        }
+        if (c->rank == 0) log_info("# ps dataparallel: rank 0 scatters and gathers on %s", dp_endpoint(c->chan));
+    }
     return RS_OK;
+}
+
+static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return ps_init_mode(job, state, endpoint, len, 0);
+}
+
+static int ps_init_dp(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return ps_init_mode(job, state, endpoint, len, 1);
 }
 
 static int ps_connect(void *state, char *const *endpoints, int nmembers) {
@@ -310,9 +379,15 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
                         c->K, nmembers - c->N < 0 ? 0 : nmembers - c->N);
     if (!c->dedicated && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
+    char zero_ep[1024] = "", *dp_ep = NULL; /* rank 0's text: "<server>[ <DataParallel channel>]" */
+    if (!c->dedicated) {
+        snprintf(zero_ep, sizeof zero_ep, "%s", endpoints[0]);
+        if ((dp_ep = strchr(zero_ep, ' '))) *dp_ep++ = 0;
+    }
+    if (c->chan) RS_TRY(dp_connect(c->chan, dp_ep));
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
     for (int k = 0; k < c->K; k++) {
-        const char *ep = c->dedicated ? endpoints[c->N + k] : endpoints[0];
+        const char *ep = c->dedicated ? endpoints[c->N + k] : zero_ep;
         if (c->server) {
             ep = ps_server_inproc(c->server);
             c->local[k] = 1;
@@ -330,7 +405,8 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     return RS_OK;
 }
 
-/* Rank 0 hands the servers its parameters; every other rank pulls them. */
+/* Rank 0 hands the servers its parameters; every other rank pulls them (DataParallel: rank 0
+ * hears from every rank, whose parameters come with step 0's replicate). */
 static int ps_broadcast(void *state) {
     PsClient *c = state;
     if (!c->model) return RS_OK;
@@ -346,8 +422,9 @@ static int ps_broadcast(void *state) {
             h.count = sl->count;
             RS_TRY(client_send(c, sl->server, &h, src + sl->off, sl->count * sizeof(float)));
         }
-        return RS_OK;
+        return c->chan ? dp_hello(c->chan) : RS_OK;
     }
+    if (c->chan) return dp_hello(c->chan);
     c->kind = WAIT_INIT;
     memset(c->got, 0, c->got_cap);
     c->left = c->plan.nslices;
@@ -392,16 +469,39 @@ static int ps_bucket_ready(void *state, int b) {
     return client_poll(c, 0, &got);
 }
 
+/* Rank 0 tells every server the step's global sample count (STEP). */
+static int client_tell_step(PsClient *c, int global_samples) {
+    for (int k = 0; k < c->K; k++) {
+        WireHeader h = client_header(c, WIRE_STEP, c->step);
+        h.samples = global_samples > 0 ? (uint32_t)global_samples : 0;
+        RS_TRY(client_send(c, k, &h, NULL, 0));
+    }
+    c->step_told = 1;
+    return RS_OK;
+}
+
+/* At the step's start rank 0 tells the servers its sample count, so that each bucket is
+ * updated as soon as its pushes are in. */
+static int ps_begin_step(void *state, int step, int global_samples) {
+    PsClient *c = state;
+    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: begin_step without a model");
+    if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: begin_step %d, expected step %u", step, c->step);
+    return c->rank == 0 && !c->step_told ? client_tell_step(c, global_samples) : RS_OK;
+}
+
 static int ps_finish(void *state, int step, int global_samples, SyncStep *out) {
     PsClient *c = state;
     if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: finish without a model");
     if (!c->in_step) client_step_begin(c);
-    if (c->rank == 0)
-        for (int k = 0; k < c->K; k++) {
-            WireHeader h = client_header(c, WIRE_STEP, c->step);
-            h.samples = global_samples > 0 ? (uint32_t)global_samples : 0;
-            RS_TRY(client_send(c, k, &h, NULL, 0));
-        }
+    if (c->rank == 0 && !c->step_told) RS_TRY(client_tell_step(c, global_samples));
+    c->step_told = 0;
+    if (c->dp && c->rank != 0) {
+        /* DataParallel: the update reaches this rank with the next step's replicate */
+        *out = (SyncStep){0};
+        c->in_step = 0;
+        c->step++;
+        return RS_OK;
+    }
     char what[64];
     snprintf(what, sizeof what, "step %d", step);
     double t0 = clock_now();
@@ -471,13 +571,17 @@ static void client_bye(PsClient *c) {
     }
 }
 
-/* Reading the counters ends the data-plane session with dedicated servers: the trainer reads
- * them once, after the last step and before the report entries are gathered, which is when
- * the servers must hand in theirs. The goodbye's header bytes are counted. */
+/* The last step is done: dedicated servers get their goodbye (its header bytes are counted)
+ * and then hand rank 0 their report entries. */
+static int ps_close(void *state) {
+    client_bye(state);
+    return RS_OK;
+}
+
 static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
-    client_bye(c);
     *out = c->tr;
+    if (c->chan) dp_traffic(c->chan, out);
     if (c->server) {
         SyncTraffic s;
         ps_server_traffic(c->server, &s);
@@ -497,6 +601,7 @@ static void ps_destroy(void *state) {
         for (int k = 0; k < c->K; k++)
             if (c->sock[k]) zmq_close(c->sock[k]);
     }
+    dp_destroy(c->chan);
     ps_server_destroy(c->server);
     int drained = ps_zc_drain(&c->zc, 2.0);
     if (c->stage && drained) c->job.dev->ops->host_free(c->job.dev, c->stage);
@@ -511,6 +616,18 @@ static void ps_destroy(void *state) {
     free(c);
 }
 
+static int ps_scatter_batch(void *state, int step, const float *x, const int *y, int global_rows, int *local_rows,
+                            SyncStep *acc) {
+    PsClient *c = state;
+    if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: scatter_batch %d, expected step %u", step, c->step);
+    return dp_scatter(c->chan, step, x, y, global_rows, local_rows, acc);
+}
+
+static int ps_loss(void *state, int local_rows, SyncStep *acc) {
+    PsClient *c = state;
+    return dp_loss(c->chan, local_rows, acc);
+}
+
 static const SyncOps ps_ops = {
     .name = "ps",
     .init = ps_init,
@@ -521,6 +638,27 @@ static const SyncOps ps_ops = {
     .allreduce = ps_allreduce,
     .traffic = ps_traffic,
     .destroy = ps_destroy,
+    .close = ps_close,
+    .begin_step = ps_begin_step,
+    .scatter_batch = NULL, /* the workers stage their own rows */
+    .loss = NULL,
+};
+
+static const SyncOps ps_dp_ops = {
+    .name = "ps",
+    .init = ps_init_dp,
+    .connect = ps_connect,
+    .broadcast_params = ps_broadcast,
+    .bucket_ready = ps_bucket_ready,
+    .finish = ps_finish,
+    .allreduce = ps_allreduce,
+    .traffic = ps_traffic,
+    .destroy = ps_destroy,
+    .close = ps_close,
+    .begin_step = ps_begin_step,
+    .scatter_batch = ps_scatter_batch,
+    .loss = ps_loss,
 };
 
 const SyncOps *sync_ps(void) { return &ps_ops; }
+const SyncOps *sync_ps_dataparallel(void) { return &ps_dp_ops; }

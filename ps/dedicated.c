@@ -8,6 +8,7 @@
 
 #include <cJSON.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* This server's entry of the report's "ranks" array, as the trainer writes a worker's. */
 static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s) {
@@ -60,6 +61,10 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     cJSON *entry = NULL;
     int rc = RS_OK;
 
+    if (!strcmp(cfg->ps_mode, "dataparallel")) {
+        rc = rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
+        goto err;
+    }
     if (id < 0 || id >= K) {
         rc = rs_error(RS_ERR_INPUT, "ps server: member %d is not one of %d servers after %d workers", env->member, K,
                       env->world);
@@ -80,7 +85,9 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
         goto err;
     }
-    PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = env->addr, .token = env->token, .id = id,
+    /* bind on this host's address on the route to MASTER_ADDR, as the workers' data planes do */
+    const char *addr = env->bind[0] ? env->bind : env->addr;
+    PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = id,
                       .nservers = K, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
                       .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;

@@ -10,6 +10,16 @@
  * in a thread of its own). */
 const SyncOps *sync_ps(void);
 
+/* The "ps" back end with DataParallel's whole step (--ps-mode dataparallel): the same ops plus
+ * scatter_batch and loss (common/sync.h). Its init refuses --ps-placement dedicated and a run
+ * without --global-batch (RS_ERR_INPUT). */
+const SyncOps *sync_ps_dataparallel(void);
+
+/* The refusal of --ps-mode dataparallel with dedicated servers (the workers' and the servers'). */
+#define PS_DP_NO_DEDICATED                                                                                  \
+    "--ps-mode dataparallel needs --ps-placement colocated: DataParallel has no dedicated server (rank 0, " \
+    "its GPU 0, gathers, reduces and updates)"
+
 /* A dedicated server process's whole life (RINGSIDE_ROLE=server): binds, joins the control
  * plane, serves until every worker has said goodbye, hands its report entry to rank 0.
  * Returns the exit status. */

@@ -6,6 +6,7 @@
 #include "../common/log.h"
 #include "../common/zmq_check.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -29,6 +30,8 @@ typedef struct {
     float *recv, *sum;       /* device: nworkers * cap, cap */
     float *stage;            /* host staging of replies (cap) where the device is not host memory */
     long long samples;       /* the step's global samples (-1: not known yet) */
+    int pushed;              /* a contribution of the open step is in: its timeout runs (a step
+                              * opened by rank 0's early STEP waits for the workers' compute) */
     double t_progress;
 } PsPhase;
 
@@ -206,16 +209,19 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
     ph->active = ph->nslices > 0;
     ph->done = 0;
     ph->samples = -1;
+    ph->pushed = 0;
     ph->t_progress = clock_now();
     return RS_OK;
 }
 
-/* Sends n values at payload (host memory) as op to every worker. */
+/* Sends n values at payload (host memory) as op to every worker (DataParallel's updates: to
+ * rank 0 only). */
 static int server_reply_all(PsServer *s, const WireHeader *h, const void *payload, size_t bytes) {
     char id[16];
     for (int i = 0; i < s->a.nworkers; i++) {
         /* colocated, rank 0 goes last: once it has its reply, every other send is counted */
         int r = s->a.colocated ? (i + 1) % s->a.nworkers : i;
+        if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
         size_t idlen = ps_identity(r, id, sizeof id);
         if (ps_send(s->router, id, idlen, h, payload, bytes, &s->zc) < 0) {
             int e = zmq_errno();
@@ -275,6 +281,10 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
         if (s->init_left > 0) return server_drop(s, "a push before the initial parameters");
         if (h->total != s->a.nparams) return server_drop(s, "a push over another number of parameters");
     }
+    /* an allreduce whose buffers (one copy per worker) or chunk count would overflow their types */
+    if (ph->op == WIRE_SUM &&
+        (h->total > SIZE_MAX / sizeof(float) / (size_t)s->a.nworkers || h->total / s->per >= (uint64_t)INT_MAX))
+        return server_drop(s, "an allreduce too large to size");
     if (ph->active) {
         if (h->step != ph->step || h->total != ph->total) {
             snprintf(why, sizeof why, "%s from rank %d for step %u while step %u is open", wire_op_name(h->op), r,
@@ -302,6 +312,7 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     Device *d = s->dev;
     RS_TRY(d->ops->copy(d, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), data, n * sizeof(float), 0, NULL));
     *seen = 1;
+    ph->pushed = 1;
     ph->t_progress = clock_now();
     if (++ph->count[b] < s->a.nworkers) return RS_OK;
     if (ph->needs_samples && ph->samples < 0) {
@@ -467,7 +478,7 @@ static int server_check_time(PsServer *s) {
     PsPhase *phs[2] = {&s->train, &s->sum};
     for (int i = 0; i < 2; i++) {
         PsPhase *ph = phs[i];
-        if (!ph->active || now - ph->t_progress <= T) continue;
+        if (!ph->active || !ph->pushed || now - ph->t_progress <= T) continue;
         phase_missing(s, ph, who, sizeof who);
         if (who[0])
             return rs_error(RS_ERR_PEER, "%s: no %s from %s for step %u within %g s", s->name, wire_op_name(ph->op), who,

@@ -34,7 +34,10 @@ typedef struct {
     int nbuckets;
     int colocated;          /* 1: a thread of rank 0: rank 0 comes over inproc (not counted as
                              * traffic), and waiting between steps never times out */
-    double timeout;         /* seconds a step may wait for a missing worker */
+    double timeout;         /* seconds a step may wait for a missing worker, counted from its
+                             * first contribution (rank 0's early STEP starts no clock) */
+    int dataparallel;       /* 1 (--ps-mode dataparallel): a step's new parameters go back to
+                             * rank 0 only, which replicates them at the next step's start */
 } PsServerArgs;
 
 /* One slice's update: n keys of this server, sum = the step's contributions summed in rank

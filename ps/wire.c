@@ -62,8 +62,10 @@ void wire_encode(const WireHeader *h, unsigned char *out) {
 
 int wire_op_has_payload(int op) {
     return op == WIRE_INIT || op == WIRE_PUSH || op == WIRE_PARAMS || op == WIRE_SUM || op == WIRE_SUMMED ||
-           op == WIRE_ABORT;
+           op == WIRE_ABORT || op == WIRE_BATCH || op == WIRE_LOGITS || op == WIRE_DLOGITS;
 }
+
+int wire_op_may_be_empty(int op) { return op == WIRE_BATCH || op == WIRE_LOGITS || op == WIRE_DLOGITS; }
 
 WireErr wire_decode(const void *buf, size_t len, WireHeader *h) {
     const unsigned char *p = buf;
@@ -96,7 +98,9 @@ size_t wire_payload_bytes(const WireHeader *h) {
 
 WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t payload_bytes) {
     if (h->token != token) return WIRE_E_TOKEN;
-    if (wire_op_has_payload(h->op)) {
+    if (wire_op_may_be_empty(h->op) && h->count == 0) {
+        if (has_payload) return WIRE_E_PAYLOAD;
+    } else if (wire_op_has_payload(h->op)) {
         size_t el = h->dtype == WIRE_TEXT ? 1 : 4;
         if (!has_payload || h->count == 0 || h->count > SIZE_MAX / el || payload_bytes != wire_payload_bytes(h))
             return WIRE_E_PAYLOAD;
@@ -113,7 +117,8 @@ uint64_t wire_token(const char *text) {
 }
 
 const char *wire_op_name(int op) {
-    static const char *names[WIRE_NOPS] = {"?", "init", "pull", "push", "step", "params", "sum", "summed", "bye", "abort"};
+    static const char *names[WIRE_NOPS] = {"?",      "init",   "pull",  "push",  "step",   "params", "sum",
+                                            "summed", "bye",    "abort", "batch", "logits", "dlogits"};
     return op > 0 && op < WIRE_NOPS ? names[op] : "?";
 }
 

@@ -18,7 +18,15 @@
  *   20 u32 bucket  bucket (or allreduce chunk)  50 u16 sender  worker rank (server id in replies)
  *                                               52 u32 samples the step's global samples (WIRE_STEP)
  *
- * The payload frame holds exactly count elements of dtype, or is absent (count 0). */
+ * The payload frame holds exactly count elements of dtype, or is absent (count 0). Ops with a
+ * payload need count > 0, except BATCH, LOGITS and DLOGITS: a rank's chunk of a DataParallel
+ * batch may be empty (count 0, no payload frame).
+ *
+ * --ps-mode dataparallel adds a channel between rank 0 (a ROUTER of its own) and every other
+ * rank: PULL (once, so rank 0 can address the rank), then per step PARAMS (the replicate: all
+ * nparams keys, offset 0), BATCH and DLOGITS from rank 0, LOGITS to it. Rows are counted in
+ * the global batch of `total` rows (BATCH) or `total` = rows x classes elements (LOGITS,
+ * DLOGITS); `samples` is the chunk's rows. */
 #define WIRE_MAGIC 0x53505352u /* the bytes 'R' 'S' 'P' 'S' */
 #define WIRE_VERSION 1
 #define WIRE_HEADER_BYTES 56
@@ -34,6 +42,10 @@ typedef enum {
     WIRE_SUMMED = 7, /* server -> worker: one slice of the allreduce's sum */
     WIRE_BYE = 8,    /* worker -> server: this worker is done (no payload) */
     WIRE_ABORT = 9,  /* server -> worker: the server failed; the payload is the reason (text) */
+    WIRE_BATCH = 10, /* rank 0 -> rank r: r's chunk of the step's batch, offset = its first row:
+                      * rows x dim inputs (f32), then rows labels (int32), count = rows x (dim + 1) */
+    WIRE_LOGITS = 11,  /* rank r -> rank 0: r's rows of the logits (offset = first row x classes) */
+    WIRE_DLOGITS = 12, /* rank 0 -> rank r: the loss's gradient for r's rows (offset as LOGITS) */
     WIRE_NOPS
 } WireOp;
 
@@ -82,6 +94,9 @@ WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t 
 
 /* 1 when op carries a payload frame. */
 int wire_op_has_payload(int op);
+
+/* 1 when op's payload may be empty (count 0, no frame): a DataParallel chunk of no rows. */
+int wire_op_may_be_empty(int op);
 
 /* Payload bytes the header announces (count * element size); 0 for an unknown dtype. */
 size_t wire_payload_bytes(const WireHeader *h);

@@ -112,6 +112,19 @@ static void test_wire_rejects(void) {
     CHECK(wire_check(&p, tok, 1, 4) == WIRE_E_PAYLOAD);   /* pull with a payload */
     p.count = 1;
     CHECK(wire_check(&p, tok, 0, 0) == WIRE_E_PAYLOAD);   /* pull announcing one */
+    /* DataParallel's chunks may be empty: count 0 and no frame, nothing else */
+    int may[] = {WIRE_BATCH, WIRE_LOGITS, WIRE_DLOGITS};
+    for (int i = 0; i < 3; i++) {
+        WireHeader q = wire_header(tok, (WireOp)may[i]);
+        CHECK(wire_op_has_payload(may[i]) && wire_op_may_be_empty(may[i]));
+        CHECK(wire_check(&q, tok, 0, 0) == WIRE_OK);
+        CHECK(wire_check(&q, tok, 1, 0) == WIRE_E_PAYLOAD);   /* an empty frame announced as none */
+        q.count = 3;
+        CHECK(wire_check(&q, tok, 1, 12) == WIRE_OK);
+        CHECK(wire_check(&q, tok, 0, 0) == WIRE_E_PAYLOAD);
+    }
+    for (int op = 1; op < WIRE_NOPS; op++)
+        CHECK(!wire_op_may_be_empty(op) || op == WIRE_BATCH || op == WIRE_LOGITS || op == WIRE_DLOGITS);
     for (int e = 0; e < WIRE_NERRS; e++) CHECK(strcmp(wire_strerror((WireErr)e), "?"));
 }
 
@@ -135,9 +148,9 @@ static void test_wire_fuzz(void) {
         b[bit / 8] ^= (unsigned char)(1u << (bit % 8));
         if (wire_decode(b, sizeof b, &g) == WIRE_OK && wire_check(&g, tok, 1, 20) == WIRE_OK) flips_ok++;
     }
-    /* flips of step, bucket, offset, total, sender, samples decode fine, and two of op's (push
-     * becomes init or summed, which carry a payload too): the receiver's state refuses them */
-    CHECK_MSG(flips_ok == (4 + 4 + 8 + 8 + 2 + 4) * 8 + 2, "%d", flips_ok);
+    /* flips of step, bucket, offset, total, sender, samples decode fine, and three of op's (push
+     * becomes init, summed or logits, which carry a payload too): the receiver's state refuses them */
+    CHECK_MSG(flips_ok == (4 + 4 + 8 + 8 + 2 + 4) * 8 + 3, "%d", flips_ok);
 }
 
 /* ---- shard ------------------------------------------------------------------------------------ */
@@ -570,6 +583,7 @@ static void *rank_thread(void *p) {
         for (size_t i = 0; i < cnt && a->rc == RS_OK; i++) a->wrong += x[i] != f * (float)(int)(i % 1000);
         free(x);
     }
+    if (st && ops->close) CHECK(ops->close(st) == RS_OK);
     if (st) ops->traffic(st, &a->tr);
     pthread_barrier_wait(a->bar);
     ops->destroy(st);
@@ -687,6 +701,7 @@ static void test_backend_matches_none(void) {
             int y[8];
             for (int i = 0; i < B * 20; i++) x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
             for (int i = 0; i < B; i++) y[i] = i % 4;
+            if (ops->begin_step) CHECK(ops->begin_step(st, s, B) == RS_OK); /* ps: the server updates early */
             device_h2d(&dev, m[v].act[0], x, sizeof x);
             device_h2d(&dev, m[v].labels, y, sizeof y);
             CHECK(model_forward(&m[v], B) == RS_OK);
@@ -731,8 +746,19 @@ static void test_backend_refuses(void) {
     void *st;
     char ep[256];
     snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "dataparallel");
-    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "not implemented yet"));
+    /* the push table does not drive DataParallel's step; its own table refuses what it cannot do */
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "sync_ps_dataparallel"));
     ops->destroy(st);
+    const SyncOps *dp = sync_ps_dataparallel();
+    CHECK(dp && dp->scatter_batch && dp->loss && dp->close && dp->begin_step && !ops->scatter_batch && !ops->loss);
+    CHECK(dp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "--global-batch"));
+    dp->destroy(st);
+    cfg.global_batch = 4;
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "dedicated");
+    CHECK(dp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "no dedicated server"));
+    dp->destroy(st);
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "colocated");
+    cfg.global_batch = 0;
     snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "push");
     cfg.ps_servers = 2;
     CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "dedicated"));

@@ -180,7 +180,8 @@ static void test_chunks_partition(void) {
 /* ---- forked rings ---------------------------------------------------------------------------- */
 
 typedef struct {
-    size_t seg_bytes;  /* 0: default */
+    size_t seg_bytes;   /* 0: default */
+    const char *policy; /* RINGSIDE_RING_TRANSPORT, NULL: default (shared memory on one host) */
 } ExactArg;
 
 static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 1000, 1048576 + 3};
@@ -189,6 +190,7 @@ static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 10
  * broadcast of rank 0's values. Reports the hash of each result. */
 static int rank_exact(Child *c, void *argp) {
     ExactArg *arg = argp;
+    if (arg->policy) setenv("RINGSIDE_RING_TRANSPORT", arg->policy, 1);
     Ring *r = child_ring(c, 20);
     if (!r) return 10;
     if (arg->seg_bytes) ring_set_segment(r, arg->seg_bytes);
@@ -252,15 +254,21 @@ static void check_job(int world, RankFn fn, void *arg, int nreports, int want_eq
 }
 
 static void test_ring_exact_1_to_5(void) {
-    ExactArg a = {0};
+    ExactArg a = {0, NULL};
     for (int n = 1; n <= 5; n++) check_job(n, rank_exact, &a, 6, 1);
+    ExactArg t = {0, "tcp"}, i = {0, "ipc"};
+    for (int n = 2; n <= 4; n++) check_job(n, rank_exact, &t, 6, 1);
+    check_job(3, rank_exact, &i, 6, 1);
 }
 
 static void test_ring_exact_small_segments(void) {
-    ExactArg a = {64}; /* 16 floats: many segments per chunk, every frame copied */
-    check_job(3, rank_exact, &a, 6, 1);
-    ExactArg b = {40000}; /* just over the zero-copy threshold, odd segment ends */
-    check_job(4, rank_exact, &b, 6, 1);
+    const char *policies[2] = {NULL, "tcp"};
+    for (int k = 0; k < 2; k++) {
+        ExactArg a = {64, policies[k]}; /* 16 floats: many segments per chunk, every frame copied */
+        check_job(3, rank_exact, &a, 6, 1);
+        ExactArg b = {40000, policies[k]}; /* just over the zero-copy threshold, odd segment ends */
+        check_job(4, rank_exact, &b, 6, 1);
+    }
 }
 
 /* Inexact sums (random floats): every rank must still end with the same bits. Repeated
@@ -295,8 +303,10 @@ static void test_ring_bitwise_equal_inexact(void) {
 }
 
 /* A stray sender with the wrong token connects to rank 0's PULL: its messages are dropped and
- * counted, the collective is still right. */
+ * counted, the collective is still right. Over the socket transports (argp: the policy); with
+ * shared memory the PULL is closed. */
 static int rank_stray(Child *c, void *argp) {
+    setenv("RINGSIDE_RING_TRANSPORT", (const char *)argp, 1);
     Ring *r;
     char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
     char *list[MAX_WORLD];
@@ -307,6 +317,9 @@ static int rank_stray(Child *c, void *argp) {
     ring_set_segment(r, 4096); /* many messages, so the fair-queued strays are all read */
     if (c->rank == 1) {
         void *z = zmq_ctx_new(), *s = zmq_socket(z, ZMQ_PUSH);
+        int linger = 5000;
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+        eps[0][strcspn(eps[0], "|")] = 0; /* the TCP endpoint, as a stranger on another host would use */
         zmq_connect(s, eps[0]);
         RingHeader h = {RING_MAGIC, RING_KIND_RS, TOKEN ^ 1, 1, 0, 1, 0, 1};
         float v = 1e6f;
@@ -335,18 +348,112 @@ static int rank_stray(Child *c, void *argp) {
     return fails;
 }
 
-static void test_ring_stray_dropped(void) { check_job(2, rank_stray, NULL, 0, 0); }
+static void test_ring_stray_dropped(void) {
+    check_job(2, rank_stray, "tcp", 0, 0);
+    check_job(2, rank_stray, "ipc", 0, 0);
+}
+
+/* The transports: ranks on one host publish "tcp://...|ipc://@...|shm=PID.FD.NONCE|host=KEY"
+ * and every edge is shared memory; endpoints whose host keys differ (ranks on different hosts)
+ * are reached over TCP; RINGSIDE_RING_TRANSPORT=ipc or tcp offers less. Mixed rings (some
+ * edges shared memory, some sockets) must agree on both ends and not deadlock when the lanes
+ * fill (24 MiB all-reduce: chunks larger than a lane). Each case runs an exact all-reduce. */
+typedef struct {
+    int mode;            /* see want[] */
+} TransportArg;
+
+static int rank_transport(Child *c, void *argp) {
+    TransportArg *a = argp;
+    /* per mode: the policy of every rank / of rank 1 only, rewritten host keys, the expected
+     * transport to the right neighbour of ranks 0, 1, 2 */
+    static const struct {
+        const char *policy, *policy1;
+        int rekey; /* 1: every rank's key made distinct; 2: rank 1's key only */
+        const char *want[3];
+    } m[] = {
+        {NULL, NULL, 0, {"shm", "shm", "shm"}},
+        {NULL, NULL, 1, {"tcp", "tcp", "tcp"}},
+        {"tcp", NULL, 0, {"tcp", "tcp", "tcp"}},
+        {"ipc", NULL, 0, {"ipc", "ipc", "ipc"}},
+        {NULL, NULL, 2, {"tcp", "tcp", "shm"}},
+        {NULL, "ipc", 0, {"ipc", "ipc", "shm"}},
+    };
+    const char *policy = c->rank == 1 && m[a->mode].policy1 ? m[a->mode].policy1 : m[a->mode].policy;
+    if (policy) setenv("RINGSIDE_RING_TRANSPORT", policy, 1);
+    Ring *r;
+    char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
+    char *list[MAX_WORLD];
+    if (ring_create(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, 20, ep, sizeof ep)) return 10;
+    if (child_exchange(c, ep, eps)) return 10;
+    int fails = 0;
+    const char *ipc = strstr(ep, "|ipc://@"), *shm = strstr(ep, "|shm="), *host = strstr(ep, "|host=");
+    if (strncmp(ep, "tcp://127.0.0.1:", 16)) fails |= 1;
+    if (policy && !strcmp(policy, "tcp") && strchr(ep, '|')) fails |= 2;
+    if ((!policy || strcmp(policy, "tcp")) && (!ipc || !host || host < ipc || strlen(host + 6) != 16)) fails |= 4;
+    if (!policy != !!shm || (shm && (shm < ipc || shm > host))) fails |= 4;
+    for (int i = 0; i < c->world; i++) {
+        char *k = strstr(eps[i], "|host=");
+        if (k && (m[a->mode].rekey == 1 || (m[a->mode].rekey == 2 && i == 1))) memset(k + 6, 'a' + i, strlen(k + 6));
+        list[i] = eps[i];
+    }
+    if (ring_connect(r, list)) {
+        fprintf(stderr, "  rank %d mode %d: ring_connect: %s\n", c->rank, a->mode, rs_errmsg());
+        return 11;
+    }
+    if (strcmp(ring_transport(r), m[a->mode].want[c->rank])) fails |= 8;
+    size_t n = 6u << 20;
+    float *buf = malloc(n * sizeof(float));
+    for (int rep = 0; rep < 2 && !fails; rep++) {
+        size_t cnt = rep ? 300001 : n;
+        for (size_t i = 0; i < cnt; i++) buf[i] = exact_input(i, c->rank);
+        if (ring_allreduce(r, buf, cnt)) {
+            fprintf(stderr, "  rank %d mode %d: %s\n", c->rank, a->mode, rs_errmsg());
+            fails |= 16;
+        }
+        for (size_t i = 0; i < cnt && !(fails & 32); i++)
+            if (buf[i] != exact_sum(i, c->world)) fails |= 32;
+    }
+    if (fails) fprintf(stderr, "  rank %d mode %d: endpoint '%s', transport %s: fails 0x%x\n", c->rank, a->mode, ep,
+                       ring_transport(r), fails);
+    ring_destroy(r);
+    free(buf);
+    return fails ? 1 : 0;
+}
+
+static void test_ring_transport(void) {
+    if (access("/proc/sys/kernel/random/boot_id", R_OK) != 0) {
+        SKIP("no boot id: TCP only on this system");
+        return;
+    }
+    for (int mode = 0; mode < 6; mode++) {
+        TransportArg a = {mode};
+        check_job(3, rank_transport, &a, 0, 0);
+    }
+}
 
 /* Rank `dead` exits after connecting (or after one collective): the others must return
  * RS_ERR_PEER within the 2 s timeout (plus slack), naming a rank. */
 typedef struct {
     int dead, after_one;
+    const char *policy; /* RINGSIDE_RING_TRANSPORT or NULL */
 } DeathArg;
 
 static int rank_death(Child *c, void *argp) {
     DeathArg *a = argp;
-    Ring *r = child_ring(c, 2);
-    if (!r) return 10;
+    if (a->policy) setenv("RINGSIDE_RING_TRANSPORT", a->policy, 1);
+    Ring *r;
+    char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
+    char *list[MAX_WORLD];
+    if (ring_create(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, 2, ep, sizeof ep)) return 10;
+    if (child_exchange(c, ep, eps)) return 10;
+    for (int i = 0; i < c->world; i++) list[i] = eps[i];
+    int crc = ring_connect(r, list);
+    if (crc) { /* a shared-memory lane is mapped at connect: a peer already gone is found there */
+        int ok = crc == RS_ERR_PEER && strstr(rs_errmsg(), "rank ") != NULL;
+        if (!ok) fprintf(stderr, "  rank %d: ring_connect: rc %d: %s\n", c->rank, crc, rs_errmsg());
+        ring_destroy(r);
+        return ok ? 0 : 10;
+    }
     size_t n = 200000;
     float *buf = calloc(n, sizeof(float));
     if (a->after_one && ring_allreduce(r, buf, n)) return 11;
@@ -365,10 +472,13 @@ static int rank_death(Child *c, void *argp) {
 }
 
 static void test_ring_dead_peer(void) {
-    DeathArg a = {2, 0};
-    check_job(3, rank_death, &a, 0, 0);
-    DeathArg b = {1, 1};
-    check_job(4, rank_death, &b, 0, 0);
+    const char *policies[2] = {NULL, "tcp"};
+    for (int k = 0; k < 2; k++) {
+        DeathArg a = {2, 0, policies[k]};
+        check_job(3, rank_death, &a, 0, 0);
+        DeathArg b = {1, 1, policies[k]};
+        check_job(4, rank_death, &b, 0, 0);
+    }
 }
 
 /* ---- the "ring" back end through the control plane ---------------------------------------- */
@@ -534,6 +644,7 @@ int main(void) {
     RUN(test_ring_exact_small_segments);
     RUN(test_ring_bitwise_equal_inexact);
     RUN(test_ring_stray_dropped);
+    RUN(test_ring_transport);
     RUN(test_ring_dead_peer);
     RUN(test_sync_ring_backend);
     RUN(test_sync_ring_one_rank);

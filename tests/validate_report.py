@@ -307,6 +307,7 @@ def check_ranks(c, rep, cfg, run, expect):
         c.expect(len(counts) == 1, "ranks[].samples", "per-rank batches, yet workers saw different counts %s"
                  % sorted(counts))
     check_traffic_expectations(c, cfg, workers, servers, n, rep)
+    check_gather(c, cfg, workers)
     for k, v in expect.items():
         if k == "world":
             c.expect(n == int(v), "run.world", "%s, expected %s" % (n, v))
@@ -315,6 +316,23 @@ def check_ranks(c, rep, cfg, run, expect):
         elif k == "servers":
             c.expect(len(servers) == int(v), "ranks", "%d server entries, expected %s" % (len(servers), v))
     return workers, servers
+
+
+def check_gather(c, cfg, workers):
+    """by_tag.gather: DataParallel's gathered logits, their gradient and the global batch's labels on
+    rank 0, 4 B (2C + 1) bytes (B = --global-batch, C = classes); 0 everywhere else."""
+    layers = cfg.get("layers") or []
+    dp = cfg.get("sync") == "ps" and cfg.get("ps-mode") == "dataparallel"
+    B = cfg.get("global-batch")
+    for e in workers:
+        g = ((e.get("memory") or {}).get("by_tag") or {}).get("gather")
+        if not isinstance(g, int) or not layers or not isinstance(B, int):
+            continue
+        want = 4 * B * (2 * layers[-1] + 1) if dp and e.get("rank") == 0 else 0
+        why = ("4 x global batch x (2 x classes + 1)" if e.get("rank") == 0 else "only rank 0 gathers") if dp \
+            else "no DataParallel step"
+        c.expect(g == want, "ranks[rank %s].memory.by_tag.gather" % e.get("rank"),
+                 "%d bytes, expected %d (%s)" % (g, want, why))
 
 
 def param_bytes(cfg):
@@ -339,6 +357,10 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     if sync == "ring" and n > 1:
         per = 2 * (n - 1) / n * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
+    elif sync == "ps" and cfg.get("ps-mode") == "dataparallel":
+        # every other rank pushes its gradient and receives the replicate each step; rank 0 the rest
+        floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
+        floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
     elif sync == "ps" and cfg.get("ps-mode", "push") == "push":
         if cfg.get("ps-placement") == "dedicated":
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers}

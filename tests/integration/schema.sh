@@ -39,7 +39,7 @@ case_run ring-3-idle   "world=3 sync=ring servers=0" -- -n 3 --sync ring --globa
 case_run ps-2          "world=2 sync=ps servers=0"   -- -n 2 --sync ps
 case_run ps-3-dedicated "world=3 sync=ps servers=1"  -- -n 3 --sync ps --ps-placement dedicated
 case_run ps-2-2servers "world=2 sync=ps servers=2"   -- -n 2 --sync ps --ps-placement dedicated --ps-servers 2
-case_run ps-2-dataparallel "world=2 sync=ps servers=0" -- -n 2 --sync ps --ps-mode dataparallel --global-batch 32
+case_run ps-3-dataparallel "world=3 sync=ps servers=0" -- -n 3 --sync ps --ps-mode dataparallel --global-batch 32
 case_run ring-2-eval   "world=2 sync=ring servers=0" -- -n 2 --sync ring --eval-every 4 --no-overlap
 
 # bench report, matrix summary and claims, where this build has the commands

@@ -1,0 +1,548 @@
+/* dataparallel.c - DataParallel's channel: rank 0 replicates the parameters and scatters the batch, gathers the logits, computes the loss over the global batch, scatters its gradient back */
+/*
+ * Per step (ps/client.c's header has the byte counts):
+ *   scatter  rank 0 -> every other rank: PARAMS (all keys: DataParallel's replicate), BATCH
+ *            (the rank's rows of inputs and labels, chunks of ceil(B/N), maybe none)
+ *   forward  on every rank, on its own rows
+ *   loss     every other rank -> rank 0: LOGITS (its rows); rank 0 runs softmax cross-entropy
+ *            over the whole batch, then -> every other rank: DLOGITS (its rows' gradient)
+ * Every rank sends and receives each message every step, even with no rows (header only), so
+ * a rank without data still takes part. Zero-copy sends are safe without extra waits: a
+ * buffer is rewritten only after its receiver has answered (rank 0's parameters once every
+ * rank's logits are in, a worker's logits once its gradient is back); each side also drains
+ * its zero-copy counter there.
+ */
+#include "dataparallel.h"
+#include "server.h"
+#include "wire.h"
+#include "../common/clock.h"
+#include "../common/data.h"
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/zmq_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What the channel is waiting for. */
+typedef enum { DP_IDLE, DP_WAIT_HELLO, DP_WAIT_LOGITS, DP_WAIT_SCATTER, DP_WAIT_DLOGITS } DpPhase;
+
+/* Bits of got[0] on the other ranks. */
+enum { DP_GOT_PARAMS = 1, DP_GOT_BATCH = 2, DP_GOT_DLOGITS = 4 };
+
+struct DpChannel {
+    SyncJob job;
+    Model *model;
+    Device *dev;
+    uint64_t token;
+    int rank, N, dim, classes, cap;  /* cap: --global-batch, the most rows of a step */
+    int host_visible;
+    void *sock;                      /* rank 0: ROUTER; others: DEALER "w<rank>" */
+    char endpoint[320];
+    DpCheckFn check;
+    void *check_arg;
+    /* rank 0: the gathered outputs (device, MEM_GATHER), host staging where the device is not
+     * host memory */
+    float *glogits, *gdlogits;
+    int *glabels;
+    float *hparams, *hdlogits;
+    /* other ranks: host staging of the logits where the device is not host memory */
+    float *hlogits;
+    /* the step */
+    uint32_t step;
+    int rows;                        /* the step's global rows */
+    int lo, len;                     /* this rank's chunk */
+    DpPhase phase;
+    unsigned char *got;              /* rank 0: [N] who has sent; others: got[0] DP_GOT_* bits */
+    int left;
+    PsZeroCopy zc;
+    SyncTraffic tr;
+    int warned;
+};
+
+/* ---- sizes ---------------------------------------------------------------------------------- */
+
+static size_t dp_gather_bytes(const DpChannel *ch, int what) {
+    size_t G = (size_t)ch->cap, C = (size_t)ch->classes;
+    return what == 2 ? G * sizeof(int) : G * C * sizeof(float); /* 0 logits, 1 their gradient, 2 labels */
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+static WireHeader dp_header(const DpChannel *ch, WireOp op, uint32_t step) {
+    WireHeader h = wire_header(ch->token, op);
+    h.step = step;
+    h.sender = (uint16_t)ch->rank;
+    return h;
+}
+
+static int dp_send_failed(const DpChannel *ch, const WireHeader *h, int r) {
+    int e = zmq_errno();
+    return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d cannot send %s of step %u to rank %d: %s", ch->rank,
+                    wire_op_name(h->op), h->step, r,
+                    e == EHOSTUNREACH ? "it is gone" : e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
+}
+
+static void dp_count_sent(DpChannel *ch, size_t bytes) {
+    ch->tr.bytes_sent += WIRE_HEADER_BYTES + bytes;
+    ch->tr.messages_sent++;
+}
+
+/* Sends h with bytes of payload (none when 0) to rank r (rank 0), or to rank 0 (others). */
+static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payload, size_t bytes) {
+    char id[16];
+    size_t idlen = ch->rank == 0 ? ps_identity(r, id, sizeof id) : 0;
+    if (ps_send(ch->sock, idlen ? id : NULL, idlen, h, bytes ? payload : NULL, bytes, &ch->zc) < 0)
+        return dp_send_failed(ch, h, r);
+    dp_count_sent(ch, bytes);
+    return RS_OK;
+}
+
+/* Rank 0: rank r's BATCH, rows of x then rows of y in one payload frame (a copy). */
+static int dp_send_batch(DpChannel *ch, int r, const WireHeader *h, const float *x, const int *y, int rows) {
+    if (rows == 0) return dp_send(ch, r, h, NULL, 0);
+    size_t xb = (size_t)rows * (size_t)ch->dim * sizeof(float), yb = (size_t)rows * sizeof(int);
+    char id[16];
+    size_t idlen = ps_identity(r, id, sizeof id);
+    unsigned char hb[WIRE_HEADER_BYTES];
+    wire_encode(h, hb);
+    zmq_msg_t m;
+    if (zmq_msg_init_size(&m, xb + yb) < 0) return dp_send_failed(ch, h, r);
+    memcpy(zmq_msg_data(&m), x, xb);
+    memcpy((char *)zmq_msg_data(&m) + xb, y, yb);
+    if (zmq_send(ch->sock, id, idlen, ZMQ_SNDMORE) < 0 || zmq_send(ch->sock, hb, sizeof hb, ZMQ_SNDMORE) < 0 ||
+        zmq_msg_send(&m, ch->sock, 0) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(&m);
+        errno = e;
+        return dp_send_failed(ch, h, r);
+    }
+    dp_count_sent(ch, xb + yb);
+    return RS_OK;
+}
+
+/* ---- receiving ------------------------------------------------------------------------------ */
+
+static int dp_drop(DpChannel *ch, const char *why) {
+    ch->tr.dropped++;
+    if (ch->warned++ < 5) log_warn("ps dataparallel: rank %d dropped a message: %s", ch->rank, why);
+    return 0;
+}
+
+/* Copies bytes of a message (host) to device memory at dst. */
+static int dp_h2d(DpChannel *ch, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return RS_OK;
+    return ch->dev->ops->copy(ch->dev, dst, src, bytes, 0, NULL);
+}
+
+/* Rank 0: a message from rank r. 1 when it was awaited (and applied), 0 when dropped. */
+static int dp_on_rank0(DpChannel *ch, int r, const WireHeader *h, const void *data, int *applied) {
+    if (ch->got[r]) return dp_drop(ch, "a second message of its kind");
+    if (ch->phase == DP_WAIT_HELLO) {
+        if (h->op != WIRE_PULL || h->step != WIRE_STEP_INIT) return dp_drop(ch, "not a pull at the start");
+    } else if (ch->phase == DP_WAIT_LOGITS) {
+        int lo, len;
+        size_t C = (size_t)ch->classes;
+        scatter_chunk(ch->rows, ch->N, r, &lo, &len);
+        if (h->op != WIRE_LOGITS || h->step != ch->step) return dp_drop(ch, "not this step's logits");
+        if (h->total != (uint64_t)ch->rows * C || h->offset != (uint64_t)lo * C || h->count != (uint64_t)len * C ||
+            h->samples != (uint32_t)len)
+            return dp_drop(ch, "logits of rows this rank does not hold");
+        RS_TRY(dp_h2d(ch, ch->glogits + (size_t)lo * C, data, (size_t)len * C * sizeof(float)));
+    } else {
+        return dp_drop(ch, "nothing awaited");
+    }
+    ch->got[r] = 1;
+    ch->left--;
+    *applied = 1;
+    return RS_OK;
+}
+
+/* Other ranks: a message from rank 0. */
+static int dp_on_worker(DpChannel *ch, const WireHeader *h, const void *data, int *applied) {
+    Model *m = ch->model;
+    size_t C = (size_t)ch->classes;
+    int bit = h->op == WIRE_PARAMS ? DP_GOT_PARAMS : h->op == WIRE_BATCH ? DP_GOT_BATCH
+              : h->op == WIRE_DLOGITS ? DP_GOT_DLOGITS : 0;
+    int want = ch->phase == DP_WAIT_SCATTER ? DP_GOT_PARAMS | DP_GOT_BATCH
+               : ch->phase == DP_WAIT_DLOGITS ? DP_GOT_DLOGITS : 0;
+    if (!(bit & want) || h->step != ch->step) return dp_drop(ch, "nothing of its kind awaited for its step");
+    if (ch->got[0] & bit) return dp_drop(ch, "a second message of its kind");
+    if (bit == DP_GOT_PARAMS) {
+        if (h->offset != 0 || h->count != m->nparams || h->total != m->nparams)
+            return dp_drop(ch, "parameters of another shape");
+        RS_TRY(dp_h2d(ch, m->params, data, m->nparams * sizeof(float)));
+    } else if (bit == DP_GOT_BATCH) {
+        int lo, len;
+        if (h->total < 1 || h->total > (uint64_t)ch->cap) return dp_drop(ch, "a batch of another size");
+        scatter_chunk((int)h->total, ch->N, ch->rank, &lo, &len);
+        if (h->offset != (uint64_t)lo || h->samples != (uint32_t)len || len > m->max_batch ||
+            h->count != (uint64_t)len * (uint64_t)(ch->dim + 1))
+            return dp_drop(ch, "a batch chunk of other rows");
+        size_t xb = (size_t)len * (size_t)ch->dim * sizeof(float);
+        RS_TRY(dp_h2d(ch, m->act[0], data, xb));
+        RS_TRY(dp_h2d(ch, m->labels, (const char *)data + xb, (size_t)len * sizeof(int)));
+        ch->rows = (int)h->total;
+        ch->lo = lo;
+        ch->len = len;
+    } else {
+        if (h->total != (uint64_t)ch->rows * C || h->offset != (uint64_t)ch->lo * C ||
+            h->count != (uint64_t)ch->len * C || h->samples != (uint32_t)ch->len)
+            return dp_drop(ch, "an output gradient of other rows");
+        RS_TRY(dp_h2d(ch, m->dbuf[0], data, (size_t)ch->len * C * sizeof(float)));
+    }
+    ch->got[0] |= (unsigned char)bit;
+    ch->left--;
+    *applied = 1;
+    return RS_OK;
+}
+
+/* Checks and applies one received message; a refused one is counted in dropped. */
+static int dp_handle(DpChannel *ch, PsMsg *m, int *applied) {
+    int base = ch->rank == 0, r = 0;
+    *applied = 0;
+    if (m->extra || m->n < base + 1 || m->n > base + 2) return dp_drop(ch, "not [identity][header][payload?]");
+    if (base) {
+        const char *id = zmq_msg_data(&m->part[0]);
+        size_t len = zmq_msg_size(&m->part[0]);
+        r = -1;
+        if (len >= 2 && len < 8 && id[0] == 'w') {
+            r = 0;
+            for (size_t i = 1; i < len && r >= 0; i++) r = id[i] >= '0' && id[i] <= '9' ? r * 10 + (id[i] - '0') : -1;
+        }
+        if (r < 1 || r >= ch->N) return dp_drop(ch, "a peer that is not another rank of this job");
+    }
+    WireHeader h;
+    WireErr e = wire_decode(zmq_msg_data(&m->part[base]), zmq_msg_size(&m->part[base]), &h);
+    int has = m->n == base + 2;
+    size_t pb = has ? zmq_msg_size(&m->part[base + 1]) : 0;
+    if (e == WIRE_OK) e = wire_check(&h, ch->token, has, pb);
+    if (e != WIRE_OK) return dp_drop(ch, wire_strerror(e));
+    if (h.sender != r) return dp_drop(ch, "sender field differs from the peer");
+    const void *data = has ? zmq_msg_data(&m->part[base + 1]) : NULL;
+    RS_TRY(base ? dp_on_rank0(ch, r, &h, data, applied) : dp_on_worker(ch, &h, data, applied));
+    if (*applied) {
+        ch->tr.bytes_received += WIRE_HEADER_BYTES + pb;
+        ch->tr.messages_received++;
+    }
+    return RS_OK;
+}
+
+/* Names what is missing when a wait times out. */
+static int dp_missing(const DpChannel *ch, const char *what) {
+    char when[48];
+    if (ch->phase == DP_WAIT_HELLO) snprintf(when, sizeof when, "at the start");
+    else snprintf(when, sizeof when, "for step %u", ch->step);
+    if (ch->rank != 0)
+        return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d: no %s from rank 0 %s within %g s", ch->rank, what, when,
+                        ch->job.timeout);
+    char who[256];
+    size_t k = 0;
+    int n = 0;
+    who[0] = 0;
+    for (int r = 1; r < ch->N && k < sizeof who; r++)
+        if (!ch->got[r]) k += (size_t)snprintf(who + k, sizeof who - k, "%s%d", n++ ? ", " : "", r);
+    return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0: no %s from rank%s %s %s within %g s", what, n > 1 ? "s" : "",
+                    who, when, ch->job.timeout);
+}
+
+/* Receives until ch->left awaited messages are in; adds the time blocked in poll to *blocked.
+ * Fails when nothing awaited comes for the timeout, or when the check says so. */
+static int dp_wait(DpChannel *ch, const char *what, double *blocked) {
+    double last = clock_now();
+    while (ch->left > 0) {
+        zmq_pollitem_t it = {ch->sock, 0, ZMQ_POLLIN, 0};
+        double t0 = clock_now();
+        int n = zmq_poll(&it, 1, 100);
+        *blocked += clock_now() - t0;
+        if (n < 0) {
+            if (zmq_errno() == EINTR) continue;
+            return zmqCheck(n);
+        }
+        int got = 0;
+        for (int k = 0; n > 0 && k < 4096; k++) {
+            PsMsg m;
+            if (ps_recv(ch->sock, &m, ZMQ_DONTWAIT) < 0) {
+                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                return zmqCheck(-1);
+            }
+            int applied = 0, rc = dp_handle(ch, &m, &applied);
+            ps_msg_close(&m);
+            RS_TRY(rc);
+            got += applied;
+        }
+        double now = clock_now();
+        if (got > 0) {
+            last = now;
+            continue;
+        }
+        if (ch->check) RS_TRY(ch->check(ch->check_arg));
+        if (now - last > ch->job.timeout) return dp_missing(ch, what);
+    }
+    ch->phase = DP_IDLE;
+    return RS_OK;
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+int dp_hello(DpChannel *ch) {
+    if (ch->rank != 0) {
+        WireHeader h = dp_header(ch, WIRE_PULL, WIRE_STEP_INIT);
+        return dp_send(ch, 0, &h, NULL, 0);
+    }
+    double blocked = 0;
+    ch->phase = DP_WAIT_HELLO;
+    memset(ch->got, 0, (size_t)ch->N);
+    ch->left = ch->N - 1;
+    return dp_wait(ch, "pull", &blocked);
+}
+
+int dp_scatter(DpChannel *ch, int step, const float *x, const int *y, int global_rows, int *local_rows,
+               SyncStep *acc) {
+    double t0 = clock_now(), blocked = 0;
+    Device *d = ch->dev;
+    Model *m = ch->model;
+    ch->step = (uint32_t)step;
+    if (ch->rank == 0) {
+        if (global_rows < 1 || global_rows > ch->cap || !x || !y)
+            return rs_error(RS_ERR_RUNTIME, "ps dataparallel: rank 0 was given a batch of %d rows (1 to %d)",
+                            global_rows, ch->cap);
+        ch->rows = global_rows;
+        scatter_chunk(global_rows, ch->N, 0, &ch->lo, &ch->len);
+        const float *params = m->params;
+        if (ch->N > 1 && !ch->host_visible) {
+            RS_TRY(d->ops->copy(d, ch->hparams, m->params, m->nparams * sizeof(float), 1, NULL));
+            RS_TRY(d->ops->stream_sync(d, NULL));
+            params = ch->hparams;
+        }
+        for (int r = 1; r < ch->N; r++) {
+            int lo, len;
+            WireHeader h = dp_header(ch, WIRE_PARAMS, ch->step);
+            h.count = h.total = m->nparams;
+            RS_TRY(dp_send(ch, r, &h, params, m->nparams * sizeof(float)));
+            scatter_chunk(global_rows, ch->N, r, &lo, &len);
+            h = dp_header(ch, WIRE_BATCH, ch->step);
+            h.offset = (uint64_t)lo;
+            h.total = (uint64_t)global_rows;
+            h.samples = (uint32_t)len;
+            h.count = (uint64_t)len * (uint64_t)(ch->dim + 1);
+            RS_TRY(dp_send_batch(ch, r, &h, x + (size_t)lo * ch->dim, y + lo, len));
+        }
+        RS_TRY(dp_h2d(ch, m->act[0], x, (size_t)ch->len * ch->dim * sizeof(float)));
+        RS_TRY(dp_h2d(ch, m->labels, y, (size_t)ch->len * sizeof(int)));
+        RS_TRY(dp_h2d(ch, ch->glabels, y, (size_t)global_rows * sizeof(int)));
+    } else {
+        ch->phase = DP_WAIT_SCATTER;
+        ch->got[0] = 0;
+        ch->left = 2;
+        RS_TRY(dp_wait(ch, "parameters and batch", &blocked));
+    }
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    *local_rows = ch->len;
+    acc->idle_s += blocked;
+    acc->comm_s += clock_now() - t0;
+    return RS_OK;
+}
+
+int dp_loss(DpChannel *ch, int local_rows, SyncStep *acc) {
+    double t0 = clock_now(), blocked = 0, compute = 0;
+    Device *d = ch->dev;
+    Model *m = ch->model;
+    size_t C = (size_t)ch->classes;
+    const float *logits = m->act[m->nlayers];
+    if (local_rows != ch->len)
+        return rs_error(RS_ERR_RUNTIME, "ps dataparallel: rank %d: loss over %d rows, scattered %d", ch->rank,
+                        local_rows, ch->len);
+    if (ch->rank == 0) {
+        if (ch->len) RS_TRY(d->ops->copy(d, ch->glogits, logits, (size_t)ch->len * C * sizeof(float), 2, NULL));
+        ch->phase = DP_WAIT_LOGITS;
+        memset(ch->got, 0, (size_t)ch->N);
+        ch->left = ch->N - 1;
+        RS_TRY(dp_wait(ch, "logits", &blocked));
+        /* every rank has answered: the replicate and last step's gradients have been delivered */
+        if (!ps_zc_drain(&ch->zc, ch->job.timeout))
+            return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0: sends still in flight after %g s", ch->job.timeout);
+        double tc = clock_now();
+        d->k->softmax_xent(d->kctx, ch->glogits, ch->glabels, ch->rows, (int)C, ch->gdlogits, m->stats);
+        RS_TRY(d->ops->stream_sync(d, NULL));
+        compute = clock_now() - tc;
+        if (ch->len) RS_TRY(d->ops->copy(d, m->dbuf[0], ch->gdlogits, (size_t)ch->len * C * sizeof(float), 2, NULL));
+        const float *src = ch->gdlogits;
+        if (ch->N > 1 && !ch->host_visible) {
+            RS_TRY(d->ops->copy(d, ch->hdlogits, ch->gdlogits, (size_t)ch->rows * C * sizeof(float), 1, NULL));
+            RS_TRY(d->ops->stream_sync(d, NULL));
+            src = ch->hdlogits;
+        }
+        for (int r = 1; r < ch->N; r++) {
+            int lo, len;
+            scatter_chunk(ch->rows, ch->N, r, &lo, &len);
+            WireHeader h = dp_header(ch, WIRE_DLOGITS, ch->step);
+            h.offset = (uint64_t)lo * C;
+            h.count = (uint64_t)len * C;
+            h.total = (uint64_t)ch->rows * C;
+            h.samples = (uint32_t)len;
+            RS_TRY(dp_send(ch, r, &h, src + (size_t)lo * C, (size_t)len * C * sizeof(float)));
+        }
+    } else {
+        const float *src = logits;
+        if (ch->len && !ch->host_visible) {
+            RS_TRY(d->ops->copy(d, ch->hlogits, logits, (size_t)ch->len * C * sizeof(float), 1, NULL));
+            RS_TRY(d->ops->stream_sync(d, NULL));
+            src = ch->hlogits;
+        }
+        WireHeader h = dp_header(ch, WIRE_LOGITS, ch->step);
+        h.offset = (uint64_t)ch->lo * C;
+        h.count = (uint64_t)ch->len * C;
+        h.total = (uint64_t)ch->rows * C;
+        h.samples = (uint32_t)ch->len;
+        RS_TRY(dp_send(ch, 0, &h, src, (size_t)ch->len * C * sizeof(float)));
+        ch->phase = DP_WAIT_DLOGITS;
+        ch->got[0] = 0;
+        ch->left = 1;
+        RS_TRY(dp_wait(ch, "output gradient", &blocked));
+        /* rank 0 answered: the logits have been delivered */
+        if (!ps_zc_drain(&ch->zc, ch->job.timeout))
+            return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d: logits still in flight after %g s", ch->rank,
+                            ch->job.timeout);
+    }
+    RS_TRY(d->ops->stream_sync(d, NULL));
+    acc->idle_s += blocked;
+    acc->compute_s += compute;
+    acc->comm_s += clock_now() - t0 - compute;
+    return RS_OK;
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
+
+/* Rank 0: binds the ROUTER on tcp://addr:* (or every interface, advertising addr). */
+static int dp_bind(DpChannel *ch) {
+    size_t len = sizeof ch->endpoint;
+    const char *addr = ch->job.addr && *ch->job.addr ? ch->job.addr : "127.0.0.1";
+    char ep[320];
+    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
+    if (zmq_bind(ch->sock, ep) == 0) return zmqCheck(zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, ch->endpoint, &len));
+    char any[320];
+    RS_TRY(zmqCheck(zmq_bind(ch->sock, "tcp://*:*")));
+    RS_TRY(zmqCheck(zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, any, &len)));
+    const char *port = strrchr(any, ':');
+    snprintf(ch->endpoint, sizeof ch->endpoint, "tcp://%s%s", addr, port ? port : ":0");
+    return RS_OK;
+}
+
+/* Opens the socket with its options; rank 0 binds. */
+static int dp_open_socket(DpChannel *ch) {
+    const Model *m = ch->model;
+    int linger = 1000, sndtimeo = (int)(ch->job.timeout * 1000), zero = 0, one = 1;
+    size_t chunk = (size_t)m->max_batch, most = chunk * (size_t)ch->classes * sizeof(float);
+    if (ch->rank != 0) { /* parameters, a batch chunk or an output gradient */
+        size_t batch = chunk * (size_t)(ch->dim + 1) * sizeof(float), params = m->nparams * sizeof(float);
+        if (batch > most) most = batch;
+        if (params > most) most = params;
+    }
+    int64_t maxsz = (int64_t)(most + 4096);
+    if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
+    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));
+    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
+    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));
+    if (ch->rank != 0) {
+        char id[16];
+        size_t idlen = ps_identity(ch->rank, id, sizeof id);
+        RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_ROUTING_ID, id, idlen)));
+        return zmqCheck(zmq_setsockopt(ch->sock, ZMQ_RCVHWM, &zero, sizeof zero));
+    }
+    /* as the server's: no send high-water mark (what is queued is bounded by one step's
+     * messages), and a send to a rank that is not connected fails instead of vanishing */
+    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
+    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDHWM, &zero, sizeof zero)));
+    return dp_bind(ch);
+}
+
+/* Rank 0's gathered outputs (MEM_GATHER) and every rank's host staging. */
+static int dp_alloc(DpChannel *ch) {
+    Device *d = ch->dev;
+    const Model *m = ch->model;
+    if (ch->rank == 0) {
+        ch->glogits = device_alloc(d, dp_gather_bytes(ch, 0), MEM_GATHER);
+        ch->gdlogits = ch->glogits ? device_alloc(d, dp_gather_bytes(ch, 1), MEM_GATHER) : NULL;
+        ch->glabels = ch->gdlogits ? device_alloc(d, dp_gather_bytes(ch, 2), MEM_GATHER) : NULL;
+        if (!ch->glabels)
+            return rs_error(RS_ERR_RUNTIME, "ps dataparallel: the gathered outputs of %d rows x %d classes: %s", ch->cap,
+                            ch->classes, rs_errmsg());
+        if (ch->host_visible || ch->N == 1) return RS_OK;
+        ch->hparams = d->ops->host_alloc(d, m->nparams * sizeof(float));
+        ch->hdlogits = ch->hparams ? d->ops->host_alloc(d, dp_gather_bytes(ch, 1)) : NULL;
+        return ch->hdlogits ? RS_OK : RS_ERR_RUNTIME;
+    }
+    if (ch->host_visible) return RS_OK;
+    ch->hlogits = d->ops->host_alloc(d, (size_t)m->max_batch * (size_t)ch->classes * sizeof(float));
+    return ch->hlogits ? RS_OK : RS_ERR_RUNTIME;
+}
+
+int dp_create(DpChannel **out, const SyncJob *job, DpCheckFn check, void *arg) {
+    *out = NULL;
+    if (!job->model || job->cfg->global_batch < 1)
+        return rs_error(RS_ERR_INPUT, "ps dataparallel: needs a model and --global-batch");
+    DpChannel *ch = calloc(1, sizeof *ch);
+    if (!ch) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    ch->job = *job;
+    ch->model = job->model;
+    ch->dev = job->dev;
+    ch->token = wire_token(job->token);
+    ch->rank = job->rank;
+    ch->N = job->world;
+    ch->dim = job->model->sizes[0];
+    ch->classes = job->model->sizes[job->model->nlayers];
+    ch->cap = job->cfg->global_batch;
+    ch->host_visible = job->dev->kind == DEV_CPU;
+    ch->check = check;
+    ch->check_arg = arg;
+    atomic_init(&ch->zc.out, 0);
+    int rc = (ch->got = calloc((size_t)ch->N, 1)) ? RS_OK : rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (rc == RS_OK) rc = dp_alloc(ch);
+    if (rc == RS_OK) rc = dp_open_socket(ch);
+    if (rc != RS_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        dp_destroy(ch);
+        return rs_error(rc, "%s", why);
+    }
+    *out = ch;
+    return RS_OK;
+}
+
+const char *dp_endpoint(const DpChannel *ch) { return ch->endpoint; }
+
+int dp_connect(DpChannel *ch, const char *endpoint) {
+    if (ch->rank == 0) return RS_OK;
+    if (!endpoint || !*endpoint) return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0 published no endpoint");
+    if (zmq_connect(ch->sock, endpoint) != 0)
+        return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d cannot connect to rank 0 at %s: %s", ch->rank, endpoint,
+                        zmq_strerror(zmq_errno()));
+    return RS_OK;
+}
+
+void dp_traffic(const DpChannel *ch, SyncTraffic *out) {
+    out->bytes_sent += ch->tr.bytes_sent;
+    out->bytes_received += ch->tr.bytes_received;
+    out->messages_sent += ch->tr.messages_sent;
+    out->messages_received += ch->tr.messages_received;
+    out->dropped += ch->tr.dropped;
+}
+
+void dp_destroy(DpChannel *ch) {
+    if (!ch) return;
+    if (ch->sock) zmq_close(ch->sock);
+    if (!ps_zc_drain(&ch->zc, 2.0 + ch->job.timeout)) {
+        log_warn("ps dataparallel: rank %d: sends still in flight at exit; leaving its buffers allocated", ch->rank);
+        return;
+    }
+    Device *d = ch->dev;
+    device_free(d, ch->glogits, dp_gather_bytes(ch, 0), MEM_GATHER);
+    device_free(d, ch->gdlogits, dp_gather_bytes(ch, 1), MEM_GATHER);
+    device_free(d, ch->glabels, dp_gather_bytes(ch, 2), MEM_GATHER);
+    if (ch->hparams) d->ops->host_free(d, ch->hparams);
+    if (ch->hdlogits) d->ops->host_free(d, ch->hdlogits);
+    if (ch->hlogits) d->ops->host_free(d, ch->hlogits);
+    free(ch->got);
+    free(ch);
+}
