@@ -27,6 +27,7 @@
  *
  * Message header: 40 bytes (StudentHeader), counted in the traffic like the ring's 48.
  */
+#include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/device.h"
@@ -399,6 +400,7 @@ static int student_init(const SyncJob *job, void **state, char *endpoint, size_t
             rc = zmqCheck(-1);
             goto err;
         }
+        if ((rc = secure_socket(s->pull, SECURE_BINDS))) goto err;
         if ((rc = zmqCheck(zmq_setsockopt(s->pull, ZMQ_LINGER, &zero, sizeof zero))) ||
             (rc = zmqCheck(zmq_setsockopt(s->pull, ZMQ_RCVHWM, &zero, sizeof zero))))
             goto err;
@@ -433,6 +435,7 @@ static int student_connect(void *state, char *const *endpoints, int nmembers) {
         if (!endpoints[p] || strncmp(endpoints[p], "tcp://", 6))
             return rs_error(RS_ERR_INPUT, "student: rank %d published no data-plane endpoint", p);
         if (!(s->push[p] = zmq_socket(s->job.zctx, ZMQ_PUSH))) return zmqCheck(-1);
+        RS_TRY(secure_socket(s->push[p], SECURE_CONNECTS));
         RS_TRY(zmqCheck(zmq_setsockopt(s->push[p], ZMQ_LINGER, &tmo, sizeof tmo)));
         RS_TRY(zmqCheck(zmq_setsockopt(s->push[p], ZMQ_SNDHWM, &zero, sizeof zero)));
         RS_TRY(zmqCheck(zmq_setsockopt(s->push[p], ZMQ_SNDTIMEO, &tmo, sizeof tmo)));

@@ -44,6 +44,7 @@
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
+#include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/log.h"
@@ -394,6 +395,7 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         }
         if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
         if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
+        RS_TRY(secure_socket(c->sock[k], SECURE_CONNECTS));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_LINGER, &linger, sizeof linger)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));

@@ -15,6 +15,7 @@
 #include "dataparallel.h"
 #include "server.h"
 #include "wire.h"
+#include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/data.h"
 #include "../common/err.h"
@@ -441,6 +442,7 @@ static int dp_open_socket(DpChannel *ch) {
     }
     int64_t maxsz = (int64_t)(most + 4096);
     if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
+    RS_TRY(secure_socket(ch->sock, ch->rank == 0 ? SECURE_BINDS : SECURE_CONNECTS));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));

@@ -1,6 +1,7 @@
 /* dedicated.c - a dedicated parameter-server process: bind, join the control plane, serve, hand rank 0 its report entry */
 #include "ps.h"
 #include "server.h"
+#include "../common/zctx.h"
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/log.h"
@@ -76,17 +77,15 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     }
     if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
     kernels_cpu_set_threads(1);
-    if (!(zctx = zmq_ctx_new())) {
-        rc = rs_error(RS_ERR_RUNTIME, "ps server: cannot create a ZeroMQ context");
-        goto err;
-    }
+    RankEnv here = *env; /* --bind may replace the bind address */
+    if ((rc = zctx_open(&zctx, cfg, &here)) != RS_OK) goto err;
     int nb = sync_plan_buckets(nparams, cfg->bucket_mb * 1048576.0, &buckets);
     if (nb < 0) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
         goto err;
     }
     /* bind on this host's address on the route to MASTER_ADDR, as the workers' data planes do */
-    const char *addr = env->bind[0] ? env->bind : env->addr;
+    const char *addr = here.bind[0] ? here.bind : here.addr;
     PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = id,
                       .nservers = K, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
                       .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout};
@@ -117,7 +116,7 @@ err:
     free(canon);
     ctrl_close(ctrl);
     ps_server_destroy(s);
-    if (zctx) zmq_ctx_term(zctx);
+    zctx_close(zctx);
     free(buckets);
     if (dev.ops) device_close(&dev);
     return rc;

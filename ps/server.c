@@ -1,6 +1,7 @@
 /* server.c - the parameter server's loop: a ROUTER, per-step contribution tracking, the rank-order sum, the update rule, the replies */
 #include "server.h"
 #include "shard.h"
+#include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/log.h"
@@ -628,6 +629,7 @@ static int server_bind(PsServer *s, size_t maxmsg) {
     int one = 1, linger = 1000, sndtimeo = (int)(s->a.timeout * 1000);
     int64_t maxsz = (int64_t)maxmsg;
     if (!(s->router = zmq_socket(s->a.zctx, ZMQ_ROUTER))) return zmqCheck(-1);
+    RS_TRY(secure_socket(s->router, SECURE_BINDS));
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger)));
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
