@@ -43,7 +43,7 @@ static const Opt opts[] = {
     {"eval-every", 0, OPT_INT, O(eval_every), 0, "0", 1, "evaluate every K steps (0: at the end only)"},
     {"warmup", 0, OPT_INT, O(warmup), 0, "2", 1, "first steps left out of timing statistics"},
     {"ranks", 'n', OPT_INT, O(nranks), 0, "1", 1, "local ranks to launch (one process each)"},
-    {"sync", 0, OPT_STR, O(sync), S(sync), "ring", 1, "gradient sync: none | ring | nccl | ps"},
+    {"sync", 0, OPT_STR, O(sync), S(sync), "ring", 1, "gradient sync: none | ring | nccl | ps | student (lab 5)"},
     {"bucket-mb", 0, OPT_DBL, O(bucket_mb), 0, "25", 1, "gradient bucket size in MiB (last layer first)"},
     {"no-overlap", 0, OPT_NOFLAG, O(overlap), 0, "1", 1, "wait for the whole backward before communicating"},
     {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
