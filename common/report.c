@@ -82,6 +82,7 @@ cJSON *report_env_json(void) {
     cJSON_AddStringToObject(env, "zeromq", buf);
     cJSON_AddStringToObject(env, "cjson", cJSON_Version());
     cJSON_AddStringToObject(env, "zlib", zlibVersion());
+    cJSON_AddNumberToObject(env, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
 #ifdef OPENBLAS_VERSION
     const char *blas = OPENBLAS_VERSION; /* " OpenBLAS 0.3.21 ": trim the spaces */
     while (*blas == ' ') blas++;

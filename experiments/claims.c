@@ -281,6 +281,10 @@ static void claim3(const ClaimsSet *s, Claim *c) {
                    ps_ok ? "" : "  <- does not grow", a->label);
         claim_line(c, "ring N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f)%s  [%s]", ra->ranks, rb->ranks, qa * 1e3, qb * 1e3, gr,
                    ring_ok ? "" : "  <- grows like ps", ra->label);
+        if (!ring_ok && rb->cores > 0 && rb->ranks > rb->cores)
+            claim_line(c, "why: %d ranks shared %d cores here, so every ring step also waits for a core (oversubscription), "
+                          "which the claim's model leaves out; it holds where each rank has a core or a GPU of its own",
+                       rb->ranks, rb->cores);
     }
     if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
     else if (!pairs) claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at the same >= 2 values of N >= 2 with the same model");

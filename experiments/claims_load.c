@@ -120,6 +120,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         r->comm_exposed[k] = load_num(e, "time_s", "phases", "comm_exposed");
     }
     r->steps_run = load_num(sum, "steps", NULL, NULL);
+    double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
+    r->cores = isnan(cores) ? 0 : (int)cores;
     const cJSON *curve = cJSON_GetObjectItemCaseSensitive(sum, "loss_curve");
     int n = cJSON_GetArraySize(curve);
     if (n > 0) {
