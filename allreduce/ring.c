@@ -1,6 +1,7 @@
 /* ring.c - the "ring" back end: ring all-reduce in host memory over shared memory or ZeroMQ, on a communication thread */
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
+#include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/device.h"
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -67,12 +69,13 @@
  *
  * Shared-memory lanes are bounded (RING_LANE_BYTES), so a rank never blocks on a full lane
  * alone: every wait (for a message, for a send to go out) keeps moving queued sends into the
- * right lane and sleeps on the rank's own doorbell, which the left neighbour rings after
- * writing and the right neighbour after making room. A rank waits for its step-s sends only
- * once it has received everything of step s, so the right neighbour, still receiving, makes
- * room: the ring cannot deadlock. */
-
-typedef struct Ring Ring;
+ * right lane and sleeps on the rank's own doorbell (a futex in its lane's head), which the left
+ * neighbour rings after writing and the right neighbour after making room. A rank waits for
+ * its step-s sends only once it has received everything of step s, so the right neighbour,
+ * still receiving, makes room: the ring cannot deadlock. A rank that receives over ZeroMQ but
+ * sends into a lane (a ring across hosts) cannot move its queue while it blocks in zmq_poll,
+ * so it waits for each of its lane sends to go in at once; a ZeroMQ edge never blocks its
+ * sender, so a ring with one cannot block all round either. */
 
 /* Sends of one step that still reference the caller's buffer. */
 typedef struct {
@@ -101,6 +104,9 @@ typedef struct {
 #define RING_LANE_MAGIC 0x4e4c5352u /* "RSLN" */
 #define RING_LANE_HEAD 4096u
 #define RING_MSG_ALIGN 64u
+_Static_assert(sizeof(RingLane) <= RING_LANE_HEAD && RING_LANE_BYTES % RING_MSG_ALIGN == 0 &&
+                   RING_LANE_BYTES >= 2 * (RING_MSG_ALIGN + RING_SEG_MAX) && sizeof(RingHeader) <= RING_MSG_ALIGN,
+               "lane layout");
 
 /* A send waiting for room in the right neighbour's lane. */
 typedef struct {
@@ -137,7 +143,6 @@ struct Ring {
     RingLane *map_left, *map_right; /* the mappings to unmap (map_right == map_left when N = 2) */
     RingQueued *q;       /* sends waiting for room in the right lane: q[qhead..qlen) */
     size_t qhead, qlen, qcap;
-    long spin;           /* polls of the lanes before sleeping on the bell */
     RingCounters c;      /* updated with __atomic builtins, read from any thread */
 };
 
@@ -224,12 +229,6 @@ static const char *ring_kind_name(uint32_t kind) {
     return kind == RING_KIND_RS ? "reduce-scatter" : kind == RING_KIND_AG ? "all-gather" : kind == RING_KIND_BC ? "broadcast" : "?";
 }
 
-/* Experiment knobs (temporary). */
-static long ringx(const char *name, long def) {
-    const char *e = getenv(name);
-    return e && *e ? atol(e) : def;
-}
-
 /* dst[i] += src[i] (src: a received frame or a lane, at any byte offset: read through memcpy,
  * an unaligned load, in blocks of 8 so that the compiler vectorises). */
 static void ring_add(float *restrict dst, const unsigned char *restrict src, size_t n) {
@@ -277,7 +276,7 @@ static void lane_ring(RingLane *l) {
         syscall(SYS_futex, &l->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Copies [a, a+len) of the lane ring at position pos (wrapping) to/from mem. */
+/* Copies len bytes from mem into the lane's ring at position pos (wrapping at the end). */
 static void lane_put(RingLane *l, uint64_t pos, const void *mem, size_t len) {
     size_t p = (size_t)(pos % RING_LANE_BYTES), k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
     memcpy(lane_data(l) + p, mem, k);
@@ -309,6 +308,15 @@ static void lane_push(Ring *r) {
 
 enum { LANE_MSG, LANE_SENT, LANE_EMPTY }; /* what lane_wait waits for */
 
+/* A spin-wait hint to the CPU. */
+static inline void ring_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static int lane_ready(Ring *r, int what, RingPending *p) {
     if (what == LANE_MSG) return __atomic_load_n(&r->own->head, __ATOMIC_ACQUIRE) != r->own->tail;
     if (what == LANE_SENT) return __atomic_load_n(&p->n, __ATOMIC_RELAXED) == 0;
@@ -323,9 +331,9 @@ static int lane_wait(Ring *r, int what, RingPending *p, double deadline) {
     for (long i = 0;; i++) {
         if (r->qhead < r->qlen) lane_push(r);
         if (lane_ready(r, what, p)) return 0;
-        if (i < r->spin) {
-            if (i % 64 == 63) sched_yield();
-            else __builtin_ia32_pause();
+        if (i < RING_SPIN) {
+            if (i % 64 == 63) sched_yield(); /* an oversubscribed host: let the peer run */
+            else ring_cpu_relax();
             continue;
         }
         double left = deadline - clock_now();
@@ -415,9 +423,7 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
             return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
         return ring_fail_zmq(r, "zmq_send(header)");
     }
-    static long zcmin = -1;
-    if (zcmin < 0) zcmin = ringx("RINGX_ZCMIN", RING_ZEROCOPY_MIN);
-    if (bytes >= (size_t)zcmin) {
+    if (bytes >= RING_ZEROCOPY_MIN) {
         __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
         if (zmq_msg_init_data(&m, (void *)(base + off), bytes, ring_release, pending) != 0) {
             __atomic_sub_fetch(&pending->n, 1, __ATOMIC_RELAXED);
@@ -554,19 +560,23 @@ static int ring_wait_sent(Ring *r, RingPending *p) {
  * function of (count, world, all_shm), so every rank cuts alike. */
 static size_t ring_segment(const Ring *r, size_t count) {
     if (r->seg) return r->seg;
-    long lo, hi, div;
-    if (r->all_shm) {
-        lo = ringx("RINGX_SHM_SEGMIN", RING_SHM_SEG_MIN);
-        hi = ringx("RINGX_SHM_SEGMAX", RING_SHM_SEG_BYTES);
-        div = ringx("RINGX_SHM_SEGDIV", RING_SEG_PER_CHUNK);
-    } else {
-        lo = ringx("RINGX_SEGMIN", RING_SEG_MIN);
-        hi = ringx("RINGX_SEGMAX", RING_SEG_BYTES);
-        div = ringx("RINGX_SEGDIV", RING_SEG_PER_CHUNK);
-    }
+    size_t lo = r->all_shm ? RING_SHM_SEG_MIN : RING_SEG_MIN, hi = r->all_shm ? RING_SHM_SEG_BYTES : RING_SEG_BYTES;
     size_t chunk = (count + (size_t)r->world - 1) / (size_t)r->world;
-    size_t seg = (chunk + (size_t)div - 1) / (size_t)div, mn = (size_t)lo / sizeof(float), mx = (size_t)hi / sizeof(float);
+    size_t seg = (chunk + RING_SEG_PER_CHUNK - 1) / RING_SEG_PER_CHUNK, mn = lo / sizeof(float), mx = hi / sizeof(float);
     return seg < mn ? mn : seg > mx ? mx : seg;
+}
+
+/* ZeroMQ allocates every received frame (malloc on its I/O thread) and we free it after the
+ * reduction: with glibc's defaults, frames of 128 KiB or more are mmap'd or, once the
+ * threshold adapts, trimmed back to the kernel as soon as freed, so every segment arrives in
+ * fresh pages (a page fault and zeroing per 4 KiB, a measured third of the large-message
+ * bandwidth). Once per process, for a ring that receives over ZeroMQ: frames up to
+ * RING_HEAP_MMAP_MAX come from the heap, and up to RING_HEAP_KEEP of freed heap stay mapped. */
+static void ring_keep_heap(void) {
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
+    mallopt(M_MMAP_THRESHOLD, (int)RING_HEAP_MMAP_MAX);
+    mallopt(M_TRIM_THRESHOLD, (int)RING_HEAP_KEEP);
 }
 
 /* This host's key: a hash of the kernel's boot id and this process's network and PID
@@ -721,7 +731,6 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     r->token = token;
     r->timeout = timeout > 0 ? timeout : 60;
     r->lane_fd = -1;
-    r->spin = ringx("RINGX_SPIN", RING_SPIN);
     if (world == 1) {
         *out = r;
         return RS_OK;
@@ -738,7 +747,7 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     }
     /* the PUSH lingers up to the timeout: a rank that returns from its last collective and
      * closes at once must still deliver its last segments (ring_fail drops them instead) */
-    int zero = 0, tmo = (int)(r->timeout * 1000.0), sockbuf = (int)ringx("RINGX_BUF", 0);
+    int zero = 0, tmo = (int)(r->timeout * 1000.0);
     int64_t maxmsg = RING_SEG_MAX;
     r->pull = zmq_socket(r->zctx, ZMQ_PULL);
     r->push = zmq_socket(r->zctx, ZMQ_PUSH);
@@ -746,15 +755,14 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
         rc = zmq_check_at(-1, "zmq_socket", __FILE__, __LINE__);
         goto err;
     }
+    /* --secure: CURVE on both sockets (shared-memory lanes never leave the host) */
+    if ((rc = secure_socket(r->pull, SECURE_BINDS)) || (rc = secure_socket(r->push, SECURE_CONNECTS))) goto err;
     if ((rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero))) ||
         (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_RCVHWM, &zero, sizeof zero))) ||
         (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg))) ||
         (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_LINGER, &tmo, sizeof tmo))) ||
         (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_SNDHWM, &zero, sizeof zero))) ||
         (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_SNDTIMEO, &tmo, sizeof tmo))))
-        goto err;
-    if (sockbuf > 0 && ((rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_RCVBUF, &sockbuf, sizeof sockbuf))) ||
-                        (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_SNDBUF, &sockbuf, sizeof sockbuf)))))
         goto err;
     char where[300];
     snprintf(where, sizeof where, "tcp://%s:*", addr);
@@ -831,6 +839,7 @@ int ring_connect(Ring *r, char *const *endpoints) {
             zmq_close(r->pull);
             r->pull = NULL;
         }
+        if (!shm_in) ring_keep_heap();
         int use_ipc = !shm_out && e[2].ipc[0] && e[1].host[0] && !strcmp(e[1].host, e[2].host);
         snprintf(r->transport, sizeof r->transport, "%s", shm_out ? "shm" : use_ipc ? "ipc" : "tcp");
         if (shm_out) {

@@ -1,4 +1,4 @@
-/* ring.h - the host ring all-reduce core over ZeroMQ: pipelined reduce-scatter + all-gather, and a ring broadcast */
+/* ring.h - the host ring all-reduce core over shared memory or ZeroMQ: pipelined reduce-scatter + all-gather, and a ring broadcast */
 #ifndef RS_RING_H
 #define RS_RING_H
 
@@ -7,13 +7,35 @@
 
 /* ---- Types ---- */
 
-/* One rank's end of the ring: a PULL bound for the left neighbour's data, a PUSH connected to
- * the right neighbour. Used by one thread at a time (hand it over under a mutex). */
+/* One rank's end of the ring: what its left neighbour sends arrives in its shared-memory lane
+ * or its ZeroMQ PULL; what it sends goes into the right neighbour's lane or out of a PUSH
+ * connected to the right neighbour's PULL. Used by one thread at a time (hand it over under a
+ * mutex).
+ *
+ * Transports, per edge r -> r+1 (the fastest both ends allow):
+ *   shm  the two processes share a kernel, network and PID namespace (equal host keys) and
+ *        both offer a lane: the sender copies each message into the receiver's lane (a memfd,
+ *        RING_LANE_BYTES, opened through /proc/<pid>/fd), the receiver reduces straight out
+ *        of it; waits spin briefly, then sleep on a futex;
+ *   ipc  same host key, no lane: ZeroMQ over an abstract Unix socket;
+ *   tcp  otherwise (ranks on different hosts): ZeroMQ over TCP.
+ * RINGSIDE_RING_TRANSPORT (auto = shm, ipc, tcp) caps what a rank offers, e.g. tcp to measure
+ * the multi-host path on one machine.
+ *
+ * The endpoint text a rank publishes (ring_create) is '|'-separated fields, the TCP endpoint
+ * first and always present, the others only where offered:
+ *   tcp://ADDR:PORT|ipc://@NAME|shm=PID.FD.NONCE|host=KEY
+ * ipc: the abstract Unix socket its PULL is also bound on; shm: its lane, as the process id,
+ * the memfd's descriptor number and a random 64-bit hex number the lane's head repeats; host:
+ * 16 hex digits hashing the kernel's boot id and the process's network and PID namespaces.
+ * Ranks on one host therefore publish the same KEY; a parser takes the TCP part up to the
+ * first '|' and ignores fields it does not know. */
 typedef struct Ring Ring;
 
-/* Cumulative data-plane counters. A message is one ring segment: a header frame
- * (sizeof(RingHeader) bytes) and a data frame; bytes count both frames' payloads, not the
- * ZMTP/TCP framing. Stray messages refused (bad magic or token) count in dropped only. */
+/* Cumulative data-plane counters. A message is one ring segment: a header (sizeof(RingHeader)
+ * bytes: ZeroMQ's first frame, or the start of a lane message) and the segment's floats; bytes
+ * count both, not the ZMTP/TCP framing or the lane's alignment padding, so the counts are the
+ * same on every transport. Stray messages refused (bad magic or token) count in dropped only. */
 typedef struct {
     unsigned long long bytes_sent, bytes_received, messages_sent, messages_received, dropped;
 } RingCounters;
@@ -36,21 +58,31 @@ typedef struct {
 #define RING_MAGIC 0x31525352u /* "RSR1" */
 enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3 };
 
-/* Segments: by default RING_SEG_PER_CHUNK per chunk, within [RING_SEG_MIN, RING_SEG_BYTES]
- * bytes over ZeroMQ, within [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] when every edge is shared
- * memory; over ZeroMQ, segments of at least RING_ZEROCOPY_MIN bytes are sent without a copy.
- * RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). A shared-memory lane
- * holds RING_LANE_BYTES (at least two of the largest messages); a waiting rank polls it
- * RING_SPIN times before it sleeps. */
-#define RING_SEG_MIN (256u * 1024u)
-#define RING_SEG_BYTES (1024u * 1024u)
+/* Segments: by default a chunk is cut into RING_SEG_PER_CHUNK segments, clamped to
+ * [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] bytes when every edge of the ring is shared memory
+ * (small messages cost little there and pipeline the copy with the reduction) and to
+ * [RING_SEG_MIN, RING_SEG_BYTES] otherwise (every ZeroMQ message costs thread hand-offs).
+ * RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). Over ZeroMQ, segments
+ * of at least RING_ZEROCOPY_MIN bytes are sent without a copy. */
+#define RING_SEG_PER_CHUNK 4
 #define RING_SHM_SEG_MIN (64u * 1024u)
 #define RING_SHM_SEG_BYTES (256u * 1024u)
-#define RING_SEG_PER_CHUNK 4
-#define RING_LANE_BYTES (8u * 1024u * 1024u + 4096u)
-#define RING_SPIN 2000
+#define RING_SEG_MIN (256u * 1024u)
+#define RING_SEG_BYTES (1024u * 1024u)
 #define RING_SEG_MAX (4u * 1024u * 1024u)
 #define RING_ZEROCOPY_MIN (32u * 1024u)
+
+/* A shared-memory lane holds RING_LANE_BYTES of messages (at least two of the largest; mapped
+ * and touched at creation, so a rank offering one has that much more resident); a rank
+ * waiting on lanes polls RING_SPIN times (yielding the CPU every 64) before it sleeps. */
+#define RING_LANE_BYTES (8u * 1024u * 1024u + 4096u)
+#define RING_SPIN 2000
+
+/* A process whose ring receives over ZeroMQ sets glibc's M_MMAP_THRESHOLD to
+ * RING_HEAP_MMAP_MAX and M_TRIM_THRESHOLD to RING_HEAP_KEEP (mallopt, once, process-wide):
+ * ZeroMQ's received frames then come from warm heap pages instead of fresh ones. */
+#define RING_HEAP_MMAP_MAX (2u * RING_SEG_MAX)
+#define RING_HEAP_KEEP (256u * 1024u * 1024u)
 
 /* ---- Helpers ---- */
 
@@ -66,23 +98,29 @@ static inline void ring_chunk(size_t count, int n, int c, size_t *lo, size_t *hi
 /* ---- Prototypes ---- */
 
 /* Creates rank's end of a ring of world ranks: binds a PULL on tcp://addr:* (addr NULL or "":
- * 127.0.0.1) and writes the bound endpoint into endpoint (len bytes; "" when world == 1, when
- * nothing is bound). zctx: the ZeroMQ context to use, or NULL to own one (terminated by
- * ring_destroy). token: the job's token hash, carried by every message. timeout: seconds any
- * wait for a peer may last. On success *out owns everything; on failure *out is NULL and
- * RS_ERR_RUNTIME (or RS_ERR_INPUT: bad address, naming it) is returned with rs_errmsg() set. */
+ * 127.0.0.1) and, as RINGSIDE_RING_TRANSPORT allows, on an abstract Unix socket, creates its
+ * shared-memory lane, and writes the endpoint text (see Ring) into endpoint (len bytes; ""
+ * when world == 1, when nothing is bound). zctx: the ZeroMQ context to use, or NULL to own
+ * one (terminated by ring_destroy). token: the job's token hash, carried by every message.
+ * timeout: seconds any wait for a peer may last. On success *out owns everything; on failure
+ * *out is NULL and RS_ERR_RUNTIME (or RS_ERR_INPUT: bad address, naming it) is returned with
+ * rs_errmsg() set. */
 int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, uint64_t token,
                 double timeout, char *endpoint, size_t len);
 
-/* Connects the PUSH to the right neighbour, endpoints[(rank + 1) % world] (endpoints holds
- * every rank's text from ring_create, in rank order). 0 or RS_ERR_INPUT/RS_ERR_RUNTIME. */
+/* Connects to the right neighbour, endpoints[(rank + 1) % world] (endpoints holds every
+ * rank's text from ring_create, in rank order): maps its lane (and the left neighbour's, whose
+ * futex this rank rings) for shm edges, connects the PUSH otherwise; closes the PULL when the
+ * left neighbour will write into the lane. Once per ring. 0, RS_ERR_INPUT (a missing or
+ * unreadable endpoint), RS_ERR_PEER (a neighbour's lane is gone: the process exited) or
+ * RS_ERR_RUNTIME. */
 int ring_connect(Ring *r, char *const *endpoints);
 
 /* Sets the segment size in bytes (rounded to whole floats, clamped to [4, RING_SEG_MAX]);
  * every rank must use the same. For tests; 0 restores the default (by collective size). */
 void ring_set_segment(Ring *r, size_t bytes);
 
-/* The transport ring_connect chose to the right neighbour: "ipc" or "tcp" ("" before). */
+/* The transport ring_connect chose to the right neighbour: "shm", "ipc" or "tcp" ("" before). */
 const char *ring_transport(const Ring *r);
 
 /* In-place sum of count floats at buf (host memory) over every rank: reduce-scatter then
@@ -106,10 +144,11 @@ unsigned long long ring_progress(const Ring *r);
 /* Copies the cumulative counters (safe from any thread). */
 void ring_counters(const Ring *r, RingCounters *out);
 
-/* Closes the sockets and frees r. The PUSH lingers: what the last collective queued is still
- * delivered, for at most the timeout, by zmq_ctx_term (of the owned context here, or of the
- * caller's shared one, which the caller must therefore terminate, not abandon). A ring broken
- * by an error has already dropped its queue. NULL is a no-op. */
+/* Closes the sockets, unmaps the lanes and frees r. The PUSH lingers: what the last collective
+ * queued is still delivered, for at most the timeout, by zmq_ctx_term (of the owned context
+ * here, or of the caller's shared one, which the caller must therefore terminate, not
+ * abandon); lane messages are already in the neighbour's memory. A ring broken by an error has
+ * already dropped its queue. NULL is a no-op. */
 void ring_destroy(Ring *r);
 
 #endif
