@@ -13,7 +13,7 @@ CC        ?= gcc
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 DEB_PKGS  := pkg-config libzmq3-dev libcjson-dev libopenblas-dev zlib1g-dev python3-matplotlib \
-             openmpi-bin libopenmpi-dev
+             openmpi-bin libopenmpi-dev tcpdump valgrind
 SAN       ?=
 
 # ---- dependencies -------------------------------------------------------------------------
@@ -123,5 +123,51 @@ asan:
 
 clean:
 	rm -rf build
+
+# ==== reliability: fuzz, tsan (docs/reliability.md) ===========================================
+#   make fuzz         every libFuzzer harness in tests/fuzz for FUZZ_RUNS (10^6) executions
+#   make fuzz-short   every harness for FUZZ_SECONDS (20 s) each: what the test suite runs
+#   make tsan         ThreadSanitizer build (CUDA=0): the threaded unit tests and colocated runs
+# The fuzz targets need clang with libFuzzer (make fuzz-deps installs clang and libclang-rt-14-dev);
+# `make test` does not.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build/fuzz
+FUZZ_RUNS    ?= 1000000
+FUZZ_SECONDS ?= 20
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_DEB     := clang libclang-rt-14-dev
+
+.PHONY: fuzz fuzz-short fuzz-build fuzz-deps fuzz-harnesses tsan
+
+fuzz-deps:
+	@if bash tests/fuzz/run.sh --check "$(FUZZ_CC)" >/dev/null 2>&1; then echo "# fuzz-deps: $(FUZZ_CC) with libFuzzer present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "# fuzz-deps: installing $(FUZZ_DEB)"; \
+	  (apt-get install -y -q $(FUZZ_DEB) >/dev/null 2>&1 || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FUZZ_DEB) >/dev/null)) \
+	  || { echo "ringside: error: apt-get install $(FUZZ_DEB) failed" >&2; exit 1; }; \
+	else echo "ringside: error: no $(FUZZ_CC) with libFuzzer; run: sudo apt-get install -y $(FUZZ_DEB)" >&2; exit 1; fi
+
+# The library instrumented for coverage (fuzzer-no-link) with ASan + UBSan, then one binary per harness.
+fuzz-build: fuzz-deps
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CUDA=0 CC=$(FUZZ_CC) OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-harnesses
+
+fuzz-harnesses: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
+
+# A harness that includes a module's .c (to reach its static handler) defines that module's
+# symbols itself, so the archive's copy is not linked.
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(LIB)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+fuzz: fuzz-build
+	@bash tests/fuzz/run.sh $(FUZZ_BUILD) -runs=$(FUZZ_RUNS)
+
+fuzz-short: fuzz-build
+	@bash tests/fuzz/run.sh $(FUZZ_BUILD) -max_total_time=$(FUZZ_SECONDS)
+
+tsan:
+	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=thread" all
+	@bash tests/tsan/run.sh build/tsan
+# ==== end of reliability ==========================================================================
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

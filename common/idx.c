@@ -23,6 +23,7 @@ typedef struct {
     int fd;           /* -1 once handed to zlib */
     gzFile gz;        /* NULL for raw files */
     char why[160];    /* the reason of the last failed in_read */
+    long long size;   /* bytes of a regular file, -1 for anything else (pipes, devices) */
 } IdxIn;
 
 static int path_is_gz(const char *path) {
@@ -42,7 +43,9 @@ static int in_open(IdxIn *in, const char *path) {
     in->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (in->fd < 0)
         return rs_error(RS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(in->fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int have_st = fstat(in->fd, &st) == 0;
+    in->size = have_st && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+    if (have_st && S_ISDIR(st.st_mode)) {
         close(in->fd);
         in->fd = -1;
         return rs_error(RS_ERR_INPUT, "%s: cannot read: is a directory, not an IDX file", path);
@@ -222,6 +225,20 @@ static int idx_load(const char *path, float **out_x, int **out_y, int *n, int *r
     if ((rc = idx_read_header(&in, out_x != NULL, &hn, &hr, &hc)) != RS_OK) goto err;
 
     size_t total = (size_t)hn * hr * hc;
+    /* The header's count is only a claim: allocate no more than the file can hold (a raw file its
+     * size, a gzip one at most 1032 bytes per compressed byte, deflate's limit), so that a short
+     * file cannot make the reader ask for gigabytes. */
+    size_t hlen = out_x ? 16 : 8, room = in.size > (long long)hlen ? (size_t)in.size - hlen : 0;
+    if (in.size >= 0 && !in.gz && total > room) {
+        rc = rs_error(RS_ERR_INPUT, "%s: data truncated: expected %zu bytes of %s data, found %zu", path, total,
+                      out_x ? "image" : "label", room);
+        goto err;
+    }
+    if (in.size >= 0 && in.gz && total / 1032 > (size_t)in.size) {
+        rc = rs_error(RS_ERR_INPUT, "%s: gzip stream truncated: the header announces %zu bytes of %s data, more "
+                      "than its %lld compressed bytes can hold", path, total, out_x ? "image" : "label", in.size);
+        goto err;
+    }
     if (out_x) xs = malloc(total * sizeof *xs);
     else ys = malloc(total * sizeof *ys);
     if (!xs && !ys) {

@@ -652,7 +652,10 @@ static int server_bind(PsServer *s, size_t maxmsg) {
         snprintf(s->endpoint, sizeof s->endpoint, "tcp://%s%s", addr, port ? port : ":0");
     }
     if (s->a.colocated) {
-        snprintf(s->inproc, sizeof s->inproc, "inproc://ringside-ps-%p", (void *)s);
+        /* a serial, not the address: a server created right after another was destroyed may get
+         * its address while the old socket's endpoint is still being closed (EADDRINUSE) */
+        static atomic_uint serial;
+        snprintf(s->inproc, sizeof s->inproc, "inproc://ringside-ps-%u", atomic_fetch_add(&serial, 1));
         RS_TRY(zmqCheck(zmq_bind(s->router, s->inproc)));
     }
     return RS_OK;

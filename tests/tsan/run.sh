@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# run.sh - ThreadSanitizer check (make tsan): the threaded unit tests and multi-rank runs where the comm thread, the colocated server and the launcher live
+#
+#   bash tests/tsan/run.sh build/tsan      (after: make BUILD=build/tsan CUDA=0 SAN=-fsanitize=thread all)
+# Every process (ranks the launcher starts included) writes its reports to a log of its own; the
+# check fails on any report that tests/tsan/suppressions.txt does not cover (see docs/reliability.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/tsan}
+bin=$build/ringside
+logs=$build/tsan-logs
+rm -rf "$logs"; mkdir -p "$logs"
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan/suppressions.txt log_path=$PWD/$logs/tsan exitcode=66 second_deadlock_stack=1 history_size=7"
+T=$(mktemp -d /tmp/ringside-tsan-XXXXXX); trap 'rm -rf "$T"' EXIT
+SMALL="--layers 64,32,10 --train-samples 512 --eval-samples 64 --steps 12 --batch 16 --bucket-mb 0.002 --timeout 30 --quiet"
+pass=0; fail=0
+
+run() { # NAME CMD... : passes when CMD exits 0 within 300 s
+    local name=$1; shift
+    local t0=$SECONDS
+    timeout 300 "$@" >"$T/out.log" 2>&1; local rc=$?
+    if [ $rc = 0 ]; then pass=$((pass+1)); printf '  %-44s PASS  %3d s\n' "$name" $((SECONDS-t0));
+    else fail=$((fail+1)); printf '  %-44s FAIL  rc %s\n' "$name" "$rc"; tail -n 5 "$T/out.log" | sed 's/^/      | /'; fi
+}
+
+echo "# ThreadSanitizer ($build)"
+for t in test_ring test_ps test_ctrl; do run "$t" "$build/tests/$t"; done
+run "train -n 2 --sync ring"                    $bin train -n 2 --sync ring $SMALL --report $T/ring.json
+run "train -n 2 --sync ring --no-overlap"       $bin train -n 2 --sync ring --no-overlap $SMALL --report $T/ring2.json
+run "train -n 2 --sync ps (colocated)"          $bin train -n 2 --sync ps $SMALL --report $T/ps.json
+run "train -n 1 --sync ps (colocated)"          $bin train -n 1 --sync ps $SMALL --report $T/ps1.json
+run "train -n 2 --sync ps --ps-placement dedicated" $bin train -n 2 --sync ps --ps-placement dedicated $SMALL --report $T/psd.json
+run "train -n 2 --sync ps --ps-mode dataparallel" $bin train -n 2 --sync ps --ps-mode dataparallel --global-batch 32 $SMALL --report $T/dp.json
+# a model whose buckets exceed 64 KiB: the parameter server's zero-copy replies
+run "train -n 2 --sync ps, zero-copy buckets"   $bin train -n 2 --sync ps --layers 256,128,10 --train-samples 256 --eval-samples 64 --steps 6 --batch 16 --bucket-mb 0.2 --timeout 30 --quiet --report $T/zc.json
+run "bench -n 2 --sync ps"                      $bin bench -n 2 --sync ps -b 8 -e 64K -f 4 --report $T/bench.json
+
+reports=$(grep -l "WARNING: ThreadSanitizer" "$logs"/tsan.* 2>/dev/null | wc -l)
+if [ "$reports" != 0 ]; then
+    fail=$((fail+1))
+    echo "  ThreadSanitizer reports in $reports process log(s) ($logs):"
+    grep -h -A14 "WARNING: ThreadSanitizer" "$logs"/tsan.* | grep -E "WARNING|^    #[0-3] |Location|Previous|Thread T" | head -n 60 | sed 's/^/      | /'
+else
+    echo "  no ThreadSanitizer report in $(ls "$logs" 2>/dev/null | wc -l) process log(s)"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
