@@ -4,6 +4,14 @@
 # ring N=2, ps colocated N=2, ps dedicated N=2 (+ its server). SKIP when valgrind is absent.
 . "$(dirname "$0")/lib.sh"
 if ! command -v valgrind >/dev/null; then echo "SKIP: valgrind not installed (apt-get install valgrind)"; exit 0; fi
+# memcheck the CPU-only build: a CUDA build's runtime dlopens the driver, whose loader paths
+# memcheck reports as errors that are not ringside's (make test builds both variants)
+for cpu in "${BUILD:-build}/../build/nocuda/ringside" build/nocuda/ringside; do
+    if [ -x "$cpu" ] && "$cpu" info 2>/dev/null | grep -q "cuda *no"; then BIN=$cpu; break; fi
+done
+if "$BIN" info 2>/dev/null | grep -q "cuda *yes"; then
+    echo "SKIP: only a CUDA build is here (memcheck needs the CPU-only one: make CUDA=0 BUILD=build/nocuda)"; exit 0
+fi
 # small and short: valgrind runs ~30x slower; OpenBLAS gets one thread per rank
 SMALL="--device cpu --layers 32,16,10 --train-samples 256 --eval-samples 64 --steps 4 --batch 16 --threads 1 --timeout 40 --quiet"
 VG="valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=9 --num-callers=30"
