@@ -218,3 +218,14 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     free(args);
     return rc;
 }
+
+int launch_command(const char *cmd, int nworkers, int nservers, int argc, char **args) {
+    char **argv = calloc((size_t)argc + 3, sizeof *argv);
+    if (!argv) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    argv[0] = "ringside";
+    argv[1] = (char *)cmd;
+    for (int i = 0; i < argc; i++) argv[i + 2] = args[i];
+    int rc = launch_run(nworkers, nservers, argc + 2, argv, 3.0);
+    free(argv);
+    return rc;
+}

@@ -13,6 +13,10 @@
  * RS_ERR_INTERRUPTED when interrupted). Creates no ZeroMQ or CUDA state. */
 int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s);
 
+/* launch_run for the subcommand cmd ("train", "bench"): each process runs `ringside cmd args...`
+ * with the args that followed cmd. Same returns as launch_run (RS_ERR_RUNTIME on OOM). */
+int launch_command(const char *cmd, int nworkers, int nservers, int argc, char **args);
+
 /* A free TCP port on addr (bound, read, released). 0 on failure. */
 int launch_free_port(const char *addr);
 

@@ -532,14 +532,7 @@ static int bench_launch(const BenchOpts *o, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    char **args = calloc((size_t)argc + 3, sizeof *args);
-    if (!args) return RS_ERR_RUNTIME;
-    args[0] = "ringside";
-    args[1] = "bench";
-    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
-    rc = launch_run(o->nranks, 0, argc + 2, args, 3.0);
-    free(args);
-    return rc;
+    return launch_command("bench", o->nranks, 0, argc, argv);
 }
 
 int bench_main(int argc, char **argv) {

@@ -586,14 +586,7 @@ static int train_launch(const Config *c, int servers, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    char **args = calloc((size_t)argc + 3, sizeof *args);
-    if (!args) return RS_ERR_RUNTIME;
-    args[0] = "ringside";
-    args[1] = "train";
-    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
-    rc = launch_run(c->nranks, servers, argc + 2, args, 3.0);
-    free(args);
-    return rc;
+    return launch_command("train", c->nranks, servers, argc, argv);
 }
 
 int train_main(int argc, char **argv) {
