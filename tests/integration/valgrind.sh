@@ -12,6 +12,10 @@ done
 if "$BIN" info 2>/dev/null | grep -q "cuda *yes"; then
     echo "SKIP: only a CUDA build is here (memcheck needs the CPU-only one: make CUDA=0 BUILD=build/nocuda)"; exit 0
 fi
+# a sanitizer build (make asan, make tsan) cannot run under valgrind: its shadow memory is valgrind's
+if ldd "$BIN" 2>/dev/null | grep -qE 'lib(asan|tsan)\.' || grep -qa '__asan_init\|__tsan_init' "$BIN"; then
+    echo "SKIP: $BIN is a sanitizer build and no CPU-only build/nocuda is here (valgrind cannot run it)"; exit 0
+fi
 # small and short: valgrind runs ~30x slower; OpenBLAS gets one thread per rank
 SMALL="--device cpu --layers 32,16,10 --train-samples 256 --eval-samples 64 --steps 4 --batch 16 --threads 1 --timeout 40 --quiet"
 VG="valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=9 --num-callers=30"

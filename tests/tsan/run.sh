@@ -24,6 +24,14 @@ run() { # NAME CMD... : passes when CMD exits 0 within 300 s
 }
 
 echo "# ThreadSanitizer ($build)"
+# the check must be able to fail: the binary is instrumented, and a known race lands in a log
+if ! grep -qa "__tsan_init" "$bin"; then echo "  $bin is not a ThreadSanitizer build (make tsan builds one)"; echo "0 passed, 1 failed"; exit 1; fi
+if ${CC:-cc} -fsanitize=thread -g -O1 tests/tsan/canary.c -o "$T/canary" -lpthread 2>"$T/cc.log" \
+    && TSAN_OPTIONS="log_path=$T/canary-log exitcode=0" "$T/canary" >/dev/null && grep -q "data race" "$T"/canary-log.* 2>/dev/null; then
+    pass=$((pass+1)); printf '  %-44s PASS\n' "canary: a deliberate race is reported"
+else
+    fail=$((fail+1)); printf '  %-44s FAIL  (ThreadSanitizer did not report it; see %s)\n' "canary: a deliberate race is reported" "$T"
+fi
 for t in test_ring test_ps test_ctrl; do run "$t" "$build/tests/$t"; done
 run "train -n 2 --sync ring"                    $bin train -n 2 --sync ring $SMALL --report $T/ring.json
 run "train -n 2 --sync ring --no-overlap"       $bin train -n 2 --sync ring --no-overlap $SMALL --report $T/ring2.json
