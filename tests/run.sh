@@ -23,8 +23,8 @@ for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t"); log="$log_dir/$name.log"
     timeout 600 "$t" >"$log" 2>&1; rc=$?
-    grep -E "^test_.*passed" "$log" | sed 's/^/    /'
     record "$name" $rc "$log"
+    grep -E "^test_.*passed" "$log" | sed 's/^/    /'   # the counts under the name they belong to
 done
 
 if [ "$only" != unit ]; then
@@ -34,8 +34,8 @@ if [ "$only" != unit ]; then
         [ -f "$t" ] || continue
         name=$(basename "$t" .sh); log="$log_dir/$name.log"
         RINGSIDE_BIN="$build/ringside" BUILD="$build" timeout 900 bash "$t" >"$log" 2>&1; rc=$?
-        grep -E "passed, .* failed" "$log" | tail -n1 | sed 's/^/    /'
         record "$name" $rc "$log"
+        grep -E "passed, .* failed" "$log" | tail -n1 | sed 's/^/    /'
     done
 fi
 
