@@ -7,7 +7,7 @@
 /* ---- Types ---- */
 
 /* Where this process stands in the job, from the launcher's environment. */
-typedef struct {
+typedef struct RankEnv {
     int member;          /* 0..world-1: worker rank; world..world+servers-1: dedicated server */
     int world;           /* worker ranks */
     int servers;         /* dedicated parameter-server processes (members after the workers) */

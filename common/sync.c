@@ -1,5 +1,6 @@
 /* sync.c - the registry of gradient-sync back ends and the bucket planner */
 #include "sync.h"
+#include "ctrl.h"
 #include "err.h"
 #include "../ps/ps.h"
 
@@ -53,4 +54,17 @@ int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out) {
     }
     *out = b;
     return n;
+}
+
+int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
+               void **state, struct Ctrl **ctrl) {
+    char endpoint[1024] = "";
+    *ctrl = NULL;
+    RS_TRY(ops->init(job, state, endpoint, sizeof endpoint));
+    if (!env->launched) {
+        char *one[1] = {endpoint};
+        return ops->connect(*state, one, 1);
+    }
+    RS_TRY(ctrl_join(ctrl, env, job->zctx, canonical, endpoint, job->timeout));
+    return ops->connect(*state, ctrl_endpoints(*ctrl), ctrl_members(*ctrl));
 }

@@ -117,6 +117,14 @@ const SyncOps *sync_find(const char *name);
  * returns the count, or -1 on OOM. */
 int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
 
+/* Starts a back end for this rank: ops->init, then (when env->launched) joins the control plane
+ * with canonical, the options every member must share, and ops->connect with every member's
+ * endpoint; a lone rank connects to itself. *state and *ctrl (NULL for a lone rank) are the
+ * caller's to release (ops->destroy, ctrl_close), on failure too. 0, or RS_ERR_* with rs_errmsg() set. */
+struct RankEnv;
+int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
+               void **state, struct Ctrl **ctrl);
+
 /* The built-in back ends. */
 const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);

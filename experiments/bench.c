@@ -257,20 +257,12 @@ static int bench_setup(Bench *b) {
                    .local_rank = b->env.local_rank, .local_world = b->env.local_world, .ctrl = NULL,
                    .zctx = b->zctx, .addr = b->env.bind, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
                    .timeout = o->timeout, .trace = NULL};
-    char endpoint[1024] = "";
-    RS_TRY(b->sync->init(&job, &b->sync_state, endpoint, sizeof endpoint));
-    if (b->env.launched) {
-        char canon[8192];
-        size_t k = config_canonical(&b->cfg, canon, sizeof canon);
-        if (k < sizeof canon)
-            snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
-                     o->warmup, o->iters, o->check);
-        RS_TRY(ctrl_join(&b->ctrl, &b->env, b->zctx, canon, endpoint, o->timeout));
-        RS_TRY(b->sync->connect(b->sync_state, ctrl_endpoints(b->ctrl), ctrl_members(b->ctrl)));
-    } else {
-        char *one[1] = {endpoint};
-        RS_TRY(b->sync->connect(b->sync_state, one, 1));
-    }
+    char canon[8192];
+    size_t k = config_canonical(&b->cfg, canon, sizeof canon);
+    if (k < sizeof canon)
+        snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
+                 o->warmup, o->iters, o->check);
+    RS_TRY(sync_start(b->sync, &job, &b->env, canon, &b->sync_state, &b->ctrl));
     return RS_OK;
 }
 

@@ -381,14 +381,6 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
 
 /* ---- set-up and tear-down ------------------------------------------------------------------- */
 
-/* Joins the control plane when started by a launcher (every rank agrees on the options). */
-static int run_join(Run *r, const char *endpoint) {
-    if (!r->env.launched) return RS_OK;
-    char canon[8192];
-    config_canonical(&r->cfg, canon, sizeof canon);
-    return ctrl_join(&r->ctrl, &r->env, r->zctx, canon, endpoint, r->cfg.timeout);
-}
-
 static void run_free(Run *r) {
     if (r->sync && r->sync_state) r->sync->destroy(r->sync_state);
     ctrl_close(r->ctrl);
@@ -482,14 +474,9 @@ static int run_setup(Run *r) {
                    .zctx = r->zctx, .addr = r->env.bind, .token = r->env.token,
                    .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout,
                    .trace = r->trace};
-    char endpoint[1024] = "";
-    RS_TRY(r->sync->init(&job, &r->sync_state, endpoint, sizeof endpoint));
-    RS_TRY(run_join(r, endpoint));
-    if (r->ctrl) RS_TRY(r->sync->connect(r->sync_state, ctrl_endpoints(r->ctrl), ctrl_members(r->ctrl)));
-    else {
-        char *one[1] = {endpoint};
-        RS_TRY(r->sync->connect(r->sync_state, one, 1));
-    }
+    char canon[8192];
+    config_canonical(c, canon, sizeof canon);
+    RS_TRY(sync_start(r->sync, &job, &r->env, canon, &r->sync_state, &r->ctrl));
     return r->sync->broadcast_params(r->sync_state);
 }
 
