@@ -66,7 +66,7 @@ TEST_C    := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 
 # ---- targets ------------------------------------------------------------------------------
-.PHONY: all deps demo test test-unit test-integration asan clean check-deps info-build
+.PHONY: all deps demo test test-unit asan asan-quick clean info-build
 
 all: info-build $(BIN) $(TEST_BIN)
 
@@ -109,17 +109,28 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@bash experiments/demo.sh $(BIN)
 
+# the suite, then the bounded sanitizer checks: ThreadSanitizer's whole check, and ASan + UBSan over
+# the unit tests and the multi-rank scripts where threads, servers and the launcher live
+ASAN_QUICK = bench dataparallel equivalence launcher ps secure
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory BUILD=build/nocuda CUDA=0 all
 	@bash tests/run.sh $(BUILD)
+	@$(MAKE) --no-print-directory tsan
+	@$(MAKE) --no-print-directory asan-quick
 
 test-unit: all
 	@bash tests/run.sh $(BUILD) unit
 
+ASAN_BUILD = $(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
+	SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 bash tests/run.sh build/asan
+	@$(ASAN_BUILD)
+	@$(ASAN_ENV) bash tests/run.sh build/asan
+asan-quick:
+	@$(ASAN_BUILD)
+	@$(ASAN_ENV) bash tests/run.sh build/asan $(ASAN_QUICK)
 
 clean:
 	rm -rf build
