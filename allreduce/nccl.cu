@@ -434,7 +434,9 @@ static int nccl_allreduce(void *state, float *buf, size_t count) {
 static void nccl_traffic(void *state, SyncTraffic *out) {
     NcclState *s = (NcclState *)state;
     memset(out, 0, sizeof *out);
+    out->transport = "";
     if (!s) return;
+    out->transport = "nccl";
     out->bytes_sent = (unsigned long long)(s->bytes_sent + 0.5);
     out->bytes_received = (unsigned long long)(s->bytes_received + 0.5);
     out->messages_sent = s->messages_sent;

@@ -37,7 +37,7 @@ static int none_finish(void *state, int step, int global_samples, SyncStep *out)
     return rc;
 }
 
-static void none_traffic(void *state, SyncTraffic *out) { *out = (SyncTraffic){0}; }
+static void none_traffic(void *state, SyncTraffic *out) { *out = (SyncTraffic){.transport = ""}; }
 static void none_destroy(void *state) { free(state); }
 
 static const SyncOps none_ops = {

@@ -1241,6 +1241,7 @@ static void ring_sync_traffic(void *state, SyncTraffic *out) {
     out->messages_sent = c.messages_sent;
     out->messages_received = c.messages_received;
     out->dropped = c.dropped;
+    out->transport = s && s->ring ? ring_transport(s->ring) : "";
 }
 
 static const SyncOps ring_ops = {

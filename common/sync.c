@@ -68,3 +68,16 @@ int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env
     RS_TRY(ctrl_join(ctrl, env, job->zctx, canonical, endpoint, job->timeout));
     return ops->connect(*state, ctrl_endpoints(*ctrl), ctrl_members(*ctrl));
 }
+
+static const char *const sync_transports[] = {"", "nccl", "inproc", "shm", "ipc", "tcp"}; /* fastest first */
+
+static int sync_transport_rank(const char *t) {
+    for (int i = 1; t && i < (int)(sizeof sync_transports / sizeof *sync_transports); i++)
+        if (!strcmp(t, sync_transports[i])) return i;
+    return 0;
+}
+
+const char *sync_transport_slower(const char *a, const char *b) {
+    int ra = sync_transport_rank(a), rb = sync_transport_rank(b);
+    return sync_transports[ra > rb ? ra : rb];
+}

@@ -46,6 +46,8 @@ typedef struct {
 typedef struct {
     unsigned long long bytes_sent, bytes_received, messages_sent, messages_received;
     unsigned long long dropped;  /* messages refused (bad header, token, ...) */
+    const char *transport;       /* how this rank's data moves, a static string: "shm", "ipc", "tcp",
+                                  * "inproc" (one process), "nccl", or "" (nothing moves: one rank) */
 } SyncTraffic;
 
 typedef struct SyncOps {
@@ -124,6 +126,11 @@ int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
 struct RankEnv;
 int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
                void **state, struct Ctrl **ctrl);
+
+/* The slower of two SyncTraffic transports (tcp, then ipc, shm, inproc, nccl, ""), as a static
+ * string: a ring or a server moves at the pace of its slowest link. NULL or an unknown name counts
+ * as "". */
+const char *sync_transport_slower(const char *a, const char *b);
 
 /* The built-in back ends. */
 const SyncOps *sync_none(void);

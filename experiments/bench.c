@@ -425,8 +425,8 @@ static int bench_finish(Bench *b) {
     SyncTraffic tr = {0};
     b->sync->traffic(b->sync_state, &tr);
     char mine[256], **all = NULL;
-    snprintf(mine, sizeof mine, "%llu %llu %llu %llu %llu", tr.bytes_sent, tr.bytes_received, tr.messages_sent,
-             tr.messages_received, tr.dropped);
+    snprintf(mine, sizeof mine, "%llu %llu %llu %llu %llu %s", tr.bytes_sent, tr.bytes_received, tr.messages_sent,
+             tr.messages_received, tr.dropped, tr.transport && tr.transport[0] ? tr.transport : "-");
     if (b->ctrl) RS_TRY(ctrl_gather(b->ctrl, mine, &all));
     if (b->rank != 0) return RS_OK;
 
@@ -463,6 +463,14 @@ static int bench_finish(Bench *b) {
         cJSON_AddStringToObject(cfg, "type", "float");
         cJSON_AddStringToObject(cfg, "sync", o->sync);
         cJSON_AddNumberToObject(cfg, "ranks", b->world);
+        const char *slowest = "";
+        for (int r = 0; r < b->world; r++) {
+            char how[16] = "";
+            const char *t = all ? all[r] : mine;
+            if (t && sscanf(t, "%*u %*u %*u %*u %*u %15s", how) == 1 && strcmp(how, "-"))
+                slowest = sync_transport_slower(slowest, how);
+        }
+        cJSON_AddStringToObject(cfg, "transport", slowest);
         cJSON_AddStringToObject(cfg, "device", device_name(&b->dev, dev, sizeof dev));
         cJSON_AddNumberToObject(cfg, "min_bytes", (double)o->minbytes);
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
@@ -493,8 +501,9 @@ static int bench_finish(Bench *b) {
         cJSON *traffic = cJSON_AddArrayToObject(summary, "traffic");
         for (int r = 0; r < b->world; r++) {
             unsigned long long v[5] = {0};
+            char how[16] = "-";
             const char *t = all ? all[r] : mine;
-            if (t) sscanf(t, "%llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]);
+            if (t) sscanf(t, "%llu %llu %llu %llu %llu %15s", &v[0], &v[1], &v[2], &v[3], &v[4], how);
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "rank", r);
             cJSON_AddNumberToObject(e, "bytes_sent", (double)v[0]);
@@ -502,6 +511,7 @@ static int bench_finish(Bench *b) {
             cJSON_AddNumberToObject(e, "messages_sent", (double)v[2]);
             cJSON_AddNumberToObject(e, "messages_received", (double)v[3]);
             cJSON_AddNumberToObject(e, "dropped", (double)v[4]);
+            cJSON_AddStringToObject(e, "transport", strcmp(how, "-") ? how : "");
             cJSON_AddItemToArray(traffic, e);
         }
         rc = report_write_atomic(o->report, root);

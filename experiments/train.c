@@ -236,6 +236,7 @@ static cJSON *run_rank_json(Run *r) {
     cJSON_AddNumberToObject(t, "messages_sent", (double)tr.messages_sent);
     cJSON_AddNumberToObject(t, "messages_received", (double)tr.messages_received);
     cJSON_AddNumberToObject(t, "dropped", (double)tr.dropped);
+    cJSON_AddStringToObject(t, "transport", tr.transport ? tr.transport : "");
 
     int w = r->cfg.warmup < r->steps ? r->cfg.warmup : 0;
     int n = r->steps - w;
@@ -366,6 +367,12 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddNumberToObject(sum, "final_train_accuracy", S && ns[S - 1] ? cs[S - 1] / ns[S - 1] : 0);
     cJSON_AddNumberToObject(sum, "final_accuracy", r->final_acc);
     cJSON_AddNumberToObject(sum, "final_eval_loss", r->final_eval_loss);
+    const char *slowest = ""; /* the pace the back end moved at: its slowest member's link */
+    cJSON_ArrayForEach(it, ranks) {
+        const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(it, "traffic"), "transport");
+        if (cJSON_IsString(t)) slowest = sync_transport_slower(slowest, t->valuestring);
+    }
+    cJSON_AddStringToObject(sum, "transport", slowest);
     cJSON_AddItemToObject(sum, "loss_curve", curve);
     cJSON_AddItemToObject(sum, "eval_curve", r->eval_curve);
     r->eval_curve = NULL;

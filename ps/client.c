@@ -584,6 +584,7 @@ static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
     *out = c->tr;
     if (c->chan) dp_traffic(c->chan, out);
+    out->transport = c->N > 1 ? "tcp" : "inproc"; /* one rank: its colocated server is in-process */
     if (c->server) {
         SyncTraffic s;
         ps_server_traffic(c->server, &s);

@@ -39,6 +39,7 @@ static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, doub
     cJSON_AddNumberToObject(t, "messages_sent", (double)tr.messages_sent);
     cJSON_AddNumberToObject(t, "messages_received", (double)tr.messages_received);
     cJSON_AddNumberToObject(t, "dropped", (double)tr.dropped);
+    cJSON_AddStringToObject(t, "transport", "tcp");
     double busy;
     long long steps;
     ps_server_busy(s, &busy, &steps);

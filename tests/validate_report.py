@@ -169,6 +169,13 @@ def check_memory(c, e, path):
         c.expect(rss == 0 or rss >= 1 << 20, p + ".host_peak_rss_bytes", "%d: a process is at least 1 MiB (bytes, not KiB?)" % rss)
 
 
+TRANSPORTS = ("", "nccl", "inproc", "shm", "ipc", "tcp")  # fastest first, as common/sync.c orders them
+
+
+def slowest_transport(names):
+    return max(names, key=lambda t: TRANSPORTS.index(t) if t in TRANSPORTS else 0, default="")
+
+
 def check_traffic(c, e, path):
     tr = c.get(e, "traffic", path, "dict")
     if tr is None:
@@ -176,6 +183,11 @@ def check_traffic(c, e, path):
     p = path + ".traffic"
     v = {k: c.nonneg(tr, k, p, "int") for k in
          ("bytes_sent", "bytes_received", "messages", "messages_sent", "messages_received", "dropped")}
+    how = c.get(tr, "transport", p, "str")
+    if how is not None:
+        c.expect(how in TRANSPORTS, p + ".transport", "%r, expected one of %s" % (how, ", ".join(map(repr, TRANSPORTS))))
+        c.expect((how == "") == (v["bytes_sent"] == 0 and v["bytes_received"] == 0) or how == "inproc", p + ".transport",
+                 "%r, but the rank sent %s and received %s bytes" % (how, v["bytes_sent"], v["bytes_received"]))
     if None in v.values():
         return None
     c.expect(v["messages"] == v["messages_sent"] + v["messages_received"], p + ".messages",
@@ -427,6 +439,11 @@ def check_summary(c, rep, cfg, workers):
         if a is not None:
             c.expect(a <= 1, "summary." + k, "%g: a fraction in [0, 1]" % a)
     c.nonneg(s, "final_eval_loss", "summary")
+    how = c.get(s, "transport", "summary", "str")
+    if how is not None and isinstance(rep.get("ranks"), list):
+        ranks_how = [e.get("traffic", {}).get("transport") for e in rep["ranks"] if isinstance(e, dict)]
+        want = slowest_transport([t for t in ranks_how if isinstance(t, str)])
+        c.expect(how == want, "summary.transport", "%r, the slowest member's is %r" % (how, want))
     curve = c.get(s, "loss_curve", "summary", "list")
     if curve is not None and steps is not None:
         c.expect(len(curve) == steps, "summary.loss_curve", "%d points, summary.steps is %d" % (len(curve), steps))
@@ -548,6 +565,11 @@ def check_bench(rep, options, expect):
             for i, e in enumerate(tr):
                 for k in ("bytes_sent", "bytes_received", "messages_sent", "messages_received", "dropped"):
                     c.nonneg(e, k, "summary.traffic[%d]" % i, "int")
+                c.get(e, "transport", "summary.traffic[%d]" % i, "str")
+            how = c.get(cfg, "transport", "config", "str")
+            if how is not None:
+                want = slowest_transport([e.get("transport") for e in tr if isinstance(e, dict)])
+                c.expect(how == want, "config.transport", "%r, the slowest rank's is %r" % (how, want))
     for k, v in expect.items():
         if k == "world":
             c.expect(n == int(v), "config.ranks", "%s, expected %s" % (n, v))

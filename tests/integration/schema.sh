@@ -104,6 +104,9 @@ mutate server-steps ps-3-dedicated "time_s.steps"     'r["ranks"][-1]["time_s"][
 mutate lost-server ps-3-dedicated "server entries"    'r["ranks"].pop()'
 mutate internal-key none "internal keys"              'r["ranks"][0]["_curve"] = {}'
 mutate bench-busbw bench "busbw_gbps"                 'r["rows"][0]["busbw_gbps"] *= 2'
+mutate transport-unknown ring-2 "traffic.transport"    'r["ranks"][0]["traffic"]["transport"] = "carrier-pigeon"'
+mutate transport-not-slowest ps-3-dedicated "summary.transport" 'r["summary"]["transport"] = "shm"'
+mutate bench-transport bench "config.transport"       'r["config"]["transport"] = "nccl"'
 mutate matrix-failed summary "runs_failed"            'r["runs_failed"] += 1'
 mutate matrix-null-column summary "missing (null when unknown)" 'del r["runs"][0]["final_loss"]'
 
