@@ -401,6 +401,7 @@ static void claim6(const ClaimsSet *s, Claim *c) {
     int runs = 0, bad = 0;
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
     claim_line(c, "rule: measured comm_total per step (mean over ranks) within %.0fx of the alpha-beta prediction, both ways", CL_PRED_FACTOR);
+    int crowded = 0, crowded_ranks = 0, crowded_cores = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         if (!(r->pred_comm_s > 0)) continue;
@@ -412,9 +413,21 @@ static void claim6(const ClaimsSet *s, Claim *c) {
         cJSON_AddNumberToObject(o, "measured_comm_s", meas);
         cJSON_AddNumberToObject(o, "predicted_comm_s", r->pred_comm_s);
         cJSON_AddNumberToObject(o, "ratio", ratio);
-        claim_line(c, "%-4s N=%-3d measured %.3f ms vs predicted %.3f ms per step (x%.2f)%s  [%s]", r->sync, r->ranks, meas * 1e3,
-                   r->pred_comm_s * 1e3, ratio, ok ? "" : "  <- outside the factor", r->label);
+        if (r->link[0]) cJSON_AddStringToObject(o, "link", r->link);
+        char over[48] = "";
+        if (r->link[0]) snprintf(over, sizeof over, " over %s", r->link);
+        claim_line(c, "%-4s N=%-3d measured %.3f ms vs predicted %.3f ms%s per step (x%.2f)%s  [%s]", r->sync, r->ranks, meas * 1e3,
+                   r->pred_comm_s * 1e3, over, ratio, ok ? "" : "  <- outside the factor", r->label);
+        if (!ok && ratio > 1 && r->cores > 0 && r->ranks > r->cores) {
+            crowded++;
+            crowded_ranks = r->ranks;
+            crowded_cores = r->cores;
+        }
     }
+    if (crowded)
+        claim_line(c, "why: %d of the runs outside ran %d ranks on %d cores: each rank also waits for a core (oversubscription), "
+                      "which the model leaves out; it holds where each rank has a core or a GPU of its own",
+                   crowded, crowded_ranks, crowded_cores);
     if (bad) claim_verdict(c, "FAIL", "%d of %d runs outside %.0fx of the prediction", bad, runs, CL_PRED_FACTOR);
     else if (!runs) claim_verdict(c, "NOT-RUN", "needs runs with an alpha-beta prediction (a matrix with alpha_s/beta_s_per_byte or a bench report) and N >= 2");
     else claim_verdict(c, "PASS", "%d run%s within %.0fx of the prediction", runs, runs > 1 ? "s" : "", CL_PRED_FACTOR);

@@ -133,6 +133,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         }
     }
     r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
+    const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
+    snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
     if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
     r->repeats = 1;
     return RS_OK;

@@ -25,6 +25,7 @@ typedef struct {
     double *loss;             /* the first repeat's loss curve (owned) */
     int nloss;
     double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
+    char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */
 } ClaimsRun;
 

@@ -193,22 +193,29 @@ static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
 /* Puts the alpha-beta prediction into the report's summary (rewritten atomically) unless it is
  * there with the same figures. */
 static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSON *rep, const char *path) {
-    double pred = matrix_row_predict(m, c);
+    const MatrixLink *l = NULL;
+    const char *how = matrix_row_transport(rep);
+    double pred = matrix_row_predict(m, c, how, &l);
     cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary");
-    if (pred < 0 || !cJSON_IsObject(sum)) return;
+    if (pred < 0 || !l || !cJSON_IsObject(sum)) return;
+    const char *link = how[0] ? how : "default";
+    char source[1200];
+    snprintf(source, sizeof source, "%s%s", l->source, l->transport[0] ? "" : ", the default link");
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
     const cJSON *os = cJSON_GetObjectItemCaseSensitive(old, "step_comm_s");
     const cJSON *oa = cJSON_GetObjectItemCaseSensitive(old, "alpha_s");
     const cJSON *ob = cJSON_GetObjectItemCaseSensitive(old, "beta_s_per_byte");
-    if (cJSON_IsNumber(os) && os->valuedouble == pred && cJSON_IsNumber(oa) && oa->valuedouble == m->alpha_s &&
-        cJSON_IsNumber(ob) && ob->valuedouble == m->beta_s_per_byte)
+    const cJSON *ol = cJSON_GetObjectItemCaseSensitive(old, "link");
+    if (cJSON_IsNumber(os) && os->valuedouble == pred && cJSON_IsNumber(oa) && oa->valuedouble == l->alpha_s &&
+        cJSON_IsNumber(ob) && ob->valuedouble == l->beta_s_per_byte && cJSON_IsString(ol) && !strcmp(ol->valuestring, link))
         return;
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "model", "alpha-beta");
-    cJSON_AddNumberToObject(p, "alpha_s", m->alpha_s);
-    cJSON_AddNumberToObject(p, "beta_s_per_byte", m->beta_s_per_byte);
+    cJSON_AddStringToObject(p, "link", link);
+    cJSON_AddNumberToObject(p, "alpha_s", l->alpha_s);
+    cJSON_AddNumberToObject(p, "beta_s_per_byte", l->beta_s_per_byte);
     cJSON_AddNumberToObject(p, "step_comm_s", pred);
-    cJSON_AddStringToObject(p, "source", m->ab_source);
+    cJSON_AddStringToObject(p, "source", source);
     if (old) cJSON_ReplaceItemInObjectCaseSensitive(sum, "prediction", p);
     else cJSON_AddItemToObject(sum, "prediction", p);
     if (report_write_atomic(path, rep) != RS_OK) log_warn("%s", rs_errmsg());
@@ -300,12 +307,17 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, cJSON 
     cJSON_AddNumberToObject(s, "runs_done", p->done);
     cJSON_AddNumberToObject(s, "runs_failed", p->failed);
     cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
-    if (m->have_ab) {
+    if (m->nlinks) {
         cJSON *pr = cJSON_AddObjectToObject(s, "prediction");
         cJSON_AddStringToObject(pr, "model", "alpha-beta");
-        cJSON_AddNumberToObject(pr, "alpha_s", m->alpha_s);
-        cJSON_AddNumberToObject(pr, "beta_s_per_byte", m->beta_s_per_byte);
-        cJSON_AddStringToObject(pr, "source", m->ab_source);
+        cJSON *links = cJSON_AddObjectToObject(pr, "links");
+        for (int i = 0; i < m->nlinks; i++) {
+            const MatrixLink *l = &m->links[i];
+            cJSON *lo = cJSON_AddObjectToObject(links, l->transport[0] ? l->transport : "default");
+            cJSON_AddNumberToObject(lo, "alpha_s", l->alpha_s);
+            cJSON_AddNumberToObject(lo, "beta_s_per_byte", l->beta_s_per_byte);
+            cJSON_AddStringToObject(lo, "source", l->source);
+        }
     } else {
         cJSON_AddNullToObject(s, "prediction");
     }
@@ -326,7 +338,9 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, cJSON 
 static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
     printf("# matrix %s: %d run%s (%d repeat%s per cell, timeout %.0f s each)\n", m->name, total, total == 1 ? "" : "s",
            m->repeats, m->repeats == 1 ? "" : "s", m->timeout_s);
-    if (m->have_ab) printf("# alpha-beta: alpha %.3g s, beta %.3g s/byte (%s)\n", m->alpha_s, m->beta_s_per_byte, m->ab_source);
+    for (int i = 0; i < m->nlinks; i++)
+        printf("# alpha-beta, %s: alpha %.3g s, beta %.3g s/byte (%s)\n", m->links[i].transport[0] ? m->links[i].transport : "default",
+               m->links[i].alpha_s, m->links[i].beta_s_per_byte, m->links[i].source);
     for (int r = 1; r <= m->repeats; r++)
         for (int i = 0; i < m->ncells; i++) {
             const MatrixCell *c = &m->cells[i];

@@ -43,12 +43,19 @@ static void row_put(cJSON *row, const char *key, double x) {
     else cJSON_AddNullToObject(row, key);
 }
 
-double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c) {
-    if (!m->have_ab) return -1;
+const char *matrix_row_transport(const cJSON *report) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(report, "summary"), "transport");
+    return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, const MatrixLink **link) {
+    const MatrixLink *l = matrix_spec_link(m, transport);
+    if (link) *link = l;
+    if (!l) return -1;
     const Config *g = &c->cfg;
     double n = 4.0 * (double)config_param_count(g);
     return predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n,
-                             g->bucket_mb * 1048576.0, m->alpha_s, m->beta_s_per_byte);
+                             g->bucket_mb * 1048576.0, l->alpha_s, l->beta_s_per_byte);
 }
 
 /* The figures that come from the report (NAN for what it lacks). */
@@ -99,9 +106,11 @@ cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const 
     cJSON_AddNumberToObject(row, "wall_s", o->wall_s);
     cJSON_AddBoolToObject(row, "resumed", o->resumed);
     cJSON_AddStringToObject(row, "report", report ? o->report : "");
+    const char *how = report ? matrix_row_transport(report) : "";
+    cJSON_AddStringToObject(row, "transport", how);
     cJSON *fig = cJSON_CreateObject();
     if (report) row_figures(report, fig);
-    double pred = matrix_row_predict(m, c), meas = row_num(fig, "comm_total_s");
+    double pred = report ? matrix_row_predict(m, c, how, NULL) : -1, meas = row_num(fig, "comm_total_s");
     for (int i = 0; row_metrics[i]; i++) {
         const char *k = row_metrics[i];
         double x = row_num(fig, k);
@@ -146,7 +155,7 @@ static void row_csv_value(FILE *f, const cJSON *v) {
 }
 
 int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *path) {
-    static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", NULL};
+    static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", "transport", NULL};
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");

@@ -23,14 +23,18 @@ typedef struct {
 /* The row of run rep (1-based) of cell c: axis values, outcome, and the headline figures of
  * report (NULL when the run left none: the figures are null): throughput, step time median and
  * p95, comm_exposed and comm_total (mean over workers), peak memory max/min/mean over workers and
- * rank 0's, rank 0's traffic, imbalance ratios, final loss and accuracy, and the alpha-beta
- * prediction beside the measured comm time when m has alpha/beta. NULL on OOM. */
+ * rank 0's, rank 0's traffic, imbalance ratios, final loss and accuracy, and the transport, the alpha-beta
+ * prediction beside the measured comm time when m has a link for that transport. NULL on OOM. */
 struct cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep,
                               const MatrixOutcome *o, const struct cJSON *report);
 
-/* The alpha-beta prediction of comm seconds per step for cell c, or a negative number when m has
- * no alpha/beta or the back end has no model. */
-double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c);
+/* The transport a report's run moved at (summary.transport), "" when it does not say. */
+const char *matrix_row_transport(const struct cJSON *report);
+
+/* The alpha-beta prediction of comm seconds per step for cell c run over transport, with the link
+ * matrix_spec_link picks for it (*link, when link is not NULL: NULL when m has none); a negative
+ * number when m has no link for it or the back end has no model. */
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, const MatrixLink **link);
 
 /* Writes rows (an array of matrix_row_make objects) as CSV to path atomically (a temporary file
  * in the same directory, then rename). 0 or RS_ERR_RUNTIME. */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {"name", "description", "base", "axes", "repeats", "timeout_s",
-                                        "exclude", "alpha_s", "beta_s_per_byte", "bench", NULL};
+                                        "exclude", "alpha_s", "beta_s_per_byte", "bench", "links", NULL};
 
 #define SPEC_DEFAULT_TIMEOUT_S 600.0
 #define SPEC_MAX_CELLS 10000
@@ -214,24 +214,12 @@ static int spec_fit_rows(const cJSON *b, double *alpha, double *beta) {
     return rc;
 }
 
-/* alpha/beta from the matrix file itself or from its "bench" report. */
-static int spec_alpha_beta(MatrixSpec *m) {
-    double al = 0, be = 0;
-    int ha = spec_number_key(m, "alpha_s", 0, &al), hb = spec_number_key(m, "beta_s_per_byte", 0, &be);
-    if (ha < 0 || hb < 0) return RS_ERR_INPUT;
-    const cJSON *bench = cJSON_GetObjectItemCaseSensitive(m->root, "bench");
-    if (ha != hb) return rs_error(RS_ERR_INPUT, "%s: %s: give alpha_s and beta_s_per_byte together", m->path, ha ? "beta_s_per_byte" : "alpha_s");
-    if (ha && bench) return rs_error(RS_ERR_INPUT, "%s: bench: give alpha_s/beta_s_per_byte or a bench report, not both", m->path);
-    if (ha) {
-        m->have_ab = 1;
-        m->alpha_s = al;
-        m->beta_s_per_byte = be;
-        snprintf(m->ab_source, sizeof m->ab_source, "matrix file");
-        return RS_OK;
-    }
-    if (!bench) return RS_OK;
+/* A link's alpha/beta from a bench report at value (a path as given, or relative to the matrix
+ * file): an object in it holding alpha_s and beta_s_per_byte, else its sweep, fitted. Where the
+ * report names its transport and want is not NULL, they must agree. */
+static int spec_link_bench(MatrixSpec *m, const char *where, const cJSON *bench, const char *want, MatrixLink *l) {
     if (!cJSON_IsString(bench) || !bench->valuestring[0])
-        return rs_error(RS_ERR_INPUT, "%s: bench: expected the path of a bench report", m->path);
+        return rs_error(RS_ERR_INPUT, "%s: %s: expected the path of a bench report", m->path, where);
     char path[1100], dir[1024];
     snprintf(path, sizeof path, "%s", bench->valuestring);
     FILE *f = fopen(path, "r");
@@ -240,30 +228,103 @@ static int spec_alpha_beta(MatrixSpec *m) {
         snprintf(path, sizeof path, "%s/%s", dirname(dir), bench->valuestring);
         f = fopen(path, "r");
     }
-    if (!f) return rs_error(RS_ERR_INPUT, "%s: bench: cannot open %s", m->path, bench->valuestring);
+    if (!f) return rs_error(RS_ERR_INPUT, "%s: %s: cannot open %s", m->path, where, bench->valuestring);
     fclose(f);
     cJSON *b = report_read(path);
     if (!b) {
         char why[1200];
         snprintf(why, sizeof why, "%s", rs_errmsg());
-        return rs_error(RS_ERR_INPUT, "%s: bench: %s", m->path, why);
+        return rs_error(RS_ERR_INPUT, "%s: %s: %s", m->path, where, why);
     }
+    const cJSON *how = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "config"), "transport");
+    if (want && cJSON_IsString(how) && how->valuestring[0] && strcmp(how->valuestring, want)) {
+        rs_error(RS_ERR_INPUT, "%s: %s: %s measured the %s transport, not %s", m->path, where, path, how->valuestring, want);
+        cJSON_Delete(b);
+        return RS_ERR_INPUT;
+    }
+    int have = 0;
     const cJSON *fit = spec_find_fit(b);
     if (fit) {
-        m->have_ab = 1;
-        m->alpha_s = cJSON_GetObjectItemCaseSensitive(fit, "alpha_s")->valuedouble;
-        m->beta_s_per_byte = cJSON_GetObjectItemCaseSensitive(fit, "beta_s_per_byte")->valuedouble;
-        snprintf(m->ab_source, sizeof m->ab_source, "%s", path);
-    } else if (spec_fit_rows(b, &m->alpha_s, &m->beta_s_per_byte) == RS_OK) {
-        m->have_ab = 1;
-        snprintf(m->ab_source, sizeof m->ab_source, "%.1000s (fitted)", path);
+        have = 1;
+        l->alpha_s = cJSON_GetObjectItemCaseSensitive(fit, "alpha_s")->valuedouble;
+        l->beta_s_per_byte = cJSON_GetObjectItemCaseSensitive(fit, "beta_s_per_byte")->valuedouble;
+        snprintf(l->source, sizeof l->source, "%s", path);
+    } else if (spec_fit_rows(b, &l->alpha_s, &l->beta_s_per_byte) == RS_OK) {
+        have = 1;
+        snprintf(l->source, sizeof l->source, "%.1000s (fitted)", path);
     }
     cJSON_Delete(b);
-    if (!m->have_ab)
-        return rs_error(RS_ERR_INPUT, "%s: bench: %s holds no fit (an object with alpha_s and beta_s_per_byte) and no sweep to fit (config.sync, config.ranks >= 2, rows[] of size_bytes and time_us)", m->path, path);
-    if (!(m->alpha_s >= 0 && m->beta_s_per_byte >= 0))
-        return rs_error(RS_ERR_INPUT, "%s: bench: %s: alpha_s and beta_s_per_byte must be >= 0", m->path, path);
+    if (!have)
+        return rs_error(RS_ERR_INPUT, "%s: %s: %s holds no fit (an object with alpha_s and beta_s_per_byte) and no sweep to fit (config.sync, config.ranks >= 2, rows[] of size_bytes and time_us)", m->path, where, path);
+    if (!(l->alpha_s >= 0 && l->beta_s_per_byte >= 0))
+        return rs_error(RS_ERR_INPUT, "%s: %s: %s: alpha_s and beta_s_per_byte must be >= 0", m->path, where, path);
     return RS_OK;
+}
+
+/* A link's alpha/beta as numbers in o ("alpha_s", "beta_s_per_byte", both >= 0). */
+static int spec_link_numbers(MatrixSpec *m, const char *where, const cJSON *o, MatrixLink *l) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "alpha_s"), *b = cJSON_GetObjectItemCaseSensitive(o, "beta_s_per_byte"), *e;
+    cJSON_ArrayForEach(e, o)
+        if (strcmp(e->string, "alpha_s") && strcmp(e->string, "beta_s_per_byte"))
+            return rs_error(RS_ERR_INPUT, "%s: %s: unknown key '%s' (expected alpha_s, beta_s_per_byte)", m->path, where, e->string);
+    if (!a || !b) return rs_error(RS_ERR_INPUT, "%s: %s: give alpha_s and beta_s_per_byte together", m->path, where);
+    if (!cJSON_IsNumber(a) || !(a->valuedouble >= 0) || !isfinite(a->valuedouble))
+        return rs_error(RS_ERR_INPUT, "%s: %s.alpha_s: expected a number >= 0", m->path, where);
+    if (!cJSON_IsNumber(b) || !(b->valuedouble >= 0) || !isfinite(b->valuedouble))
+        return rs_error(RS_ERR_INPUT, "%s: %s.beta_s_per_byte: expected a number >= 0", m->path, where);
+    l->alpha_s = a->valuedouble;
+    l->beta_s_per_byte = b->valuedouble;
+    snprintf(l->source, sizeof l->source, "matrix file");
+    return RS_OK;
+}
+
+/* The links: the default from alpha_s/beta_s_per_byte or bench, one per transport from links. */
+static int spec_alpha_beta(MatrixSpec *m) {
+    static const char *const transports[] = {"tcp", "ipc", "shm", "inproc", "nccl", NULL};
+    double al = 0, be = 0;
+    int ha = spec_number_key(m, "alpha_s", 0, &al), hb = spec_number_key(m, "beta_s_per_byte", 0, &be);
+    if (ha < 0 || hb < 0) return RS_ERR_INPUT;
+    const cJSON *bench = cJSON_GetObjectItemCaseSensitive(m->root, "bench");
+    if (ha != hb) return rs_error(RS_ERR_INPUT, "%s: %s: give alpha_s and beta_s_per_byte together", m->path, ha ? "beta_s_per_byte" : "alpha_s");
+    if (ha && bench) return rs_error(RS_ERR_INPUT, "%s: bench: give alpha_s/beta_s_per_byte or a bench report, not both", m->path);
+    if (ha) {
+        MatrixLink *l = &m->links[m->nlinks++];
+        l->alpha_s = al;
+        l->beta_s_per_byte = be;
+        snprintf(l->source, sizeof l->source, "matrix file");
+    } else if (bench) {
+        RS_TRY(spec_link_bench(m, "bench", bench, NULL, &m->links[m->nlinks]));
+        m->nlinks++;
+    }
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(m->root, "links"), *e;
+    if (links && !cJSON_IsObject(links))
+        return rs_error(RS_ERR_INPUT, "%s: links: expected an object {transport: {alpha_s, beta_s_per_byte} or a bench report's path}", m->path);
+    cJSON_ArrayForEach(e, links) {
+        int known = 0;
+        for (int i = 0; transports[i]; i++) known |= !strcmp(e->string, transports[i]);
+        if (!known)
+            return rs_error(RS_ERR_INPUT, "%s: links: unknown transport '%s' (expected tcp, ipc, shm, inproc or nccl)", m->path, e->string);
+        for (int i = 0; i < m->nlinks; i++)
+            if (!strcmp(m->links[i].transport, e->string)) return rs_error(RS_ERR_INPUT, "%s: links: '%s' given twice", m->path, e->string);
+        char where[64];
+        snprintf(where, sizeof where, "links.%s", e->string);
+        MatrixLink *l = &m->links[m->nlinks];
+        snprintf(l->transport, sizeof l->transport, "%s", e->string);
+        if (cJSON_IsString(e)) RS_TRY(spec_link_bench(m, where, e, e->string, l));
+        else if (cJSON_IsObject(e)) RS_TRY(spec_link_numbers(m, where, e, l));
+        else return rs_error(RS_ERR_INPUT, "%s: %s: expected {alpha_s, beta_s_per_byte} or a bench report's path", m->path, where);
+        m->nlinks++;
+    }
+    return RS_OK;
+}
+
+const MatrixLink *matrix_spec_link(const MatrixSpec *m, const char *transport) {
+    const MatrixLink *fallback = NULL;
+    for (int i = 0; i < m->nlinks; i++) {
+        if (transport && transport[0] && !strcmp(m->links[i].transport, transport)) return &m->links[i];
+        if (!m->links[i].transport[0]) fallback = &m->links[i];
+    }
+    return fallback;
 }
 
 /* Top-level keys, name, repeats, timeout_s, base, axes and exclude entries, types only. */
@@ -274,7 +335,7 @@ static int spec_check_shape(MatrixSpec *m) {
         int known = 0;
         for (int i = 0; spec_keys[i]; i++) known |= !strcmp(e->string, spec_keys[i]);
         if (!known)
-            return rs_error(RS_ERR_INPUT, "%s: unknown key '%s' (expected name, description, base, axes, repeats, timeout_s, exclude, alpha_s, beta_s_per_byte, bench)", m->path, e->string);
+            return rs_error(RS_ERR_INPUT, "%s: unknown key '%s' (expected name, description, base, axes, repeats, timeout_s, exclude, alpha_s, beta_s_per_byte, bench, links)", m->path, e->string);
     }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(m->root, "name");
     if (name && !cJSON_IsString(name)) return rs_error(RS_ERR_INPUT, "%s: name: expected a string", m->path);

@@ -9,8 +9,17 @@
 struct cJSON;
 
 #define MATRIX_MAX_AXES 16
+#define MATRIX_MAX_LINKS 6 /* the default and one per transport */
 
 /* ---- Types ---- */
+
+/* The alpha-beta constants of one transport's link (the predictions' t = alpha*a + beta*b). */
+typedef struct {
+    char transport[8];      /* "tcp", "ipc", "shm", "inproc", "nccl"; "" for every transport not named */
+    double alpha_s;         /* seconds per message */
+    double beta_s_per_byte; /* seconds per byte */
+    char source[1100];      /* "matrix file", or the bench report's path */
+} MatrixLink;
 
 /* One point of the cartesian product: the train options it runs with. */
 typedef struct {
@@ -32,9 +41,8 @@ typedef struct {
     const char *axis_name[MATRIX_MAX_AXES];         /* borrowed from root */
     int repeats;
     double timeout_s;                               /* per run */
-    int have_ab;                                    /* alpha/beta known: predictions are made */
-    double alpha_s, beta_s_per_byte;
-    char ab_source[1100];                           /* "matrix file" or the bench report's path */
+    MatrixLink links[MATRIX_MAX_LINKS];             /* what each transport costs; none: no predictions */
+    int nlinks;
     MatrixCell *cells;                              /* the product minus exclusions */
     int ncells;
 } MatrixSpec;
@@ -55,6 +63,10 @@ int matrix_spec_select(MatrixSpec *m, const char *only);
 /* The readable text of an option value as cell ids use it: numbers as %g, layers and lists
  * joined by '-', strings with characters other than [A-Za-z0-9._+-] replaced by '_'. */
 void matrix_spec_value_text(const struct cJSON *v, char *out, size_t len);
+
+/* The link a run over transport (a report's summary.transport) is predicted with: the one named
+ * for it in the file's links, else the default (alpha_s/beta_s_per_byte or bench), else NULL. */
+const MatrixLink *matrix_spec_link(const MatrixSpec *m, const char *transport);
 
 /* Releases everything load allocated; safe on an empty spec. */
 void matrix_spec_free(MatrixSpec *m);

@@ -155,7 +155,7 @@ def lab4(d, log):
     s = load(d, "results/lab4/scaling/summary.json")
     if s:
         check(s["complete"] and s["runs_done"] == 6 and s["runs_failed"] == 0, "lab 4: matrix: 6 runs, all ok")
-        p = s.get("prediction") or {}
+        p = (s.get("prediction") or {}).get("links", {}).get("default")
         if f:
             same = p and abs(p["alpha_s"] - f["alpha_s"]) <= 1e-6 * f["alpha_s"] and \
                 abs(p["beta_s_per_byte"] - f["beta_s_per_byte"]) <= 1e-6 * f["beta_s_per_byte"]

@@ -488,6 +488,10 @@ def check_summary(c, rep, cfg, workers):
         for k in ("alpha_s", "beta_s_per_byte", "step_comm_s"):
             c.nonneg(pred, k, "summary.prediction")
         c.get(pred, "source", "summary.prediction", "str", required=False)
+        link = c.get(pred, "link", "summary.prediction", "str", required=False)
+        if link is not None and isinstance(s.get("transport"), str):
+            want = s["transport"] or "default"
+            c.expect(link == want, "summary.prediction.link", "%r, the run moved over %r" % (link, want))
 
 
 def check_train(rep, options, expect):
@@ -596,10 +600,15 @@ def check_matrix(rep, options, expect):
     c.nonneg(rep, "timeout_s", "")
     if rep.get("prediction") is not None:
         pr = c.get(rep, "prediction", "", "dict")
-        if pr is not None:
-            for k in ("alpha_s", "beta_s_per_byte"):
-                c.nonneg(pr, k, "prediction")
-            c.get(pr, "source", "prediction", "str")
+        links = c.get(pr, "links", "prediction", "dict") if pr is not None else None
+        if links is not None:
+            c.expect(len(links) > 0, "prediction.links", "empty (no prediction is null)")
+            for name, l in links.items():
+                c.expect(name in ("default", "tcp", "ipc", "shm", "inproc", "nccl"), "prediction.links",
+                         "%r: expected default or a transport" % name)
+                for k in ("alpha_s", "beta_s_per_byte"):
+                    c.nonneg(l, k, "prediction.links." + name)
+                c.get(l, "source", "prediction.links." + name, "str")
     axes = c.get(rep, "axes", "", "list") or []
     runs = c.get(rep, "runs", "", "list")
     if runs is None:
@@ -623,6 +632,9 @@ def check_matrix(rep, options, expect):
         c.get(r, "error", p, "str")
         c.nonneg(r, "wall_s", p)
         c.get(r, "resumed", p, "bool")
+        how = c.get(r, "transport", p, "str")
+        if how is not None:
+            c.expect(how in TRANSPORTS, p + ".transport", "%r, expected one of %s" % (how, ", ".join(map(repr, TRANSPORTS))))
         rp = c.get(r, "report", p, "str")
         if status == "ok" and rp is not None:
             c.expect(rp.endswith("-r%s.json" % r.get("repeat")), p + ".report", "%r: not <cell>-r<k>.json" % rp)

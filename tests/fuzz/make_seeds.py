@@ -118,6 +118,8 @@ small = {"name": "t", "base": {"layers": [8, 4, 2], "steps": 2, "device": "cpu"}
          "exclude": [{"sync": "ps", "ranks": 1}], "repeats": 2, "timeout_s": 5, "alpha_s": 1e-5, "beta_s_per_byte": 1e-9}
 put("matrix", "small-only", json.dumps(small) + "\0sync=ring,layers=8,4,2")
 put("matrix", "bench-missing", json.dumps({"axes": {"batch": [1, 2]}, "bench": "no-such-bench.json"}))
+put("matrix", "links", json.dumps({"axes": {"sync": ["ring", "ps"]}, "alpha_s": 1e-4, "beta_s_per_byte": 1e-9,
+                                   "links": {"shm": {"alpha_s": 2e-5, "beta_s_per_byte": 3e-10}, "tcp": "no-such-bench.json"}}))
 
 # ---- claims and gather: from a real report when one is given, else a minimal one
 rep = None

@@ -104,6 +104,10 @@ invalid "report is the driver's" '{"base": {"report": "x.json"}}' "base.report: 
 invalid "repeats not an integer" '{"repeats": 1.5, "axes": {"sync": ["ring"]}}' "repeats: expected an integer"
 invalid "alpha without beta" '{"alpha_s": 1e-5, "axes": {"sync": ["ring"]}}' "give alpha_s and beta_s_per_byte together"
 invalid "missing bench report" '{"bench": "/nonexistent/bench.json"}' "bench: cannot open"
+invalid "a link for no transport" '{"links": {"carrier-pigeon": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}}}' "links: unknown transport 'carrier-pigeon'"
+invalid "a link without beta" '{"links": {"shm": {"alpha_s": 1e-5}}}' "links.shm: give alpha_s and beta_s_per_byte together"
+invalid "a negative link" '{"links": {"tcp": {"alpha_s": -1, "beta_s_per_byte": 1e-9}}}' "links.tcp.alpha_s: expected a number >= 0"
+invalid "a link of the wrong type" '{"links": {"shm": 3}}' "links.shm: expected {alpha_s, beta_s_per_byte}"
 printf '{\n  "name": "x",\n  "axes": {"sync": ["ring"],}\n}\n' >"$T/bad.json"
 "$BIN" matrix "$T/bad.json" --out "$T/never" >"$T/last.log" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "bad.json:3:[0-9]*: malformed JSON" "$T/last.log" && [ ! -e "$T/never" ]; then ok "malformed JSON names file:line:col"
@@ -121,6 +125,36 @@ EOF
 printf '{"bench": "bench.json", "base": {"layers": "784,16,10", "steps": 4}, "axes": {"ranks": [2]}}\n' >"$T/withbench.json"
 expect_status "a bench report's sweep gives the prediction" 0 "$BIN" matrix "$T/withbench.json" --dry-run
 if grep -q "alpha 5e-05 s, beta 2e-09 s/byte" "$T/last.log"; then ok "alpha and beta fitted from the bench sweep"; else bad "bench fit" "$(cat "$T/last.log")"; fi
+# a link per transport: a bench report that says it ran over tcp cannot stand for shm
+$PY - "$T/bench.json" "$T/bench-tcp.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1])); r["config"]["transport"] = "tcp"; json.dump(r, open(sys.argv[2], "w"))
+EOF
+invalid "a bench report of another transport" '{"links": {"shm": "'"$T"'/bench-tcp.json"}}' "bench-tcp.json measured the tcp transport, not shm"
+printf '{"alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "links": {"tcp": "bench-tcp.json"}, "axes": {"ranks": [2]}}\n' >"$T/links.json"
+expect_status "links: a bench report for tcp beside the default" 0 "$BIN" matrix "$T/links.json" --dry-run
+if grep -q "alpha-beta, default: alpha 0.0001 s" "$T/last.log" && grep -q "alpha-beta, tcp: alpha 5e-05 s, beta 2e-09 s/byte" "$T/last.log"; then
+    ok "each link printed with its source"; else bad "links" "$(cat "$T/last.log")"; fi
+# each run is predicted over the link it moved on: the ring over shm, ps over tcp
+cat >"$T/perlink.json" <<'EOF'
+{"name": "perlink", "base": {"device": "cpu", "layers": "64,16,10", "steps": 6, "train-samples": 256},
+ "axes": {"sync": ["ring", "ps"], "ranks": [2]},
+ "alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "links": {"shm": {"alpha_s": 2e-5, "beta_s_per_byte": 3e-10}}}
+EOF
+expect_status "a matrix with a link per transport runs" 0 "$BIN" matrix "$T/perlink.json" --out "$T/perlink"
+$PY - "$T/perlink" <<'EOF' && ok "ring predicted over shm, ps over the default (tcp)" || bad "per-link predictions" "$(cat "$T/last.log")"
+import json, sys, os
+d = sys.argv[1]
+ring = json.load(open(os.path.join(d, "sync=ring,ranks=2-r1.json")))["summary"]
+ps = json.load(open(os.path.join(d, "sync=ps,ranks=2-r1.json")))["summary"]
+n = 4 * (64 * 16 + 16 + 16 * 10 + 10)
+assert ring["transport"] == "shm" and ring["prediction"]["link"] == "shm", ring["prediction"]
+assert abs(ring["prediction"]["step_comm_s"] - (2 * 2e-5 + n * 3e-10)) < 1e-12, ring["prediction"]
+assert ps["transport"] == "tcp" and ps["prediction"]["link"] == "tcp" and ps["prediction"]["alpha_s"] == 1e-4, ps["prediction"]
+assert "default link" in ps["prediction"]["source"]
+rows = {r["cell"]: r for r in json.load(open(os.path.join(d, "summary.json")))["runs"]}
+assert rows["sync=ring,ranks=2"]["transport"] == "shm" and rows["sync=ps,ranks=2"]["transport"] == "tcp"
+EOF
 
 # a run past timeout_s is killed (its whole process group) and recorded as a timeout
 cat >"$T/slow.json" <<'EOF'

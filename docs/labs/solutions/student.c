@@ -505,6 +505,7 @@ static int student_sync_allreduce(void *state, float *buf, size_t count) {
 static void student_traffic(void *state, SyncTraffic *out) {
     Student *s = state;
     *out = s ? s->tr : (SyncTraffic){0};
+    out->transport = s ? "tcp" : "";
 }
 
 static const SyncOps student_ops = {
