@@ -1,5 +1,6 @@
 /* report.c - writes and reads the JSON reports (cJSON), atomically, with the environment block */
 #include "report.h"
+#include "atomicfile.h"
 #include "device.h"
 #include "err.h"
 
@@ -33,25 +34,24 @@ int report_check_writable(const char *path) {
 }
 
 int report_write_atomic(const char *path, const cJSON *root) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     char *text = cJSON_Print(root);
     if (!text) return rs_error(RS_ERR_RUNTIME, "report %s: out of memory while printing JSON", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        free(text);
-        return rs_error(RS_ERR_RUNTIME, "report %s: cannot create %s: %s", path, tmp, strerror(errno));
+    AtomicFile af;
+    int rc = atomicfile_open(&af, path, 0644);
+    if (rc == RS_OK) {
+        size_t len = strlen(text);
+        if (fwrite(text, 1, len, af.f) != len || fputc('\n', af.f) == EOF) {
+            rc = rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+            atomicfile_abort(&af);
+        } else {
+            rc = atomicfile_commit(&af);
+        }
     }
-    size_t len = strlen(text);
-    int bad = fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0 ||
-              fsync(fileno(f)) != 0;
-    int err = errno;
-    bad |= fclose(f) != 0;
     free(text);
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) err = errno;
-        unlink(tmp);
-        return rs_error(RS_ERR_RUNTIME, "report %s: write failed: %s", path, strerror(err));
+    if (rc != RS_OK) {
+        char why[1200];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        return rs_error(rc, "report %s", why);
     }
     return RS_OK;
 }

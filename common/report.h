@@ -14,9 +14,9 @@ struct cJSON;
  * path itself is not a directory or a read-only file. 0 or RS_ERR_INPUT naming the path. */
 int report_check_writable(const char *path);
 
-/* Writes root as indented JSON to path through a temporary file in the same directory and a
- * rename, so readers see the old file or the whole new one, never a part. The temporary file
- * is removed on failure. 0 or RS_ERR_RUNTIME. Does not take ownership of root. */
+/* Writes root as indented JSON to path through an atomic file (common/atomicfile.h), so readers
+ * see the old file or the whole new one, never a part, and a writer killed part-way leaves
+ * nothing. 0 or RS_ERR_RUNTIME. Does not take ownership of root. */
 int report_write_atomic(const char *path, const struct cJSON *root);
 
 /* {"devices": [...], "cuda", "nccl", "zeromq", "cjson", "blas"}: what this build and machine have.

@@ -1,5 +1,6 @@
 /* secure.c - CURVE keys, socket options and the ZAP handler that admits only holders of the job's key */
 #include "secure.h"
+#include "atomicfile.h"
 #include "err.h"
 #include "log.h"
 
@@ -27,16 +28,15 @@ int secure_keygen(const char *path) {
     char pub[41], key[41], tmp[1100];
     if (zmq_curve_keypair(pub, key) != 0)
         return rs_error(RS_ERR_RUNTIME, "keygen: this libzmq has no CURVE support (%s)", zmq_strerror(zmq_errno()));
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return rs_error(RS_ERR_INPUT, "keygen %s: %s", path, strerror(errno));
-    char text[100];
-    int n = snprintf(text, sizeof text, "%s\n%s\n", pub, key);
-    int bad = write(fd, text, (size_t)n) != n;
-    bad |= close(fd) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return rs_error(RS_ERR_INPUT, "keygen %s: write failed: %s", path, strerror(errno));
+    AtomicFile af;
+    if (atomicfile_open(&af, path, 0600) != RS_OK) {
+        snprintf(tmp, sizeof tmp, "%s", rs_errmsg());
+        return rs_error(RS_ERR_INPUT, "keygen %s", tmp);
+    }
+    fprintf(af.f, "%s\n%s\n", pub, key);
+    if (atomicfile_commit(&af) != RS_OK) {
+        snprintf(tmp, sizeof tmp, "%s", rs_errmsg());
+        return rs_error(RS_ERR_INPUT, "keygen %s", tmp);
     }
     return RS_OK;
 }

@@ -1,6 +1,7 @@
 /* matrix_row.c - a run's headline figures from its report, the alpha-beta prediction, the CSV file */
 #include "matrix_row.h"
 #include "predict.h"
+#include "../common/atomicfile.h"
 #include "../common/err.h"
 
 #include <cJSON.h>
@@ -156,10 +157,9 @@ static void row_csv_value(FILE *f, const cJSON *v) {
 
 int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *path) {
     static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", "transport", NULL};
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return rs_error(RS_ERR_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    AtomicFile af;
+    RS_TRY(atomicfile_open(&af, path, 0644));
+    FILE *f = af.f;
     fputs("cell,repeat", f);
     for (int a = 0; a < m->naxes; a++) {
         fputc(',', f);
@@ -188,13 +188,9 @@ int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *pat
         }
         fputc('\n', f);
     }
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int err = errno;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) err = errno;
-        unlink(tmp);
-        return rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(err));
+    if (ferror(f)) {
+        atomicfile_abort(&af);
+        return rs_error(RS_ERR_RUNTIME, "%s: write failed", path);
     }
-    return RS_OK;
+    return atomicfile_commit(&af);
 }

@@ -1,5 +1,6 @@
 /* train.c - one rank's training run: data, model, the step loop, per-step timing and the report */
 #include "train.h"
+#include "../common/atomicfile.h"
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/ctrl.h"
@@ -523,15 +524,22 @@ static int run_save_params(Run *r) {
     float *h = malloc(bytes);
     if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory saving parameters");
     int rc = device_d2h(&r->dev, h, r->model.params, bytes);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = rc ? NULL : fopen(tmp, "wb");
-    if (!rc && (!f || fwrite(h, 1, bytes, f) != bytes || fclose(f) != 0 || rename(tmp, path) != 0)) {
-        rc = rs_error(RS_ERR_RUNTIME, "--save-params %s: write failed", path);
-        unlink(tmp);
+    AtomicFile af;
+    if (rc == RS_OK && (rc = atomicfile_open(&af, path, 0644)) == RS_OK) {
+        if (fwrite(h, 1, bytes, af.f) != bytes) {
+            atomicfile_abort(&af);
+            rc = rs_error(RS_ERR_RUNTIME, "%s: write failed", path);
+        } else {
+            rc = atomicfile_commit(&af);
+        }
     }
     free(h);
-    return rc;
+    if (rc != RS_OK) {
+        char why[1200];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        return rs_error(rc, "--save-params %s", why);
+    }
+    return RS_OK;
 }
 
 /* Every member's report entry to rank 0 (*ranks set on rank 0 only). */

@@ -1,0 +1,67 @@
+/* atomicfile.c - files that appear whole or not at all: written unnamed (O_TMPFILE), then linked into place */
+#define _GNU_SOURCE
+#include "atomicfile.h"
+#include "err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <string.h>
+#include <unistd.h>
+
+int atomicfile_open(AtomicFile *af, const char *path, int mode) {
+    memset(af, 0, sizeof *af);
+    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path)
+        return rs_error(RS_ERR_RUNTIME, "%.64s...: path too long", path);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%d", path, (int)getpid());
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    int fd = open(dirname(dir), O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+    af->unnamed = fd >= 0;
+    if (fd < 0) { /* a filesystem without O_TMPFILE: a named temporary beside path */
+        fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0) return rs_error(RS_ERR_RUNTIME, "%s: cannot create a temporary file: %s", path, strerror(errno));
+    }
+    af->f = fdopen(fd, "w");
+    if (!af->f) {
+        int err = errno;
+        close(fd);
+        if (!af->unnamed) unlink(af->tmp);
+        return rs_error(RS_ERR_RUNTIME, "%s: %s", path, strerror(err));
+    }
+    return RS_OK;
+}
+
+int atomicfile_commit(AtomicFile *af) {
+    if (!af->f) return rs_error(RS_ERR_RUNTIME, "%s: not open", af->path);
+    int bad = fflush(af->f) != 0 || fsync(fileno(af->f)) != 0;
+    int err = errno;
+    if (!bad && af->unnamed) { /* give the unnamed file the temporary name, then rename over path */
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fileno(af->f));
+        unlink(af->tmp); /* a leftover of a process with our PID */
+        bad = linkat(AT_FDCWD, self, AT_FDCWD, af->tmp, AT_SYMLINK_FOLLOW) != 0;
+        err = errno;
+    }
+    if (fclose(af->f) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    af->f = NULL;
+    if (!bad && rename(af->tmp, af->path) != 0) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) {
+        unlink(af->tmp);
+        return rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", af->path, strerror(err));
+    }
+    return RS_OK;
+}
+
+void atomicfile_abort(AtomicFile *af) {
+    if (!af->f) return;
+    fclose(af->f);
+    af->f = NULL;
+    if (!af->unnamed) unlink(af->tmp);
+}
