@@ -342,8 +342,11 @@ static void bench_print_header(Bench *b) {
     const BenchOpts *o = &b->o;
     char dev[32];
     printf("# ringside bench: all-reduce (sum of float, in place)\n");
-    printf("# sync %s, %d rank%s, device %s (rank 0), timeout %g s\n", o->sync, b->world, b->world > 1 ? "s" : "",
-           device_name(&b->dev, dev, sizeof dev), o->timeout);
+    SyncTraffic tr = {0};
+    b->sync->traffic(b->sync_state, &tr);
+    printf("# sync %s, %d rank%s, device %s (rank 0), transport %s (rank 0's link), timeout %g s\n", o->sync, b->world,
+           b->world > 1 ? "s" : "", device_name(&b->dev, dev, sizeof dev),
+           tr.transport && tr.transport[0] ? tr.transport : "none", o->timeout);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
