@@ -401,7 +401,7 @@ static void claim6(const ClaimsSet *s, Claim *c) {
     int runs = 0, bad = 0;
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
     claim_line(c, "rule: measured comm_total per step (mean over ranks) within %.0fx of the alpha-beta prediction, both ways", CL_PRED_FACTOR);
-    int crowded = 0, crowded_ranks = 0, crowded_cores = 0;
+    int crowded = 0, crowded_lo = 0, crowded_hi = 0, crowded_cores = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         if (!(r->pred_comm_s > 0)) continue;
@@ -420,14 +420,19 @@ static void claim6(const ClaimsSet *s, Claim *c) {
                    r->pred_comm_s * 1e3, over, ratio, ok ? "" : "  <- outside the factor", r->label);
         if (!ok && ratio > 1 && r->cores > 0 && r->ranks > r->cores) {
             crowded++;
-            crowded_ranks = r->ranks;
+            if (!crowded_lo || r->ranks < crowded_lo) crowded_lo = r->ranks;
+            if (r->ranks > crowded_hi) crowded_hi = r->ranks;
             crowded_cores = r->cores;
         }
     }
-    if (crowded)
-        claim_line(c, "why: %d of the runs outside ran %d ranks on %d cores: each rank also waits for a core (oversubscription), "
+    if (crowded) {
+        char span[32];
+        if (crowded_lo == crowded_hi) snprintf(span, sizeof span, "%d", crowded_hi);
+        else snprintf(span, sizeof span, "%d to %d", crowded_lo, crowded_hi);
+        claim_line(c, "why: %d of the runs outside ran %s ranks on %d cores: each rank also waits for a core (oversubscription), "
                       "which the model leaves out; it holds where each rank has a core or a GPU of its own",
-                   crowded, crowded_ranks, crowded_cores);
+                   crowded, span, crowded_cores);
+    }
     if (bad) claim_verdict(c, "FAIL", "%d of %d runs outside %.0fx of the prediction", bad, runs, CL_PRED_FACTOR);
     else if (!runs) claim_verdict(c, "NOT-RUN", "needs runs with an alpha-beta prediction (a matrix with alpha_s/beta_s_per_byte or a bench report) and N >= 2");
     else claim_verdict(c, "PASS", "%d run%s within %.0fx of the prediction", runs, runs > 1 ? "s" : "", CL_PRED_FACTOR);

@@ -63,8 +63,13 @@ def report(sync, N, gb=G, rep=1):
     if pred:
         if variant == "fail6" and N == 8:
             pred /= 10
+        if variant == "crowded" and sync == "ring" and N >= 4:
+            pred /= 10
         summary["prediction"] = {"model": "alpha-beta", "alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "step_comm_s": pred}
-    r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": {}, "config": cfg, "ranks": ranks, "summary": summary}
+        if variant == "crowded":
+            summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
+    env = {"cores": 2} if variant == "crowded" else {}
+    r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "ranks": ranks, "summary": summary}
     name = "sync=%s,ranks=%d,global-batch=%d-r%d.json" % (sync, N, gb, rep)
     json.dump(r, open(os.path.join(out, name), "w"))
 
@@ -110,6 +115,14 @@ for k in 1 2 3 4 5 6; do
     want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,7)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
 done
+
+# claim 6 outside the factor only where ranks outnumber the cores: the why line says so, each line names its link
+$PY "$T/make.py" "$T/crowded" crowded
+expect_status "claim 6 off on a crowded machine: exit 4" 4 "$BIN" claims "$T/crowded"
+if grep -q "predicted .* ms over shm per step" "$T/last.log" && grep -q "predicted .* ms over tcp per step" "$T/last.log" \
+   && grep -q "why: 3 of the runs outside ran 4 to 8 ranks on 2 cores" "$T/last.log"; then
+    ok "claim 6: each run's link named, oversubscription explained"
+else bad "claim 6 on a crowded machine" "$(grep -A12 '^6 ' "$T/last.log")"; fi
 
 mkdir -p "$T/empty"
 expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
