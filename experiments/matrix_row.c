@@ -55,8 +55,14 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     if (!l) return -1;
     const Config *g = &c->cfg;
     double n = 4.0 * (double)config_param_count(g);
-    return predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n,
-                             g->bucket_mb * 1048576.0, l->alpha_s, l->beta_s_per_byte);
+    double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n,
+                                 g->bucket_mb * 1048576.0, l->alpha_s, l->beta_s_per_byte);
+    if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
+        double d = predict_dp_data(g->nranks, g->global_batch, g->layers[0], g->layers[g->nlayers - 1], l->alpha_s,
+                                   l->beta_s_per_byte);
+        t = d < 0 ? d : t + d;
+    }
+    return t;
 }
 
 /* The figures that come from the report (NAN for what it lacks). */

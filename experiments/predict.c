@@ -54,6 +54,14 @@ double predict_step_comm(const char *sync, const char *placement, int servers, i
     return t;
 }
 
+double predict_dp_data(int nranks, int global_batch, int in_dim, int classes, double alpha, double beta) {
+    if (nranks < 1 || global_batch < 1 || in_dim < 1 || classes < 1) return -1;
+    if (nranks == 1) return 0;
+    double chunk = ceil((double)global_batch / nranks);
+    double rows = global_batch - (chunk < global_batch ? chunk : global_batch); /* rows rank 0 sends away */
+    return 3.0 * (nranks - 1) * alpha + rows * (4.0 * in_dim + 4.0 + 8.0 * classes) * beta;
+}
+
 /* Sum of squared residuals of t = alpha*a + beta*b. */
 static double predict_sse(const double *a, const double *b, const double *t, int k, double alpha,
                           double beta) {

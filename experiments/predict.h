@@ -16,7 +16,12 @@
  *                                     (a push and a pull; each worker link moves n each way,
  *                                      each server link N*n/K; the busier link bounds the time;
  *                                      the K shard messages go out in parallel: one latency)
- * ps-mode dataparallel uses the colocated formula (activations are not modelled). */
+ * ps-mode dataparallel: the colocated formula for the gradients (the push, and the replicate
+ * in place of the pull), plus, once per step, rank 0's data messages (predict_dp_data):
+ *   A = 3(N-1),  Bc = (B - ceil(B/N)) * (4D + 4 + 8C)   (the batch out, D inputs and a label per
+ *                                                       row; the logits in and their gradient
+ *                                                       out, C classes; rank 0 keeps its own
+ *                                                       ceil(B/N) rows) */
 
 /* ---- Prototypes ---- */
 
@@ -37,6 +42,11 @@ double predict_comm(const char *sync, const char *placement, int servers, int nr
  * bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or placement. */
 double predict_step_comm(const char *sync, const char *placement, int servers, int nranks,
                          double n_bytes, double bucket_bytes, double alpha, double beta);
+
+/* Seconds per step of DataParallel's data messages through rank 0 (see above) for a global batch
+ * of global_batch rows of in_dim inputs and classes outputs on nranks ranks; 0 with one rank,
+ * negative when an argument is not positive. */
+double predict_dp_data(int nranks, int global_batch, int in_dim, int classes, double alpha, double beta);
 
 /* Least-squares fit of t_i = alpha * a_i + beta * b_i over k points, with alpha, beta >= 0
  * (when the free fit gives a negative one, the best one-term fit is taken). rms_err gets the

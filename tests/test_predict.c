@@ -82,11 +82,26 @@ static void test_fit_noisy_and_degenerate(void) {
     CHECK(predict_fit("bogus", NULL, 1, 4, sizes, times, 6, &fa, &fb, NULL) != 0);
 }
 
+static void test_dp_data(void) {
+    double al = 1e-5, be = 1e-9;
+    /* B = 64 on 4 ranks: chunks of 16, rank 0 sends 48 rows of 784 inputs + a label, and gets and
+     * answers 48 rows of 10 logits */
+    CHECK(near(predict_dp_data(4, 64, 784, 10, al, be), 9 * al + 48.0 * (4 * 784 + 4 + 80) * be));
+    /* a global batch smaller than N: chunks of one row, rank 0 keeps one, sends B - 1 */
+    CHECK(near(predict_dp_data(8, 4, 784, 10, al, be), 21 * al + 3.0 * (4 * 784 + 4 + 80) * be));
+    /* B = 10 on 4 ranks: chunks of 3 */
+    CHECK(near(predict_dp_data(4, 10, 16, 2, al, be), 9 * al + 7.0 * (64 + 4 + 16) * be));
+    CHECK(predict_dp_data(1, 64, 784, 10, al, be) == 0);
+    CHECK(predict_dp_data(4, 0, 784, 10, al, be) < 0);
+    CHECK(predict_dp_data(0, 64, 784, 10, al, be) < 0);
+}
+
 int main(void) {
     RUN(test_ring_formula);
     RUN(test_ps_formulas);
     RUN(test_step_buckets);
     RUN(test_fit_exact);
     RUN(test_fit_noisy_and_degenerate);
+    RUN(test_dp_data);
     return test_summary("test_predict");
 }
