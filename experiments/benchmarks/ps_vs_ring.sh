@@ -17,8 +17,8 @@ done
 python3 - "$out" "$reps" <<'PY'
 import json, statistics, sys, glob
 d, reps = sys.argv[1], int(sys.argv[2])
-print("| back end | N | step time median (ms) | rank 0 peak (MB) | other ranks' peak (MB, max) | server entries' peak (MB) |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| back end | N | transport | step time median (ms) | rank 0 peak (MB) | other ranks' peak (MB, max) | server entries' peak (MB) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for name in ["ring", "ps-colocated", "ps-dedicated", "ps-K2"]:
     for n in [1, 2, 4, 8]:
         rs = [json.load(open(f)) for f in sorted(glob.glob(f"{d}/{name}-n{n}-r*.json"))]
@@ -29,5 +29,6 @@ for name in ["ring", "ps-colocated", "ps-dedicated", "ps-K2"]:
         r0 = w[0]["memory"]["peak_bytes"] / 1e6
         oth = max((k["memory"]["peak_bytes"] for k in w[1:]), default=0) / 1e6
         srv = max((k["memory"]["peak_bytes"] for k in s), default=0) / 1e6
-        print(f"| {name} | {n} | {step:.1f} | {r0:.1f} | {oth:.1f} | {srv:.1f} |")
+        how = r["summary"].get("transport") or "-"
+        print(f"| {name} | {n} | {how} | {step:.1f} | {r0:.1f} | {oth:.1f} | {srv:.1f} |")
 PY
