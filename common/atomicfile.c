@@ -65,3 +65,14 @@ void atomicfile_abort(AtomicFile *af) {
     af->f = NULL;
     if (!af->unnamed) unlink(af->tmp);
 }
+
+int atomicfile_write(const char *path, const void *data, size_t len, int mode) {
+    AtomicFile af;
+    RS_TRY(atomicfile_open(&af, path, mode));
+    if (fwrite(data, 1, len, af.f) != len) {
+        int err = errno;
+        atomicfile_abort(&af);
+        return rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(err));
+    }
+    return atomicfile_commit(&af);
+}

@@ -26,4 +26,8 @@ int atomicfile_commit(AtomicFile *af);
 /* Closes and removes the temporary without touching path; safe after commit or a failed open. */
 void atomicfile_abort(AtomicFile *af);
 
+/* open, write len bytes of data, commit (abort on a failed write): the whole file in one call.
+ * 0, or RS_ERR_RUNTIME with rs_errmsg() naming path and the reason; path untouched then. */
+int atomicfile_write(const char *path, const void *data, size_t len, int mode);
+
 #endif

@@ -36,18 +36,16 @@ int report_check_writable(const char *path) {
 int report_write_atomic(const char *path, const cJSON *root) {
     char *text = cJSON_Print(root);
     if (!text) return rs_error(RS_ERR_RUNTIME, "report %s: out of memory while printing JSON", path);
-    AtomicFile af;
-    int rc = atomicfile_open(&af, path, 0644);
-    if (rc == RS_OK) {
-        size_t len = strlen(text);
-        if (fwrite(text, 1, len, af.f) != len || fputc('\n', af.f) == EOF) {
-            rc = rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(errno));
-            atomicfile_abort(&af);
-        } else {
-            rc = atomicfile_commit(&af);
-        }
+    size_t len = strlen(text);
+    char *line = realloc(text, len + 2); /* the file ends with a newline */
+    if (!line) {
+        free(text);
+        return rs_error(RS_ERR_RUNTIME, "report %s: out of memory while printing JSON", path);
     }
-    free(text);
+    line[len] = '\n';
+    line[len + 1] = 0;
+    int rc = atomicfile_write(path, line, len + 1, 0644);
+    free(line);
     if (rc != RS_OK) {
         char why[1200];
         snprintf(why, sizeof why, "%s", rs_errmsg());

@@ -25,18 +25,13 @@ static struct {
 } sec;
 
 int secure_keygen(const char *path) {
-    char pub[41], key[41], tmp[1100];
+    char pub[41], key[41], text[100], why[1200];
     if (zmq_curve_keypair(pub, key) != 0)
         return rs_error(RS_ERR_RUNTIME, "keygen: this libzmq has no CURVE support (%s)", zmq_strerror(zmq_errno()));
-    AtomicFile af;
-    if (atomicfile_open(&af, path, 0600) != RS_OK) {
-        snprintf(tmp, sizeof tmp, "%s", rs_errmsg());
-        return rs_error(RS_ERR_INPUT, "keygen %s", tmp);
-    }
-    fprintf(af.f, "%s\n%s\n", pub, key);
-    if (atomicfile_commit(&af) != RS_OK) {
-        snprintf(tmp, sizeof tmp, "%s", rs_errmsg());
-        return rs_error(RS_ERR_INPUT, "keygen %s", tmp);
+    int n = snprintf(text, sizeof text, "%s\n%s\n", pub, key);
+    if (atomicfile_write(path, text, (size_t)n, 0600) != RS_OK) {
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        return rs_error(RS_ERR_INPUT, "keygen %s", why);
     }
     return RS_OK;
 }

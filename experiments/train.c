@@ -517,22 +517,14 @@ static int run_train(Run *r) {
     return rc;
 }
 
-/* Writes the final parameters (rank 0, --save-params) through a temporary file and a rename. */
+/* Writes the final parameters (rank 0, --save-params) as an atomic file (common/atomicfile.h). */
 static int run_save_params(Run *r) {
     const char *path = r->cfg.save_params;
     size_t bytes = r->model.nparams * sizeof(float);
     float *h = malloc(bytes);
     if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory saving parameters");
     int rc = device_d2h(&r->dev, h, r->model.params, bytes);
-    AtomicFile af;
-    if (rc == RS_OK && (rc = atomicfile_open(&af, path, 0644)) == RS_OK) {
-        if (fwrite(h, 1, bytes, af.f) != bytes) {
-            atomicfile_abort(&af);
-            rc = rs_error(RS_ERR_RUNTIME, "%s: write failed", path);
-        } else {
-            rc = atomicfile_commit(&af);
-        }
-    }
+    if (rc == RS_OK) rc = atomicfile_write(path, h, bytes, 0644);
     free(h);
     if (rc != RS_OK) {
         char why[1200];
