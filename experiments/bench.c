@@ -422,6 +422,31 @@ static int bench_sweep(Bench *b) {
 
 /* ---- the report ----------------------------------------------------------------------------- */
 
+/* Every rank's traffic entry from its gathered text ("SENT RECV MSENT MRECV DROPPED TRANSPORT",
+ * "-" for no transport), and the slowest transport among them (*slowest, a static string). */
+static cJSON *bench_traffic_json(const Bench *b, char **all, const char *mine, const char **slowest) {
+    cJSON *traffic = cJSON_CreateArray();
+    *slowest = "";
+    for (int r = 0; r < b->world; r++) {
+        unsigned long long v[5] = {0};
+        char how[16] = "-";
+        const char *t = all ? all[r] : mine;
+        if (t) sscanf(t, "%llu %llu %llu %llu %llu %15s", &v[0], &v[1], &v[2], &v[3], &v[4], how);
+        if (!strcmp(how, "-")) how[0] = 0;
+        *slowest = sync_transport_slower(*slowest, how);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", r);
+        cJSON_AddNumberToObject(e, "bytes_sent", (double)v[0]);
+        cJSON_AddNumberToObject(e, "bytes_received", (double)v[1]);
+        cJSON_AddNumberToObject(e, "messages_sent", (double)v[2]);
+        cJSON_AddNumberToObject(e, "messages_received", (double)v[3]);
+        cJSON_AddNumberToObject(e, "dropped", (double)v[4]);
+        cJSON_AddStringToObject(e, "transport", how);
+        cJSON_AddItemToArray(traffic, e);
+    }
+    return traffic;
+}
+
 /* Rank 0: gathers every rank's traffic; writes the JSON report when asked. Others: sends. */
 static int bench_finish(Bench *b) {
     const BenchOpts *o = &b->o;
@@ -466,13 +491,8 @@ static int bench_finish(Bench *b) {
         cJSON_AddStringToObject(cfg, "type", "float");
         cJSON_AddStringToObject(cfg, "sync", o->sync);
         cJSON_AddNumberToObject(cfg, "ranks", b->world);
-        const char *slowest = "";
-        for (int r = 0; r < b->world; r++) {
-            char how[16] = "";
-            const char *t = all ? all[r] : mine;
-            if (t && sscanf(t, "%*u %*u %*u %*u %*u %15s", how) == 1 && strcmp(how, "-"))
-                slowest = sync_transport_slower(slowest, how);
-        }
+        const char *slowest;
+        cJSON *traffic = bench_traffic_json(b, all, mine, &slowest);
         cJSON_AddStringToObject(cfg, "transport", slowest);
         cJSON_AddStringToObject(cfg, "device", device_name(&b->dev, dev, sizeof dev));
         cJSON_AddNumberToObject(cfg, "min_bytes", (double)o->minbytes);
@@ -501,22 +521,7 @@ static int bench_finish(Bench *b) {
         cJSON *summary = cJSON_AddObjectToObject(root, "summary");
         cJSON_AddNumberToObject(summary, "avg_busbw_gbps", avg);
         cJSON_AddNumberToObject(summary, "wrong", o->check ? (double)wrong : -1);
-        cJSON *traffic = cJSON_AddArrayToObject(summary, "traffic");
-        for (int r = 0; r < b->world; r++) {
-            unsigned long long v[5] = {0};
-            char how[16] = "-";
-            const char *t = all ? all[r] : mine;
-            if (t) sscanf(t, "%llu %llu %llu %llu %llu %15s", &v[0], &v[1], &v[2], &v[3], &v[4], how);
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "rank", r);
-            cJSON_AddNumberToObject(e, "bytes_sent", (double)v[0]);
-            cJSON_AddNumberToObject(e, "bytes_received", (double)v[1]);
-            cJSON_AddNumberToObject(e, "messages_sent", (double)v[2]);
-            cJSON_AddNumberToObject(e, "messages_received", (double)v[3]);
-            cJSON_AddNumberToObject(e, "dropped", (double)v[4]);
-            cJSON_AddStringToObject(e, "transport", strcmp(how, "-") ? how : "");
-            cJSON_AddItemToArray(traffic, e);
-        }
+        cJSON_AddItemToObject(summary, "traffic", traffic);
         rc = report_write_atomic(o->report, root);
         cJSON_Delete(root);
         if (rc == RS_OK) printf("# report: %s\n", o->report);
