@@ -64,6 +64,9 @@ BIN       := $(BUILD)/ringside
 LIB       := $(BUILD)/libringside.a
 TEST_C    := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
+ifeq ($(USE_CUDA),1)   # CUDA-only probes (tests/test_*.cu), built with nvcc, in CUDA builds only
+  TEST_BIN += $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/test_*.cu))
+endif
 
 # ---- targets ------------------------------------------------------------------------------
 .PHONY: all deps demo test test-unit asan asan-quick clean info-build
@@ -92,6 +95,10 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.cu.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -111,7 +118,7 @@ demo: deps
 
 # the suite, then the bounded sanitizer checks: ThreadSanitizer's whole check, and ASan + UBSan over
 # the unit tests and the multi-rank scripts where threads, servers and the launcher live
-ASAN_QUICK = bench dataparallel equivalence launcher ps secure
+ASAN_QUICK = async_copies bench dataparallel equivalence launcher ps secure
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory BUILD=build/nocuda CUDA=0 all
@@ -181,4 +188,5 @@ tsan:
 	@bash tests/tsan/run.sh build/tsan
 # ==== end of reliability ==========================================================================
 
+.PRECIOUS: $(BUILD)/obj/%.cu.o
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

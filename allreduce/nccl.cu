@@ -11,7 +11,11 @@
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): any NCCL call may answer
  * ncclInProgress, and the same poll loop then waits for it; this is what lets a rank whose peer
- * never arrives at ncclCommInitRankConfig give up after --timeout instead of hanging.
+ * never arrives at ncclCommInitRankConfig give up after --timeout instead of hanging. The price:
+ * a collective's launch may itself answer ncclInProgress, and bucket_ready then waits for the
+ * launch to be enqueued before it returns (a host wait per launch, not per reduction).
+ * Every event poll goes through cudaEventPoll (common/cuda_check.h), which clears the
+ * cudaErrorNotReady a poll may leave in the runtime's last-error slot.
  *
  * Several ranks on one GPU (a test setup). NCCL refuses it ("Duplicate GPU detected") unless
  * told otherwise, and this library does not set NCCL's variables behind the user's back:
@@ -151,9 +155,9 @@ static int nccl_wait(NcclState *s, void *stream, const char *what) {
     RS_TRY(cudaCheck(cudaEventRecord(s->ev_done, (cudaStream_t)(stream ? stream : s->dev->stream))));
     double t0 = clock_now();
     for (;;) {
-        cudaError_t e = cudaEventQuery(s->ev_done);
-        if (e == cudaSuccess) return RS_OK;
-        if (e != cudaErrorNotReady) return cudaCheck(e);
+        int done = cudaEventPoll(s->ev_done); /* clears the NotReady a poll leaves behind */
+        if (done > 0) return RS_OK;
+        if (done < 0) return RS_ERR_RUNTIME;
         if (s->comm) {
             ncclResult_t st;
             RS_TRY(nccl_async_state(s, what, &st));
@@ -374,7 +378,10 @@ static int nccl_broadcast_params(void *state) {
     return m->dev->k->sync(m->dev->kctx);
 }
 
-/* Starts bucket b's all-reduce; does not block the host. */
+/* Starts bucket b's all-reduce. With a non-blocking communicator, ncclAllReduce may answer
+ * ncclInProgress and finish enqueuing on an NCCL thread; nccl_issue_bucket then polls until the
+ * launch is enqueued, so the host may wait here for each launch (not for the reduction itself).
+ * How long is to be measured on a GPU (tests/gpu/README.md). */
 static int nccl_bucket_ready(void *state, int b) {
     NcclState *s = (NcclState *)state;
     if (!s->job.model || b < 0 || b >= s->job.nbuckets)

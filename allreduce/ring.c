@@ -1055,7 +1055,7 @@ static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size
     RingState *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RS_ERR_RUNTIME, "ring: out of memory");
     s->job = *job;
-    s->on_host = job->dev->kind == DEV_CPU;
+    s->on_host = job->dev->host_visible;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

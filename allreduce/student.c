@@ -348,7 +348,7 @@ static float *student_host(Student *s, size_t bytes) {
 
 /* A collective on device memory: in place on the CPU, staged through host memory on a GPU. */
 static int student_on_device(Student *s, float *buf, size_t count, int bcast) {
-    if (s->job.dev->kind == DEV_CPU) return student_collective(s, buf, count, bcast);
+    if (s->job.dev->host_visible) return student_collective(s, buf, count, bcast);
     size_t bytes = count * sizeof(float);
     float *h = student_host(s, bytes ? bytes : sizeof(float));
     if (!h) return rs_error(RS_ERR_RUNTIME, "student: no host memory for %zu bytes: %s", bytes, rs_errmsg());

@@ -25,7 +25,7 @@ typedef struct {
 #define O(f) offsetof(Config, f)
 #define S(f) sizeof(((Config *)0)->f)
 static const Opt opts[] = {
-    {"device", 0, OPT_STR, O(device), S(device), "auto", 0, "auto | cpu | cuda (auto: cuda:LOCAL_RANK%ngpu when a GPU is present)"},
+    {"device", 0, OPT_STR, O(device), S(device), "auto", 0, "auto | cpu | cuda | cpu-async (auto: cuda:LOCAL_RANK%ngpu when a GPU is present; cpu-async: the CPU with a GPU's asynchronous copies, for tests)"},
     {"data", 0, OPT_STR, O(data), S(data), "synthetic", 1, "synthetic, or a directory of MNIST IDX files (raw or .gz)"},
     {"layers", 0, OPT_LAYERS, O(layers), 0, "784,1024,1024,10", 1, "MLP sizes, input first, classes last"},
     {"train-samples", 0, OPT_INT, O(train_samples), 0, "8192", 1, "synthetic training set size"},
@@ -171,8 +171,8 @@ int config_parse(Config *c, int argc, char **argv, int *help) {
 }
 
 int config_validate(const Config *c) {
-    if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda"))
-        return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu or cuda", c->device);
+    if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda") && strcmp(c->device, "cpu-async"))
+        return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu, cuda or cpu-async", c->device);
     if (c->batch <= 0) return rs_error(RS_ERR_INPUT, "--batch %d: must be at least 1", c->batch);
     if (c->global_batch < 0) return rs_error(RS_ERR_INPUT, "--global-batch %d: must be at least 1 (or 0: off)", c->global_batch);
     if (c->steps < 0) return rs_error(RS_ERR_INPUT, "--steps %d: must be at least 1", c->steps);

@@ -12,12 +12,13 @@ static int device_open_with(Device *dev, const DeviceOps *ops, DeviceKind kind, 
     dev->kind = kind;
     dev->ordinal = ordinal;
     dev->ops = ops;
+    dev->host_visible = ops == device_cpu_ops();
     int rc = ops->open(dev, ordinal);
     if (rc) {
         memset(dev, 0, sizeof *dev);
         return rc;
     }
-    dev->k = kind == DEV_CUDA ? kernels_cuda() : kernels_cpu();
+    dev->k = kind == DEV_CUDA ? kernels_cuda() : ops == device_lazy_ops() ? device_lazy_kernels() : kernels_cpu();
     dev->kctx = dev->k ? dev->k->ctx_create(dev->stream) : NULL;
     if (!dev->kctx) {
         if (!dev->k) rs_error(RS_ERR_RUNTIME, "no kernels for device %s", ops->name);
@@ -37,8 +38,9 @@ int device_open(Device *dev, const char *want, int local_rank, int *fell_back) {
     if (!want) want = "auto";
 
     if (strcmp(want, "cpu") == 0) return device_open_with(dev, device_cpu_ops(), DEV_CPU, 0);
+    if (strcmp(want, "cpu-async") == 0) return device_open_with(dev, device_lazy_ops(), DEV_CPU, 0);
     if (strcmp(want, "auto") != 0 && strcmp(want, "cuda") != 0)
-        return rs_error(RS_ERR_INPUT, "--device %s: unknown device (expected auto, cpu or cuda)",
+        return rs_error(RS_ERR_INPUT, "--device %s: unknown device (expected auto, cpu, cuda or cpu-async)",
                         want);
 
     const DeviceOps *cuda = device_cuda_ops();
@@ -57,6 +59,13 @@ int device_open(Device *dev, const char *want, int local_rank, int *fell_back) {
     if (strcmp(want, "cuda") == 0) return rs_error(RS_ERR_INPUT, "--device cuda: %s", why);
     if (fell_back) *fell_back = 1;
     return device_open_with(dev, device_cpu_ops(), DEV_CPU, 0);
+}
+
+/* Same device as like, for another thread (see device.h). */
+int device_open_like(Device *dev, const Device *like) {
+    memset(dev, 0, sizeof *dev);
+    if (!like || !like->ops) return rs_error(RS_ERR_RUNTIME, "device_open_like: a closed device");
+    return device_open_with(dev, like->ops, like->kind, like->ordinal);
 }
 
 /* Destroys the kernel context and the back end's state; safe on a closed (zeroed) device. */

@@ -55,6 +55,9 @@ struct Device {
     const KernelOps *k;       /* the kernels for this device */
     KernelCtx *kctx;          /* kernel context on the compute stream */
     void *stream;             /* compute stream (NULL on the CPU) */
+    int host_visible;         /* its memory is host memory the host may read and write directly
+                               * (the plain CPU): back ends skip host staging. 0 on a GPU and on
+                               * "cpu-async", which therefore take the staging paths */
     void *impl;               /* back end's private state */
 };
 
@@ -64,13 +67,20 @@ struct Device {
 const DeviceOps *device_cpu_ops(void);
 /* The CUDA back end; NULL in a build without CUDA. */
 const DeviceOps *device_cuda_ops(void);
+/* "cpu-async" (device_lazy.c): the CPU with copies deferred to the next synchronisation, as a
+ * GPU's asynchronous copies may be, and no host-visible memory; for tests. Never NULL. */
+const DeviceOps *device_lazy_ops(void);
+const KernelOps *device_lazy_kernels(void);
 
-/* Opens the device named by want ("auto", "cpu" or "cuda") for a process with local_rank:
- * auto/cuda pick cuda:(local_rank % count). "auto" without a GPU falls back to the CPU and
+/* Opens the device named by want ("auto", "cpu", "cuda", or "cpu-async" for tests) for a
+ * process with local_rank: auto/cuda pick cuda:(local_rank % count). "auto" without a GPU falls back to the CPU and
  * sets *fell_back (may be NULL). "cuda" without a GPU or CUDA build returns RS_ERR_INPUT.
  * On failure dev is left closed and rs_errmsg() says why. */
 int device_open(Device *dev, const char *want, int local_rank, int *fell_back);
 void device_close(Device *dev);
+/* Opens, for the calling thread, the same device as like (its kind, back end and ordinal) with
+ * its own compute stream and kernel context. 0, or RS_ERR_* with dev left closed. */
+int device_open_like(Device *dev, const Device *like);
 
 /* Accounted allocation: bytes under tag in the process's memory counters. NULL on failure
  * (with rs_errmsg() set). The caller owns the memory and frees it with device_free with the
@@ -78,7 +88,9 @@ void device_close(Device *dev);
 void *device_alloc(Device *dev, size_t bytes, MemTag tag);
 void device_free(Device *dev, void *p, size_t bytes, MemTag tag);
 
-/* Synchronous copies on the compute stream. 0 or RS_ERR_RUNTIME. */
+/* Synchronous copies on the compute stream: they return once the copy is complete, so the
+ * source may be freed or reused and the destination read (use device_h2d, not ops->copy, from
+ * a buffer someone else releases, such as a received message). 0 or RS_ERR_RUNTIME. */
 int device_h2d(Device *dev, void *dst, const void *src, size_t bytes);
 int device_d2h(Device *dev, void *dst, const void *src, size_t bytes);
 

@@ -165,10 +165,11 @@ static unsigned ops_blocks(size_t n) {
     return (unsigned)(b < OPS_MAX_BLOCKS ? b : OPS_MAX_BLOCKS);
 }
 
-/* Checks the launch just issued; a failure is logged and remembered for sync. */
+/* Checks the launch just issued; a failure is logged and remembered for sync. A NotReady left
+ * by an event poll is not a failure (cuda_launch_error). */
 #define OPS_LAUNCH_CHECK(ctx)                                   \
     do {                                                        \
-        if (cudaCheck(cudaGetLastError())) (ctx)->failed = 1;   \
+        if (cudaCheck(cuda_launch_error())) (ctx)->failed = 1;  \
     } while (0)
 
 static KernelCtx *cuda_ctx_create(void *stream) {

@@ -195,7 +195,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     }
     if (c->got[idx]) return client_drop(c);
     Device *d = c->job.dev;
-    RS_TRY(d->ops->copy(d, dst + at, data, pb, 0, NULL));
+    RS_TRY(device_h2d(d, dst + at, data, pb)); /* complete before the message is released */
     c->got[idx] = 1;
     c->left--;
     c->any_reply = 1;
@@ -320,7 +320,7 @@ static int ps_init_mode(const SyncJob *job, void **state, char *endpoint, size_t
     c->dedicated = dedicated;
     c->dp = dp;
     c->token = wire_token(job->token);
-    c->host_visible = job->dev->kind == DEV_CPU;
+    c->host_visible = job->dev->host_visible;
     atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
@@ -424,6 +424,11 @@ static int ps_broadcast(void *state) {
             h.count = sl->count;
             RS_TRY(client_send(c, sl->server, &h, src + sl->off, sl->count * sizeof(float)));
         }
+        /* The slices left zero-copy from the staging that the first step's gradients overwrite:
+         * wait until every server has taken its copy and released them. */
+        if (!c->host_visible && !ps_zc_drain(&c->zc, c->job.timeout))
+            return rs_error(RS_ERR_PEER, "ps: rank 0: the servers did not take the initial parameters within %g s",
+                            c->job.timeout);
         return c->chan ? dp_hello(c->chan) : RS_OK;
     }
     if (c->chan) return dp_hello(c->chan);

@@ -130,10 +130,11 @@ static int dp_drop(DpChannel *ch, const char *why) {
     return 0;
 }
 
-/* Copies bytes of a message (host) to device memory at dst. */
+/* Copies bytes of a message (host) to device memory at dst, complete when it returns (the
+ * message is released right after). */
 static int dp_h2d(DpChannel *ch, void *dst, const void *src, size_t bytes) {
     if (!bytes) return RS_OK;
-    return ch->dev->ops->copy(ch->dev, dst, src, bytes, 0, NULL);
+    return device_h2d(ch->dev, dst, src, bytes);
 }
 
 /* Rank 0: a message from rank r. 1 when it was awaited (and applied), 0 when dropped. */
@@ -495,7 +496,7 @@ int dp_create(DpChannel **out, const SyncJob *job, DpCheckFn check, void *arg) {
     ch->dim = job->model->sizes[0];
     ch->classes = job->model->sizes[job->model->nlayers];
     ch->cap = job->cfg->global_batch;
-    ch->host_visible = job->dev->kind == DEV_CPU;
+    ch->host_visible = job->dev->host_visible;
     ch->check = check;
     ch->check_arg = arg;
     atomic_init(&ch->zc.out, 0);

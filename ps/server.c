@@ -311,7 +311,8 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     if (*seen) return server_drop(s, "a second contribution to the same slice");
     server_accept(s, r);
     Device *d = s->dev;
-    RS_TRY(d->ops->copy(d, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), data, n * sizeof(float), 0, NULL));
+    /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
+    RS_TRY(device_h2d(d, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), data, n * sizeof(float)));
     *seen = 1;
     ph->pushed = 1;
     ph->t_progress = clock_now();
@@ -377,7 +378,8 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
         return server_drop(s, "initial parameters for a slice this server does not hold");
     server_accept(s, r);
     Device *d = s->dev;
-    RS_TRY(d->ops->copy(d, s->params + (sl->off - s->range.lo), data, sl->count * sizeof(float), 0, NULL));
+    /* complete before the message is released: rank 0 reuses that staging for its gradients */
+    RS_TRY(device_h2d(d, s->params + (sl->off - s->range.lo), data, sl->count * sizeof(float)));
     s->init_seen[h->bucket] = 1;
     if (--s->init_left > 0) return RS_OK;
     size_t n = s->range.hi - s->range.lo;
@@ -551,7 +553,7 @@ int ps_server_run(PsServer *s) {
 static void *server_thread(void *arg) {
     PsServer *s = arg;
     const Device *d = s->a.dev;
-    int rc = device_open(&s->tdev, d->kind == DEV_CUDA ? "cuda" : "cpu", d->ordinal, NULL);
+    int rc = device_open_like(&s->tdev, d);
     if (rc) {
         rs_error(rc, "%s: cannot open its device: %s", s->name, rs_errmsg());
         server_fail(s, rc);
@@ -702,7 +704,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     atomic_init(&s->zc.out, 0);
     s->token = wire_token(a->token);
     s->dev = a->dev;
-    s->host_visible = a->dev->kind == DEV_CPU;
+    s->host_visible = a->dev->host_visible;
     if (a->nservers > 1) snprintf(s->name, sizeof s->name, "ps server %d", a->id);
     else snprintf(s->name, sizeof s->name, "ps server");
     double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);

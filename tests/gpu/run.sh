@@ -20,17 +20,21 @@ names=() results=() figures=()
 failures=0
 
 # check NAME CMD... : runs CMD (a command or a function below) with its output in
-# $log_dir/NAME.log, and records NAME, PASS or FAIL, and a figure for the table.
+# $log_dir/NAME.log, and records NAME, PASS or FAIL, and a figure for the table. Every check is
+# bounded by CHECK_TIMEOUT seconds (default 150; the whole suite stays under 8 minutes): a
+# function runs in a child bash that `timeout` can end (the script's functions and variables are
+# exported to it).
 check() {
     local name=$1 log=$log_dir/$1.log t0=$SECONDS rc fig result
     shift
     echo "# $name: $*"
     if [ "$(type -t "$1")" = function ]; then
-        "$@" >"$log" 2>&1
+        timeout -k 5 "${CHECK_TIMEOUT:-150}" bash -c '"$@"' check "$@" >"$log" 2>&1
     else
-        timeout "${CHECK_TIMEOUT:-600}" "$@" >"$log" 2>&1
+        timeout -k 5 "${CHECK_TIMEOUT:-150}" "$@" >"$log" 2>&1
     fi
     rc=$?
+    [ "$rc" = 124 ] && echo "timed out after ${CHECK_TIMEOUT:-150} s" >>"$log"
     fig=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-110)
     if [ "$rc" = 0 ]; then
         result=PASS
@@ -78,8 +82,23 @@ print_table() {
     [ "$failures" = 0 ]
 }
 
+# cuda_poll : the probe first. Says whether a polled cudaErrorNotReady stays in the runtime's
+# last-error slot on this machine, and fails if our launch checks trip over it (issue: --sync
+# nccl failing at step 0 with "a kernel launch failed").
+cuda_poll() {
+    local out rc
+    out=$(no_skips "$build/tests/test_cuda_poll" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    grep -o 'last-error slot afterwards: .*' <<<"$out" | tail -n 1
+    return "$rc"
+}
+
 # ---- checks (append new ones here) ----
+export build log_dir
+export -f no_skips gpu_visible cuda_poll
 check gpu_visible gpu_visible
+check cuda_poll cuda_poll
 check test_kernels no_skips "$build/tests/test_kernels"
 
 # ---- sync back ends on one GPU: nccl (2 ranks), the CUDA-staged host ring, ps sharing the GPU ----
@@ -107,14 +126,14 @@ ranks_one_gpu() {
     local n=$1 sub=$2 r port rc=0 pids=()
     shift 2
     if [ "$nccl_code" -ge 23000 ]; then
-        NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 300 "$build/ringside" "$sub" -n "$n" "$@"
+        NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 120 "$build/ringside" "$sub" -n "$n" --timeout 30 "$@"
         return
     fi
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     for ((r = 0; r < n; r++)); do
         RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         NCCL_HOSTID=ringside-host$r NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 \
-        NCCL_SOCKET_IFNAME=lo timeout 300 "$build/ringside" "$sub" "$@" &
+        NCCL_SOCKET_IFNAME=lo timeout 120 "$build/ringside" "$sub" --timeout 30 "$@" &
         pids+=($!)
     done
     for r in "${!pids[@]}"; do
@@ -154,7 +173,7 @@ bench_nccl() {
 
 # train_ring_cuda : the host ring over ZeroMQ staging CUDA gradients through host memory.
 train_ring_cuda() {
-    timeout 300 "$build/ringside" train -n 2 --sync ring --device cuda --layers 784,256,10 --steps 30 \
+    timeout 120 "$build/ringside" train -n 2 --sync ring --device cuda --layers 784,256,10 --steps 30 \
         --report "$log_dir/train_ring_cuda.json" && report_summary "$log_dir/train_ring_cuda.json"
 }
 
@@ -171,7 +190,7 @@ sys.exit(0 if len(a) == len(b) and d <= 1e-4 else 1)' "$log_dir/train_nccl.json"
 
 # train_ps_cuda : 4 ps ranks share the GPU (each its own context); per-rank device memory.
 train_ps_cuda() {
-    timeout 300 "$build/ringside" train -n 4 --sync ps --device cuda --layers 784,256,10 --steps 30 \
+    timeout 120 "$build/ringside" train -n 4 --sync ps --device cuda --layers 784,256,10 --steps 30 \
         --report "$log_dir/train_ps_cuda.json" || return
     report_summary "$log_dir/train_ps_cuda.json" || return
     python3 -c '
@@ -180,6 +199,8 @@ rs = json.load(open(sys.argv[1]))["ranks"]
 print("device MiB (used / peak accounted): " + ", ".join("r%s %.0f/%.1f" % (r["rank"], r["memory"].get("device_used_bytes", 0) / 2**20, r["memory"].get("peak_bytes", 0) / 2**20) for r in rs))' "$log_dir/train_ps_cuda.json"
 }
 
+export nccl_code
+export -f nccl_version_code ranks_one_gpu report_summary train_nccl bench_nccl train_ring_cuda nccl_vs_ring train_ps_cuda
 check train_nccl train_nccl
 check bench_nccl bench_nccl
 check train_ring_cuda train_ring_cuda
