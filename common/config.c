@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS } OptType;
+typedef enum { OPT_INT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS, OPT_STRAGGLER } OptType;
 
 typedef struct {
     const char *name;   /* long name without "--" */
@@ -52,6 +52,7 @@ static const Opt opts[] = {
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
+    {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},
     {"trace", 0, OPT_STR, O(trace), S(trace), "", 0, "write Chrome trace events to this file"},
@@ -81,6 +82,45 @@ static int parse_layers(const char *v, Config *c) {
     if (n < 2) return rs_error(RS_ERR_INPUT, "--layers '%s': need at least two sizes (input,classes)", v);
     c->nlayers = n;
     return RS_OK;
+}
+
+/* Appends --straggler's RANK:MS[,RANK:MS...] to c (an empty value clears the list). */
+static int parse_straggler(const char *v, Config *c) {
+    if (!*v) {
+        c->straggler[0] = 0;
+        c->nstragglers = 0;
+        return RS_OK;
+    }
+    const char *p = v;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long rank = strtol(p, &end, 10);
+        if (end == p || *end != ':' || errno || rank < 0 || rank > 1000000)
+            return rs_error(RS_ERR_INPUT, "--straggler '%s': expected RANK:MS with RANK an integer >= 0", v);
+        const char *q = end + 1;
+        double ms = strtod(q, &end);
+        if (end == q || errno || !isfinite(ms) || ms < 0 || ms > 3.6e6 || (*end && *end != ','))
+            return rs_error(RS_ERR_INPUT, "--straggler '%s': MS must be a number of milliseconds in 0..3600000", v);
+        if (c->nstragglers == CONFIG_MAX_STRAGGLERS)
+            return rs_error(RS_ERR_INPUT, "--straggler '%s': at most %d stragglers", v, CONFIG_MAX_STRAGGLERS);
+        c->straggler_rank[c->nstragglers] = (int)rank;
+        c->straggler_ms[c->nstragglers++] = ms;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return rs_error(RS_ERR_INPUT, "--straggler '%s': a trailing comma", v);
+    }
+    size_t k = strlen(c->straggler);
+    if (k + strlen(v) + 2 > sizeof c->straggler)
+        return rs_error(RS_ERR_INPUT, "--straggler: more than %zu characters in all", sizeof c->straggler - 1);
+    snprintf(c->straggler + k, sizeof c->straggler - k, "%s%s", k ? "," : "", v);
+    return RS_OK;
+}
+
+double config_straggler_ms(const Config *c, int rank) {
+    double ms = 0;
+    for (int i = 0; i < c->nstragglers; i++)
+        if (c->straggler_rank[i] == rank) ms += c->straggler_ms[i];
+    return ms;
 }
 
 static int opt_set(const Opt *o, Config *c, const char *v) {
@@ -115,6 +155,7 @@ static int opt_set(const Opt *o, Config *c, const char *v) {
     case OPT_FLAG: *(int *)base = atoi(v); return RS_OK;
     case OPT_NOFLAG: *(int *)base = atoi(v); return RS_OK;
     case OPT_LAYERS: return parse_layers(v, c);
+    case OPT_STRAGGLER: return parse_straggler(v, c);
     }
     return RS_ERR_INPUT;
 }
@@ -195,6 +236,10 @@ int config_validate(const Config *c) {
     if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
+    for (int i = 0; i < c->nstragglers; i++)
+        if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
+            return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],
+                            c->straggler_ms[i], c->straggler_rank[i], c->nranks);
     return RS_OK;
 }
 
@@ -216,7 +261,7 @@ static void opt_text(const Opt *o, const Config *c, char *buf, size_t len) {
     case OPT_INT: case OPT_FLAG: case OPT_NOFLAG: snprintf(buf, len, "%d", *(const int *)base); break;
     case OPT_I64: snprintf(buf, len, "%lld", *(const long long *)base); break;
     case OPT_DBL: snprintf(buf, len, "%.17g", *(const double *)base); break;
-    case OPT_STR: snprintf(buf, len, "%s", base); break;
+    case OPT_STR: case OPT_STRAGGLER: snprintf(buf, len, "%s", base); break;
     case OPT_LAYERS: {
         size_t k = 0;
         buf[0] = 0;
@@ -295,7 +340,7 @@ cJSON *config_json(const Config *c) {
         case OPT_INT: cJSON_AddNumberToObject(o, op->name, *(const int *)base); break;
         case OPT_I64: cJSON_AddNumberToObject(o, op->name, (double)*(const long long *)base); break;
         case OPT_DBL: cJSON_AddNumberToObject(o, op->name, *(const double *)base); break;
-        case OPT_STR: cJSON_AddStringToObject(o, op->name, base); break;
+        case OPT_STR: case OPT_STRAGGLER: cJSON_AddStringToObject(o, op->name, base); break;
         case OPT_FLAG: cJSON_AddBoolToObject(o, op->name, *(const int *)base); break;
         case OPT_NOFLAG: cJSON_AddBoolToObject(o, op->name + 3, *(const int *)base); break;
         case OPT_LAYERS: cJSON_AddItemToObject(o, op->name, cJSON_CreateIntArray(c->layers, c->nlayers)); break;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #define CONFIG_MAX_LAYERS 16
+#define CONFIG_MAX_STRAGGLERS 16
 
 /* ---- Types ---- */
 typedef struct {
@@ -41,6 +42,11 @@ typedef struct {
     int threads;              /* BLAS threads per rank; 0: cores / local ranks */
     char secure[512];         /* CURVE key file: encrypt and authenticate every socket ("": off) */
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
+    /* experiments */
+    char straggler[256];      /* --straggler RANK:MS[,RANK:MS...] as given (repeatable: appended) */
+    int nstragglers;
+    int straggler_rank[CONFIG_MAX_STRAGGLERS];
+    double straggler_ms[CONFIG_MAX_STRAGGLERS];
     /* output */
     char report[512];
     char trace[512];
@@ -76,6 +82,10 @@ int config_diff(const char *mine, const char *theirs, char *out, size_t len);
 
 /* 64-bit FNV-1a hash of a text. */
 unsigned long long config_hash(const char *text);
+
+/* Milliseconds rank sleeps after its forward in every step (--straggler; summed when a rank is
+ * named twice), 0 for a rank not named. */
+double config_straggler_ms(const Config *c, int rank);
 
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);
