@@ -179,7 +179,7 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
 
     int alive = 0;
     for (int i = 0; i < n; i++) alive += pid[i] > 0;
-    char name[32];
+    char name[32], first[320] = "";
     while (rc == RS_OK && alive > 0) {
         if (launch_signal) {
             log_error("interrupted (signal %d): stopping %d process%s", (int)launch_signal, alive, alive > 1 ? "es" : "");
@@ -210,8 +210,13 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
         }
         log_error("%s", rs_errmsg());
         launch_reported = 1;
+        /* the others, stopped now, may print errors of their own after this: the last line names the first */
+        snprintf(first, sizeof first, "%s failed first (%s %d); its own error is the first line marked [rank %d] above",
+                 who(i, nworkers, name, sizeof name), WIFEXITED(st) ? "exit status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : 0, i);
     }
     if (alive > 0) launch_stop_all(pid, n, grace_s);
+    if (first[0]) log_error("%s", first);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     free(pid);

@@ -190,6 +190,35 @@ static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
     return r;
 }
 
+/* The line of log_path that says why a failed run failed: the first error line of the rank the
+ * launcher names last ("rank K failed first ... marked [rank K]"), else the log's first error line
+ * (a single process), else its last line; "" for an empty log. */
+static void matrix_first_error(const char *log_path, char *out, size_t len) {
+    out[0] = 0;
+    FILE *f = fopen(log_path, "r");
+    if (!f) return;
+    char line[1400], tag[48] = "", first_err[1400] = "";
+    int rank = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "failed first (");
+        if (m && (m = strstr(m, "marked [rank ")) && sscanf(m, "marked [rank %d]", &rank) == 1)
+            snprintf(tag, sizeof tag, "[rank %d] error:", rank);
+        if (!first_err[0] && strstr(line, "error:")) snprintf(first_err, sizeof first_err, "%s", line);
+    }
+    if (tag[0]) { /* that rank's first error line */
+        rewind(f);
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, tag)) {
+                snprintf(first_err, sizeof first_err, "%s", line);
+                break;
+            }
+    }
+    fclose(f);
+    first_err[strcspn(first_err, "\r\n")] = 0;
+    if (first_err[0]) snprintf(out, len, "%s", first_err);
+    else proc_last_line(log_path, out, len);
+}
+
 /* Puts the alpha-beta prediction into the report's summary (rewritten atomically) unless it is
  * there with the same figures. */
 static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSON *rep, const char *path) {
@@ -264,7 +293,8 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     } else {
         out.exit_code = pr.exit_code;
         out.wall_s = pr.wall_s;
-        proc_last_line(logp, why, sizeof why);
+        if (pr.outcome == PROC_TIMED_OUT) proc_last_line(logp, why, sizeof why);
+        else matrix_first_error(logp, why, sizeof why);
         if (pr.outcome == PROC_TIMED_OUT) {
             out.status = "timeout";
             snprintf(err, sizeof err, "timed out after %.0f s%s%s", m->timeout_s, why[0] ? ": " : "", why);
