@@ -219,6 +219,63 @@ static void matrix_first_error(const char *log_path, char *out, size_t len) {
     else proc_last_line(log_path, out, len);
 }
 
+/* Options that never make a report stand for another run: the driver's own and the wait limit. */
+static int matrix_noise_option(const char *key) {
+    static const char *const noise[] = {"report", "quiet", "verbose", "timeout", NULL};
+    for (int i = 0; noise[i]; i++)
+        if (!strcmp(key, noise[i])) return 1;
+    return 0;
+}
+
+/* 1 when report was made with options other than cell c's (every resolved option but the noise
+ * above, both ways: an option the report lacks, or one this build does not know, differs too);
+ * why gets the first difference, as "steps (4 in the report, 6 in the cell)". 0 when they agree. */
+static int matrix_config_differs(const MatrixCell *c, const cJSON *report, char *why, size_t len) {
+    const cJSON *have = cJSON_GetObjectItemCaseSensitive(report, "config"), *e;
+    cJSON *want = config_json(&c->cfg);
+    int differs = 0;
+    why[0] = 0;
+    if (!cJSON_IsObject(have)) {
+        snprintf(why, len, "the report has no config");
+        cJSON_Delete(want);
+        return 1;
+    }
+    cJSON_ArrayForEach(e, want) {
+        if (matrix_noise_option(e->string)) continue;
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, e->string);
+        if (h && cJSON_Compare(h, e, 1)) continue;
+        char *a = h ? cJSON_PrintUnformatted(h) : NULL, *b = cJSON_PrintUnformatted(e);
+        snprintf(why, len, "%s (%s in the report, %s in the cell)", e->string, a ? a : "absent", b ? b : "?");
+        cJSON_free(a);
+        cJSON_free(b);
+        differs = 1;
+        break;
+    }
+    if (!differs)
+        cJSON_ArrayForEach(e, have) {
+            if (matrix_noise_option(e->string) || cJSON_GetObjectItemCaseSensitive(want, e->string)) continue;
+            snprintf(why, len, "%s (in the report, unknown to this build)", e->string);
+            differs = 1;
+            break;
+        }
+    cJSON_Delete(want);
+    return differs;
+}
+
+/* Reads the report of a finished run at path for cell c when --resume may keep it: NULL when it is
+ * absent, unreadable, of another schema or made with other options (stale gets 1 and why the
+ * difference then). */
+static cJSON *matrix_keepable(const MatrixCell *c, const char *path, int *stale, char *why, size_t len) {
+    *stale = 0;
+    cJSON *r = matrix_read_report(path, why, len);
+    if (r && matrix_config_differs(c, r, why, len)) {
+        *stale = 1;
+        cJSON_Delete(r);
+        r = NULL;
+    }
+    return r;
+}
+
 /* Puts the alpha-beta prediction into the report's summary (rewritten atomically) unless it is
  * there with the same figures. */
 static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSON *rep, const char *path) {
@@ -262,13 +319,19 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     MatrixOutcome out = {.status = "ok", .report = name, .error = ""};
     cJSON *rep_json = NULL, *row;
     *failed = 0;
-    if (o->resume && (rep_json = matrix_read_report(path, why, sizeof why))) {
+    int stale = 0;
+    if (o->resume && (rep_json = matrix_keepable(c, path, &stale, why, sizeof why))) {
         out.resumed = 1;
         matrix_add_prediction(m, c, rep_json, path);
         row = matrix_row_make(m, c, rep, &out, rep_json);
         cJSON_Delete(rep_json);
         progress_done(p, "ok", "", 0, 0, row);
         return row;
+    }
+    if (stale) {
+        if (p->tty) printf("\r\033[K");
+        printf("# %s r%d: its report was made with other options, run again: %s\n", c->id, rep, why);
+        fflush(stdout);
     }
     unlink(path);  /* a stale report must not stand for this run */
     unlink(logp);
@@ -363,6 +426,34 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, cJSON 
     return rc;
 }
 
+/* --resume: counts the runs whose report would be kept and those whose report was made with
+ * other options, and prints how many and why (each distinct first difference once, with its count). */
+static void matrix_resume_scan(const MatrixSpec *m, const MatrixOpts *o) {
+    enum { MAX_WHY = 8 };
+    char whys[MAX_WHY][300], why[1200], path[PATH_MAX];
+    int counts[MAX_WHY] = {0}, nwhy = 0, kept = 0, stale_runs = 0;
+    for (int r = 1; r <= m->repeats; r++)
+        for (int i = 0; i < m->ncells; i++) {
+            const MatrixCell *c = &m->cells[i];
+            if (!c->selected) continue;
+            snprintf(path, sizeof path, "%s/%s-r%d.json", o->out, c->id, r);
+            int stale;
+            cJSON *j = matrix_keepable(c, path, &stale, why, sizeof why);
+            kept += j != NULL;
+            cJSON_Delete(j);
+            if (!stale) continue;
+            stale_runs++;
+            int k = 0;
+            while (k < nwhy && strcmp(whys[k], why)) k++;
+            if (k == nwhy && nwhy < MAX_WHY) snprintf(whys[nwhy++], sizeof whys[0], "%.290s", why);
+            if (k < nwhy) counts[k]++;
+        }
+    printf("# resume: %d report%s kept; %d made with other options, run again%s\n", kept, kept == 1 ? "" : "s", stale_runs,
+           stale_runs ? ":" : "");
+    for (int k = 0; k < nwhy; k++) printf("#   %d x %s\n", counts[k], whys[k]);
+    fflush(stdout);
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
 static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
@@ -377,13 +468,13 @@ static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) 
             if (!c->selected) continue;
             char path[PATH_MAX], why[1200];
             snprintf(path, sizeof path, "%s/%s-r%d.json", o->out ? o->out : "OUT", c->id, r);
-            int have = 0;
+            int have = 0, stale = 0;
             if (o->out && o->resume) {
-                cJSON *j = matrix_read_report(path, why, sizeof why);
+                cJSON *j = matrix_keepable(c, path, &stale, why, sizeof why);
                 have = j != NULL;
                 cJSON_Delete(j);
             }
-            printf("%s r%d%s\tringside train", c->id, r, have ? " (kept: report exists)" : "");
+            printf("%s r%d%s\tringside train", c->id, r, have ? " (kept: report exists)" : stale ? " (run again: report made with other options)" : "");
             for (int a = 0; a < c->nargs; a++) printf(" %s", c->args[a]);
             printf(" --report %s --quiet\n", path);
         }
@@ -427,6 +518,7 @@ int matrix_main(int argc, char **argv) {
     printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s\n", m.name, selected, selected == 1 ? "" : "s",
            m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "");
     fflush(stdout);
+    if (o.resume) matrix_resume_scan(&m, &o);
     cJSON *rows = cJSON_CreateArray();
     /* repeat-major: every cell once, then again, so that drift touches every cell alike */
     for (int r = 1; r <= m.repeats && !matrix_stop; r++)

@@ -72,6 +72,19 @@ else bad "--resume" "$(diff "$T/mtimes.before" "$T/mtimes.after"; cat "$T/last.l
 if $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; assert sum(x['resumed'] for x in r)==3 and len(r)==4" "$O/summary.json"; then
     ok "the resumed summary still has every run"; else bad "resumed summary" "$(head -c 400 "$O/summary.json")"; fi
 
+# --resume after an option changed: every kept report is compared with its cell's options; the
+# three made with 6 steps run again, and the driver says how many and why
+sed 's/"steps": 6/"steps": 7/' "$T/tiny.json" >"$T/tiny7.json"
+expect_status "--resume with base.steps changed exits 1 (the failing cell fails again)" 1 "$BIN" matrix "$T/tiny7.json" --out "$O" --resume
+if grep -q "resume: 0 reports kept; 3 made with other options, run again:" "$T/last.log" \
+   && grep -q "3 x steps (6 in the report, 7 in the cell)" "$T/last.log" && ! grep -q "kept (report exists)" "$T/last.log" \
+   && $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; assert not any(x['resumed'] for x in r); assert all(json.load(open(sys.argv[2]+'/'+x['report']))['config']['steps']==7 for x in r if x['report'])" "$O/summary.json" "$O"; then
+    ok "--resume reruns the 3 reports made with 6 steps and says why"
+else bad "--resume with a changed option" "$(cat "$T/last.log")"; fi
+expect_status "--resume again keeps them" 1 "$BIN" matrix "$T/tiny7.json" --out "$O" --resume
+if grep -q "resume: 3 reports kept; 0 made with other options" "$T/last.log"; then ok "--resume keeps reports made with the cell's options"
+else bad "--resume keeps matching reports" "$(cat "$T/last.log")"; fi
+
 # --dry-run lists the runs and writes nothing
 expect_status "--dry-run exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/dry" --dry-run
 if [ "$(grep -c 'ringside train' "$T/last.log")" = 4 ] && [ ! -e "$T/dry" ]; then ok "--dry-run lists 4 runs and creates nothing"
