@@ -382,46 +382,100 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
 
 /* ---- the summary ----------------------------------------------------------------------------- */
 
-static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, cJSON *rows, const Progress *p,
-                                int complete, int interrupted) {
+/* The runs of the matrix in order (repeat-major), one slot each: the row of a run done now, one
+ * kept from the summary already in OUT (--only), or NULL. */
+typedef struct {
+    cJSON **row;   /* repeats x ncells, owned */
+    int n;
+} MatrixRows;
+
+static cJSON **matrix_slot(const MatrixSpec *m, MatrixRows *rows, int rep, int cell) {
+    return &rows->row[(size_t)(rep - 1) * (size_t)m->ncells + (size_t)cell];
+}
+
+/* --only: takes into rows every run of the summary already in OUT whose cell is in the matrix but
+ * not selected now, so that the new runs merge into it. A row whose report is gone, or was made
+ * with other options than its cell's, is left out; so is a row of a cell the matrix no longer has.
+ * Prints what it kept and left out. */
+static void matrix_merge_old(const MatrixSpec *m, const MatrixOpts *o, MatrixRows *rows) {
+    char path[PATH_MAX], why[1200];
+    snprintf(path, sizeof path, "%s/summary.json", o->out);
+    if (access(path, F_OK) != 0) return;
+    cJSON *old = report_read(path);
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(old, "schema"), *r;
+    if (!cJSON_IsString(schema) || strcmp(schema->valuestring, MATRIX_SCHEMA)) {
+        printf("# --only: %s is not a %s summary: it is replaced, not merged into\n", path, MATRIX_SCHEMA);
+        cJSON_Delete(old);
+        return;
+    }
+    int kept = 0, stale = 0, gone = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(old, "runs")) {
+        const cJSON *cell = cJSON_GetObjectItemCaseSensitive(r, "cell"), *rep = cJSON_GetObjectItemCaseSensitive(r, "repeat");
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(r, "report");
+        int i = 0;
+        while (cJSON_IsString(cell) && i < m->ncells && strcmp(m->cells[i].id, cell->valuestring)) i++;
+        if (!cJSON_IsString(cell) || i == m->ncells || !cJSON_IsNumber(rep) || rep->valueint < 1 || rep->valueint > m->repeats) {
+            gone++;
+            continue;
+        }
+        if (m->cells[i].selected || *matrix_slot(m, rows, rep->valueint, i)) continue;
+        if (cJSON_IsString(file) && file->valuestring[0]) {
+            int differs;
+            snprintf(path, sizeof path, "%s/%s", o->out, file->valuestring);
+            cJSON *j = matrix_keepable(&m->cells[i], path, &differs, why, sizeof why);
+            cJSON_Delete(j);
+            if (!j) {
+                stale++;
+                continue;
+            }
+        }
+        *matrix_slot(m, rows, rep->valueint, i) = cJSON_Duplicate(r, 1);
+        kept++;
+    }
+    cJSON_Delete(old);
+    printf("# --only: merging into %s/summary.json: %d row%s of other cells kept", o->out, kept, kept == 1 ? "" : "s");
+    if (stale) printf(", %d left out (report missing or made with other options)", stale);
+    if (gone) printf(", %d of cells this matrix does not have left out", gone);
+    printf("\n");
+    fflush(stdout);
+}
+
+static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const MatrixRows *slots, int interrupted) {
     char path[PATH_MAX], when[64];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON *rows = cJSON_CreateArray();
+    int done = 0, failed = 0;
+    for (int i = 0; i < slots->n; i++) {
+        const cJSON *r = slots->row[i];
+        if (!r) continue;
+        cJSON_AddItemReferenceToArray(rows, (cJSON *)r);
+        done++;
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
+        failed += !cJSON_IsString(st) || strcmp(st->valuestring, "ok");
+    }
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "schema", MATRIX_SCHEMA);
     cJSON_AddStringToObject(s, "name", m->name);
     cJSON_AddStringToObject(s, "matrix", m->path);
     cJSON_AddStringToObject(s, "written", when);
-    cJSON_AddBoolToObject(s, "complete", complete);
+    cJSON_AddBoolToObject(s, "complete", !interrupted && done == slots->n);
     cJSON_AddBoolToObject(s, "interrupted", interrupted);
-    cJSON_AddNumberToObject(s, "runs_planned", p->total);
-    cJSON_AddNumberToObject(s, "runs_done", p->done);
-    cJSON_AddNumberToObject(s, "runs_failed", p->failed);
+    if (o->only) cJSON_AddStringToObject(s, "only", o->only);
+    cJSON_AddNumberToObject(s, "runs_planned", slots->n);
+    cJSON_AddNumberToObject(s, "runs_done", done);
+    cJSON_AddNumberToObject(s, "runs_failed", failed);
     cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
-    if (m->nlinks) {
-        cJSON *pr = cJSON_AddObjectToObject(s, "prediction");
-        cJSON_AddStringToObject(pr, "model", "alpha-beta");
-        cJSON *links = cJSON_AddObjectToObject(pr, "links");
-        for (int i = 0; i < m->nlinks; i++) {
-            const MatrixLink *l = &m->links[i];
-            cJSON *lo = cJSON_AddObjectToObject(links, l->transport[0] ? l->transport : "default");
-            cJSON_AddNumberToObject(lo, "alpha_s", l->alpha_s);
-            cJSON_AddNumberToObject(lo, "beta_s_per_byte", l->beta_s_per_byte);
-            cJSON_AddStringToObject(lo, "source", l->source);
-        }
-    } else {
-        cJSON_AddNullToObject(s, "prediction");
-    }
     cJSON *axes = cJSON_AddArrayToObject(s, "axes");
     for (int a = 0; a < m->naxes; a++) cJSON_AddItemToArray(axes, cJSON_CreateString(m->axis_name[a]));
-    cJSON_AddItemReferenceToObject(s, "runs", rows);
+    cJSON_AddItemToObject(s, "runs", rows);
     snprintf(path, sizeof path, "%s/summary.json", o->out);
     int rc = report_write_atomic(path, s);
-    cJSON_Delete(s);
     snprintf(path, sizeof path, "%s/summary.csv", o->out);
     if (rc == RS_OK) rc = matrix_row_write_csv(m, rows, path);
+    cJSON_Delete(s);
     if (rc != RS_OK) log_error("%s", rs_errmsg());
     return rc;
 }
@@ -519,7 +573,14 @@ int matrix_main(int argc, char **argv) {
            m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "");
     fflush(stdout);
     if (o.resume) matrix_resume_scan(&m, &o);
-    cJSON *rows = cJSON_CreateArray();
+    MatrixRows rows = {.n = m.repeats * m.ncells};
+    rows.row = calloc((size_t)rows.n, sizeof *rows.row);
+    if (!rows.row) {
+        log_error("out of memory");
+        matrix_spec_free(&m);
+        return RS_ERR_RUNTIME;
+    }
+    if (o.only) matrix_merge_old(&m, &o, &rows);
     /* repeat-major: every cell once, then again, so that drift touches every cell alike */
     for (int r = 1; r <= m.repeats && !matrix_stop; r++)
         for (int i = 0; i < m.ncells && !matrix_stop; i++) {
@@ -527,14 +588,14 @@ int matrix_main(int argc, char **argv) {
             int failed;
             cJSON *row = matrix_one(&m, &o, &m.cells[i], r, &p, &failed);
             if (!row) break;
-            cJSON_AddItemToArray(rows, row);
+            *matrix_slot(&m, &rows, r, i) = row;
             p.failed += failed;
             p.ok += !failed;
-            matrix_write_summary(&m, &o, rows, &p, 0, 0);
+            matrix_write_summary(&m, &o, &rows, 0);
         }
     int interrupted = matrix_stop != 0;
     if (p.tty) printf("\r\033[K");
-    int wrc = matrix_write_summary(&m, &o, rows, &p, !interrupted && p.done == p.total, interrupted);
+    int wrc = matrix_write_summary(&m, &o, &rows, interrupted);
     char el[32];
     progress_clock(clock_now() - p.t0, el, sizeof el);
     if (interrupted)
@@ -546,7 +607,8 @@ int matrix_main(int argc, char **argv) {
     fflush(stdout);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    cJSON_Delete(rows);
+    for (int i = 0; i < rows.n; i++) cJSON_Delete(rows.row[i]);
+    free(rows.row);
     matrix_spec_free(&m);
     if (interrupted) return RS_ERR_INTERRUPTED;
     if (wrc != RS_OK) return wrc;

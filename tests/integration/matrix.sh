@@ -94,6 +94,21 @@ else bad "--dry-run" "$(cat "$T/last.log")"; fi
 expect_status "--only sync=ring,ranks=2 exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/only" --only sync=ring,ranks=2
 if $PY -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; assert [x['cell'] for x in r]==['sync=ring,ranks=2,data=synthetic']" "$T/only/summary.json"; then
     ok "--only ran one cell"; else bad "--only" "$(cat "$T/last.log")"; fi
+# --only on a finished folder merges into its summary; a second --only merges into that
+expect_status "--only sync=ring,ranks=1 on the finished folder exits 0" 0 "$BIN" matrix "$T/tiny7.json" --out "$O" --only sync=ring,ranks=1
+grep -q "merging into .*summary.json: 3 rows of other cells kept" "$T/last.log" || bad "--only says what it merges" "$(cat "$T/last.log")"
+expect_status "a second --only (data=synthetic,sync=none) exits 0" 0 "$BIN" matrix "$T/tiny7.json" --out "$O" --only sync=none,data=synthetic
+if $PY - "$O" <<'EOF'
+import csv, json, os, sys
+s = json.load(open(os.path.join(sys.argv[1], "summary.json")))
+cells = [r["cell"] for r in s["runs"]]
+assert cells == ["sync=none,ranks=1,data=synthetic", "sync=none,ranks=1,data=_nonexistent",
+                 "sync=ring,ranks=1,data=synthetic", "sync=ring,ranks=2,data=synthetic"], cells
+assert s["runs_done"] == 4 and s["runs_planned"] == 4 and s["runs_failed"] == 1 and s["complete"], s
+assert s["only"] == "sync=none,data=synthetic"
+assert len(list(csv.reader(open(os.path.join(sys.argv[1], "summary.csv"))))) == 5
+EOF
+then ok "two --only runs merge into the 4-row summary (matrix order, CSV too)"; else bad "--only merge" "$(cat "$T/last.log")"; fi
 expect_status "--only with an unknown option exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/only2" --only colour=red
 expect_status "--only matching nothing exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/only2" --only ranks=64
 
