@@ -47,7 +47,8 @@ static void matrix_usage(FILE *f) {
             "\n"
             "  --out DIR        where reports, logs and the summary go (created)\n"
             "  --resume         skip runs whose report already exists and parses\n"
-            "  --dry-run        list the runs and their command lines; run nothing\n"
+            "  --dry-run        list the runs and their command lines, and check every cell by starting\n"
+            "                   it for one step (in a temporary folder); exit 2 when one is refused\n"
             "  --only k=v,...   run only the cells with these values (e.g. sync=ps,ranks=4)\n"
             "  --bin PATH       the ringside binary to run (default: this one)\n"
             "\n"
@@ -307,6 +308,25 @@ static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSO
     if (report_write_atomic(path, rep) != RS_OK) log_warn("%s", rs_errmsg());
 }
 
+#define MATRIX_EXTRA_ARGS 14 /* the binary, "train", the driver's options after the cell's, NULL */
+
+/* Fills argv (room for c->nargs + MATRIX_EXTRA_ARGS) with the command line of a run of cell c
+ * writing its report to report; probe adds what makes it a one-step check (--dry-run). */
+static void matrix_argv(const MatrixOpts *o, const MatrixCell *c, char *report, int probe, char **argv) {
+    int k = 0;
+    argv[k++] = (char *)o->bin;
+    argv[k++] = "train";
+    for (int i = 0; i < c->nargs; i++) argv[k++] = c->args[i];
+    if (probe) {
+        static char *const one_step[] = {"--steps", "1", "--warmup", "0", "--eval-every", "0", NULL};
+        for (int i = 0; one_step[i]; i++) argv[k++] = one_step[i];
+    }
+    argv[k++] = "--report";
+    argv[k++] = report;
+    argv[k++] = "--quiet";
+    argv[k] = NULL;
+}
+
 /* Runs (or, with --resume, keeps) run rep of cell c; returns its summary row (NULL when the run
  * was interrupted: it did not finish). *failed is set when it failed or timed out. */
 static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixCell *c, int rep,
@@ -335,15 +355,8 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     }
     unlink(path);  /* a stale report must not stand for this run */
     unlink(logp);
-    char *argv[c->nargs + 6];
-    int k = 0;
-    argv[k++] = (char *)o->bin;
-    argv[k++] = "train";
-    for (int i = 0; i < c->nargs; i++) argv[k++] = c->args[i];
-    argv[k++] = "--report";
-    argv[k++] = path;
-    argv[k++] = "--quiet";
-    argv[k] = NULL;
+    char *argv[c->nargs + MATRIX_EXTRA_ARGS];
+    matrix_argv(o, c, path, 0, argv);
     progress_draw(p, 0);
     ProcResult pr;
     if (proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, progress_tick, p, 0.5, &pr) != RS_OK) {
@@ -510,7 +523,34 @@ static void matrix_resume_scan(const MatrixSpec *m, const MatrixOpts *o) {
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
-static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
+/* --dry-run's check of cell c: starts it for one step (--steps 1, no warm-up, no periodic eval)
+ * with its report and log in dir, so that every check its ranks make (a back end's refusals, the
+ * data, the device) is made. 0, or 1 with why holding the first error line of the rank that
+ * failed first; 130 when interrupted. */
+static int matrix_probe(const MatrixSpec *m, const MatrixOpts *o, const MatrixCell *c, const char *dir, char *why, size_t len) {
+    char report[PATH_MAX], logp[PATH_MAX];
+    snprintf(report, sizeof report, "%.4000s/probe.json", dir);
+    snprintf(logp, sizeof logp, "%.4000s/probe.log", dir);
+    unlink(logp);
+    char *argv[c->nargs + MATRIX_EXTRA_ARGS];
+    matrix_argv(o, c, report, 1, argv);
+    ProcResult pr;
+    int rc = proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr);
+    unlink(report);
+    why[0] = 0;
+    if (rc != RS_OK) snprintf(why, len, "%s", rs_errmsg());
+    else if (pr.outcome == PROC_STOPPED) rc = RS_ERR_INTERRUPTED;
+    else if (pr.outcome == PROC_TIMED_OUT) snprintf(why, len, "one step did not finish in timeout_s (%.0f s)", m->timeout_s);
+    else if (pr.exit_code != 0) matrix_first_error(logp, why, len);
+    unlink(logp);
+    if (rc == RS_ERR_INTERRUPTED) return rc;
+    return why[0] || pr.exit_code != 0 ? 1 : 0;
+}
+
+/* --dry-run: lists every run and its command line, and checks every selected cell by starting it
+ * for one step in a temporary folder (nothing is written in OUT). Returns 0, RS_ERR_INPUT when a
+ * cell is refused (each one named with its rank's error), 130 when interrupted. */
+static int matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
     printf("# matrix %s: %d run%s (%d repeat%s per cell, timeout %.0f s each)\n", m->name, total, total == 1 ? "" : "s",
            m->repeats, m->repeats == 1 ? "" : "s", m->timeout_s);
     for (int i = 0; i < m->nlinks; i++)
@@ -532,6 +572,40 @@ static void matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) 
             for (int a = 0; a < c->nargs; a++) printf(" %s", c->args[a]);
             printf(" --report %s --quiet\n", path);
         }
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/ringside-dry-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        log_error("--dry-run: cannot make a temporary folder %s: %s", dir, strerror(errno));
+        return RS_ERR_RUNTIME;
+    }
+    int cells = 0, refused = 0, rc = RS_OK;
+    for (int i = 0; i < m->ncells && rc == RS_OK; i++) cells += m->cells[i].selected;
+    printf("# checking the %d cell%s: each starts for one step, as its ranks would\n", cells, cells == 1 ? "" : "s");
+    fflush(stdout);
+    for (int i = 0; i < m->ncells && rc == RS_OK; i++) {
+        const MatrixCell *c = &m->cells[i];
+        if (!c->selected) continue;
+        char why[1400];
+        int st = matrix_probe(m, o, c, dir, why, sizeof why);
+        if (st == RS_ERR_INTERRUPTED) rc = st;
+        else if (st) {
+            refused++;
+            printf("# REFUSED %s: %s\n", c->id, why);
+            fflush(stdout);
+        }
+    }
+    rmdir(dir);
+    if (rc == RS_ERR_INTERRUPTED) {
+        printf("# interrupted\n");
+        return rc;
+    }
+    if (refused) {
+        printf("# dry run: %d of %d cell%s refused (above); nothing was run or written\n", refused, cells, cells == 1 ? "" : "s");
+        return RS_ERR_INPUT;
+    }
+    printf("# dry run: every cell passed its ranks' checks\n");
+    return RS_OK;
 }
 
 int matrix_main(int argc, char **argv) {
@@ -556,9 +630,15 @@ int matrix_main(int argc, char **argv) {
     for (int i = 0; i < m.ncells; i++) selected += m.cells[i].selected;
     Progress p = {.tty = isatty(STDOUT_FILENO), .total = selected * m.repeats, .t0 = clock_now()};
     if (o.dry_run) {
-        matrix_dry_run(&m, &o, p.total);
+        struct sigaction sa = {.sa_handler = matrix_on_signal}, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        rc = matrix_dry_run(&m, &o, p.total);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         matrix_spec_free(&m);
-        return RS_OK;
+        return rc;
     }
     if ((rc = matrix_mkdirs(o.out)) != RS_OK) {
         log_error("%s", rs_errmsg());

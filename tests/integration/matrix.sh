@@ -85,10 +85,33 @@ expect_status "--resume again keeps them" 1 "$BIN" matrix "$T/tiny7.json" --out 
 if grep -q "resume: 3 reports kept; 0 made with other options" "$T/last.log"; then ok "--resume keeps reports made with the cell's options"
 else bad "--resume keeps matching reports" "$(cat "$T/last.log")"; fi
 
-# --dry-run lists the runs and writes nothing
-expect_status "--dry-run exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/dry" --dry-run
-if [ "$(grep -c 'ringside train' "$T/last.log")" = 4 ] && [ ! -e "$T/dry" ]; then ok "--dry-run lists 4 runs and creates nothing"
+# --dry-run lists the runs, checks every cell by starting it for one step, and writes nothing:
+# the cell whose data directory does not exist is refused with its rank's error
+expect_status "--dry-run with a cell that cannot run exits 2" 2 "$BIN" matrix "$T/tiny.json" --out "$T/dry" --dry-run
+if [ "$(grep -c 'ringside train' "$T/last.log")" = 4 ] && [ ! -e "$T/dry" ] && [ "$(grep -c '^# REFUSED' "$T/last.log")" = 1 ] \
+   && grep -q "^# REFUSED sync=none,ranks=1,data=_nonexistent: .*nonexistent" "$T/last.log"; then
+    ok "--dry-run lists 4 runs, refuses the one that cannot run, creates nothing"
 else bad "--dry-run" "$(cat "$T/last.log")"; fi
+expect_status "--dry-run of the runnable cells exits 0" 0 "$BIN" matrix "$T/tiny.json" --dry-run --only data=synthetic
+grep -q "every cell passed its ranks' checks" "$T/last.log" || bad "--dry-run says the cells passed" "$(cat "$T/last.log")"
+# a refusal only a rank makes (the colocated server is one thread: no --ps-servers 2): the dry run
+# catches it, and a real run records that rank's error line, not the launcher's "exited" line
+cat >"$T/k2.json" <<'EOF'
+{"name": "k2", "base": {"device": "cpu", "layers": "64,16,10", "steps": 3, "train-samples": 256, "sync": "ps", "ranks": 2},
+ "axes": {"ps-servers": [1, 2]}, "timeout_s": 60}
+EOF
+expect_status "--dry-run refuses colocated ps with --ps-servers 2" 2 "$BIN" matrix "$T/k2.json" --dry-run
+if grep -q "^# REFUSED ps-servers=2: .*--ps-servers 2 needs --ps-placement dedicated" "$T/last.log" && ! grep -q "REFUSED ps-servers=1" "$T/last.log"; then
+    ok "the dry run names the cell and the rank's reason"; else bad "dry run refusal" "$(cat "$T/last.log")"; fi
+expect_status "the real run of that matrix exits 1" 1 "$BIN" matrix "$T/k2.json" --out "$T/k2"
+if $PY -c "
+import json,sys
+r={x['cell']: x for x in json.load(open(sys.argv[1]))['runs']}
+e=r['ps-servers=2']['error']
+assert '--ps-servers 2 needs --ps-placement dedicated' in e and 'exited' not in e, e
+" "$T/k2/summary.json" && tail -n 1 "$T/k2/ps-servers=2-r1.log" | grep -q "rank [01] failed first (exit status 2); its own error is the first line marked \[rank [01]\]"; then
+    ok "a failed cell records the first error line of the rank that failed first; the launcher's last line names it"
+else bad "failed cell's error" "$(cat "$T/k2/ps-servers=2-r1.log")"; fi
 
 # --only runs a subset
 expect_status "--only sync=ring,ranks=2 exits 0" 0 "$BIN" matrix "$T/tiny.json" --out "$T/only" --only sync=ring,ranks=2
