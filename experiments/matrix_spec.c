@@ -327,6 +327,38 @@ const MatrixLink *matrix_spec_link(const MatrixSpec *m, const char *transport) {
     return fallback;
 }
 
+/* The variants axis v (in axes): an object of named option sets, each name made of
+ * [A-Za-z0-9._+-], each set an object of train options that are not axes themselves. */
+static int spec_check_variants(MatrixSpec *m, const cJSON *axes, const cJSON *v) {
+    if (!cJSON_IsObject(v) || !v->child)
+        return rs_error(RS_ERR_INPUT, "%s: axes.%s: expected a non-empty object {name: {option: value, ...}, ...}", m->path, MATRIX_VARIANTS_KEY);
+    if (m->variant_axis >= 0) return rs_error(RS_ERR_INPUT, "%s: axes.%s: given twice", m->path, MATRIX_VARIANTS_KEY);
+    if (cJSON_GetObjectItemCaseSensitive(axes, MATRIX_VARIANT_AXIS))
+        return rs_error(RS_ERR_INPUT, "%s: axes.%s: the variants axis is already called '%s'", m->path, MATRIX_VARIANT_AXIS, MATRIX_VARIANT_AXIS);
+    m->variant_names = cJSON_CreateArray();
+    if (!m->variant_names) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    const cJSON *set, *o;
+    char where[400], clean[128];
+    cJSON_ArrayForEach(set, v) {
+        spec_clean_text(set->string, clean, sizeof clean);
+        if (!set->string[0] || strcmp(clean, set->string) || strlen(set->string) > 64)
+            return rs_error(RS_ERR_INPUT, "%s: axes.%s: variant name '%s': use 1 to 64 of A-Z a-z 0-9 . _ + -", m->path,
+                            MATRIX_VARIANTS_KEY, set->string);
+        if (!cJSON_IsObject(set))
+            return rs_error(RS_ERR_INPUT, "%s: axes.%s.%s: expected an object of train options", m->path, MATRIX_VARIANTS_KEY, set->string);
+        cJSON_ArrayForEach(o, set) {
+            snprintf(where, sizeof where, "axes.%s.%s.%s", MATRIX_VARIANTS_KEY, set->string, o->string);
+            if (cJSON_GetObjectItemCaseSensitive(axes, o->string))
+                return rs_error(RS_ERR_INPUT, "%s: %s: '%s' is also an axis: give it in one place", m->path, where, o->string);
+            RS_TRY(spec_option(m, where, o->string, o, NULL));
+        }
+        cJSON_AddItemToArray(m->variant_names, cJSON_CreateString(set->string));
+    }
+    m->variant_axis = m->naxes;
+    m->axis_name[m->naxes++] = MATRIX_VARIANT_AXIS;
+    return RS_OK;
+}
+
 /* Top-level keys, name, repeats, timeout_s, base, axes and exclude entries, types only. */
 static int spec_check_shape(MatrixSpec *m) {
     const cJSON *e;
@@ -370,6 +402,10 @@ static int spec_check_shape(MatrixSpec *m) {
     if (axes && !cJSON_IsObject(axes)) return rs_error(RS_ERR_INPUT, "%s: axes: expected an object {option: [values...]}", m->path);
     cJSON_ArrayForEach(e, axes) {
         if (m->naxes == MATRIX_MAX_AXES) return rs_error(RS_ERR_INPUT, "%s: axes: at most %d axes", m->path, MATRIX_MAX_AXES);
+        if (!strcmp(e->string, MATRIX_VARIANTS_KEY)) {
+            RS_TRY(spec_check_variants(m, axes, e));
+            continue;
+        }
         if (!cJSON_IsArray(e)) return rs_error(RS_ERR_INPUT, "%s: axes.%s: expected a list of values", m->path, e->string);
         if (cJSON_GetArraySize(e) == 0) return rs_error(RS_ERR_INPUT, "%s: axes.%s: empty list of values", m->path, e->string);
         const cJSON *v;
@@ -389,7 +425,12 @@ static int spec_check_shape(MatrixSpec *m) {
         const cJSON *v;
         cJSON_ArrayForEach(v, e) {
             snprintf(where, sizeof where, "exclude[%d].%s", i, v->string);
-            RS_TRY(spec_option(m, where, v->string, v, NULL));
+            if (m->variant_axis >= 0 && !strcmp(v->string, MATRIX_VARIANT_AXIS)) {
+                const cJSON *vn;
+                int known = 0;
+                cJSON_ArrayForEach(vn, m->variant_names) known |= cJSON_IsString(v) && !strcmp(vn->valuestring, v->valuestring);
+                if (!known) return rs_error(RS_ERR_INPUT, "%s: %s: expected the name of a variant", m->path, where);
+            } else RS_TRY(spec_option(m, where, v->string, v, NULL));
         }
         i++;
     }
@@ -398,12 +439,27 @@ static int spec_check_shape(MatrixSpec *m) {
 
 /* ---- cells ----------------------------------------------------------------------------------- */
 
-/* The value option key takes in a cell with axis values idx: axis, else base, else default. */
-static const cJSON *spec_effective(const MatrixSpec *m, const int *idx, const char *key) {
+/* The option set of the variant a cell with axis values idx has; NULL without a variants axis. */
+static const cJSON *spec_variant(const MatrixSpec *m, const int *idx) {
+    if (m->variant_axis < 0) return NULL;
     const cJSON *axes = cJSON_GetObjectItemCaseSensitive(m->root, "axes");
+    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(axes, MATRIX_VARIANTS_KEY), idx[m->variant_axis]);
+}
+
+/* The value of one axis (a variant: its name) at index i. */
+static const cJSON *spec_axis_value(const MatrixSpec *m, int a, int i) {
+    if (a == m->variant_axis) return cJSON_GetArrayItem(m->variant_names, i);
+    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(m->root, "axes");
+    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(axes, m->axis_name[a]), i);
+}
+
+/* The value option key takes in a cell with axis values idx: axis, else its variant's, else base,
+ * else default ("variant": the variant's name). */
+static const cJSON *spec_effective(const MatrixSpec *m, const int *idx, const char *key) {
     for (int a = 0; a < m->naxes; a++)
-        if (!strcmp(m->axis_name[a], key)) return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(axes, key), idx[a]);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m->root, "base"), key);
+        if (!strcmp(m->axis_name[a], key)) return spec_axis_value(m, a, idx[a]);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec_variant(m, idx), key);
+    if (!v) v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m->root, "base"), key);
     return v ? v : cJSON_GetObjectItemCaseSensitive(m->defaults, key);
 }
 
@@ -430,24 +486,80 @@ static int spec_excluded(const MatrixSpec *m, const int *idx) {
     return 0;
 }
 
-/* Builds cell c for axis indices idx: argv (base options the axes do not override, then the
- * axes), id, and the parsed, validated Config. */
+/* Which back ends an option applies to: options beginning with prefix are the named back ends'
+ * own; every other option applies to every back end. */
+static const struct {
+    const char *prefix, *backends;
+} spec_scope[] = {{"ps-", " ps byteps "}};
+
+/* Refuses an option of c's set (given at where) that does not apply to its back end. */
+static int spec_applies(const MatrixSpec *m, const MatrixCell *c, const char *where, const char *key) {
+    char pad[40];
+    snprintf(pad, sizeof pad, " %s ", c->cfg.sync);
+    for (size_t i = 0; i < sizeof spec_scope / sizeof spec_scope[0]; i++)
+        if (!strncmp(key, spec_scope[i].prefix, strlen(spec_scope[i].prefix)) && !strstr(spec_scope[i].backends, pad))
+            return rs_error(RS_ERR_INPUT, "%s: %s: option '%s' does not apply to --sync %s (cell %s); give it only to the cells it applies to (a variant, or an exclude)",
+                            m->path, where, key, c->cfg.sync, c->id);
+    return RS_OK;
+}
+
+/* Appends to a every option of o (base, or a variant's set) but those an axis gives, and for base
+ * those the cell's variant gives; where_pfx ("base.") names each one in errors. */
+static int spec_add_set(const MatrixSpec *m, const cJSON *o, const char *where_pfx, const int *idx, int is_base, SpecArgs *a) {
+    const cJSON *e;
+    const cJSON *variant = spec_variant(m, idx);
+    cJSON_ArrayForEach(e, o) {
+        int skip = 0;
+        for (int k = 0; k < m->naxes; k++) skip |= !strcmp(m->axis_name[k], e->string);
+        if (is_base && cJSON_GetObjectItemCaseSensitive(variant, e->string)) skip = 1;
+        if (skip) continue;
+        char where[400];
+        snprintf(where, sizeof where, "%s%s", where_pfx, e->string);
+        RS_TRY(spec_option(m, where, e->string, e, a));
+    }
+    return RS_OK;
+}
+
+/* The options c sets and where each comes from, checked against c's back end. */
+static int spec_check_scope(const MatrixSpec *m, const MatrixCell *c, const int *idx) {
+    const cJSON *e, *variant = spec_variant(m, idx);
+    char where[400];
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m->root, "base")) {
+        snprintf(where, sizeof where, "base.%s", e->string);
+        if (spec_effective(m, idx, e->string) == e) RS_TRY(spec_applies(m, c, where, e->string));
+    }
+    cJSON_ArrayForEach(e, variant) {
+        snprintf(where, sizeof where, "axes.%s.%s.%s", MATRIX_VARIANTS_KEY, variant->string, e->string);
+        RS_TRY(spec_applies(m, c, where, e->string));
+    }
+    for (int x = 0; x < m->naxes; x++) {
+        if (x == m->variant_axis) continue;
+        snprintf(where, sizeof where, "axes.%s", m->axis_name[x]);
+        RS_TRY(spec_applies(m, c, where, m->axis_name[x]));
+    }
+    return RS_OK;
+}
+
+/* Builds cell c for axis indices idx: argv (base options neither the axes nor the variant
+ * override, then the axes in order, a variant's options in its place), id, and the parsed,
+ * validated Config. */
 static int spec_make_cell(const MatrixSpec *m, const int *idx, MatrixCell *c) {
     SpecArgs a = {0};
-    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(m->root, "axes"), *e;
-    int rc = RS_OK;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m->root, "base")) {
-        int is_axis = 0;
-        for (int k = 0; k < m->naxes; k++) is_axis |= !strcmp(m->axis_name[k], e->string);
-        if (!is_axis && (rc = spec_option(m, e->string, e->string, e, &a)) != RS_OK) goto err;
-    }
+    const cJSON *variant = spec_variant(m, idx);
+    int rc = spec_add_set(m, cJSON_GetObjectItemCaseSensitive(m->root, "base"), "base.", idx, 1, &a);
+    if (rc != RS_OK) goto err;
     size_t k = 0;
     c->id[0] = 0;
+    c->variant = variant ? variant->string : NULL;
     for (int x = 0; x < m->naxes; x++) {
-        const cJSON *v = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(axes, m->axis_name[x]), idx[x]);
+        const cJSON *v = spec_axis_value(m, x, idx[x]);
         c->axis_val[x] = v;
         c->axis_idx[x] = idx[x];
-        if ((rc = spec_option(m, m->axis_name[x], m->axis_name[x], v, &a)) != RS_OK) goto err;
+        if (x == m->variant_axis) {
+            char pfx[200];
+            snprintf(pfx, sizeof pfx, "axes.%s.%s.", MATRIX_VARIANTS_KEY, variant->string);
+            if ((rc = spec_add_set(m, variant, pfx, idx, 0, &a)) != RS_OK) goto err;
+        } else if ((rc = spec_option(m, m->axis_name[x], m->axis_name[x], v, &a)) != RS_OK) goto err;
         char text[256];
         matrix_spec_value_text(v, text, sizeof text);
         k += (size_t)snprintf(c->id + k, sizeof c->id - (k < sizeof c->id ? k : sizeof c->id), "%s%s=%s", x ? "," : "", m->axis_name[x], text);
@@ -466,6 +578,7 @@ static int spec_make_cell(const MatrixSpec *m, const int *idx, MatrixCell *c) {
         rc = rs_error(RS_ERR_INPUT, "%s: cell %s: %s", m->path, c->id, why);
         goto err;
     }
+    if ((rc = spec_check_scope(m, c, idx)) != RS_OK) goto err;
     c->args = a.v;
     c->nargs = a.n;
     c->selected = 1;
@@ -480,7 +593,8 @@ static int spec_build_cells(MatrixSpec *m) {
     long total = 1;
     int len[MATRIX_MAX_AXES], idx[MATRIX_MAX_AXES] = {0};
     for (int a = 0; a < m->naxes; a++) {
-        len[a] = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(axes, m->axis_name[a]));
+        len[a] = a == m->variant_axis ? cJSON_GetArraySize(m->variant_names)
+                                      : cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(axes, m->axis_name[a]));
         total *= len[a];
         if (total > SPEC_MAX_CELLS) return rs_error(RS_ERR_INPUT, "%s: axes: more than %d cells", m->path, SPEC_MAX_CELLS);
     }
@@ -507,6 +621,7 @@ static int spec_build_cells(MatrixSpec *m) {
 
 int matrix_spec_load(MatrixSpec *m, const char *path) {
     memset(m, 0, sizeof *m);
+    m->variant_axis = -1;
     snprintf(m->path, sizeof m->path, "%s", path);
     m->root = report_read(path);
     if (!m->root) return RS_ERR_INPUT;
@@ -547,7 +662,7 @@ int matrix_spec_select(MatrixSpec *m, const char *only) {
         *eq = 0;
         snprintf(keys[n], sizeof keys[0], "%s", t);
         snprintf(vals[n], sizeof vals[0], "%s", eq + 1);
-        if (!cJSON_GetObjectItemCaseSensitive(m->defaults, keys[n]))
+        if (!cJSON_GetObjectItemCaseSensitive(m->defaults, keys[n]) && !(m->variant_axis >= 0 && !strcmp(keys[n], MATRIX_VARIANT_AXIS)))
             return rs_error(RS_ERR_INPUT, "--only: unknown option '%s'", keys[n]);
         n++;
     }
@@ -576,5 +691,7 @@ void matrix_spec_free(MatrixSpec *m) {
     free(m->cells);
     cJSON_Delete(m->root);
     cJSON_Delete(m->defaults);
+    cJSON_Delete(m->variant_names);
     memset(m, 0, sizeof *m);
+    m->variant_axis = -1;
 }

@@ -21,12 +21,18 @@ typedef struct {
     char source[1100];      /* "matrix file", or the bench report's path */
 } MatrixLink;
 
+/* The axis of named option sets: "axes": {"variants": {"ring": {"sync": "ring"}, ...}} in the file,
+ * "variant" (the set's name) in cell ids, rows, the CSV, exclude and --only. */
+#define MATRIX_VARIANTS_KEY "variants"
+#define MATRIX_VARIANT_AXIS "variant"
+
 /* One point of the cartesian product: the train options it runs with. */
 typedef struct {
     char id[512];                                   /* "sync=ps,ranks=4" (axis order) or "base" */
+    const char *variant;                            /* its variant's name, NULL without a variants axis */
     char **args;                                    /* train's options (no --report, --quiet) */
     int nargs;
-    const struct cJSON *axis_val[MATRIX_MAX_AXES];  /* borrowed from the spec */
+    const struct cJSON *axis_val[MATRIX_MAX_AXES];  /* borrowed from the spec (a variant: its name) */
     int axis_idx[MATRIX_MAX_AXES];                  /* index of each value in its axis */
     Config cfg;                                     /* the options, parsed and validated */
     int selected;                                   /* 1 unless --only left it out */
@@ -38,7 +44,9 @@ typedef struct {
     struct cJSON *defaults;                         /* train's defaults as JSON (owned) */
     char name[128];
     int naxes;
-    const char *axis_name[MATRIX_MAX_AXES];         /* borrowed from root */
+    const char *axis_name[MATRIX_MAX_AXES];         /* borrowed from root; "variant" for the variants axis */
+    int variant_axis;                               /* index of the variants axis, -1 when none */
+    struct cJSON *variant_names;                    /* its names as strings, in file order (owned) */
     int repeats;
     double timeout_s;                               /* per run */
     MatrixLink links[MATRIX_MAX_LINKS];             /* what each transport costs; none: no predictions */
@@ -50,7 +58,8 @@ typedef struct {
 /* ---- Prototypes ---- */
 
 /* Reads and validates the matrix file at path (keys, types, every option of every cell through
- * train's own parser and checks, the bench report) and builds its cells, all selected. 0, or
+ * train's own parser and checks, options that do not apply to a cell's back end, the bench
+ * report) and builds its cells, all selected. 0, or
  * RS_ERR_INPUT with rs_errmsg() naming the file and key ("FILE:LINE:COL: malformed JSON" for a
  * parse error); *m is then empty. */
 int matrix_spec_load(MatrixSpec *m, const char *path);

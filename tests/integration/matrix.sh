@@ -159,6 +159,13 @@ invalid "a link for no transport" '{"links": {"carrier-pigeon": {"alpha_s": 1e-5
 invalid "a link without beta" '{"links": {"shm": {"alpha_s": 1e-5}}}' "links.shm: give alpha_s and beta_s_per_byte together"
 invalid "a negative link" '{"links": {"tcp": {"alpha_s": -1, "beta_s_per_byte": 1e-9}}}' "links.tcp.alpha_s: expected a number >= 0"
 invalid "a link of the wrong type" '{"links": {"shm": 3}}' "links.shm: expected {alpha_s, beta_s_per_byte}"
+invalid "an option that does not apply to a variant's back end" '{"axes": {"variants": {"ring": {"sync": "ring", "ps-placement": "dedicated"}}}}' "axes.variants.ring.ps-placement: option 'ps-placement' does not apply to --sync ring"
+invalid "a ps option in base carried into ring cells" '{"base": {"ps-servers": 2}, "axes": {"sync": ["ring", "ps"]}}' "base.ps-servers: option 'ps-servers' does not apply to --sync ring (cell sync=ring)"
+invalid "a ps option as an axis beside ring" '{"axes": {"sync": ["ring", "ps"], "ps-placement": ["colocated", "dedicated"]}}' "axes.ps-placement: option 'ps-placement' does not apply to --sync ring"
+invalid "a variant's option that is also an axis" '{"axes": {"variants": {"r": {"sync": "ring", "ranks": 2}}, "ranks": [2]}}' "axes.variants.r.ranks: 'ranks' is also an axis"
+invalid "a variant name with a space" '{"axes": {"variants": {"a b": {"sync": "ring"}}}}' "variant name 'a b'"
+invalid "variants not an object" '{"axes": {"variants": ["ring"]}}' "axes.variants: expected a non-empty object"
+invalid "exclude names no variant" '{"axes": {"variants": {"r": {"sync": "ring"}}}, "exclude": [{"variant": "x"}]}' "exclude\[0\].variant: expected the name of a variant"
 printf '{\n  "name": "x",\n  "axes": {"sync": ["ring"],}\n}\n' >"$T/bad.json"
 "$BIN" matrix "$T/bad.json" --out "$T/never" >"$T/last.log" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "bad.json:3:[0-9]*: malformed JSON" "$T/last.log" && [ ! -e "$T/never" ]; then ok "malformed JSON names file:line:col"
@@ -206,6 +213,35 @@ assert "default link" in ps["prediction"]["source"]
 rows = {r["cell"]: r for r in json.load(open(os.path.join(d, "summary.json")))["runs"]}
 assert rows["sync=ring,ranks=2"]["transport"] == "shm" and rows["sync=ps,ranks=2"]["transport"] == "tcp"
 EOF
+
+# named variants: an axis of option sets, labelled by name in cell ids, rows and the CSV
+cat >"$T/variants.json" <<'EOF'
+{"name": "variants", "base": {"device": "cpu", "layers": "64,16,10", "steps": 4, "train-samples": 256},
+ "axes": {"variants": {"ps-colocated": {"sync": "ps"}, "ps-K2": {"sync": "ps", "ps-placement": "dedicated", "ps-servers": 2},
+                       "ring": {"sync": "ring"}},
+          "ranks": [2, 3]},
+ "exclude": [{"variant": "ps-K2", "ranks": 3}], "timeout_s": 60}
+EOF
+expect_status "a matrix of named variants runs" 0 "$BIN" matrix "$T/variants.json" --out "$T/variants"
+$PY - "$T/variants" <<'EOF' && ok "variants: cells, rows and CSV carry the variant's name; only its options reach train" || bad "variants" "$(cat "$T/last.log")"
+import csv, json, os, sys
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, "summary.json")))
+assert s["axes"] == ["variant", "ranks"], s["axes"]
+cells = [r["cell"] for r in s["runs"]]
+assert cells == ["variant=ps-colocated,ranks=2", "variant=ps-colocated,ranks=3", "variant=ps-K2,ranks=2",
+                 "variant=ring,ranks=2", "variant=ring,ranks=3"], cells
+for r in s["runs"]:
+    assert r["status"] == "ok" and r["axes"]["variant"] == r["cell"].split(",")[0].split("=")[1], r
+    cfg = json.load(open(os.path.join(d, r["report"])))["config"]
+    want = {"ps-colocated": ("ps", "colocated", 1), "ps-K2": ("ps", "dedicated", 2), "ring": ("ring", "colocated", 1)}[r["axes"]["variant"]]
+    assert (cfg["sync"], cfg["ps-placement"], cfg["ps-servers"]) == want, (r["cell"], cfg)
+rows = list(csv.DictReader(open(os.path.join(d, "summary.csv"))))
+assert [x["variant"] for x in rows] == ["ps-colocated", "ps-colocated", "ps-K2", "ring", "ring"], rows
+EOF
+expect_status "--only variant=ring picks a variant by name" 0 "$BIN" matrix "$T/variants.json" --dry-run --only variant=ring
+if [ "$(grep -c 'ringside train' "$T/last.log")" = 2 ] && grep -q "^variant=ring,ranks=3 r1" "$T/last.log"; then ok "--only variant=ring: its 2 runs"
+else bad "--only variant=" "$(cat "$T/last.log")"; fi
 
 # a run past timeout_s is killed (its whole process group) and recorded as a timeout
 cat >"$T/slow.json" <<'EOF'
