@@ -3,20 +3,24 @@
 #include "predict.h"
 #include "../common/atomicfile.h"
 #include "../common/err.h"
+#include "../common/sync.h"
 
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* The numeric columns, in CSV order, after the identifying ones. */
 static const char *const row_metrics[] = {
     "throughput_samples_per_s", "step_time_median_s", "step_time_p95_s", "comm_exposed_s",
-    "comm_total_s", "predicted_comm_s", "comm_ratio", "mem_peak_max_bytes", "mem_peak_min_bytes",
-    "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "imbalance_memory",
-    "imbalance_traffic", "imbalance_busy_time", "final_loss", "final_accuracy", NULL};
+    "comm_total_s", "idle_s", "predicted_comm_s", "comm_ratio", "mem_peak_max_bytes", "mem_peak_min_bytes",
+    "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "servers", "server_peak_max_bytes",
+    "server_traffic_max_bytes", "imbalance_memory", "imbalance_traffic", "imbalance_busy_time",
+    "imbalance_memory_with_servers", "imbalance_traffic_with_servers", "final_loss", "final_accuracy",
+    "params", "buckets", NULL};
 
 /* A number at a dotted path under o ("time_s.step.p95"), NAN when absent. */
 static double row_num(const cJSON *o, const char *path) {
@@ -65,18 +69,47 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     return t;
 }
 
+static double row_traffic(const cJSON *r) { return row_num(r, "traffic.bytes_sent") + row_num(r, "traffic.bytes_received"); }
+
+/* max / mean over every entry of ranks, workers and servers (what the report's imbalance, over
+ * workers only, leaves out); NAN without server entries. */
+static double row_ratio_all(const cJSON *ranks, double (*get)(const cJSON *)) {
+    double mx = 0, sum = 0;
+    int n = 0, servers = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, ranks) {
+        double v = get(r);
+        if (!isfinite(v)) continue;
+        mx = v > mx ? v : mx;
+        sum += v;
+        n++;
+        servers += !row_is_worker(r);
+    }
+    return servers && sum > 0 ? mx / (sum / n) : NAN;
+}
+
+static double row_peak(const cJSON *r) { return row_num(r, "memory.peak_bytes"); }
+
 /* The figures that come from the report (NAN for what it lacks). */
 static void row_figures(const cJSON *rep, cJSON *row) {
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary"), *r;
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(rep, "ranks");
-    double n = 0, exp_sum = 0, tot_sum = 0, mmax = NAN, mmin = NAN, msum = 0;
+    double n = 0, exp_sum = 0, tot_sum = 0, idle_sum = 0, mmax = NAN, mmin = NAN, msum = 0;
+    double nserv = 0, speak = NAN, straffic = NAN;
     const cJSON *r0 = NULL;
     cJSON_ArrayForEach(r, ranks) {
-        if (!row_is_worker(r)) continue;
+        if (!row_is_worker(r)) {
+            double pk = row_peak(r), t = row_traffic(r);
+            nserv++;
+            if (isnan(speak) || pk > speak) speak = pk;
+            if (isnan(straffic) || t > straffic) straffic = t;
+            continue;
+        }
         if (row_num(r, "rank") == 0) r0 = r;
         double pk = row_num(r, "memory.peak_bytes");
         exp_sum += row_num(r, "time_s.phases.comm_exposed");
         tot_sum += row_num(r, "time_s.phases.comm_total");
+        idle_sum += row_num(r, "time_s.phases.idle");
         msum += pk;
         if (isnan(mmax) || pk > mmax) mmax = pk;
         if (isnan(mmin) || pk < mmin) mmin = pk;
@@ -87,11 +120,17 @@ static void row_figures(const cJSON *rep, cJSON *row) {
     row_put(row, "step_time_p95_s", row_num(r0, "time_s.step.p95"));
     row_put(row, "comm_exposed_s", n ? exp_sum / n : NAN);
     row_put(row, "comm_total_s", n ? tot_sum / n : NAN);
+    row_put(row, "idle_s", n ? idle_sum / n : NAN);
+    row_put(row, "servers", nserv);
+    row_put(row, "server_peak_max_bytes", speak);
+    row_put(row, "server_traffic_max_bytes", straffic);
+    row_put(row, "imbalance_memory_with_servers", row_ratio_all(ranks, row_peak));
+    row_put(row, "imbalance_traffic_with_servers", row_ratio_all(ranks, row_traffic));
     row_put(row, "mem_peak_max_bytes", mmax);
     row_put(row, "mem_peak_min_bytes", mmin);
     row_put(row, "mem_peak_mean_bytes", n ? msum / n : NAN);
     row_put(row, "rank0_peak_bytes", row_num(r0, "memory.peak_bytes"));
-    row_put(row, "rank0_traffic_bytes", row_num(r0, "traffic.bytes_sent") + row_num(r0, "traffic.bytes_received"));
+    row_put(row, "rank0_traffic_bytes", row_traffic(r0));
     row_put(row, "imbalance_memory", row_num(sum, "imbalance.memory"));
     row_put(row, "imbalance_traffic", row_num(sum, "imbalance.traffic"));
     row_put(row, "imbalance_busy_time", row_num(sum, "imbalance.busy_time"));
@@ -115,9 +154,20 @@ cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const 
     cJSON_AddStringToObject(row, "report", report ? o->report : "");
     const char *how = report ? matrix_row_transport(report) : "";
     cJSON_AddStringToObject(row, "transport", how);
+    const cJSON *emulated = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(report, "config"), "link");
+    cJSON_AddStringToObject(row, "link", cJSON_IsString(emulated) ? emulated->valuestring : "");
+    const MatrixLink *l = NULL;
+    double pred = report ? matrix_row_predict(m, c, how, &l) : -1;
+    cJSON_AddStringToObject(row, "prediction_link", pred >= 0 && l ? (l->transport[0] ? l->transport : "default") : "");
     cJSON *fig = cJSON_CreateObject();
     if (report) row_figures(report, fig);
-    double pred = report ? matrix_row_predict(m, c, how, NULL) : -1, meas = row_num(fig, "comm_total_s");
+    double meas = row_num(fig, "comm_total_s");
+    size_t np = config_param_count(&c->cfg);
+    Bucket *b = NULL;
+    int nb = sync_plan_buckets(np, c->cfg.bucket_mb * 1048576.0, &b);
+    free(b);
+    row_put(fig, "params", (double)np);
+    row_put(fig, "buckets", nb >= 0 ? nb : NAN);
     for (int i = 0; row_metrics[i]; i++) {
         const char *k = row_metrics[i];
         double x = row_num(fig, k);
@@ -162,7 +212,8 @@ static void row_csv_value(FILE *f, const cJSON *v) {
 }
 
 int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *path) {
-    static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", "transport", NULL};
+    static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", "transport", "link",
+                                        "prediction_link", NULL};
     AtomicFile af;
     RS_TRY(atomicfile_open(&af, path, 0644));
     FILE *f = af.f;

@@ -22,9 +22,12 @@ typedef struct {
 
 /* The row of run rep (1-based) of cell c: axis values, outcome, and the headline figures of
  * report (NULL when the run left none: the figures are null): throughput, step time median and
- * p95, comm_exposed and comm_total (mean over workers), peak memory max/min/mean over workers and
- * rank 0's, rank 0's traffic, imbalance ratios, final loss and accuracy, and the transport, the alpha-beta
- * prediction beside the measured comm time when m has a link for that transport. NULL on OOM. */
+ * p95, comm_exposed, comm_total and idle (mean over workers), peak memory max/min/mean over workers
+ * and rank 0's, rank 0's traffic, the dedicated servers' count, largest peak and traffic, the
+ * report's imbalance ratios (over workers) and the same over every process, final loss and
+ * accuracy, the parameter and bucket counts, the transport and emulated link, and the alpha-beta
+ * prediction (with the link it used) beside the measured comm time when m has a link for that
+ * transport. NULL on OOM. */
 struct cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep,
                               const MatrixOutcome *o, const struct cJSON *report);
 

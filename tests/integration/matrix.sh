@@ -238,6 +238,18 @@ for r in s["runs"]:
     assert (cfg["sync"], cfg["ps-placement"], cfg["ps-servers"]) == want, (r["cell"], cfg)
 rows = list(csv.DictReader(open(os.path.join(d, "summary.csv"))))
 assert [x["variant"] for x in rows] == ["ps-colocated", "ps-colocated", "ps-K2", "ring", "ring"], rows
+# the columns a study needs: idle, the servers' memory and traffic, parameters, buckets, transport
+by = {r["cell"]: r for r in s["runs"]}
+for r in s["runs"]:
+    assert r["params"] == 64 * 16 + 16 + 16 * 10 + 10 and r["buckets"] == 1 and r["idle_s"] is not None, r
+k2, col, ring = by["variant=ps-K2,ranks=2"], by["variant=ps-colocated,ranks=2"], by["variant=ring,ranks=2"]
+assert k2["servers"] == 2 and k2["server_peak_max_bytes"] > 0 and k2["server_traffic_max_bytes"] > 0, k2
+assert k2["imbalance_traffic_with_servers"] >= k2["imbalance_traffic"] > 0, k2
+assert col["servers"] == 0 and col["server_peak_max_bytes"] is None and col["imbalance_traffic_with_servers"] is None, col
+assert ring["transport"] == "shm" and col["transport"] == "tcp" and ring["link"] == "", ring
+for c in ("idle_s", "servers", "server_peak_max_bytes", "server_traffic_max_bytes", "imbalance_memory_with_servers",
+          "imbalance_traffic_with_servers", "params", "buckets", "variant", "link", "prediction_link", "transport"):
+    assert c in rows[0], c
 EOF
 expect_status "--only variant=ring picks a variant by name" 0 "$BIN" matrix "$T/variants.json" --dry-run --only variant=ring
 if [ "$(grep -c 'ringside train' "$T/last.log")" = 2 ] && grep -q "^variant=ring,ranks=3 r1" "$T/last.log"; then ok "--only variant=ring: its 2 runs"
