@@ -207,6 +207,115 @@ static void lazy_fill(KernelCtx *c, float *x, float v, size_t n) {
     INNER->fill(c->inner, x, v, n);
 }
 
+static int lazy_gemm_strided_batched(KernelCtx *c, int ta, int tb, int M, int N, int K, float alpha,
+                                     const float *A, int lda, long long sA, const float *B, int ldb,
+                                     long long sB, float beta, float *C, int ldc, long long sC,
+                                     int batch) {
+    lazy_drain(c->lq);
+    return INNER->gemm_strided_batched(c->inner, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C,
+                                       ldc, sC, batch);
+}
+
+static void lazy_im2col(KernelCtx *c, float *col, const float *x, int B, int C, int H, int W, int k,
+                        int stride, int pad) {
+    lazy_drain(c->lq);
+    INNER->im2col(c->inner, col, x, B, C, H, W, k, stride, pad);
+}
+
+static void lazy_col2im(KernelCtx *c, float *dx, const float *dcol, int B, int C, int H, int W, int k,
+                        int stride, int pad) {
+    lazy_drain(c->lq);
+    INNER->col2im(c->inner, dx, dcol, B, C, H, W, k, stride, pad);
+}
+
+static void lazy_channel_bias_forward(KernelCtx *c, float *Y, const float *bias, int B, int C, int HW) {
+    lazy_drain(c->lq);
+    INNER->channel_bias_forward(c->inner, Y, bias, B, C, HW);
+}
+
+static void lazy_channel_bias_backward(KernelCtx *c, float *db, const float *dY, int B, int C, int HW) {
+    lazy_drain(c->lq);
+    INNER->channel_bias_backward(c->inner, db, dY, B, C, HW);
+}
+
+static void lazy_maxpool2_forward(KernelCtx *c, float *Y, int *argmax, const float *X, int N, int H, int W) {
+    lazy_drain(c->lq);
+    INNER->maxpool2_forward(c->inner, Y, argmax, X, N, H, W);
+}
+
+static void lazy_maxpool2_backward(KernelCtx *c, float *dX, const float *dY, const int *argmax, int N, int H,
+                                   int W) {
+    lazy_drain(c->lq);
+    INNER->maxpool2_backward(c->inner, dX, dY, argmax, N, H, W);
+}
+
+static void lazy_embedding_forward(KernelCtx *c, float *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C, int V) {
+    lazy_drain(c->lq);
+    INNER->embedding_forward(c->inner, out, tokens, wte, wpe, B, T, C, V);
+}
+
+static void lazy_embedding_backward(KernelCtx *c, float *dwte, float *dwpe, const float *dout,
+                                    const int *tokens, int B, int T, int C, int V) {
+    lazy_drain(c->lq);
+    INNER->embedding_backward(c->inner, dwte, dwpe, dout, tokens, B, T, C, V);
+}
+
+static void lazy_layernorm_forward(KernelCtx *c, float *out, float *mean, float *rstd, const float *x,
+                                   const float *gamma, const float *beta, int N, int C) {
+    lazy_drain(c->lq);
+    INNER->layernorm_forward(c->inner, out, mean, rstd, x, gamma, beta, N, C);
+}
+
+static void lazy_layernorm_backward(KernelCtx *c, float *dx, float *dgamma, float *dbeta, const float *dout,
+                                    const float *x, const float *gamma, const float *mean,
+                                    const float *rstd, int N, int C) {
+    lazy_drain(c->lq);
+    INNER->layernorm_backward(c->inner, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N, C);
+}
+
+static void lazy_gelu_forward(KernelCtx *c, float *y, const float *x, size_t n) {
+    lazy_drain(c->lq);
+    INNER->gelu_forward(c->inner, y, x, n);
+}
+
+static void lazy_gelu_backward(KernelCtx *c, float *dx, const float *dy, const float *x, size_t n) {
+    lazy_drain(c->lq);
+    INNER->gelu_backward(c->inner, dx, dy, x, n);
+}
+
+static void lazy_softmax_causal_forward(KernelCtx *c, float *P, const float *S, int BH, int T, float scale) {
+    lazy_drain(c->lq);
+    INNER->softmax_causal_forward(c->inner, P, S, BH, T, scale);
+}
+
+static void lazy_softmax_causal_backward(KernelCtx *c, float *dS, const float *dP, const float *P, int BH,
+                                         int T, float scale) {
+    lazy_drain(c->lq);
+    INNER->softmax_causal_backward(c->inner, dS, dP, P, BH, T, scale);
+}
+
+static void lazy_heads_split(KernelCtx *c, float *out, const float *in, int B, int T, int S, int H, int D) {
+    lazy_drain(c->lq);
+    INNER->heads_split(c->inner, out, in, B, T, S, H, D);
+}
+
+static void lazy_heads_merge(KernelCtx *c, float *out, const float *in, int B, int T, int S, int H, int D) {
+    lazy_drain(c->lq);
+    INNER->heads_merge(c->inner, out, in, B, T, S, H, D);
+}
+
+static void lazy_add(KernelCtx *c, float *out, const float *a, const float *b, size_t n) {
+    lazy_drain(c->lq);
+    INNER->add(c->inner, out, a, b, n);
+}
+
+static void lazy_adamw_step(KernelCtx *c, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                            float beta1, float beta2, float eps, float wd, float scale, int t) {
+    lazy_drain(c->lq);
+    INNER->adamw_step(c->inner, p, g, m, v, n, lr, beta1, beta2, eps, wd, scale, t);
+}
+
 static int lazy_sync(KernelCtx *c) {
     lazy_drain(c->lq);
     return INNER->sync(c->inner);
@@ -227,6 +336,25 @@ static const KernelOps lazy_kernel_ops = {
     .axpy = lazy_axpy,
     .fill = lazy_fill,
     .sync = lazy_sync,
+    .gemm_strided_batched = lazy_gemm_strided_batched,
+    .im2col = lazy_im2col,
+    .col2im = lazy_col2im,
+    .channel_bias_forward = lazy_channel_bias_forward,
+    .channel_bias_backward = lazy_channel_bias_backward,
+    .maxpool2_forward = lazy_maxpool2_forward,
+    .maxpool2_backward = lazy_maxpool2_backward,
+    .embedding_forward = lazy_embedding_forward,
+    .embedding_backward = lazy_embedding_backward,
+    .layernorm_forward = lazy_layernorm_forward,
+    .layernorm_backward = lazy_layernorm_backward,
+    .gelu_forward = lazy_gelu_forward,
+    .gelu_backward = lazy_gelu_backward,
+    .softmax_causal_forward = lazy_softmax_causal_forward,
+    .softmax_causal_backward = lazy_softmax_causal_backward,
+    .heads_split = lazy_heads_split,
+    .heads_merge = lazy_heads_merge,
+    .add = lazy_add,
+    .adamw_step = lazy_adamw_step,
 };
 
 /* ---- Public ---- */

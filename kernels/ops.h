@@ -56,7 +56,116 @@ typedef struct KernelOps {
 
     /* Blocks until every op issued on ctx is complete. Returns 0 or RS_ERR_RUNTIME. */
     int (*sync)(KernelCtx *ctx);
+
+    /* ---- Neural-network ops (LeNet-5 and the GPT-2-style decoder) ----
+     * Unless said otherwise an op overwrites its outputs, inputs and outputs must not overlap,
+     * and an op with an empty shape does nothing (NULL pointers welcome). Integer arrays
+     * (tokens, argmax indices) are device memory like the floats. Every result is
+     * deterministic: the same inputs give the same bits from run to run, and on the CPU
+     * whatever kernels_cpu_set_threads says (work is split only where results are independent). */
+
+    /* For b in [0, batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b, as gemm, with
+     * X_b = X + b * strideX (in floats). strideA or strideB may be 0 (one matrix for every b);
+     * the C_b must not overlap. Returns 0, or RS_ERR_RUNTIME (bad shape, or the library's error). */
+    int (*gemm_strided_batched)(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K,
+                                float alpha, const float *A, int lda, long long strideA,
+                                const float *B, int ldb, long long strideB, float beta, float *C,
+                                int ldc, long long strideC, int batch);
+
+    /* Convolution as im2col + GEMM, NCHW, a square k x k kernel, stride, zero padding:
+     * OH = (H + 2 pad - k) / stride + 1, OW likewise (the caller checks OH, OW >= 1).
+     * im2col: col[b][(c*k + i)*k + j][oh*OW + ow] = x[b][c][oh*stride - pad + i][ow*stride - pad + j]
+     * (0 outside the image); x is [B,C,H,W], col is [B, C*k*k, OH*OW]. A convolution with
+     * weights W[OC, C*k*k] is then y_b[OC, OH*OW] = W col_b (gemm_strided_batched, strideA 0). */
+    void (*im2col)(KernelCtx *ctx, float *col, const float *x, int B, int C, int H, int W, int k,
+                   int stride, int pad);
+    /* The adjoint of im2col: dx[b][c][h][w] = the sum of every dcol entry that im2col read from
+     * x[b][c][h][w] (in the order of (i, j)); padding entries are dropped. Overwrites all of dx. */
+    void (*col2im)(KernelCtx *ctx, float *dx, const float *dcol, int B, int C, int H, int W,
+                   int k, int stride, int pad);
+    /* A convolution's bias over channels: Y[b][c][p] += bias[c] for Y [B, C, HW]. */
+    void (*channel_bias_forward)(KernelCtx *ctx, float *Y, const float *bias, int B, int C,
+                                 int HW);
+    /* dbias[c] = sum over b, p of dY[b][c][p] (overwrites dbias). */
+    void (*channel_bias_backward)(KernelCtx *ctx, float *dbias, const float *dY, int B, int C,
+                                  int HW);
+
+    /* Max-pool 2 x 2, stride 2, over N planes of H x W (N = batch * channels): Y [N, H/2, W/2]
+     * (an odd last row or column is dropped), and argmax[N, H/2, W/2] the index h*W + w in its
+     * plane of the maximum (the first in row-major order on ties; a NaN wins, as in PyTorch). */
+    void (*maxpool2_forward)(KernelCtx *ctx, float *Y, int *argmax, const float *X, int N, int H,
+                             int W);
+    /* dX[argmax] = dY, every other element of dX 0 (overwrites all of dX [N, H, W]). */
+    void (*maxpool2_backward)(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
+                              int N, int H, int W);
+
+    /* Token plus position embedding: out[b][t][:] = wte[tokens[b*T + t]][:] + wpe[t][:], with
+     * out [B, T, C], wte [V, C], wpe [at least T, C]. A token outside [0, V) gives a row of NaN,
+     * so that bad data cannot pass unnoticed. */
+    void (*embedding_forward)(KernelCtx *ctx, float *out, const int *tokens, const float *wte,
+                              const float *wpe, int B, int T, int C, int V);
+    /* Its gradients: dwte[tokens[i]][:] += dout[i][:] in position order i = b*T + t (ACCUMULATES:
+     * with the LM head tied to wte, the head's gradient is already in dwte), and
+     * dwpe[t][:] = sum over b of dout[b][t][:] (OVERWRITES rows 0..T-1). Tokens outside [0, V)
+     * are skipped. */
+    void (*embedding_backward)(KernelCtx *ctx, float *dwte, float *dwpe, const float *dout,
+                               const int *tokens, int B, int T, int C, int V);
+
+    /* LayerNorm over the last axis of x [N, C], eps RS_LAYERNORM_EPS:
+     * out = (x - mean) * rstd * gamma + beta, and per row mean[N] and rstd[N] = 1/sqrt(var + eps)
+     * (biased variance), saved for the backward. */
+    void (*layernorm_forward)(KernelCtx *ctx, float *out, float *mean, float *rstd,
+                              const float *x, const float *gamma, const float *beta, int N, int C);
+    /* dx += the gradient wrt x (ACCUMULATES: the residual stream's gradient is summed in place);
+     * dgamma, dbeta [C] are OVERWRITTEN (each LayerNorm's parameters are used once a step).
+     * dx must not overlap dout. */
+    void (*layernorm_backward)(KernelCtx *ctx, float *dx, float *dgamma, float *dbeta,
+                               const float *dout, const float *x, const float *gamma,
+                               const float *mean, const float *rstd, int N, int C);
+
+    /* GELU, GPT-2's tanh approximation: y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+     * y may alias x (but the backward needs x). */
+    void (*gelu_forward)(KernelCtx *ctx, float *y, const float *x, size_t n);
+    /* dx = dy * gelu'(x); dx may alias dy. */
+    void (*gelu_backward)(KernelCtx *ctx, float *dx, const float *dy, const float *x, size_t n);
+
+    /* Causal softmax over scores S [BH, T, T] (BH = batch * heads): for row i of each T x T
+     * matrix, P[i][j] = exp(scale S[i][j]) / sum over j' <= i of exp(scale S[i][j']) for j <= i,
+     * and P[i][j] = 0 above the diagonal (S there is never read). P may alias S. */
+    void (*softmax_causal_forward)(KernelCtx *ctx, float *P, const float *S, int BH, int T,
+                                   float scale);
+    /* The gradient wrt S: dS[i][j] = scale P[i][j] (dP[i][j] - sum over j' <= i of
+     * P[i][j'] dP[i][j']) for j <= i, 0 above the diagonal. dS may alias dP. */
+    void (*softmax_causal_backward)(KernelCtx *ctx, float *dS, const float *dP, const float *P,
+                                    int BH, int T, float scale);
+
+    /* Attention's layout change: in [B, T, S, H, D] -> out [S, B, H, T, D], so that each (s, b, h)
+     * is one contiguous T x D matrix for gemm_strided_batched (S = 3 splits the fused q, k, v
+     * projection [B, T, 3C] into q, k, v [B, H, T, D] at out, out + B*H*T*D, out + 2*B*H*T*D;
+     * S = 1 turns a gradient [B, T, C] into heads). */
+    void (*heads_split)(KernelCtx *ctx, float *out, const float *in, int B, int T, int S, int H,
+                        int D);
+    /* The inverse: in [S, B, H, T, D] -> out [B, T, S, H, D] (heads back into rows, and
+     * dq, dk, dv back into the fused gradient [B, T, 3C]). */
+    void (*heads_merge)(KernelCtx *ctx, float *out, const float *in, int B, int T, int S, int H,
+                        int D);
+
+    /* out = a + b (a residual connection); out may alias a or b. */
+    void (*add)(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n);
+
+    /* AdamW, torch.optim.AdamW's rule (decoupled weight decay), step t >= 1 counting from 1:
+     *   g = grad * grad_scale;  param *= 1 - lr * weight_decay;
+     *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+     *   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) */
+    void (*adamw_step)(KernelCtx *ctx, float *param, const float *grad, float *m, float *v,
+                       size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, float grad_scale, int t);
 } KernelOps;
+
+/* ---- Macros ---- */
+
+/* LayerNorm's epsilon (PyTorch's default, GPT-2's). */
+#define RS_LAYERNORM_EPS 1e-5f
 
 /* ---- Prototypes ---- */
 
@@ -66,7 +175,9 @@ const KernelOps *kernels_cpu(void);
 /* The CUDA table (cuBLAS for GEMM); NULL in a build without CUDA. */
 const KernelOps *kernels_cuda(void);
 
-/* Sets the number of BLAS threads the CPU table uses (0: leave the library's default). */
+/* Sets the number of threads the CPU table uses, for BLAS and for its own elementwise ops
+ * (n <= 0: leave both as they are; before any call BLAS has the library's default and the
+ * elementwise ops run on the calling thread alone). Results do not depend on it. */
 void kernels_cpu_set_threads(int n);
 
 /* Seconds the calling thread has spent inside the CPU table's GEMM (cblas_sgemm) so far. */

@@ -3,7 +3,12 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "../common/clock.h"
 #include "../common/err.h"
@@ -129,6 +134,579 @@ static void cpu_fill(KernelCtx *ctx, float *x, float v, size_t n) {
 
 static int cpu_sync(KernelCtx *ctx) { return 0; }
 
+/* ---- Threads for the elementwise ops ----
+ * One pool per process: a parallel region splits [0, n) into contiguous parts, one per thread,
+ * the caller running the first. Ops split only along an axis whose elements are computed
+ * independently (never through a shared sum), so results do not depend on the thread count,
+ * and a caller that finds the pool busy (another thread's context) runs the region alone. */
+
+/* Items per part below which a region is not worth waking a thread for (floats touched). */
+#define PAR_GRAIN ((size_t)1 << 15)
+#define PAR_MAX_THREADS 64
+
+typedef void (*ParFn)(void *arg, size_t lo, size_t hi);
+
+static struct {
+    pthread_mutex_t use; /* held by the one caller running a region */
+    pthread_mutex_t mu;  /* guards the fields below */
+    pthread_cond_t go, done;
+    int nworkers;        /* workers started, ids 1..nworkers */
+    pid_t pid;           /* the process that started them (a forked child has none) */
+    unsigned long gen;   /* regions started */
+    unsigned long gen0[PAR_MAX_THREADS]; /* gen when each worker was started */
+    int parts, pending;
+    ParFn fn;
+    void *arg;
+    size_t n;
+} pool = {.use = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+          .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+/* Threads a region may use (kernels_cpu_set_threads). */
+static atomic_int par_threads = 1;
+
+/* Start of part i of parts over [0, n). */
+static size_t par_lo(size_t n, int parts, int i) { return n / parts * i + (n % parts) * i / parts; }
+
+static void *par_worker(void *p) {
+    int id = (int)(intptr_t)p;
+    pthread_mutex_lock(&pool.mu);
+    unsigned long seen = pool.gen0[id];
+    for (;;) {
+        while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.mu);
+        seen = pool.gen;
+        ParFn fn = pool.fn;
+        void *arg = pool.arg;
+        size_t n = pool.n;
+        int parts = pool.parts;
+        pthread_mutex_unlock(&pool.mu);
+        if (id < parts) fn(arg, par_lo(n, parts, id), par_lo(n, parts, id + 1));
+        pthread_mutex_lock(&pool.mu);
+        if (id < parts && --pool.pending == 0) pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+/* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. Workers
+ * are started on first need (once per process, never inside a later step); should one fail to
+ * start, the region runs on fewer. */
+static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
+    int threads = atomic_load_explicit(&par_threads, memory_order_relaxed);
+    size_t most = grain ? n / grain : n;
+    int parts = most < (size_t)threads ? (int)most : threads;
+    if (parts <= 1 || pthread_mutex_trylock(&pool.use) != 0) {
+        if (n) fn(arg, 0, n);
+        return;
+    }
+    if (pool.pid != getpid()) { /* a forked child inherits the counts, not the threads */
+        pool.nworkers = 0;
+        pool.pid = getpid();
+    }
+    while (pool.nworkers < parts - 1) {
+        int id = pool.nworkers + 1;
+        pthread_t th;
+        pool.gen0[id] = pool.gen; /* gen changes only under `use`, which this thread holds */
+        if (pthread_create(&th, NULL, par_worker, (void *)(intptr_t)id) != 0) break;
+        pthread_detach(th);
+        pool.nworkers = id;
+    }
+    if (parts > pool.nworkers + 1) parts = pool.nworkers + 1;
+    pthread_mutex_lock(&pool.mu);
+    pool.fn = fn;
+    pool.arg = arg;
+    pool.n = n;
+    pool.parts = parts;
+    pool.pending = parts - 1;
+    pool.gen++;
+    pthread_cond_broadcast(&pool.go);
+    pthread_mutex_unlock(&pool.mu);
+    fn(arg, 0, par_lo(n, parts, 1));
+    pthread_mutex_lock(&pool.mu);
+    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.use);
+}
+
+/* Rows per part so that a part touches at least PAR_GRAIN floats. */
+static size_t par_rows(size_t cols) { return cols ? (PAR_GRAIN + cols - 1) / cols : PAR_GRAIN; }
+
+/* ---- Neural-network ops ---- */
+
+static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K,
+                                    float alpha, const float *A, int lda, long long strideA,
+                                    const float *B, int ldb, long long strideB, float beta,
+                                    float *C, int ldc, long long strideC, int batch) {
+    RS_TRY(cpu_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
+    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
+        return rs_error(RS_ERR_RUNTIME,
+                        "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld", batch,
+                        strideA, strideB, strideC);
+    if (M == 0 || N == 0 || batch == 0) return 0;
+    double t0 = clock_now();
+    for (int b = 0; b < batch; b++)
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A + b * strideA, lda,
+                    B + b * strideB, ldb, beta, C + b * strideC, ldc);
+    cpu_gemm_seconds += clock_now() - t0;
+    return 0;
+}
+
+/* A convolution's geometry, shared by im2col and col2im. */
+typedef struct {
+    float *out;
+    const float *in;
+    int C, H, W, k, stride, pad, OH, OW;
+} ConvJob;
+
+static int conv_out(int size, int k, int stride, int pad) {
+    return stride > 0 && size + 2 * pad >= k ? (size + 2 * pad - k) / stride + 1 : 0;
+}
+
+/* Planes p = b*C + c of x in [lo, hi): their k*k rows of col. */
+static void im2col_range(void *arg, size_t lo, size_t hi) {
+    const ConvJob *j = arg;
+    size_t ohw = (size_t)j->OH * j->OW, kk = (size_t)j->k * j->k;
+    for (size_t p = lo; p < hi; p++) {
+        const float *xp = j->in + p * j->H * j->W;
+        for (int ki = 0; ki < j->k; ki++)
+            for (int kj = 0; kj < j->k; kj++) {
+                float *row = j->out + (p * kk + (size_t)ki * j->k + kj) * ohw;
+                for (int oh = 0; oh < j->OH; oh++) {
+                    int ih = oh * j->stride - j->pad + ki;
+                    float *r = row + (size_t)oh * j->OW;
+                    if (ih < 0 || ih >= j->H) {
+                        for (int ow = 0; ow < j->OW; ow++) r[ow] = 0.0f;
+                        continue;
+                    }
+                    const float *xr = xp + (size_t)ih * j->W;
+                    for (int ow = 0; ow < j->OW; ow++) {
+                        int iw = ow * j->stride - j->pad + kj;
+                        r[ow] = iw >= 0 && iw < j->W ? xr[iw] : 0.0f;
+                    }
+                }
+            }
+    }
+}
+
+static void cpu_im2col(KernelCtx *ctx, float *col, const float *x, int B, int C, int H, int W,
+                       int k, int stride, int pad) {
+    ConvJob j = {col, x, C, H, W, k, stride, pad, conv_out(H, k, stride, pad),
+                 conv_out(W, k, stride, pad)};
+    if (B <= 0 || C <= 0 || j.OH <= 0 || j.OW <= 0) return;
+    par_run((size_t)B * C, par_rows((size_t)k * k * j.OH * j.OW), im2col_range, &j);
+}
+
+/* Planes of dx in [lo, hi): each element gathers its dcol entries in (i, j) order. */
+static void col2im_range(void *arg, size_t lo, size_t hi) {
+    const ConvJob *j = arg;
+    size_t ohw = (size_t)j->OH * j->OW, kk = (size_t)j->k * j->k;
+    for (size_t p = lo; p < hi; p++) {
+        const float *cp = j->in + p * kk * ohw;
+        float *dp = j->out + p * j->H * j->W;
+        for (int h = 0; h < j->H; h++)
+            for (int w = 0; w < j->W; w++) {
+                float s = 0.0f;
+                for (int ki = 0; ki < j->k; ki++) {
+                    int oh = h + j->pad - ki;
+                    if (oh < 0 || oh % j->stride || (oh /= j->stride) >= j->OH) continue;
+                    for (int kj = 0; kj < j->k; kj++) {
+                        int ow = w + j->pad - kj;
+                        if (ow < 0 || ow % j->stride || (ow /= j->stride) >= j->OW) continue;
+                        s += cp[((size_t)ki * j->k + kj) * ohw + (size_t)oh * j->OW + ow];
+                    }
+                }
+                dp[(size_t)h * j->W + w] = s;
+            }
+    }
+}
+
+static void cpu_col2im(KernelCtx *ctx, float *dx, const float *dcol, int B, int C, int H, int W,
+                       int k, int stride, int pad) {
+    ConvJob j = {dx, dcol, C, H, W, k, stride, pad, conv_out(H, k, stride, pad),
+                 conv_out(W, k, stride, pad)};
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0) return;
+    if (j.OH <= 0 || j.OW <= 0) { /* no window fits: nothing was read */
+        memset(dx, 0, (size_t)B * C * H * W * sizeof *dx);
+        return;
+    }
+    par_run((size_t)B * C, par_rows((size_t)k * k * H * W), col2im_range, &j);
+}
+
+/* Arguments of the ops over rows (planes, positions, channels) that take a few pointers. */
+typedef struct {
+    float *o0, *o1, *o2;
+    const float *i0, *i1, *i2, *i3, *i4;
+    const int *idx;
+    int a, b, c, d, e, f;
+    float s;
+} RowJob;
+
+/* Planes p = b*C + c in [lo, hi): Y[p][:] += bias[c]. (a = C, b = HW) */
+static void channel_bias_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t p = lo; p < hi; p++) {
+        float v = j->i0[p % j->a], *y = j->o0 + p * j->b;
+        for (int i = 0; i < j->b; i++) y[i] += v;
+    }
+}
+
+static void cpu_channel_bias_forward(KernelCtx *ctx, float *Y, const float *bias, int B, int C,
+                                     int HW) {
+    if (B <= 0 || C <= 0 || HW <= 0) return;
+    RowJob j = {.o0 = Y, .i0 = bias, .a = C, .b = HW};
+    par_run((size_t)B * C, par_rows(HW), channel_bias_forward_range, &j);
+}
+
+/* Channels in [lo, hi): the sum over b, then p, in double. (a = B, b = C, c = HW) */
+static void channel_bias_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t c = lo; c < hi; c++) {
+        double s = 0.0;
+        for (int b = 0; b < j->a; b++) {
+            const float *dy = j->i0 + ((size_t)b * j->b + c) * j->c;
+            for (int i = 0; i < j->c; i++) s += dy[i];
+        }
+        j->o0[c] = (float)s;
+    }
+}
+
+static void cpu_channel_bias_backward(KernelCtx *ctx, float *dbias, const float *dY, int B,
+                                      int C, int HW) {
+    if (B <= 0 || C <= 0 || HW <= 0) return;
+    RowJob j = {.o0 = dbias, .i0 = dY, .a = B, .b = C, .c = HW};
+    par_run((size_t)C, par_rows((size_t)B * HW), channel_bias_backward_range, &j);
+}
+
+/* Planes in [lo, hi). (a = H, b = W) */
+static void maxpool2_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int H = j->a, W = j->b, OH = H / 2, OW = W / 2;
+    for (size_t p = lo; p < hi; p++) {
+        const float *x = j->i0 + p * H * W;
+        float *y = j->o0 + p * OH * OW;
+        int *am = (int *)j->idx + p * OH * OW;
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                int best = 2 * oh * W + 2 * ow;
+                for (int q = 1; q < 4; q++) {
+                    int at = (2 * oh + (q >> 1)) * W + 2 * ow + (q & 1);
+                    if (x[at] > x[best] || (x[at] != x[at] && x[best] == x[best])) best = at;
+                }
+                y[oh * OW + ow] = x[best];
+                am[oh * OW + ow] = best;
+            }
+    }
+}
+
+static void cpu_maxpool2_forward(KernelCtx *ctx, float *Y, int *argmax, const float *X, int N,
+                                 int H, int W) {
+    if (N <= 0 || H < 2 || W < 2) return;
+    RowJob j = {.o0 = Y, .i0 = X, .idx = argmax, .a = H, .b = W};
+    par_run((size_t)N, par_rows((size_t)H * W), maxpool2_forward_range, &j);
+}
+
+static void maxpool2_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    size_t plane = (size_t)j->a * j->b, out = (size_t)(j->a / 2) * (j->b / 2);
+    for (size_t p = lo; p < hi; p++) {
+        float *dx = j->o0 + p * plane;
+        const float *dy = j->i0 + p * out;
+        const int *am = j->idx + p * out;
+        memset(dx, 0, plane * sizeof *dx);
+        for (size_t i = 0; i < out; i++) dx[am[i]] = dy[i];
+    }
+}
+
+static void cpu_maxpool2_backward(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
+                                  int N, int H, int W) {
+    if (N <= 0 || H <= 0 || W <= 0) return;
+    RowJob j = {.o0 = dX, .i0 = dY, .idx = argmax, .a = H, .b = W};
+    par_run((size_t)N, par_rows((size_t)H * W), maxpool2_backward_range, &j);
+}
+
+/* Positions in [lo, hi). (a = T, b = C, c = V) */
+static void embedding_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int C = j->b;
+    for (size_t i = lo; i < hi; i++) {
+        int tok = j->idx[i];
+        float *o = j->o0 + i * C;
+        const float *pe = j->i1 + (i % j->a) * C;
+        if (tok < 0 || tok >= j->c) {
+            for (int c = 0; c < C; c++) o[c] = NAN;
+            continue;
+        }
+        const float *te = j->i0 + (size_t)tok * C;
+        for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+}
+
+static void cpu_embedding_forward(KernelCtx *ctx, float *out, const int *tokens, const float *wte,
+                                  const float *wpe, int B, int T, int C, int V) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    RowJob j = {.o0 = out, .i0 = wte, .i1 = wpe, .idx = tokens, .a = T, .b = C, .c = V};
+    par_run((size_t)B * T, par_rows(C), embedding_forward_range, &j);
+}
+
+/* Columns in [lo, hi) of dwte, every position in order: the CUDA kernel's order too. (a = B*T,
+ * b = C, c = V) */
+static void embedding_dwte_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (int i = 0; i < j->a; i++) {
+        int tok = j->idx[i];
+        if (tok < 0 || tok >= j->c) continue;
+        float *d = j->o0 + (size_t)tok * j->b;
+        const float *g = j->i0 + (size_t)i * j->b;
+        for (size_t c = lo; c < hi; c++) d[c] += g[c];
+    }
+}
+
+/* Elements t*C + c in [lo, hi) of dwpe: the sum over b in order, in float, as on CUDA.
+ * (a = B, b = T*C) */
+static void embedding_dwpe_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t e = lo; e < hi; e++) {
+        float s = 0.0f;
+        for (int b = 0; b < j->a; b++) s += j->i0[(size_t)b * j->b + e];
+        j->o0[e] = s;
+    }
+}
+
+static void cpu_embedding_backward(KernelCtx *ctx, float *dwte, float *dwpe, const float *dout,
+                                   const int *tokens, int B, int T, int C, int V) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    RowJob jt = {.o0 = dwte, .i0 = dout, .idx = tokens, .a = B * T, .b = C, .c = V};
+    par_run((size_t)C, par_rows((size_t)B * T), embedding_dwte_range, &jt);
+    RowJob jp = {.o0 = dwpe, .i0 = dout, .a = B, .b = T * C};
+    par_run((size_t)T * C, PAR_GRAIN / (size_t)B + 1, embedding_dwpe_range, &jp);
+}
+
+/* Rows in [lo, hi); mean and variance in double. (a = C) */
+static void layernorm_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int C = j->a;
+    for (size_t r = lo; r < hi; r++) {
+        const float *x = j->i0 + r * C;
+        float *o = j->o0 + r * C;
+        double s = 0.0, v = 0.0;
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = (float)(s / C);
+        for (int c = 0; c < C; c++) v += (double)(x[c] - m) * (x[c] - m);
+        float rs = (float)(1.0 / sqrt(v / C + (double)RS_LAYERNORM_EPS));
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * j->i1[c] + j->i2[c];
+        j->o1[r] = m;
+        j->o2[r] = rs;
+    }
+}
+
+static void cpu_layernorm_forward(KernelCtx *ctx, float *out, float *mean, float *rstd,
+                                  const float *x, const float *gamma, const float *beta, int N,
+                                  int C) {
+    if (N <= 0 || C <= 0) return;
+    RowJob j = {.o0 = out, .o1 = mean, .o2 = rstd, .i0 = x, .i1 = gamma, .i2 = beta, .a = C};
+    par_run((size_t)N, par_rows(C), layernorm_forward_range, &j);
+}
+
+/* dx rows in [lo, hi): dx += rstd (g dout - mean(g dout) - xhat mean(g dout xhat)).
+ * (i0 dout, i1 x, i2 gamma, i3 mean, i4 rstd, a = C) */
+static void layernorm_dx_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int C = j->a;
+    for (size_t r = lo; r < hi; r++) {
+        const float *dy = j->i0 + r * C, *x = j->i1 + r * C, *g = j->i2;
+        float m = j->i3[r], rs = j->i4[r], *dx = j->o0 + r * C;
+        double a = 0.0, b = 0.0;
+        for (int c = 0; c < C; c++) {
+            float dn = g[c] * dy[c];
+            a += dn;
+            b += (double)dn * ((x[c] - m) * rs);
+        }
+        float ma = (float)(a / C), mb = (float)(b / C);
+        for (int c = 0; c < C; c++) dx[c] += rs * (g[c] * dy[c] - ma - (x[c] - m) * rs * mb);
+    }
+}
+
+/* Columns blocked by LN_COLS (sums on the stack), each over every row in order, in double. */
+#define LN_COLS 128
+static void layernorm_dgamma_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int C = j->a, N = j->b;
+    for (size_t c0 = lo; c0 < hi; c0 += LN_COLS) {
+        size_t c1 = c0 + LN_COLS < hi ? c0 + LN_COLS : hi;
+        double sg[LN_COLS] = {0}, sb[LN_COLS] = {0};
+        for (int r = 0; r < N; r++) {
+            const float *dy = j->i0 + (size_t)r * C, *x = j->i1 + (size_t)r * C;
+            float m = j->i3[r], rs = j->i4[r];
+            for (size_t c = c0; c < c1; c++) {
+                sg[c - c0] += (double)dy[c] * ((x[c] - m) * rs);
+                sb[c - c0] += dy[c];
+            }
+        }
+        for (size_t c = c0; c < c1; c++) {
+            j->o1[c] = (float)sg[c - c0];
+            j->o2[c] = (float)sb[c - c0];
+        }
+    }
+}
+
+static void cpu_layernorm_backward(KernelCtx *ctx, float *dx, float *dgamma, float *dbeta,
+                                   const float *dout, const float *x, const float *gamma,
+                                   const float *mean, const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    RowJob j = {.o0 = dx, .o1 = dgamma, .o2 = dbeta, .i0 = dout, .i1 = x, .i2 = gamma,
+                .i3 = mean, .i4 = rstd, .a = C, .b = N};
+    par_run((size_t)N, par_rows(C), layernorm_dx_range, &j);
+    par_run((size_t)C, par_rows(N), layernorm_dgamma_range, &j);
+}
+
+/* Elementwise ops: (o0, i0, i1, i2) over [lo, hi). */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+static void gelu_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float x = j->i0[i];
+        j->o0[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x)));
+    }
+}
+
+static void cpu_gelu_forward(KernelCtx *ctx, float *y, const float *x, size_t n) {
+    RowJob j = {.o0 = y, .i0 = x};
+    par_run(n, PAR_GRAIN, gelu_forward_range, &j);
+}
+
+static void gelu_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float x = j->i1[i], t = tanhf(GELU_K * (x + GELU_C * x * x * x));
+        float d = 0.5f * (1.0f + t) +
+                  0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+        j->o0[i] = j->i0[i] * d;
+    }
+}
+
+static void cpu_gelu_backward(KernelCtx *ctx, float *dx, const float *dy, const float *x,
+                              size_t n) {
+    RowJob j = {.o0 = dx, .i0 = dy, .i1 = x};
+    par_run(n, PAR_GRAIN, gelu_backward_range, &j);
+}
+
+/* Rows r = bh*T + i in [lo, hi): max and sum of exp (in double) over j <= i. (a = T, s = scale) */
+static void softmax_causal_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int T = j->a;
+    for (size_t r = lo; r < hi; r++) {
+        int len = (int)(r % T) + 1;
+        const float *s = j->i0 + r * T;
+        float *p = j->o0 + r * T;
+        float m = -INFINITY;
+        for (int c = 0; c < len; c++) m = j->s * s[c] > m ? j->s * s[c] : m;
+        double sum = 0.0;
+        for (int c = 0; c < len; c++) {
+            float e = expf(j->s * s[c] - m);
+            p[c] = e;
+            sum += e;
+        }
+        float z = (float)sum;
+        for (int c = 0; c < len; c++) p[c] /= z;
+        for (int c = len; c < T; c++) p[c] = 0.0f;
+    }
+}
+
+static void cpu_softmax_causal_forward(KernelCtx *ctx, float *P, const float *S, int BH, int T,
+                                       float scale) {
+    if (BH <= 0 || T <= 0) return;
+    RowJob j = {.o0 = P, .i0 = S, .a = T, .s = scale};
+    par_run((size_t)BH * T, par_rows(T), softmax_causal_forward_range, &j);
+}
+
+/* (i0 dP, i1 P, a = T, s = scale) */
+static void softmax_causal_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    int T = j->a;
+    for (size_t r = lo; r < hi; r++) {
+        int len = (int)(r % T) + 1;
+        const float *dp = j->i0 + r * T, *p = j->i1 + r * T;
+        float *ds = j->o0 + r * T;
+        double dot = 0.0;
+        for (int c = 0; c < len; c++) dot += (double)p[c] * dp[c];
+        float d = (float)dot;
+        for (int c = 0; c < len; c++) ds[c] = j->s * p[c] * (dp[c] - d);
+        for (int c = len; c < T; c++) ds[c] = 0.0f;
+    }
+}
+
+static void cpu_softmax_causal_backward(KernelCtx *ctx, float *dS, const float *dP,
+                                        const float *P, int BH, int T, float scale) {
+    if (BH <= 0 || T <= 0) return;
+    RowJob j = {.o0 = dS, .i0 = dP, .i1 = P, .a = T, .s = scale};
+    par_run((size_t)BH * T, par_rows(T), softmax_causal_backward_range, &j);
+}
+
+/* Rows of D floats, r = ((b*T + t)*S + s)*H + h of the [B, T, S, H, D] side, in [lo, hi).
+ * (a = B, b = T, c = S, d = H, e = D; f = 1 when merging) */
+static void heads_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    size_t B = j->a, T = j->b, S = j->c, H = j->d, D = j->e;
+    for (size_t r = lo; r < hi; r++) {
+        size_t h = r % H, s = r / H % S, t = r / (H * S) % T, b = r / (H * S * T);
+        size_t o = (((s * B + b) * H + h) * T + t) * D;
+        if (j->f) memcpy(j->o0 + r * D, j->i0 + o, D * sizeof(float));
+        else memcpy(j->o0 + o, j->i0 + r * D, D * sizeof(float));
+    }
+}
+
+static void cpu_heads_split(KernelCtx *ctx, float *out, const float *in, int B, int T, int S,
+                            int H, int D) {
+    if (B <= 0 || T <= 0 || S <= 0 || H <= 0 || D <= 0) return;
+    RowJob j = {.o0 = out, .i0 = in, .a = B, .b = T, .c = S, .d = H, .e = D, .f = 0};
+    par_run((size_t)B * T * S * H, par_rows(D), heads_range, &j);
+}
+
+static void cpu_heads_merge(KernelCtx *ctx, float *out, const float *in, int B, int T, int S,
+                            int H, int D) {
+    if (B <= 0 || T <= 0 || S <= 0 || H <= 0 || D <= 0) return;
+    RowJob j = {.o0 = out, .i0 = in, .a = B, .b = T, .c = S, .d = H, .e = D, .f = 1};
+    par_run((size_t)B * T * S * H, par_rows(D), heads_range, &j);
+}
+
+static void add_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->o0[i] = j->i0[i] + j->i1[i];
+}
+
+static void cpu_add(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n) {
+    RowJob j = {.o0 = out, .i0 = a, .i1 = b};
+    par_run(n, PAR_GRAIN, add_range, &j);
+}
+
+/* AdamW's per-step constants, computed once on the host (the CUDA launcher uses the same). */
+typedef struct {
+    float *p, *m, *v;
+    const float *g;
+    float beta1, beta2, eps, decay, grad_scale, step_size, bc2_sqrt;
+} AdamJob;
+
+static void adamw_range(void *arg, size_t lo, size_t hi) {
+    const AdamJob *j = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float g = j->g[i] * j->grad_scale;
+        float m = j->beta1 * j->m[i] + (1.0f - j->beta1) * g;
+        float v = j->beta2 * j->v[i] + (1.0f - j->beta2) * g * g;
+        j->m[i] = m;
+        j->v[i] = v;
+        j->p[i] = j->p[i] * j->decay - j->step_size * m / (sqrtf(v) / j->bc2_sqrt + j->eps);
+    }
+}
+
+static void cpu_adamw_step(KernelCtx *ctx, float *param, const float *grad, float *m, float *v,
+                           size_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, float grad_scale, int t) {
+    AdamJob j = {param, m, v, grad, beta1, beta2, eps, 1.0f - lr * weight_decay, grad_scale,
+                 (float)(lr / (1.0 - pow(beta1, t))), (float)sqrt(1.0 - pow(beta2, t))};
+    par_run(n, PAR_GRAIN, adamw_range, &j);
+}
+
 static const KernelOps cpu_ops = {
     .name = "cpu",
     .ctx_create = cpu_ctx_create,
@@ -144,14 +722,35 @@ static const KernelOps cpu_ops = {
     .axpy = cpu_axpy,
     .fill = cpu_fill,
     .sync = cpu_sync,
+    .gemm_strided_batched = cpu_gemm_strided_batched,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .channel_bias_forward = cpu_channel_bias_forward,
+    .channel_bias_backward = cpu_channel_bias_backward,
+    .maxpool2_forward = cpu_maxpool2_forward,
+    .maxpool2_backward = cpu_maxpool2_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .softmax_causal_forward = cpu_softmax_causal_forward,
+    .softmax_causal_backward = cpu_softmax_causal_backward,
+    .heads_split = cpu_heads_split,
+    .heads_merge = cpu_heads_merge,
+    .add = cpu_add,
+    .adamw_step = cpu_adamw_step,
 };
 
 /* The plain-C table. Never NULL. */
 const KernelOps *kernels_cpu(void) { return &cpu_ops; }
 
-/* Sets OpenBLAS's thread count when n > 0; n <= 0 leaves the library's default. */
+/* Sets OpenBLAS's thread count and the elementwise ops' when n > 0; n <= 0 leaves both. */
 void kernels_cpu_set_threads(int n) {
-    if (n > 0) openblas_set_num_threads(n);
+    if (n <= 0) return;
+    openblas_set_num_threads(n);
+    atomic_store(&par_threads, n < PAR_MAX_THREADS ? n : PAR_MAX_THREADS);
 }
 
 /* Seconds the calling thread has spent in GEMM since it started. */
