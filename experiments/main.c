@@ -1,4 +1,4 @@
-/* main.c - the ringside command line: dispatches train, bench, matrix, claims and info */
+/* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit and info */
 #include "../common/device.h"
 #include "../common/err.h"
 #include "../common/log.h"
@@ -6,6 +6,7 @@
 #include "../common/secure.h"
 #include "bench.h"
 #include "claims.h"
+#include "fit.h"
 #include "matrix.h"
 #include "train.h"
 
@@ -25,6 +26,7 @@ static void main_usage(FILE *f) {
             "  bench    an nccl-tests-style all-reduce sweep over a back end (ring, nccl, ps)\n"
             "  matrix   run an experiment matrix (experiments/matrices/*.json) into a folder of reports\n"
             "  claims   decide the DataParallel claims on a folder of reports (PASS / FAIL / NOT-RUN)\n"
+            "  fit      fit alpha and beta per transport to bench reports, with the fit's quality\n"
             "  info     what this build supports, the devices found, library versions\n"
             "  keygen   write a CURVE key pair for --secure jobs\n"
             "\n"
@@ -94,6 +96,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return bench_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "matrix")) return matrix_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "claims")) return claims_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "fit")) return fit_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "info")) return info_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "keygen")) return keygen_main(argc - 2, argv + 2);
     log_error("unknown command '%s'", cmd);
