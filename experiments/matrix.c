@@ -481,6 +481,20 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
     cJSON_AddNumberToObject(s, "runs_done", done);
     cJSON_AddNumberToObject(s, "runs_failed", failed);
     cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
+    if (m->nlinks) {
+        cJSON *pr = cJSON_AddObjectToObject(s, "prediction");
+        cJSON_AddStringToObject(pr, "model", "alpha-beta");
+        cJSON *links = cJSON_AddObjectToObject(pr, "links");
+        for (int i = 0; i < m->nlinks; i++) {
+            const MatrixLink *l = &m->links[i];
+            cJSON *lo = cJSON_AddObjectToObject(links, l->transport[0] ? l->transport : "default");
+            cJSON_AddNumberToObject(lo, "alpha_s", l->alpha_s);
+            cJSON_AddNumberToObject(lo, "beta_s_per_byte", l->beta_s_per_byte);
+            cJSON_AddStringToObject(lo, "source", l->source);
+        }
+    } else {
+        cJSON_AddNullToObject(s, "prediction");
+    }
     cJSON *axes = cJSON_AddArrayToObject(s, "axes");
     for (int a = 0; a < m->naxes; a++) cJSON_AddItemToArray(axes, cJSON_CreateString(m->axis_name[a]));
     cJSON_AddItemToObject(s, "runs", rows);

@@ -210,8 +210,12 @@ assert ring["transport"] == "shm" and ring["prediction"]["link"] == "shm", ring[
 assert abs(ring["prediction"]["step_comm_s"] - (2 * 2e-5 + n * 3e-10)) < 1e-12, ring["prediction"]
 assert ps["transport"] == "tcp" and ps["prediction"]["link"] == "tcp" and ps["prediction"]["alpha_s"] == 1e-4, ps["prediction"]
 assert "default link" in ps["prediction"]["source"]
-rows = {r["cell"]: r for r in json.load(open(os.path.join(d, "summary.json")))["runs"]}
+summ = json.load(open(os.path.join(d, "summary.json")))
+rows = {r["cell"]: r for r in summ["runs"]}
 assert rows["sync=ring,ranks=2"]["transport"] == "shm" and rows["sync=ps,ranks=2"]["transport"] == "tcp"
+links = summ["prediction"]["links"]
+assert links["shm"]["alpha_s"] == 2e-5 and links["default"]["alpha_s"] == 1e-4 and links["default"]["source"] == "matrix file", links
+assert rows["sync=ring,ranks=2"]["prediction_link"] == "shm" and rows["sync=ps,ranks=2"]["prediction_link"] == "default"
 EOF
 
 # named variants: an axis of option sets, labelled by name in cell ids, rows and the CSV
