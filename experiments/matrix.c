@@ -1,5 +1,6 @@
 /* matrix.c - `ringside matrix`: runs every cell of a matrix file as a child `ringside train`, summarises */
 #include "matrix.h"
+#include "fit.h"
 #include "matrix_row.h"
 #include "matrix_spec.h"
 #include "proc.h"
@@ -11,6 +12,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,6 +493,10 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
             cJSON_AddNumberToObject(lo, "alpha_s", l->alpha_s);
             cJSON_AddNumberToObject(lo, "beta_s_per_byte", l->beta_s_per_byte);
             cJSON_AddStringToObject(lo, "source", l->source);
+            if (l->fitted) {
+                cJSON_AddNumberToObject(lo, "r2", l->r2);
+                cJSON_AddNumberToObject(lo, "worst_relative_residual", l->worst_rel);
+            }
         }
     } else {
         cJSON_AddNullToObject(s, "prediction");
@@ -535,6 +541,114 @@ static void matrix_resume_scan(const MatrixSpec *m, const MatrixOpts *o) {
     fflush(stdout);
 }
 
+/* ---- "links": "auto" ------------------------------------------------------------------------ */
+
+#define MATRIX_AUTO_MIN_BYTES 1024.0
+#define MATRIX_AUTO_MIN_TOP   65536.0 /* the sweep's largest size is at least this */
+
+/* The sweep's largest size: the first 1 KiB x 4^k at or above every selected cell's largest
+ * bucket, so that no prediction extrapolates beyond the sizes fitted. */
+static double matrix_auto_top(const MatrixSpec *m) {
+    double want = MATRIX_AUTO_MIN_TOP, top = MATRIX_AUTO_MIN_BYTES;
+    for (int i = 0; i < m->ncells; i++) {
+        const Config *g = &m->cells[i].cfg;
+        if (!m->cells[i].selected || g->nranks < 2 || !strcmp(g->sync, "none")) continue;
+        double grad = 4.0 * (double)config_param_count(g), bucket = g->bucket_mb * 1048576.0;
+        want = fmax(want, fmin(grad, bucket));
+    }
+    while (top < want) top *= 4;
+    return top;
+}
+
+/* Runs `ringside bench` of back end sync on 2 ranks (device, 1 KiB to top by 4) into path, or with
+ * --resume keeps the report there when it is that back end's and covers top. Returns the report
+ * (the caller's), or NULL with why saying what failed (*interrupted set on Ctrl-C). */
+static cJSON *matrix_auto_bench(const MatrixSpec *m, const MatrixOpts *o, const char *sync, const char *device, double top,
+                                const char *path, const char *logp, char *why, size_t len, int *interrupted) {
+    cJSON *b = NULL;
+    if (o->resume && (b = report_read(path))) {
+        const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(b, "config");
+        const cJSON *sy = cJSON_GetObjectItemCaseSensitive(cfg, "sync"), *mx = cJSON_GetObjectItemCaseSensitive(cfg, "max_bytes");
+        if (cJSON_IsString(sy) && !strcmp(sy->valuestring, sync) && cJSON_IsNumber(mx) && mx->valuedouble >= top) {
+            printf("# links: auto: kept %s\n", path);
+            return b;
+        }
+        cJSON_Delete(b);
+    }
+    char topt[32];
+    snprintf(topt, sizeof topt, "%.0f", top);
+    char *argv[] = {(char *)o->bin, "bench", "-n", "2", "--sync", (char *)sync, "--device", (char *)device, "-b", "1K", "-e", topt,
+                    "-f", "4", "-w", "2", "-i", "10", "--report", (char *)path, NULL};
+    printf("# links: auto: ringside bench -n 2 --sync %s --device %s -b 1K -e %s -f 4 -w 2 -i 10\n", sync, device, topt);
+    fflush(stdout);
+    unlink(path);
+    ProcResult pr;
+    why[0] = 0;
+    if (proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr) != RS_OK)
+        snprintf(why, len, "%s", rs_errmsg());
+    else if (pr.outcome == PROC_STOPPED) *interrupted = 1;
+    else if (pr.outcome == PROC_TIMED_OUT) snprintf(why, len, "timed out after %.0f s", m->timeout_s);
+    else if (pr.exit_code) matrix_first_error(logp, why, len);
+    else if (!(b = report_read(path))) snprintf(why, len, "%s", rs_errmsg());
+    return b;
+}
+
+/* "links": "auto": before the cells, a short bench on 2 ranks of every back end the selected
+ * cells use (on their device), from 1 KiB up to their largest bucket by factors of 4, each report
+ * kept as OUT/links-bench-<sync>.json, then one fit per transport the benches moved over (as
+ * `ringside fit`), which become the matrix's links (a transport the file names keeps its link). A
+ * bench that fails is reported and leaves its transport without a prediction. Returns 0, or 130
+ * when interrupted. */
+static int matrix_links_auto(MatrixSpec *m, const MatrixOpts *o) {
+    const char *done[16];
+    int ndone = 0, interrupted = 0;
+    double top = matrix_auto_top(m);
+    char path[PATH_MAX], logp[PATH_MAX], why[1400];
+    FitSet set = {0};
+    for (int i = 0; i < m->ncells && !interrupted && !matrix_stop; i++) {
+        const Config *g = &m->cells[i].cfg;
+        if (!m->cells[i].selected || g->nranks < 2 || !strcmp(g->sync, "none")) continue;
+        int seen = 0;
+        for (int k = 0; k < ndone; k++) seen |= !strcmp(done[k], g->sync);
+        if (seen || ndone == 16) continue;
+        done[ndone++] = g->sync;
+        snprintf(path, sizeof path, "%s/links-bench-%s.json", o->out, g->sync);
+        snprintf(logp, sizeof logp, "%s/links-bench-%s.log", o->out, g->sync);
+        cJSON *b = matrix_auto_bench(m, o, g->sync, g->device, top, path, logp, why, sizeof why, &interrupted);
+        if (!b) {
+            if (!interrupted) printf("# links: auto: the bench of --sync %s failed (%s; log %s): its runs get no prediction\n", g->sync, why, logp);
+            continue;
+        }
+        if (fit_add(&set, b, path) != RS_OK) printf("# links: auto: %s\n", rs_errmsg());
+        cJSON_Delete(b);
+    }
+    if (interrupted || matrix_stop) {
+        fit_free(&set);
+        return RS_ERR_INTERRUPTED;
+    }
+    if (set.n && fit_solve(&set) != RS_OK) printf("# links: auto: %s\n", rs_errmsg());
+    else
+        for (int i = 0; i < set.n && m->nlinks < MATRIX_MAX_LINKS; i++) {
+            const FitLink *f = fit_link(&set, i);
+            const MatrixLink *named = matrix_spec_link(m, f->transport);
+            if (!f->transport[0] || (named && named->transport[0])) continue;
+            MatrixLink *l = &m->links[m->nlinks++];
+            snprintf(l->transport, sizeof l->transport, "%.7s", f->transport);
+            l->alpha_s = f->alpha_s;
+            l->beta_s_per_byte = f->beta_s_per_byte;
+            l->fitted = 1;
+            l->r2 = f->r2;
+            l->worst_rel = f->worst_rel;
+            snprintf(l->source, sizeof l->source, "auto: fitted on this machine to %.900s (R^2 %.4f, worst residual %+.1f%% at %.0f bytes)",
+                     f->worst_source, f->r2, 100 * f->worst_rel, f->worst_bytes);
+            printf("# links: auto: %s alpha %.3g s, beta %.3g s/byte, R^2 %.4f, worst residual %+.1f%% at %.0f bytes, %d sizes to %.0f bytes\n",
+                   l->transport, l->alpha_s, l->beta_s_per_byte, f->r2, 100 * f->worst_rel, f->worst_bytes, f->points, f->max_bytes);
+        }
+    fflush(stdout);
+    fit_free(&set);
+    return RS_OK;
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
 /* --dry-run's check of cell c: starts it for one step (--steps 1, no warm-up, no periodic eval)
@@ -570,6 +684,9 @@ static int matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
     for (int i = 0; i < m->nlinks; i++)
         printf("# alpha-beta, %s: alpha %.3g s, beta %.3g s/byte (%s)\n", m->links[i].transport[0] ? m->links[i].transport : "default",
                m->links[i].alpha_s, m->links[i].beta_s_per_byte, m->links[i].source);
+    if (m->links_auto)
+        printf("# links: auto: before the cells, a bench on 2 ranks of each back end the cells use (1K to %.0f bytes by 4), fitted per transport\n",
+               matrix_auto_top(m));
     for (int r = 1; r <= m->repeats; r++)
         for (int i = 0; i < m->ncells; i++) {
             const MatrixCell *c = &m->cells[i];
@@ -666,6 +783,13 @@ int matrix_main(int argc, char **argv) {
     printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s\n", m.name, selected, selected == 1 ? "" : "s",
            m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "");
     fflush(stdout);
+    if (m.links_auto && matrix_links_auto(&m, &o) == RS_ERR_INTERRUPTED) {
+        printf("# interrupted before the cells\n");
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        matrix_spec_free(&m);
+        return RS_ERR_INTERRUPTED;
+    }
     if (o.resume) matrix_resume_scan(&m, &o);
     MatrixRows rows = {.n = m.repeats * m.ncells};
     rows.row = calloc((size_t)rows.n, sizeof *rows.row);

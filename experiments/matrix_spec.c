@@ -1,5 +1,6 @@
 /* matrix_spec.c - reads a matrix file, checks every option with train's own parser, builds the cells */
 #include "matrix_spec.h"
+#include "fit.h"
 #include "predict.h"
 #include "../common/err.h"
 #include "../common/report.h"
@@ -243,7 +244,19 @@ static int spec_link_bench(MatrixSpec *m, const char *where, const cJSON *bench,
         return RS_ERR_INPUT;
     }
     int have = 0;
-    const cJSON *fit = spec_find_fit(b);
+    const cJSON *fit = spec_find_fit(b), *schema = cJSON_GetObjectItemCaseSensitive(b, "schema");
+    if (cJSON_IsString(schema) && !strcmp(schema->valuestring, FIT_SCHEMA)) { /* `ringside fit --report`: one link per transport */
+        const cJSON *all = cJSON_GetObjectItemCaseSensitive(b, "links"), *one;
+        fit = want ? cJSON_GetObjectItemCaseSensitive(all, want) : cJSON_GetArraySize(all) == 1 ? all->child : NULL;
+        if (!fit || !spec_find_fit(fit)) {
+            char names[200] = "";
+            cJSON_ArrayForEach(one, all) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", one->string);
+            rs_error(RS_ERR_INPUT, "%s: %s: %s holds no fit for %s (it has: %s)", m->path, where, path,
+                     want ? want : "the default link (name the transport in links)", names[0] ? names : "none");
+            cJSON_Delete(b);
+            return RS_ERR_INPUT;
+        }
+    }
     if (fit) {
         have = 1;
         l->alpha_s = cJSON_GetObjectItemCaseSensitive(fit, "alpha_s")->valuedouble;
@@ -297,8 +310,12 @@ static int spec_alpha_beta(MatrixSpec *m) {
         m->nlinks++;
     }
     const cJSON *links = cJSON_GetObjectItemCaseSensitive(m->root, "links"), *e;
+    if (cJSON_IsString(links) && !strcmp(links->valuestring, "auto")) {
+        m->links_auto = 1;
+        return RS_OK;
+    }
     if (links && !cJSON_IsObject(links))
-        return rs_error(RS_ERR_INPUT, "%s: links: expected an object {transport: {alpha_s, beta_s_per_byte} or a bench report's path}", m->path);
+        return rs_error(RS_ERR_INPUT, "%s: links: expected \"auto\" or an object {transport: {alpha_s, beta_s_per_byte} or a bench report's path}", m->path);
     cJSON_ArrayForEach(e, links) {
         int known = 0;
         for (int i = 0; transports[i]; i++) known |= !strcmp(e->string, transports[i]);

@@ -19,6 +19,8 @@ typedef struct {
     double alpha_s;         /* seconds per message */
     double beta_s_per_byte; /* seconds per byte */
     char source[1100];      /* "matrix file", or the bench report's path */
+    int fitted;             /* 1: fitted on this machine before the cells ("links": "auto") */
+    double r2, worst_rel;   /* that fit's R^2 and worst relative residual */
 } MatrixLink;
 
 /* The axis of named option sets: "axes": {"variants": {"ring": {"sync": "ring"}, ...}} in the file,
@@ -51,6 +53,7 @@ typedef struct {
     double timeout_s;                               /* per run */
     MatrixLink links[MATRIX_MAX_LINKS];             /* what each transport costs; none: no predictions */
     int nlinks;
+    int links_auto;                                 /* "links": "auto": bench and fit before the cells */
     MatrixCell *cells;                              /* the product minus exclusions */
     int ncells;
 } MatrixSpec;

@@ -259,6 +259,41 @@ expect_status "--only variant=ring picks a variant by name" 0 "$BIN" matrix "$T/
 if [ "$(grep -c 'ringside train' "$T/last.log")" = 2 ] && grep -q "^variant=ring,ranks=3 r1" "$T/last.log"; then ok "--only variant=ring: its 2 runs"
 else bad "--only variant=" "$(cat "$T/last.log")"; fi
 
+# "links": "auto": before the cells, a short bench per back end the cells use, fitted per
+# transport on this machine; the fit is recorded in the summary and predicts the runs
+cat >"$T/auto.json" <<'EOF'
+{"name": "auto", "base": {"device": "cpu", "layers": "64,16,10", "steps": 4, "train-samples": 256},
+ "axes": {"sync": ["ring", "ps"], "ranks": [2]}, "links": "auto", "timeout_s": 60}
+EOF
+expect_status "a matrix with links auto runs" 0 "$BIN" matrix "$T/auto.json" --out "$T/auto"
+cp "$T/last.log" "$T/auto.log"
+"$BIN" fit "$T/auto/links-bench-ring.json" "$T/auto/links-bench-ps.json" --report "$T/auto-fit.json" >/dev/null 2>&1
+$PY - "$T/auto" "$T/auto-fit.json" <<'EOF' && ok "links auto: benches kept in OUT, one fit per transport (as ringside fit), in the summary, predicting the runs" || bad "links auto" "$(cat "$T/auto.log")"
+import json, os, sys
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, "summary.json")))
+links = s["prediction"]["links"]
+fit = json.load(open(sys.argv[2]))["links"]
+assert sorted(links) == ["shm", "tcp"] == sorted(fit), (links, fit)
+for t, l in links.items():
+    assert l["source"].startswith("auto: fitted on this machine") and 0 < l["r2"] <= 1 and "worst_relative_residual" in l, l
+    assert l["alpha_s"] == fit[t]["alpha_s"] and l["beta_s_per_byte"] == fit[t]["beta_s_per_byte"], (l, fit[t])
+for r in s["runs"]:
+    assert r["predicted_comm_s"] > 0 and r["prediction_link"] == r["transport"], r
+for b in ("ring", "ps"):
+    rep = json.load(open(os.path.join(d, "links-bench-%s.json" % b)))
+    assert rep["config"]["sync"] == b and rep["config"]["max_bytes"] >= 65536 and rep["summary"]["wrong"] == 0, rep["config"]
+EOF
+expect_status "links auto with --resume keeps the benches" 0 "$BIN" matrix "$T/auto.json" --out "$T/auto" --resume
+if [ "$(grep -c 'links: auto: kept' "$T/last.log")" = 2 ]; then ok "--resume keeps the links benches"; else bad "links auto resume" "$(cat "$T/last.log")"; fi
+# a `ringside fit --report` file names a link per transport: a matrix's links take it
+printf '{"links": {"shm": "%s", "tcp": "%s"}, "axes": {"ranks": [2]}, "base": {"layers": "64,16,10"}}\n' "$T/auto-fit.json" "$T/auto-fit.json" >"$T/withfit.json"
+expect_status "links from a fit file" 0 "$BIN" matrix "$T/withfit.json" --dry-run --only ranks=2
+a=$($PY -c "import json,sys; print('%.3g' % json.load(open(sys.argv[1]))['links']['tcp']['alpha_s'])" "$T/auto-fit.json")
+if grep -q "alpha-beta, tcp: alpha $a s" "$T/last.log"; then ok "a fit file's tcp link read by transport"; else bad "fit file as link" "$(cat "$T/last.log")"; fi
+invalid "a fit file without the transport" '{"links": {"ipc": "'"$T"'/auto-fit.json"}}' "holds no fit for ipc (it has: shm, tcp)"
+invalid "links neither auto nor an object" '{"links": "manual"}' "links: expected \"auto\" or an object"
+
 # a run past timeout_s is killed (its whole process group) and recorded as a timeout
 cat >"$T/slow.json" <<'EOF'
 {"name": "slow", "base": {"device": "cpu", "layers": "784,64,10", "steps": 10000000, "train-samples": 512},
