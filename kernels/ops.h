@@ -62,7 +62,8 @@ typedef struct KernelOps {
      * and an op with an empty shape does nothing (NULL pointers welcome). Integer arrays
      * (tokens, argmax indices) are device memory like the floats. Every result is
      * deterministic: the same inputs give the same bits from run to run, and on the CPU
-     * whatever kernels_cpu_set_threads says (work is split only where results are independent). */
+     * whatever kernels_cpu_set_threads says (work is split only where results are independent;
+     * the GEMMs are the BLAS library's). None allocates. */
 
     /* For b in [0, batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b, as gemm, with
      * X_b = X + b * strideX (in floats). strideA or strideB may be 0 (one matrix for every b);
@@ -73,10 +74,13 @@ typedef struct KernelOps {
                                 int ldc, long long strideC, int batch);
 
     /* Convolution as im2col + GEMM, NCHW, a square k x k kernel, stride, zero padding:
-     * OH = (H + 2 pad - k) / stride + 1, OW likewise (the caller checks OH, OW >= 1).
+     * OH = (H + 2 pad - k) / stride + 1, OW likewise (kernels_conv_out; when either is 0,
+     * im2col does nothing and col2im zeroes dx).
      * im2col: col[b][(c*k + i)*k + j][oh*OW + ow] = x[b][c][oh*stride - pad + i][ow*stride - pad + j]
      * (0 outside the image); x is [B,C,H,W], col is [B, C*k*k, OH*OW]. A convolution with
-     * weights W[OC, C*k*k] is then y_b[OC, OH*OW] = W col_b (gemm_strided_batched, strideA 0). */
+     * weights W[OC, C*k*k] is then y_b[OC, OH*OW] = W col_b (gemm_strided_batched, strideA 0),
+     * and its backward dcol_b = W^T dy_b (the same, trans_a), dx = col2im(dcol), and
+     * dW = sum over b of dy_b col_b^T (gemm per image, beta 1 after the first). */
     void (*im2col)(KernelCtx *ctx, float *col, const float *x, int B, int C, int H, int W, int k,
                    int stride, int pad);
     /* The adjoint of im2col: dx[b][c][h][w] = the sum of every dcol entry that im2col read from
@@ -135,7 +139,11 @@ typedef struct KernelOps {
     void (*softmax_causal_forward)(KernelCtx *ctx, float *P, const float *S, int BH, int T,
                                    float scale);
     /* The gradient wrt S: dS[i][j] = scale P[i][j] (dP[i][j] - sum over j' <= i of
-     * P[i][j'] dP[i][j']) for j <= i, 0 above the diagonal. dS may alias dP. */
+     * P[i][j'] dP[i][j']) for j <= i, 0 above the diagonal. dS may alias dP.
+     * Attention from these (tests/test_ops_nn.c's attn_forward/attn_backward): heads_split the
+     * fused qkv; S = q k^T, P = softmax_causal(S, 1/sqrt(D)), y = P v (gemm_strided_batched over
+     * B*H); heads_merge y. Backward: dP = dy v^T, dv = P^T dy, dS = softmax_causal_backward,
+     * dq = dS k, dk = dS^T q; heads_merge dq, dk, dv into dqkv. */
     void (*softmax_causal_backward)(KernelCtx *ctx, float *dS, const float *dP, const float *P,
                                     int BH, int T, float scale);
 
@@ -167,6 +175,14 @@ typedef struct KernelOps {
 /* LayerNorm's epsilon (PyTorch's default, GPT-2's). */
 #define RS_LAYERNORM_EPS 1e-5f
 
+/* ---- Inline helpers ---- */
+
+/* A convolution's (or im2col's) output size along one axis: (size + 2 pad - k) / stride + 1,
+ * or 0 when no window fits (or stride < 1). */
+static inline int kernels_conv_out(int size, int k, int stride, int pad) {
+    return stride > 0 && k > 0 && size + 2 * pad >= k ? (size + 2 * pad - k) / stride + 1 : 0;
+}
+
 /* ---- Prototypes ---- */
 
 /* The plain-C table (cblas_sgemm for GEMM). Never NULL. */
@@ -179,6 +195,10 @@ const KernelOps *kernels_cuda(void);
  * (n <= 0: leave both as they are; before any call BLAS has the library's default and the
  * elementwise ops run on the calling thread alone). Results do not depend on it. */
 void kernels_cpu_set_threads(int n);
+
+/* Checks a row-major GEMM's shapes and strides (op(A) M x K with row stride lda, and so on)
+ * for both tables. Returns 0 when valid, else RS_ERR_RUNTIME with rs_errmsg() saying which. */
+int kernels_gemm_check(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc);
 
 /* Seconds the calling thread has spent inside the CPU table's GEMM (cblas_sgemm) so far. */
 double kernels_cpu_gemm_seconds(void);

@@ -33,9 +33,9 @@ static KernelCtx *cpu_ctx_create(void *stream) {
 
 static void cpu_ctx_destroy(KernelCtx *ctx) { free(ctx); }
 
-/* Checks the shapes and strides of a row-major GEMM the way BLAS would, but as a status
- * instead of BLAS's own error printout. Returns 0 when they are valid, else RS_ERR_RUNTIME. */
-static int cpu_gemm_check(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+/* Checks a row-major GEMM's shapes and strides the way BLAS would, but as a status instead of
+ * BLAS's own error printout (the CUDA table uses it too). 0 when valid, else RS_ERR_RUNTIME. */
+int kernels_gemm_check(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
     int a_cols = ta ? M : K, b_cols = tb ? K : N;
     if (M < 0 || N < 0 || K < 0 || lda < (a_cols > 1 ? a_cols : 1) ||
         ldb < (b_cols > 1 ? b_cols : 1) || ldc < (N > 1 ? N : 1))
@@ -48,7 +48,7 @@ static int cpu_gemm_check(int ta, int tb, int M, int N, int K, int lda, int ldb,
 static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
-    RS_TRY(cpu_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
+    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
     if (M == 0 || N == 0) return 0;
     double t0 = clock_now();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -235,7 +235,7 @@ static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, in
                                     float alpha, const float *A, int lda, long long strideA,
                                     const float *B, int ldb, long long strideB, float beta,
                                     float *C, int ldc, long long strideC, int batch) {
-    RS_TRY(cpu_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
+    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
     if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
         return rs_error(RS_ERR_RUNTIME,
                         "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld", batch,
@@ -256,10 +256,6 @@ typedef struct {
     const float *in;
     int C, H, W, k, stride, pad, OH, OW;
 } ConvJob;
-
-static int conv_out(int size, int k, int stride, int pad) {
-    return stride > 0 && size + 2 * pad >= k ? (size + 2 * pad - k) / stride + 1 : 0;
-}
 
 /* Planes p = b*C + c of x in [lo, hi): their k*k rows of col. */
 static void im2col_range(void *arg, size_t lo, size_t hi) {
@@ -289,8 +285,8 @@ static void im2col_range(void *arg, size_t lo, size_t hi) {
 
 static void cpu_im2col(KernelCtx *ctx, float *col, const float *x, int B, int C, int H, int W,
                        int k, int stride, int pad) {
-    ConvJob j = {col, x, C, H, W, k, stride, pad, conv_out(H, k, stride, pad),
-                 conv_out(W, k, stride, pad)};
+    ConvJob j = {col, x, C, H, W, k, stride, pad, kernels_conv_out(H, k, stride, pad),
+                 kernels_conv_out(W, k, stride, pad)};
     if (B <= 0 || C <= 0 || j.OH <= 0 || j.OW <= 0) return;
     par_run((size_t)B * C, par_rows((size_t)k * k * j.OH * j.OW), im2col_range, &j);
 }
@@ -321,8 +317,8 @@ static void col2im_range(void *arg, size_t lo, size_t hi) {
 
 static void cpu_col2im(KernelCtx *ctx, float *dx, const float *dcol, int B, int C, int H, int W,
                        int k, int stride, int pad) {
-    ConvJob j = {dx, dcol, C, H, W, k, stride, pad, conv_out(H, k, stride, pad),
-                 conv_out(W, k, stride, pad)};
+    ConvJob j = {dx, dcol, C, H, W, k, stride, pad, kernels_conv_out(H, k, stride, pad),
+                 kernels_conv_out(W, k, stride, pad)};
     if (B <= 0 || C <= 0 || H <= 0 || W <= 0) return;
     if (j.OH <= 0 || j.OW <= 0) { /* no window fits: nothing was read */
         memset(dx, 0, (size_t)B * C * H * W * sizeof *dx);

@@ -157,6 +157,291 @@ __global__ void fill_kernel(float *x, float v, size_t n) {
         x[i] = v;
 }
 
+/* ---- Neural-network kernels (each one's plain-C twin is in ops_cpu.c) ---- */
+
+/* A grid-stride loop over [0, n). */
+#define OPS_FOR(i, n)                                                                    \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* The kernels that give one warp to each row: rows per block of OPS_THREADS. */
+#define ROWS_PER_BLOCK (OPS_THREADS / 32)
+
+__device__ float warp_max(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* One thread per col element; col's layout [plane][i][j][oh][ow] is the thread's index. */
+__global__ void im2col_kernel(float *col, const float *x, size_t n, int H, int W, int k,
+                              int stride, int pad, int OH, int OW) {
+    OPS_FOR(e, n) {
+        int ow = (int)(e % OW), oh = (int)(e / OW % OH), kj = (int)(e / ((size_t)OW * OH) % k);
+        size_t t = e / ((size_t)OW * OH * k);
+        int ki = (int)(t % k);
+        size_t p = t / k;
+        int ih = oh * stride - pad + ki, iw = ow * stride - pad + kj;
+        col[e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[(p * H + ih) * W + iw] : 0.0f;
+    }
+}
+
+/* One thread per dx element, gathering its dcol entries in (i, j) order, as the C twin. */
+__global__ void col2im_kernel(float *dx, const float *dcol, size_t n, int H, int W, int k,
+                              int stride, int pad, int OH, int OW) {
+    size_t ohw = (size_t)OH * OW, kk = (size_t)k * k;
+    OPS_FOR(e, n) {
+        int w = (int)(e % W), h = (int)(e / W % H);
+        const float *cp = dcol + e / ((size_t)W * H) * kk * ohw;
+        float s = 0.0f;
+        for (int ki = 0; ki < k; ki++) {
+            int oh = h + pad - ki;
+            if (oh < 0 || oh % stride || (oh /= stride) >= OH) continue;
+            for (int kj = 0; kj < k; kj++) {
+                int ow = w + pad - kj;
+                if (ow < 0 || ow % stride || (ow /= stride) >= OW) continue;
+                s += cp[((size_t)ki * k + kj) * ohw + (size_t)oh * OW + ow];
+            }
+        }
+        dx[e] = s;
+    }
+}
+
+__global__ void channel_bias_forward_kernel(float *Y, const float *bias, size_t n, int C,
+                                            int HW) {
+    OPS_FOR(e, n) Y[e] += bias[e / HW % C];
+}
+
+/* One block per channel: a fixed share of the B*HW elements per thread, then block_sum's fixed
+ * tree. Deterministic. */
+__global__ void channel_bias_backward_kernel(float *dbias, const float *dY, int B, int C, int HW) {
+    __shared__ float sh[32];
+    int c = blockIdx.x;
+    float s = 0.0f;
+    for (size_t e = threadIdx.x; e < (size_t)B * HW; e += blockDim.x)
+        s += dY[(e / HW * C + c) * HW + e % HW];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) dbias[c] = s;
+}
+
+/* One thread per output; the scan order and the NaN rule of the C twin. */
+__global__ void maxpool2_forward_kernel(float *Y, int *argmax, const float *X, size_t n, int H,
+                                        int W) {
+    int OH = H / 2, OW = W / 2;
+    OPS_FOR(e, n) {
+        int ow = (int)(e % OW), oh = (int)(e / OW % OH);
+        const float *x = X + e / ((size_t)OW * OH) * H * W;
+        int best = 2 * oh * W + 2 * ow;
+        for (int q = 1; q < 4; q++) {
+            int at = (2 * oh + (q >> 1)) * W + 2 * ow + (q & 1);
+            if (x[at] > x[best] || (x[at] != x[at] && x[best] == x[best])) best = at;
+        }
+        Y[e] = x[best];
+        argmax[e] = best;
+    }
+}
+
+/* One thread per input element: its window's gradient if it was the window's argmax, else 0. */
+__global__ void maxpool2_backward_kernel(float *dX, const float *dY, const int *argmax, size_t n,
+                                         int H, int W) {
+    int OH = H / 2, OW = W / 2;
+    OPS_FOR(e, n) {
+        int w = (int)(e % W), h = (int)(e / W % H);
+        size_t p = e / ((size_t)W * H);
+        float v = 0.0f;
+        if (h / 2 < OH && w / 2 < OW) {
+            size_t o = (p * OH + h / 2) * OW + w / 2;
+            if (argmax[o] == h * W + w) v = dY[o];
+        }
+        dX[e] = v;
+    }
+}
+
+__global__ void embedding_forward_kernel(float *out, const int *tokens, const float *wte,
+                                         const float *wpe, size_t n, int T, int C, int V) {
+    OPS_FOR(e, n) {
+        size_t pos = e / C;
+        int c = (int)(e % C), tok = tokens[pos];
+        out[e] = tok >= 0 && tok < V ? wte[(size_t)tok * C + c] + wpe[(pos % T) * C + c]
+                                     : __int_as_float(0x7fc00000); /* the C twin's NAN */
+    }
+}
+
+/* dwpe[t][c]: one thread per element summing over b in order, in float: the C twin's bits. */
+__global__ void embedding_dwpe_kernel(float *dwpe, const float *dout, int B, size_t tc) {
+    OPS_FOR(e, tc) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * tc + e];
+        dwpe[e] = s;
+    }
+}
+
+/* dwte without atomics: thread (c, chunk) owns column c of every token t with t % chunks ==
+ * chunk, and adds its positions' gradients in position order (the C twin's order, so the same
+ * bits). The block's warps are chunks, its lanes 32 columns; tokens pass through shared memory. */
+#define EMB_TILE 1024
+#define EMB_CHUNK_BLOCKS 4
+__global__ void embedding_dwte_kernel(float *dwte, const float *dout, const int *tokens,
+                                      int npos, int C, int V) {
+    __shared__ int sh[EMB_TILE];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int chunk = blockIdx.y * blockDim.y + threadIdx.y, chunks = gridDim.y * blockDim.y;
+    int tid = threadIdx.y * 32 + threadIdx.x, nthreads = 32 * blockDim.y;
+    for (int base = 0; base < npos; base += EMB_TILE) {
+        int len = npos - base < EMB_TILE ? npos - base : EMB_TILE;
+        __syncthreads(); /* the previous tile is no longer read */
+        for (int i = tid; i < len; i += nthreads) sh[i] = tokens[base + i];
+        __syncthreads();
+        if (c >= C) continue;
+        for (int i = 0; i < len; i++) {
+            int tok = sh[i];
+            if (tok >= 0 && tok < V && tok % chunks == chunk)
+                dwte[(size_t)tok * C + c] += dout[(size_t)(base + i) * C + c];
+        }
+    }
+}
+
+/* One warp per row: mean, then the variance about it, then the output. */
+__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x,
+                                         const float *gamma, const float *beta, int N, int C) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return; /* the whole warp together */
+    const float *xr = x + (size_t)row * C;
+    float *o = out + (size_t)row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += xr[c];
+    float m = warp_sum(s) / C, v = 0.0f;
+    for (int c = lane; c < C; c += 32) v += (xr[c] - m) * (xr[c] - m);
+    float rs = 1.0f / sqrtf(warp_sum(v) / C + RS_LAYERNORM_EPS);
+    for (int c = lane; c < C; c += 32) o[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = rs;
+    }
+}
+
+/* One warp per row: dx += rstd (g dout - mean(g dout) - xhat mean(g dout xhat)). */
+__global__ void layernorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
+                                             const float *gamma, const float *mean,
+                                             const float *rstd, int N, int C) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *dy = dout + (size_t)row * C, *xr = x + (size_t)row * C;
+    float *d = dx + (size_t)row * C, m = mean[row], rs = rstd[row], a = 0.0f, b = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float dn = gamma[c] * dy[c];
+        a += dn;
+        b += dn * ((xr[c] - m) * rs);
+    }
+    a = warp_sum(a) / C;
+    b = warp_sum(b) / C;
+    for (int c = lane; c < C; c += 32) d[c] += rs * (gamma[c] * dy[c] - a - (xr[c] - m) * rs * b);
+}
+
+/* dgamma, dbeta: a block of 32 columns x LN_GROUPS row groups (row r in group r % LN_GROUPS),
+ * each thread summing its rows in order, then the groups added in order: deterministic. */
+#define LN_GROUPS 32
+__global__ void layernorm_backward_dgamma_kernel(float *dgamma, float *dbeta, const float *dout,
+                                                 const float *x, const float *mean,
+                                                 const float *rstd, int N, int C) {
+    __shared__ float shg[LN_GROUPS][33], shb[LN_GROUPS][33];
+    int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+    float sg = 0.0f, sb = 0.0f;
+    if (c < C)
+        for (int r = ty; r < N; r += LN_GROUPS) {
+            size_t at = (size_t)r * C + c;
+            sg += dout[at] * ((x[at] - mean[r]) * rstd[r]);
+            sb += dout[at];
+        }
+    shg[ty][tx] = sg;
+    shb[ty][tx] = sb;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+        float g = 0.0f, b = 0.0f;
+        for (int k = 0; k < LN_GROUPS; k++) {
+            g += shg[k][tx];
+            b += shb[k][tx];
+        }
+        dgamma[c] = g;
+        dbeta[c] = b;
+    }
+}
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+__global__ void gelu_forward_kernel(float *y, const float *x, size_t n) {
+    OPS_FOR(i, n) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+    }
+}
+
+__global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n) {
+    OPS_FOR(i, n) {
+        float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        dx[i] = dy[i] * d;
+    }
+}
+
+/* One warp per row r = bh*T + i, over its i + 1 unmasked scores. Each lane reads and writes
+ * only its own columns, so P may alias S. */
+__global__ void softmax_causal_forward_kernel(float *P, const float *S, int rows, int T,
+                                              float scale) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    int len = row % T + 1;
+    const float *s = S + (size_t)row * T;
+    float *p = P + (size_t)row * T, m = -INFINITY, z = 0.0f;
+    for (int j = lane; j < len; j += 32) m = fmaxf(m, scale * s[j]);
+    m = warp_max(m);
+    for (int j = lane; j < len; j += 32) z += expf(scale * s[j] - m);
+    z = warp_sum(z);
+    for (int j = lane; j < T; j += 32) p[j] = j < len ? expf(scale * s[j] - m) / z : 0.0f;
+}
+
+__global__ void softmax_causal_backward_kernel(float *dS, const float *dP, const float *P,
+                                               int rows, int T, float scale) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    int len = row % T + 1;
+    const float *dp = dP + (size_t)row * T, *p = P + (size_t)row * T;
+    float *ds = dS + (size_t)row * T, d = 0.0f;
+    for (int j = lane; j < len; j += 32) d += p[j] * dp[j];
+    d = warp_sum(d);
+    for (int j = lane; j < T; j += 32) ds[j] = j < len ? scale * p[j] * (dp[j] - d) : 0.0f;
+}
+
+/* Element e of the [B, T, S, H, D] side and its place in [S, B, H, T, D]; merge copies back. */
+__global__ void heads_kernel(float *out, const float *in, size_t n, int B, int T, int S, int H,
+                             int D, int merge) {
+    OPS_FOR(e, n) {
+        size_t r = e / D, h = r % H, s = r / H % S, t = r / ((size_t)H * S) % T;
+        size_t b = r / ((size_t)H * S * T);
+        size_t o = (((s * B + b) * H + h) * T + t) * D + e % D;
+        if (merge) out[e] = in[o];
+        else out[o] = in[e];
+    }
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    OPS_FOR(i, n) out[i] = a[i] + b[i];
+}
+
+/* AdamW with the step's constants from the host (the C twin's). */
+__global__ void adamw_kernel(float *p, const float *grad, float *m, float *v, size_t n,
+                             float beta1, float beta2, float eps, float decay, float grad_scale,
+                             float step_size, float bc2_sqrt) {
+    OPS_FOR(i, n) {
+        float g = grad[i] * grad_scale;
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
 /* ---- Launchers ---- */
 
 /* Blocks for n elements at OPS_THREADS each, capped (the kernels stride over the rest). */
@@ -204,12 +489,7 @@ static void cuda_ctx_destroy(KernelCtx *ctx) {
 static int cuda_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc) {
-    int a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
-    if (M < 0 || N < 0 || K < 0 || lda < (a_cols > 1 ? a_cols : 1) ||
-        ldb < (b_cols > 1 ? b_cols : 1) || ldc < (N > 1 ? N : 1))
-        return rs_error(RS_ERR_RUNTIME,
-                        "gemm: bad shape M=%d N=%d K=%d (trans %d,%d) with lda=%d ldb=%d ldc=%d",
-                        M, N, K, trans_a, trans_b, lda, ldb, ldc);
+    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
     if (M == 0 || N == 0) return 0;
     return cublasCheck(cublasSgemm(ctx->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
@@ -279,6 +559,194 @@ static void cuda_fill(KernelCtx *ctx, float *x, float v, size_t n) {
     OPS_LAUNCH_CHECK(ctx);
 }
 
+/* ---- Neural-network launchers ---- */
+
+static int cuda_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, int M, int N,
+                                     int K, float alpha, const float *A, int lda,
+                                     long long strideA, const float *B, int ldb,
+                                     long long strideB, float beta, float *C, int ldc,
+                                     long long strideC, int batch) {
+    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
+    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
+        return rs_error(RS_ERR_RUNTIME,
+                        "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld", batch,
+                        strideA, strideB, strideC);
+    if (M == 0 || N == 0 || batch == 0) return 0;
+    return cublasCheck(cublasSgemmStridedBatched(
+        ctx->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M,
+        K, &alpha, B, ldb, strideB, A, lda, strideA, &beta, C, ldc, strideC, batch));
+}
+
+static void cuda_im2col(KernelCtx *ctx, float *col, const float *x, int B, int C, int H, int W,
+                        int k, int stride, int pad) {
+    int OH = kernels_conv_out(H, k, stride, pad), OW = kernels_conv_out(W, k, stride, pad);
+    if (B <= 0 || C <= 0 || OH <= 0 || OW <= 0) return;
+    size_t n = (size_t)B * C * k * k * OH * OW;
+    im2col_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(col, x, n, H, W, k, stride,
+                                                                   pad, OH, OW);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_col2im(KernelCtx *ctx, float *dx, const float *dcol, int B, int C, int H, int W,
+                        int k, int stride, int pad) {
+    int OH = kernels_conv_out(H, k, stride, pad), OW = kernels_conv_out(W, k, stride, pad);
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0) return;
+    size_t n = (size_t)B * C * H * W;
+    if (OH <= 0 || OW <= 0) { /* no window fits: nothing was read */
+        fill_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dx, 0.0f, n);
+    } else {
+        col2im_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dx, dcol, n, H, W, k,
+                                                                       stride, pad, OH, OW);
+    }
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_channel_bias_forward(KernelCtx *ctx, float *Y, const float *bias, int B, int C,
+                                      int HW) {
+    if (B <= 0 || C <= 0 || HW <= 0) return;
+    size_t n = (size_t)B * C * HW;
+    channel_bias_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(Y, bias, n, C, HW);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_channel_bias_backward(KernelCtx *ctx, float *dbias, const float *dY, int B,
+                                       int C, int HW) {
+    if (B <= 0 || C <= 0 || HW <= 0) return;
+    channel_bias_backward_kernel<<<C, OPS_THREADS, 0, ctx->stream>>>(dbias, dY, B, C, HW);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_maxpool2_forward(KernelCtx *ctx, float *Y, int *argmax, const float *X, int N,
+                                  int H, int W) {
+    if (N <= 0 || H < 2 || W < 2) return;
+    size_t n = (size_t)N * (H / 2) * (W / 2);
+    maxpool2_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(Y, argmax, X, n, H, W);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_maxpool2_backward(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
+                                   int N, int H, int W) {
+    if (N <= 0 || H <= 0 || W <= 0) return;
+    size_t n = (size_t)N * H * W;
+    maxpool2_backward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dX, dY, argmax, n, H,
+                                                                              W);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_embedding_forward(KernelCtx *ctx, float *out, const int *tokens,
+                                   const float *wte, const float *wpe, int B, int T, int C,
+                                   int V) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    size_t n = (size_t)B * T * C;
+    embedding_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(out, tokens, wte, wpe,
+                                                                              n, T, C, V);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_embedding_backward(KernelCtx *ctx, float *dwte, float *dwpe, const float *dout,
+                                    const int *tokens, int B, int T, int C, int V) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    dim3 grid((unsigned)((C + 31) / 32), EMB_CHUNK_BLOCKS), block(32, OPS_THREADS / 32);
+    embedding_dwte_kernel<<<grid, block, 0, ctx->stream>>>(dwte, dout, tokens, B * T, C, V);
+    OPS_LAUNCH_CHECK(ctx);
+    size_t tc = (size_t)T * C;
+    embedding_dwpe_kernel<<<ops_blocks(tc), OPS_THREADS, 0, ctx->stream>>>(dwpe, dout, B, tc);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+/* Blocks for the kernels that give a warp to each of rows. */
+static unsigned row_blocks(size_t rows) {
+    return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+}
+
+static void cuda_layernorm_forward(KernelCtx *ctx, float *out, float *mean, float *rstd,
+                                   const float *x, const float *gamma, const float *beta, int N,
+                                   int C) {
+    if (N <= 0 || C <= 0) return;
+    layernorm_forward_kernel<<<row_blocks(N), OPS_THREADS, 0, ctx->stream>>>(out, mean, rstd, x,
+                                                                              gamma, beta, N, C);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_layernorm_backward(KernelCtx *ctx, float *dx, float *dgamma, float *dbeta,
+                                    const float *dout, const float *x, const float *gamma,
+                                    const float *mean, const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    layernorm_backward_dx_kernel<<<row_blocks(N), OPS_THREADS, 0, ctx->stream>>>(
+        dx, dout, x, gamma, mean, rstd, N, C);
+    OPS_LAUNCH_CHECK(ctx);
+    layernorm_backward_dgamma_kernel<<<(unsigned)((C + 31) / 32), dim3(32, LN_GROUPS), 0,
+                                       ctx->stream>>>(dgamma, dbeta, dout, x, mean, rstd, N, C);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_gelu_forward(KernelCtx *ctx, float *y, const float *x, size_t n) {
+    if (n == 0) return;
+    gelu_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(y, x, n);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_gelu_backward(KernelCtx *ctx, float *dx, const float *dy, const float *x,
+                               size_t n) {
+    if (n == 0) return;
+    gelu_backward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dx, dy, x, n);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_softmax_causal_forward(KernelCtx *ctx, float *P, const float *S, int BH, int T,
+                                        float scale) {
+    if (BH <= 0 || T <= 0) return;
+    int rows = BH * T;
+    softmax_causal_forward_kernel<<<row_blocks(rows), OPS_THREADS, 0, ctx->stream>>>(P, S, rows, T,
+                                                                                      scale);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_softmax_causal_backward(KernelCtx *ctx, float *dS, const float *dP,
+                                         const float *P, int BH, int T, float scale) {
+    if (BH <= 0 || T <= 0) return;
+    int rows = BH * T;
+    softmax_causal_backward_kernel<<<row_blocks(rows), OPS_THREADS, 0, ctx->stream>>>(
+        dS, dP, P, rows, T, scale);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_heads(KernelCtx *ctx, float *out, const float *in, int B, int T, int S, int H,
+                       int D, int merge) {
+    if (B <= 0 || T <= 0 || S <= 0 || H <= 0 || D <= 0) return;
+    size_t n = (size_t)B * T * S * H * D;
+    heads_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(out, in, n, B, T, S, H, D, merge);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_heads_split(KernelCtx *ctx, float *out, const float *in, int B, int T, int S,
+                             int H, int D) {
+    cuda_heads(ctx, out, in, B, T, S, H, D, 0);
+}
+
+static void cuda_heads_merge(KernelCtx *ctx, float *out, const float *in, int B, int T, int S,
+                             int H, int D) {
+    cuda_heads(ctx, out, in, B, T, S, H, D, 1);
+}
+
+static void cuda_add(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    add_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(out, a, b, n);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+/* The step's constants as the C twin computes them (in double, then rounded). */
+static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, float *m, float *v,
+                            size_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, float grad_scale, int t) {
+    if (n == 0) return;
+    float step_size = (float)(lr / (1.0 - pow(beta1, t))), bc2_sqrt = (float)sqrt(1.0 - pow(beta2, t));
+    adamw_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(
+        param, grad, m, v, n, beta1, beta2, eps, 1.0f - lr * weight_decay, grad_scale, step_size,
+        bc2_sqrt);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
 /* Waits for the stream; a launch that failed earlier on this context (sticky) is an error too. */
 static int cuda_sync(KernelCtx *ctx) {
     RS_TRY(cudaCheck(cudaStreamSynchronize(ctx->stream)));
@@ -304,6 +772,25 @@ static const KernelOps cuda_ops = {
     cuda_axpy,
     cuda_fill,
     cuda_sync,
+    cuda_gemm_strided_batched,
+    cuda_im2col,
+    cuda_col2im,
+    cuda_channel_bias_forward,
+    cuda_channel_bias_backward,
+    cuda_maxpool2_forward,
+    cuda_maxpool2_backward,
+    cuda_embedding_forward,
+    cuda_embedding_backward,
+    cuda_layernorm_forward,
+    cuda_layernorm_backward,
+    cuda_gelu_forward,
+    cuda_gelu_backward,
+    cuda_softmax_causal_forward,
+    cuda_softmax_causal_backward,
+    cuda_heads_split,
+    cuda_heads_merge,
+    cuda_add,
+    cuda_adamw_step,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's
