@@ -67,7 +67,8 @@ typedef struct KernelOps {
 
     /* For b in [0, batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b, as gemm, with
      * X_b = X + b * strideX (in floats). strideA or strideB may be 0 (one matrix for every b);
-     * the C_b must not overlap. Returns 0, or RS_ERR_RUNTIME (bad shape, or the library's error). */
+     * the C_b must not overlap. Returns 0, or RS_ERR_RUNTIME (a bad shape, or the library's
+     * error). */
     int (*gemm_strided_batched)(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K,
                                 float alpha, const float *A, int lda, long long strideA,
                                 const float *B, int ldb, long long strideB, float beta, float *C,
@@ -76,8 +77,8 @@ typedef struct KernelOps {
     /* Convolution as im2col + GEMM, NCHW, a square k x k kernel, stride, zero padding:
      * OH = (H + 2 pad - k) / stride + 1, OW likewise (kernels_conv_out; when either is 0,
      * im2col does nothing and col2im zeroes dx).
-     * im2col: col[b][(c*k + i)*k + j][oh*OW + ow] = x[b][c][oh*stride - pad + i][ow*stride - pad + j]
-     * (0 outside the image); x is [B,C,H,W], col is [B, C*k*k, OH*OW]. A convolution with
+     * im2col: col[b][(c*k + i)*k + j][oh*OW + ow] = x[b][c][oh*s - pad + i][ow*s - pad + j]
+     * (s the stride; 0 outside the image); x is [B,C,H,W], col is [B, C*k*k, OH*OW]. A convolution with
      * weights W[OC, C*k*k] is then y_b[OC, OH*OW] = W col_b (gemm_strided_batched, strideA 0),
      * and its backward dcol_b = W^T dy_b (the same, trans_a), dx = col2im(dcol), and
      * dW = sum over b of dy_b col_b^T (gemm per image, beta 1 after the first). */
@@ -199,6 +200,12 @@ void kernels_cpu_set_threads(int n);
 /* Checks a row-major GEMM's shapes and strides (op(A) M x K with row stride lda, and so on)
  * for both tables. Returns 0 when valid, else RS_ERR_RUNTIME with rs_errmsg() saying which. */
 int kernels_gemm_check(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc);
+
+/* The same for gemm_strided_batched: also no negative batch or stride, and the C_b apart
+ * (strideC >= (M - 1) ldc + N when batch > 1). 0, else RS_ERR_RUNTIME. */
+int kernels_gemm_batched_check(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb,
+                               int ldc, long long strideA, long long strideB, long long strideC,
+                               int batch);
 
 /* Seconds the calling thread has spent inside the CPU table's GEMM (cblas_sgemm) so far. */
 double kernels_cpu_gemm_seconds(void);

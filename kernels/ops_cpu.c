@@ -45,6 +45,21 @@ int kernels_gemm_check(int ta, int tb, int M, int N, int K, int lda, int ldb, in
     return 0;
 }
 
+/* The same for gemm_strided_batched, with its batch and strides: none negative, and the C_b
+ * apart. 0 when valid, else RS_ERR_RUNTIME. */
+int kernels_gemm_batched_check(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+                               long long strideA, long long strideB, long long strideC,
+                               int batch) {
+    RS_TRY(kernels_gemm_check(ta, tb, M, N, K, lda, ldb, ldc));
+    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 ||
+        (batch > 1 && M > 0 && N > 0 && strideC < (long long)(M - 1) * ldc + N))
+        return rs_error(RS_ERR_RUNTIME,
+                        "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld "
+                        "(M=%d N=%d ldc=%d)",
+                        batch, strideA, strideB, strideC, M, N, ldc);
+    return 0;
+}
+
 static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
@@ -235,11 +250,8 @@ static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, in
                                     float alpha, const float *A, int lda, long long strideA,
                                     const float *B, int ldb, long long strideB, float beta,
                                     float *C, int ldc, long long strideC, int batch) {
-    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
-    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
-        return rs_error(RS_ERR_RUNTIME,
-                        "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld", batch,
-                        strideA, strideB, strideC);
+    RS_TRY(kernels_gemm_batched_check(trans_a, trans_b, M, N, K, lda, ldb, ldc, strideA, strideB,
+                                      strideC, batch));
     if (M == 0 || N == 0 || batch == 0) return 0;
     double t0 = clock_now();
     for (int b = 0; b < batch; b++)

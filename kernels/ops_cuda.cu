@@ -379,7 +379,8 @@ __global__ void gelu_forward_kernel(float *y, const float *x, size_t n) {
 __global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n) {
     OPS_FOR(i, n) {
         float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-        float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        float d = 0.5f * (1.0f + t) +
+                  0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
         dx[i] = dy[i] * d;
     }
 }
@@ -566,11 +567,8 @@ static int cuda_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, i
                                      long long strideA, const float *B, int ldb,
                                      long long strideB, float beta, float *C, int ldc,
                                      long long strideC, int batch) {
-    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
-    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
-        return rs_error(RS_ERR_RUNTIME,
-                        "gemm_strided_batched: bad batch %d or strides %lld, %lld, %lld", batch,
-                        strideA, strideB, strideC);
+    RS_TRY(kernels_gemm_batched_check(trans_a, trans_b, M, N, K, lda, ldb, ldc, strideA, strideB,
+                                      strideC, batch));
     if (M == 0 || N == 0 || batch == 0) return 0;
     return cublasCheck(cublasSgemmStridedBatched(
         ctx->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M,
@@ -740,7 +738,8 @@ static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, flo
                             size_t n, float lr, float beta1, float beta2, float eps,
                             float weight_decay, float grad_scale, int t) {
     if (n == 0) return;
-    float step_size = (float)(lr / (1.0 - pow(beta1, t))), bc2_sqrt = (float)sqrt(1.0 - pow(beta2, t));
+    float step_size = (float)(lr / (1.0 - pow(beta1, t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, t));
     adamw_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(
         param, grad, m, v, n, beta1, beta2, eps, 1.0f - lr * weight_decay, grad_scale, step_size,
         bc2_sqrt);

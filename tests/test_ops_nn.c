@@ -1,4 +1,4 @@
-/* test_ops_nn.c - the neural-network ops (conv, pool, embedding, LayerNorm, GELU, attention, AdamW): C against double-precision references and finite differences, CUDA against C */
+/* test_ops_nn.c - the nn ops: C against double-precision references and finite differences, CUDA against C */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -218,7 +218,8 @@ static void ref_attention(const double *qkv, double *y, int B, int T, int H, int
 
 static void test_cpu_gemm_strided_batched(void) {
     /* M, N, K, batch, whether A is shared by every batch entry (stride 0) */
-    static const int shapes[][5] = {{1, 1, 1, 1, 0}, {5, 7, 3, 4, 0}, {9, 4, 6, 3, 1}, {16, 16, 8, 6, 0}};
+    static const int shapes[][5] = {
+        {1, 1, 1, 1, 0}, {5, 7, 3, 4, 0}, {9, 4, 6, 3, 1}, {16, 16, 8, 6, 0}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], nb = shapes[s][3];
@@ -247,6 +248,9 @@ static void test_cpu_gemm_strided_batched(void) {
     CHECK(CPU->gemm_strided_batched(cpu_ctx, 0, 0, 2, 2, 2, 1, X, 1, 4, X, 2, 4, 0, X, 2, 4, 1) ==
           RS_ERR_RUNTIME);
     CHECK(strstr(rs_errmsg(), "gemm") != NULL);
+    /* the C_b overlapping */
+    CHECK(CPU->gemm_strided_batched(cpu_ctx, 0, 0, 2, 2, 2, 1, X, 2, 4, X, 2, 4, 0, X, 2, 3, 2) ==
+          RS_ERR_RUNTIME);
     CHECK(CPU->gemm_strided_batched(cpu_ctx, 0, 0, 2, 2, 2, 1, NULL, 2, 4, NULL, 2, 4, 0, NULL, 2,
                                     4, 0) == 0);
 }
@@ -305,7 +309,8 @@ static void test_cpu_conv(void) {
         double l = 0, r = 0;
         for (size_t i = 0; i < nx; i++) l += (double)dx[i] * x[i];
         for (size_t i = 0; i < ncol; i++) r += (double)D[i] * col[i];
-        CHECK_MSG(fabs(l - r) <= 1e-5 * (fabs(r) > 1 ? fabs(r) : 1), "col2im adjoint: %.9g vs %.9g", l, r);
+        CHECK_MSG(fabs(l - r) <= 1e-5 * (fabs(r) > 1 ? fabs(r) : 1),
+                  "col2im adjoint: %.9g vs %.9g", l, r);
 
         /* forward */
         CHECK(CPU->gemm_strided_batched(cpu_ctx, 0, 0, s.OC, ohw, kk, 1.0f, w, kk, 0, col, ohw,
@@ -772,8 +777,10 @@ static void test_cpu_threads(void) {
 
 /* Empty shapes touch nothing; NULL pointers welcome. */
 static void empty_ops(const KernelOps *k, KernelCtx *c) {
-    CHECK(k->gemm_strided_batched(c, 0, 0, 4, 4, 4, 1, NULL, 4, 16, NULL, 4, 16, 0, NULL, 4, 16, 0) == 0);
-    CHECK(k->gemm_strided_batched(c, 0, 0, 0, 4, 4, 1, NULL, 4, 16, NULL, 4, 16, 0, NULL, 4, 16, 3) == 0);
+    CHECK(k->gemm_strided_batched(c, 0, 0, 4, 4, 4, 1, NULL, 4, 16, NULL, 4, 16, 0, NULL, 4, 16,
+                                  0) == 0);
+    CHECK(k->gemm_strided_batched(c, 0, 0, 0, 4, 4, 1, NULL, 4, 16, NULL, 4, 16, 0, NULL, 4, 16,
+                                  3) == 0);
     k->im2col(c, NULL, NULL, 0, 1, 28, 28, 5, 1, 2);
     k->col2im(c, NULL, NULL, 0, 1, 28, 28, 5, 1, 2);
     k->channel_bias_forward(c, NULL, NULL, 0, 6, 784);
@@ -842,14 +849,16 @@ static int gpu_get(void) {
     if (gpu_state == 0) {
         const DeviceOps *cu = device_cuda_ops();
         gpu_state = -1;
-        if (!kernels_cuda() || !cu)
+        if (!kernels_cuda() || !cu) {
             snprintf(gpu_why, sizeof gpu_why, "CPU-only build: kernels_cuda() is NULL");
-        else if (cu->count() == 0)
+        } else if (cu->count() == 0) {
             snprintf(gpu_why, sizeof gpu_why, "no CUDA device: %s", rs_errmsg());
-        else if (device_open(&gpu, "cuda", 0, NULL) != 0)
-            snprintf(gpu_why, sizeof gpu_why, "device_open(\"cuda\") failed: %s", rs_errmsg()), gpu_state = -2;
-        else
+        } else if (device_open(&gpu, "cuda", 0, NULL) != 0) {
+            snprintf(gpu_why, sizeof gpu_why, "device_open(\"cuda\") failed: %s", rs_errmsg());
+            gpu_state = -2;
+        } else {
             gpu_state = 1;
+        }
     }
     if (gpu_state == -1) SKIP("%s", gpu_why);
     if (gpu_state == -2) CHECK_MSG(0, "%s", gpu_why);
@@ -947,9 +956,11 @@ static void test_cuda_conv(void) {
         size_t nx = (size_t)s.B * s.C * s.H * s.W, ncol = (size_t)s.B * s.C * s.k * s.k * s.OH * s.OW;
         size_t ny = (size_t)s.B * s.C * s.OH * s.OW; /* channel bias over the col's channels */
         float *x = rnd_vec(nx, -1, 1), *dcol = rnd_vec(ncol, -1, 1), *bias = rnd_vec(s.C, -1, 1);
-        float *col = malloc(ncol * 4), *dx = malloc(nx * 4), *db = malloc(s.C * 4), *y = dup_vec(dcol, ny);
+        float *col = malloc(ncol * 4), *dx = malloc(nx * 4), *db = malloc(s.C * 4);
+        float *y = dup_vec(dcol, ny);
         float *gx = gpu_put(x, nx * 4), *gdcol = gpu_put(dcol, ncol * 4), *gb = gpu_put(bias, s.C * 4);
-        float *gcol = gpu_put(NULL, ncol * 4), *gdx = gpu_put(NULL, nx * 4), *gdb = gpu_put(NULL, s.C * 4);
+        float *gcol = gpu_put(NULL, ncol * 4), *gdx = gpu_put(NULL, nx * 4);
+        float *gdb = gpu_put(NULL, s.C * 4);
         float *gdx2 = gpu_put(NULL, nx * 4), *gy = gpu_put(y, ny * 4);
         CPU->im2col(cpu_ctx, col, x, s.B, s.C, s.H, s.W, s.k, s.stride, s.pad);
         CPU->col2im(cpu_ctx, dx, dcol, s.B, s.C, s.H, s.W, s.k, s.stride, s.pad);
@@ -1004,15 +1015,17 @@ static void test_cuda_embedding(void) {
         size_t nte = (size_t)V * C, npe = (size_t)T * C, no = (size_t)n * C;
         float *wte = rnd_vec(nte, -1, 1), *wpe = rnd_vec(npe, -1, 1), *dout = rnd_vec(no, -1, 1);
         float *out = malloc(no * 4), *dwte = rnd_vec(nte, -1, 1), *dwpe = malloc(npe * 4);
-        float *gwte = gpu_put(wte, nte * 4), *gwpe = gpu_put(wpe, npe * 4), *gdout = gpu_put(dout, no * 4);
-        float *gout = gpu_put(NULL, no * 4), *gdwte = gpu_put(dwte, nte * 4), *gdwpe = gpu_put(NULL, npe * 4);
+        float *gwte = gpu_put(wte, nte * 4), *gwpe = gpu_put(wpe, npe * 4);
+        float *gdout = gpu_put(dout, no * 4), *gout = gpu_put(NULL, no * 4);
+        float *gdwte = gpu_put(dwte, nte * 4), *gdwpe = gpu_put(NULL, npe * 4);
         int *gtok = gpu_put(tok, (size_t)n * sizeof *tok);
         CPU->embedding_forward(cpu_ctx, out, tok, wte, wpe, B, T, C, V);
         CPU->embedding_backward(cpu_ctx, dwte, dwpe, dout, tok, B, T, C, V);
         gpu.k->embedding_forward(gpu.kctx, gout, gtok, gwte, gwpe, B, T, C, V);
         gpu.k->embedding_backward(gpu.kctx, gdwte, gdwpe, gdout, gtok, B, T, C, V);
         check_same("embedding_forward", gpu_get_back(gout, no * 4), out, no * 4);
-        check_same("embedding_backward dwte (position order)", gpu_get_back(gdwte, nte * 4), dwte, nte * 4);
+        check_same("embedding_backward dwte (position order)", gpu_get_back(gdwte, nte * 4), dwte,
+                   nte * 4);
         check_same("embedding_backward dwpe", gpu_get_back(gdwpe, npe * 4), dwpe, npe * 4);
         gpu_release();
         free(tok), free(wte), free(wpe), free(dout), free(out), free(dwte), free(dwpe);
