@@ -39,7 +39,7 @@ OPT       ?= -O2 -g
 CFLAGS    += $(OPT) -std=gnu11 $(WARN) -pthread -MMD -MP $(PKG_CFLAGS) $(SAN) -I. \
              -DRS_GIT='"$(shell git describe --always --dirty 2>/dev/null || echo unknown)"'
 LDFLAGS   += -pthread $(SAN)
-LDLIBS    := $(PKG_LIBS) -lm
+LDLIBS    := $(PKG_LIBS) -lm -ldl
 
 # ---- sources ------------------------------------------------------------------------------
 LIB_C     := $(wildcard common/*.c kernels/*.c allreduce/*.c ps/*.c) \

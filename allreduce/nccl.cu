@@ -57,9 +57,10 @@ typedef struct {
     void *comm_stream;           /* cudaStream_t from dev->ops->stream_create */
     cudaEvent_t *ev_b;           /* 2 per bucket: before and after its all-reduce (timing) */
     char *issued;                /* per bucket: handed to NCCL this step */
-    cudaEvent_t ev_opt[2];       /* around the optimizer on the compute stream (timing) */
+    double *t_issue;             /* per bucket: host time it was issued (its wait's clock) */
     cudaEvent_t ev_done;         /* what a wait loop polls (no timing) */
     double timeout;
+    char algo[64];               /* "Ring/auto": NCCL_ALGO / NCCL_PROTO in force */
     /* algorithmic traffic (see nccl_count_allreduce) */
     double bytes_sent, bytes_received;
     unsigned long long messages_sent, messages_received;
@@ -264,15 +265,15 @@ static int nccl_id_decode(const char *text, ncclUniqueId *id) {
     return RS_OK;
 }
 
-/* Enqueues the all-reduce of bucket b on the comm stream, ordered after the compute stream. */
-static int nccl_issue_bucket(NcclState *s, int b) {
-    Model *m = s->job.model;
+/* Enqueues the all-reduce of bucket b (count floats at p, device memory) on the comm stream,
+ * ordered after the compute stream. */
+static int nccl_issue_bucket(NcclState *s, int b, float *p) {
     const Bucket *bk = &s->job.buckets[b];
     RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
     cudaStream_t cs = (cudaStream_t)s->comm_stream;
     RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b], cs)));
-    float *p = m->grads + bk->lo;
     size_t count = bk->hi - bk->lo;
+    s->t_issue[b] = clock_now();
     RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
     RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b + 1], cs)));
     s->issued[b] = 1;
@@ -296,7 +297,7 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
     if (job->rank == 0 && (!endpoint || len < 2 * NCCL_UNIQUE_ID_BYTES + 1))
         return rs_error(RS_ERR_RUNTIME, "nccl: endpoint buffer of %zu bytes cannot hold the unique id (%d)",
                         len, 2 * NCCL_UNIQUE_ID_BYTES + 1);
-    if (job->model && job->nbuckets > 0 && !job->buckets)
+    if (job->nbuckets > 0 && !job->buckets)
         return rs_error(RS_ERR_RUNTIME, "nccl: %d buckets but no bucket table", job->nbuckets);
 
     NcclState *s = (NcclState *)calloc(1, sizeof *s);
@@ -321,14 +322,22 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
                      job->local_world, s->dev->ops->count(), ver, missing);
     }
 
+    { /* ring all-reduce as DDP's, unless the user chose: NCCL reads NCCL_ALGO at init */
+        const char *algo = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
+        int ours = !algo || !*algo;
+        if (ours) setenv("NCCL_ALGO", "Ring", 1);
+        snprintf(s->algo, sizeof s->algo, "%s/%s", getenv("NCCL_ALGO"), proto && *proto ? proto : "auto");
+        log_info("# nccl: NCCL_ALGO=%s%s, NCCL_PROTO=%s", getenv("NCCL_ALGO"),
+                 ours ? " (set by ringside: the ring all-reduce DDP runs)" : " (from the environment)",
+                 proto && *proto ? proto : "auto");
+    }
     if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
     if ((rc = cudaCheck(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)))) goto err;
-    for (int i = 0; i < 2; i++)
-        if ((rc = cudaCheck(cudaEventCreate(&s->ev_opt[i])))) goto err;
-    if (job->model && job->nbuckets > 0) {
+    if (job->nbuckets > 0) {
         s->ev_b = (cudaEvent_t *)calloc(2 * (size_t)job->nbuckets, sizeof *s->ev_b);
         s->issued = (char *)calloc((size_t)job->nbuckets, 1);
-        if (!s->ev_b || !s->issued) {
+        s->t_issue = (double *)calloc((size_t)job->nbuckets, sizeof *s->t_issue);
+        if (!s->ev_b || !s->issued || !s->t_issue) {
             rc = rs_error(RS_ERR_RUNTIME, "out of host memory for %d buckets", job->nbuckets);
             goto err;
         }
@@ -361,65 +370,68 @@ static int nccl_connect(void *state, char *const *endpoints, int nmembers) {
     return nccl_comm_open(s, &s->id);
 }
 
-/* ncclBroadcast of the parameters from rank 0 on the comm stream, after the compute stream's
- * initialisation; then momentum zeroed on the compute stream; returns when both are done. */
-static int nccl_broadcast_params(void *state) {
+/* ncclBroadcast of count floats at buf (device memory) from rank 0 on the comm stream, after
+ * the compute stream's work; returns when it is done. */
+static int nccl_broadcast(void *state, float *buf, size_t count) {
     NcclState *s = (NcclState *)state;
-    Model *m = s->job.model;
-    if (!m) return RS_OK;
     if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: broadcast before connect");
     RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
-    RS_TRY(ncclCheck(s, ncclBroadcast(m->params, m->params, m->nparams, ncclFloat, 0, s->comm,
-                                      (cudaStream_t)s->comm_stream)));
-    nccl_count_broadcast(s, m->nparams * sizeof(float));
-    RS_TRY(s->dev->ops->stream_wait(s->dev, NULL, s->comm_stream));
-    m->dev->k->fill(m->dev->kctx, m->mom, 0.0f, m->nparams);
-    RS_TRY(nccl_wait(s, NULL, "the broadcast of rank 0's parameters"));
-    return m->dev->k->sync(m->dev->kctx);
+    RS_TRY(ncclCheck(s, ncclBroadcast(buf, buf, count, ncclFloat, 0, s->comm, (cudaStream_t)s->comm_stream)));
+    nccl_count_broadcast(s, count * sizeof(float));
+    return nccl_wait(s, s->comm_stream, "the broadcast of rank 0's parameters");
 }
 
-/* Starts bucket b's all-reduce. With a non-blocking communicator, ncclAllReduce may answer
- * ncclInProgress and finish enqueuing on an NCCL thread; nccl_issue_bucket then polls until the
- * launch is enqueued, so the host may wait here for each launch (not for the reduction itself).
- * How long is to be measured on a GPU (tests/gpu/README.md). */
-static int nccl_bucket_ready(void *state, int b) {
+/* Starts bucket b's all-reduce (in place: out == grad). With a non-blocking communicator,
+ * ncclAllReduce may answer ncclInProgress and finish enqueuing on an NCCL thread;
+ * nccl_issue_bucket then polls until the launch is enqueued, so the host may wait here for
+ * each launch (not for the reduction itself). How long is to be measured on a GPU
+ * (tests/gpu/README.md). */
+static int nccl_start(void *state, int step, int b, float *grad, float *out) {
     NcclState *s = (NcclState *)state;
-    if (!s->job.model || b < 0 || b >= s->job.nbuckets)
-        return rs_error(RS_ERR_RUNTIME, "nccl: bucket %d of %d (no model?)", b, s->job.nbuckets);
-    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: bucket_ready before connect (or after an abort)");
+    if (b < 0 || b >= s->job.nbuckets) return rs_error(RS_ERR_RUNTIME, "nccl: bucket %d of %d", b, s->job.nbuckets);
+    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: bucket before connect (or after an abort)");
     if (s->issued[b]) return rs_error(RS_ERR_RUNTIME, "nccl: bucket %d handed over twice in a step", b);
-    return nccl_issue_bucket(s, b);
+    return nccl_issue_bucket(s, b, grad);
 }
 
-/* Issues any bucket not yet handed over, makes the compute stream wait for the comm stream,
- * runs the optimizer there and polls until it is done. comm_s: the summed device time of the
- * step's all-reduces (CUDA events around each); idle_s: 0 (NCCL does not tell waiting for a
- * late peer apart from moving data); optimizer_s: device time of the optimizer. */
-static int nccl_finish(void *state, int step, int global_samples, SyncStep *out) {
+/* Waits up to wait_ms for bucket b's all-reduce: 1 done, 0 not yet, -RS_ERR_* on an NCCL or
+ * CUDA error or after the timeout counted from its launch (the communicator is then aborted). */
+static int nccl_poll(void *state, int b, int wait_ms) {
     NcclState *s = (NcclState *)state;
-    Model *m = s->job.model;
-    memset(out, 0, sizeof *out);
-    if (!m) return rs_error(RS_ERR_RUNTIME, "nccl: finish without a model");
-    if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: finish before connect (or after an abort)");
-    for (int b = 0; b < s->job.nbuckets; b++)
-        if (!s->issued[b]) RS_TRY(nccl_issue_bucket(s, b));
-    RS_TRY(s->dev->ops->stream_wait(s->dev, NULL, s->comm_stream));
-    RS_TRY(cudaCheck(cudaEventRecord(s->ev_opt[0], (cudaStream_t)s->dev->stream)));
-    float scale = global_samples > 0 ? 1.0f / (float)global_samples : 0.0f;
-    model_sgd(m, 0, m->nparams, s->job.cfg, scale);
-    RS_TRY(cudaCheck(cudaEventRecord(s->ev_opt[1], (cudaStream_t)s->dev->stream)));
-    char what[64];
-    snprintf(what, sizeof what, "the all-reduce of step %d", step);
-    RS_TRY(nccl_wait(s, NULL, what));
-    RS_TRY(m->dev->k->sync(m->dev->kctx)); /* idle by now: reports a failed kernel launch */
-    float ms;
-    for (int b = 0; b < s->job.nbuckets; b++) {
-        RS_TRY(cudaCheck(cudaEventElapsedTime(&ms, s->ev_b[2 * b], s->ev_b[2 * b + 1])));
-        out->comm_s += ms * 1e-3;
-        s->issued[b] = 0;
+    if (!s->comm) return -rs_error(RS_ERR_PEER, "nccl: the communicator was aborted");
+    double until = clock_now() + wait_ms * 1e-3;
+    for (;;) {
+        int done = cudaEventPoll(s->ev_b[2 * b + 1]); /* clears the NotReady a poll leaves behind */
+        if (done > 0) return 1;
+        if (done < 0) return -RS_ERR_RUNTIME;
+        ncclResult_t st;
+        int rc = nccl_async_state(s, "an all-reduce", &st);
+        if (rc) return -rc;
+        double now = clock_now();
+        if (now - s->t_issue[b] > s->timeout) {
+            char what[96];
+            snprintf(what, sizeof what, "the all-reduce of bucket %d", b);
+            return -nccl_timed_out(s, what);
+        }
+        if (now >= until) return 0;
+        nccl_nap(now - s->t_issue[b]);
     }
-    RS_TRY(cudaCheck(cudaEventElapsedTime(&ms, s->ev_opt[0], s->ev_opt[1])));
-    out->optimizer_s = ms * 1e-3;
+}
+
+/* Bucket b's device interval, seconds from bucket 0's start. */
+static int nccl_bucket_time(void *state, int b, double *t0, double *t1) {
+    NcclState *s = (NcclState *)state;
+    float a = 0, z = 0;
+    if (b > 0) RS_TRY(cudaCheck(cudaEventElapsedTime(&a, s->ev_b[0], s->ev_b[2 * b])));
+    RS_TRY(cudaCheck(cudaEventElapsedTime(&z, s->ev_b[0], s->ev_b[2 * b + 1])));
+    *t0 = a * 1e-3;
+    *t1 = z * 1e-3;
+    return RS_OK;
+}
+
+static int nccl_end_step(void *state, int step) {
+    NcclState *s = (NcclState *)state;
+    memset(s->issued, 0, (size_t)s->job.nbuckets);
     return RS_OK;
 }
 
@@ -444,6 +456,8 @@ static void nccl_traffic(void *state, SyncTraffic *out) {
     out->transport = "";
     if (!s) return;
     out->transport = "nccl";
+    out->derived = 1;
+    snprintf(out->algorithm, sizeof out->algorithm, "%s", s->algo);
     out->bytes_sent = (unsigned long long)(s->bytes_sent + 0.5);
     out->bytes_received = (unsigned long long)(s->bytes_received + 0.5);
     out->messages_sent = s->messages_sent;
@@ -468,28 +482,30 @@ static void nccl_destroy(void *state) {
         free(s->ev_b);
     }
     free(s->issued);
-    for (int i = 0; i < 2; i++)
-        if (s->ev_opt[i]) cudaEventDestroy(s->ev_opt[i]);
+    free(s->t_issue);
     if (s->ev_done) cudaEventDestroy(s->ev_done);
     if (s->comm_stream) s->dev->ops->stream_destroy(s->dev, s->comm_stream);
     free(s);
 }
 
-/* In the order of SyncOps' fields. */
 static const SyncOps nccl_ops = {
-    "nccl",
-    nccl_init,
-    nccl_connect,
-    nccl_broadcast_params,
-    nccl_bucket_ready,
-    nccl_finish,
-    nccl_allreduce,
-    nccl_traffic,
-    nccl_destroy,
-    NULL, /* close: nothing to say goodbye to */
-    NULL, /* begin_step */
-    NULL, /* scatter_batch */
-    NULL, /* loss */
+    /* .name */ "nccl",
+    /* .place */ SYNC_ON_DEVICE,
+    /* .result */ SYNC_SUMS,
+    /* .init */ nccl_init,
+    /* .connect */ nccl_connect,
+    /* .broadcast */ nccl_broadcast,
+    /* .start */ nccl_start,
+    /* .poll */ nccl_poll,
+    /* .begin_step */ NULL,
+    /* .end_step */ nccl_end_step,
+    /* .bucket_time */ nccl_bucket_time,
+    /* .server_busy */ NULL,
+    /* .health */ NULL,
+    /* .close */ NULL, /* nothing to say goodbye to */
+    /* .allreduce */ nccl_allreduce,
+    /* .traffic */ nccl_traffic,
+    /* .destroy */ nccl_destroy,
 };
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */

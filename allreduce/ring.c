@@ -648,9 +648,10 @@ static int ring_edge_shm(const RingEp *a, const RingEp *b) {
     return a->has_shm && b->has_shm && a->host[0] && !strcmp(a->host, b->host);
 }
 
-/* Maps rank `who`'s lane described by ep into *out. 0, or RS_ERR_PEER (that process no longer
- * exists) or RS_ERR_RUNTIME with rs_errmsg() set. */
-static int ring_map_lane(int who, const RingEp *ep, RingLane **out) {
+/* Maps rank `who`'s lane described by ep into *out: the whole lane (whole != 0: this rank
+ * writes into it), or only its head page with the doorbell; counted under MEM_COMM. 0, or
+ * RS_ERR_PEER (that process no longer exists) or RS_ERR_RUNTIME with rs_errmsg() set. */
+static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
     *out = NULL;
     char path[64];
     snprintf(path, sizeof path, "/proc/%ld/fd/%d", ep->pid, ep->fd);
@@ -666,16 +667,18 @@ static int ring_map_lane(int who, const RingEp *ep, RingLane **out) {
     }
     struct stat st;
     void *p = MAP_FAILED;
+    size_t size = whole ? RING_LANE_HEAD + RING_LANE_BYTES : RING_LANE_HEAD;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size == RING_LANE_HEAD + RING_LANE_BYTES)
-        p = mmap(NULL, RING_LANE_HEAD + RING_LANE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     RingLane *l = p == MAP_FAILED ? NULL : p;
     if (!l || __atomic_load_n(&l->magic, __ATOMIC_ACQUIRE) != RING_LANE_MAGIC || l->nonce != ep->nonce ||
         l->owner != (uint32_t)who || l->bytes != RING_LANE_BYTES) {
-        if (l) munmap(l, RING_LANE_HEAD + RING_LANE_BYTES);
+        if (l) munmap(l, size);
         return rs_error(RS_ERR_RUNTIME, "ring: %s is not rank %d's shared-memory lane (RINGSIDE_RING_TRANSPORT=ipc avoids it)",
                         path, who);
     }
+    mem_account(MEM_COMM, (long long)size);
     *out = l;
     return RS_OK;
 }
@@ -694,6 +697,7 @@ static int ring_make_lane(Ring *r) {
     FILE *f = fopen("/dev/urandom", "rb");
     if (!f || fread(&nonce, sizeof nonce, 1, f) != 1) nonce = (uint64_t)clock_wall() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     if (f) fclose(f);
+    mem_account(MEM_COMM, (long long)size);
     RingLane *l = p;
     l->owner = (uint32_t)r->rank;
     l->nonce = nonce;
@@ -825,12 +829,12 @@ int ring_connect(Ring *r, char *const *endpoints) {
     }
     int shm_in = ring_edge_shm(&e[0], &e[1]), shm_out = ring_edge_shm(&e[1], &e[2]);
     if (shm_out) { /* write into the right neighbour's lane, ring its bell */
-        rc = ring_map_lane(r->right, &e[2], &r->map_right);
+        rc = ring_map_lane(r->right, &e[2], 1, &r->map_right);
         r->to = r->map_right;
     }
     if (rc == RS_OK && shm_in) { /* the left neighbour writes into ours: ring its bell when we make room */
         if (r->left == r->right && r->map_right) r->map_left = r->map_right;
-        else rc = ring_map_lane(r->left, &e[0], &r->map_left);
+        else rc = ring_map_lane(r->left, &e[0], 0, &r->map_left); /* its doorbell only */
         r->from_bell = r->map_left;
     }
     if (rc == RS_OK) {
@@ -935,9 +939,9 @@ void ring_destroy(Ring *r) {
     if (r->push) zmq_close(r->push);
     r->pull = r->push = NULL;
     size_t lane = RING_LANE_HEAD + RING_LANE_BYTES;
-    if (r->map_right) munmap(r->map_right, lane);
-    if (r->map_left && r->map_left != r->map_right) munmap(r->map_left, lane);
-    if (r->own) munmap(r->own, lane);
+    if (r->map_right) munmap(r->map_right, lane), mem_account(MEM_COMM, -(long long)lane);
+    if (r->map_left && r->map_left != r->map_right) munmap(r->map_left, RING_LANE_HEAD), mem_account(MEM_COMM, -(long long)RING_LANE_HEAD);
+    if (r->own) munmap(r->own, lane), mem_account(MEM_COMM, -(long long)lane);
     if (r->lane_fd >= 0) close(r->lane_fd);
     free(r->q);
     if (r->own_ctx && r->zctx) zmq_ctx_term(r->zctx); /* delivers what is queued (linger: the timeout) */
@@ -954,64 +958,17 @@ void ring_destroy(Ring *r) {
 
 /* ==== The "ring" back end ====================================================================
  *
- * Threads: the caller's (compute) thread owns every device call; the communication thread
- * only runs the ring on host memory, so it never touches CUDA (no context of its own, no
- * device binding to get wrong). On the CPU the gradient buffer is host memory and the ring
- * reduces it in place. On a GPU, bucket_ready copies the bucket device -> pinned staging
- * (a synchronous copy on the compute stream: it waits for backward up to this bucket), the
- * thread reduces the staging copy, and finish copies the whole buffer back before the
- * optimizer step. */
+ * A host back end (common/sync.h): the engine stages device buffers through pinned host memory
+ * and calls start on its communication thread, which runs the ring on host memory only (so it
+ * never touches CUDA). start all-reduces one bucket in place and returns when it is done. */
 
 typedef struct {
     SyncJob job;
     Ring *ring;
-    int on_host;             /* device memory is host memory: the ring works in place */
-    float *stage;            /* pinned host mirror of the gradients (GPU runs), nparams floats */
-    size_t stage_bytes;
+    int on_host;             /* device memory is host memory: allreduce() works in place */
     float *coll;             /* pinned staging for allreduce() on a GPU, grown on demand */
     size_t coll_bytes;
-    /* the communication thread and its queue, guarded by mu */
-    pthread_t thread;
-    int started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;       /* signalled on new work, on a finished bucket and on stop */
-    int *queue;              /* bucket ids handed over this step, in order (nbuckets) */
-    int handed, taken, done, stop;
-    int err;                 /* first error of the step; later buckets are skipped */
-    char errmsg[1024];
-    double comm_s, idle_s;   /* this step's sums */
 } RingState;
-
-static void *ring_thread_main(void *arg) {
-    RingState *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->stop && s->taken == s->handed) pthread_cond_wait(&s->cv, &s->mu); /* idle: no peer involved */
-        if (s->stop) break;
-        int b = s->queue[s->taken++], skip = s->err != 0;
-        pthread_mutex_unlock(&s->mu);
-        const Bucket *bk = &s->job.buckets[b];
-        float *base = s->on_host ? s->job.model->grads : s->stage;
-        int rc = RS_OK;
-        double t0 = clock_now(), w0 = clock_wall();
-        if (!skip) rc = ring_allreduce(s->ring, base + bk->lo, bk->hi - bk->lo);
-        double t1 = clock_now();
-        if (!skip) trace_span(s->job.trace, "comm", 1, w0, w0 + (t1 - t0));
-        pthread_mutex_lock(&s->mu);
-        if (!skip) {
-            s->comm_s += t1 - t0;
-            if (s->taken == 1) s->idle_s = ring_last_wait(s->ring);
-        }
-        if (rc && !s->err) {
-            s->err = rc;
-            snprintf(s->errmsg, sizeof s->errmsg, "bucket %d: %s", b, rs_errmsg());
-        }
-        s->done++;
-        pthread_cond_broadcast(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
 
 /* Pinned host memory counted under MEM_COMM; NULL with rs_errmsg() set. */
 static float *ring_host_alloc(Device *dev, size_t bytes) {
@@ -1029,25 +986,12 @@ static void ring_host_free(Device *dev, float *p, size_t bytes) {
 static void ring_sync_destroy(void *state) {
     RingState *s = state;
     if (!s) return;
-    if (s->started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->thread, NULL); /* at most one ring wait (the timeout) when a peer died */
-    }
     ring_destroy(s->ring); /* before the buffers: it waits for ZeroMQ to let go of them */
-    if (s->job.dev) {
-        ring_host_free(s->job.dev, s->stage, s->stage_bytes);
-        ring_host_free(s->job.dev, s->coll, s->coll_bytes);
-    }
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s->queue);
+    if (s->job.dev) ring_host_free(s->job.dev, s->coll, s->coll_bytes);
     free(s);
 }
 
-/* Binds the data plane (world > 1) and allocates the staging mirror on a GPU. */
+/* Binds the data plane (world > 1). */
 static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
     *state = NULL;
     if (len) endpoint[0] = 0;
@@ -1056,167 +1000,47 @@ static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size
     if (!s) return rs_error(RS_ERR_RUNTIME, "ring: out of memory");
     s->job = *job;
     s->on_host = job->dev->host_visible;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
     int rc = RS_OK;
     if (job->world > 1) {
         char canon[8192];
         config_canonical(job->cfg, canon, sizeof canon);
         uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
-        if ((rc = ring_create(&s->ring, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len)))
-            goto err;
-        if (job->model && job->nbuckets > 0) {
-            s->queue = calloc((size_t)job->nbuckets, sizeof *s->queue);
-            if (!s->queue) {
-                rc = rs_error(RS_ERR_RUNTIME, "ring: out of memory");
-                goto err;
-            }
-            if (!s->on_host) {
-                s->stage_bytes = job->model->nparams * sizeof(float);
-                if (!(s->stage = ring_host_alloc(job->dev, s->stage_bytes))) {
-                    rc = rs_error(RS_ERR_RUNTIME, "ring: no pinned host memory for %zu bytes of gradients: %s",
-                                  s->stage_bytes, rs_errmsg());
-                    goto err;
-                }
-            }
+        if ((rc = ring_create(&s->ring, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len))) {
+            ring_sync_destroy(s);
+            return rc;
         }
     }
     *state = s;
     return RS_OK;
-err:
-    ring_sync_destroy(s);
-    return rc;
 }
 
-/* Connects to the right neighbour and starts the communication thread. */
+/* Connects to the right neighbour. */
 static int ring_sync_connect(void *state, char *const *endpoints, int nmembers) {
     RingState *s = state;
     if (s->job.world == 1) return RS_OK;
     if (nmembers < s->job.world)
         return rs_error(RS_ERR_INPUT, "ring: %d endpoints for %d ranks", nmembers, s->job.world);
-    RS_TRY(ring_connect(s->ring, endpoints));
-    if (s->queue && !s->started) {
-        if (pthread_create(&s->thread, NULL, ring_thread_main, s) != 0)
-            return rs_error(RS_ERR_RUNTIME, "ring: cannot start the communication thread");
-        s->started = 1;
-    }
-    return RS_OK;
+    return ring_connect(s->ring, endpoints);
 }
 
-/* The caller may use the ring itself only while the thread holds no bucket. */
-static int ring_sync_idle(RingState *s, const char *what) {
-    pthread_mutex_lock(&s->mu);
-    int busy = s->handed != 0;
-    pthread_mutex_unlock(&s->mu);
-    if (busy) return rs_error(RS_ERR_RUNTIME, "ring: %s during a step (buckets handed over, finish not called)", what);
-    return RS_OK;
-}
-
-/* Rank 0's parameters to every rank; the others' momentum zeroed. */
-static int ring_sync_broadcast(void *state) {
+/* Rank 0's count floats (host memory) to every rank. */
+static int ring_sync_broadcast(void *state, float *buf, size_t count) {
     RingState *s = state;
-    Model *m = s->job.model;
-    if (s->job.world == 1 || !m) return RS_OK;
-    RS_TRY(ring_sync_idle(s, "broadcast_params"));
-    size_t bytes = m->nparams * sizeof(float);
-    if (s->on_host) {
-        RS_TRY(ring_broadcast(s->ring, m->params, m->nparams));
-    } else {
-        if (s->job.rank == 0) RS_TRY(device_d2h(m->dev, s->stage, m->params, bytes));
-        RS_TRY(ring_broadcast(s->ring, s->stage, m->nparams));
-        if (s->job.rank != 0) RS_TRY(device_h2d(m->dev, m->params, s->stage, bytes));
-    }
-    if (s->job.rank != 0) m->dev->k->fill(m->dev->kctx, m->mom, 0.0f, m->nparams);
-    return m->dev->k->sync(m->dev->kctx);
+    return s->job.world == 1 ? RS_OK : ring_broadcast(s->ring, buf, count);
 }
 
-/* Hands bucket b (in order 0, 1, ...) to the communication thread, staged to host first on a GPU. */
-static int ring_sync_bucket_ready(void *state, int b) {
+/* One bucket, summed in place over the ring. */
+static int ring_sync_start(void *state, int step, int b, float *grad, float *out) {
     RingState *s = state;
     if (s->job.world == 1) return RS_OK;
-    if (!s->queue) return rs_error(RS_ERR_INPUT, "ring: bucket_ready without a model and buckets");
-    if (b != s->handed || b >= s->job.nbuckets)
-        return rs_error(RS_ERR_RUNTIME, "ring: bucket %d handed over out of order (expected %d of %d)", b, s->handed,
-                        s->job.nbuckets);
     const Bucket *bk = &s->job.buckets[b];
-    if (!s->on_host) {
-        Model *m = s->job.model;
-        RS_TRY(device_d2h(m->dev, s->stage + bk->lo, m->grads + bk->lo, (bk->hi - bk->lo) * sizeof(float)));
-    }
-    pthread_mutex_lock(&s->mu);
-    s->queue[s->handed++] = b;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return RS_OK;
-}
-
-/* Waits for every bucket of the step (bounded: the ring's own waits time out first; this
- * guard ends the wait after 2 timeouts without a received message or finished bucket). */
-static int ring_sync_wait_step(RingState *s) {
-    int rc = RS_OK, last_done = -1;
-    unsigned long long last_msgs = 0;
-    double last = clock_now(), limit = 2 * s->job.timeout + 5;
-    pthread_mutex_lock(&s->mu);
-    while (s->done < s->handed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-        unsigned long long msgs = ring_progress(s->ring);
-        if (msgs != last_msgs || s->done != last_done) {
-            last_msgs = msgs;
-            last_done = s->done;
-            last = clock_now();
-        } else if (clock_now() - last > limit) {
-            rc = rs_error(RS_ERR_PEER, "ring: step stalled: no data for %.0f s with %d of %d buckets reduced", limit,
-                          s->done, s->handed);
-            break;
-        }
-    }
-    if (rc == RS_OK && s->err) rc = rs_error(s->err, "%s", s->errmsg);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
-static int ring_sync_finish(void *state, int step, int global_samples, SyncStep *out) {
-    RingState *s = state;
-    Model *m = s->job.model;
-    *out = (SyncStep){0};
-    if (s->job.world > 1) {
-        if (!s->queue) return rs_error(RS_ERR_INPUT, "ring: finish without a model and buckets");
-        if (s->handed != s->job.nbuckets)
-            return rs_error(RS_ERR_RUNTIME, "ring: step %d finished with %d of %d buckets handed over", step, s->handed,
-                            s->job.nbuckets);
-        RS_TRY(ring_sync_wait_step(s));
-        pthread_mutex_lock(&s->mu);
-        out->comm_s = s->comm_s;
-        out->idle_s = s->idle_s;
-        s->handed = s->taken = s->done = 0;
-        s->comm_s = s->idle_s = 0;
-        pthread_mutex_unlock(&s->mu);
-        if (!s->on_host) RS_TRY(device_h2d(m->dev, m->grads, s->stage, s->stage_bytes));
-    }
-    if (!m) return RS_OK;
-    double t0 = clock_now();
-    model_sgd(m, 0, m->nparams, s->job.cfg, global_samples > 0 ? 1.0f / (float)global_samples : 0.0f);
-    int rc = m->dev->k->sync(m->dev->kctx);
-    out->optimizer_s = clock_now() - t0;
-    return rc;
+    return ring_allreduce(s->ring, grad, bk->hi - bk->lo);
 }
 
 /* Synchronous in-place sum of a device buffer, staged through pinned host memory on a GPU. */
 static int ring_sync_allreduce(void *state, float *buf, size_t count) {
     RingState *s = state;
     if (s->job.world == 1) return RS_OK;
-    RS_TRY(ring_sync_idle(s, "allreduce"));
     if (s->on_host) return ring_allreduce(s->ring, buf, count);
     Device *dev = s->job.dev;
     size_t bytes = count * sizeof(float);
@@ -1246,18 +1070,15 @@ static void ring_sync_traffic(void *state, SyncTraffic *out) {
 
 static const SyncOps ring_ops = {
     .name = "ring",
+    .place = SYNC_ON_HOST,
+    .result = SYNC_SUMS,
     .init = ring_sync_init,
     .connect = ring_sync_connect,
-    .broadcast_params = ring_sync_broadcast,
-    .bucket_ready = ring_sync_bucket_ready,
-    .finish = ring_sync_finish,
+    .broadcast = ring_sync_broadcast,
+    .start = ring_sync_start,
     .allreduce = ring_sync_allreduce,
     .traffic = ring_sync_traffic,
     .destroy = ring_sync_destroy,
-    .close = NULL, /* the ring's last all-reduce needs no goodbye; the optional ops are unused */
-    .begin_step = NULL,
-    .scatter_batch = NULL,
-    .loss = NULL,
 };
 
 /* The "ring" back end (never NULL: it needs only ZeroMQ and the host). */

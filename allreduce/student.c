@@ -35,7 +35,6 @@
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/sync.h"
-#include "../common/trace.h"
 #include "../common/zmq_check.h"
 
 #include <errno.h>
@@ -75,8 +74,6 @@ struct Student {
     void **push;           /* [world] one PUSH per other rank (NULL for this rank) */
     struct Pending *kept;  /* messages that came before they were asked for */
     int nkept, capkept;
-    int got_first;         /* this collective received its first message */
-    double t_begin, first_wait;
     float *stage;          /* host copy of device buffers (GPU runs), grown on demand */
     size_t stage_bytes;
     SyncTraffic tr;
@@ -278,10 +275,6 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
             return rs_error(RS_ERR_PEER, "student: rank %d got nothing from rank %d (tag %d) for %.0f s (is it alive? did it send?)",
                             s->rank, peer, tag, s->job.timeout);
         if (rc != RS_OK) return rc;
-        if (!s->got_first) {
-            s->got_first = 1;
-            s->first_wait = clock_now() - s->t_begin;
-        }
         if ((int)h.from == peer && h.tag == tag && h.seq == s->seq) return student_take(s, &h, &data, dst, count, op);
         if (h.seq < s->seq) { /* from a finished collective: sent, but nobody asked for it */
             zmq_msg_close(&data);
@@ -310,9 +303,6 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
  * collective afterwards are a bug in the algorithm (sent, never received): reported. */
 static int student_collective(Student *s, float *host, size_t count, int bcast) {
     s->seq++;
-    s->got_first = 0;
-    s->first_wait = 0;
-    s->t_begin = clock_now();
     int rc;
     if (!bcast) {
         rc = student_allreduce(s, host, count);
@@ -357,7 +347,7 @@ static int student_on_device(Student *s, float *buf, size_t count, int bcast) {
     return bytes ? device_h2d(s->job.dev, buf, h, bytes) : RS_OK;
 }
 
-/* ---- The SyncOps --------------------------------------------------------------------------- */
+/* ---- The back end (common/sync.h) --------------------------------------------------------------------------- */
 
 static void student_destroy(void *state) {
     Student *s = state;
@@ -444,41 +434,18 @@ static int student_connect(void *state, char *const *endpoints, int nmembers) {
     return RS_OK;
 }
 
-/* Rank 0's parameters to every rank; the others' momentum zeroed. */
-static int student_broadcast(void *state) {
+/* Rank 0's count floats (host memory: the engine stages a GPU's) to every rank. */
+static int student_broadcast(void *state, float *buf, size_t count) {
     Student *s = state;
-    Model *m = s->job.model;
-    if (s->world == 1 || !m) return RS_OK;
-    RS_TRY(student_on_device(s, m->params, m->nparams, 1));
-    if (s->rank != 0) m->dev->k->fill(m->dev->kctx, m->mom, 0.0f, m->nparams);
-    return m->dev->k->sync(m->dev->kctx);
+    return s->world == 1 ? RS_OK : student_collective(s, buf, count, 1);
 }
 
-/* No overlap: finish reduces the whole gradient at once (bucket_ready only checks the order). */
-static int student_bucket_ready(void *state, int b) {
+/* One bucket of gradients (host memory), summed in place by your student_allreduce. */
+static int student_start(void *state, int step, int b, float *grad, float *out) {
     Student *s = state;
     if (b < 0 || b >= s->job.nbuckets) return rs_error(RS_ERR_RUNTIME, "student: bucket %d of %d", b, s->job.nbuckets);
-    return RS_OK;
-}
-
-static int student_finish(void *state, int step, int global_samples, SyncStep *out) {
-    Student *s = state;
-    Model *m = s->job.model;
-    *out = (SyncStep){0};
-    if (!m) return rs_error(RS_ERR_INPUT, "student: finish without a model");
-    if (s->world > 1) {
-        RS_TRY(m->dev->k->sync(m->dev->kctx)); /* backward's gradients are complete */
-        double t0 = clock_now(), w0 = clock_wall();
-        RS_TRY(student_on_device(s, m->grads, m->nparams, 0));
-        out->comm_s = clock_now() - t0;
-        out->idle_s = s->first_wait;
-        trace_span(s->job.trace, "comm", 1, w0, w0 + out->comm_s);
-    }
-    double t0 = clock_now();
-    model_sgd(m, 0, m->nparams, s->job.cfg, global_samples > 0 ? 1.0f / (float)global_samples : 0.0f);
-    int rc = m->dev->k->sync(m->dev->kctx);
-    out->optimizer_s = clock_now() - t0;
-    return rc;
+    const Bucket *bk = &s->job.buckets[b];
+    return s->world == 1 ? RS_OK : student_collective(s, grad, bk->hi - bk->lo, 0);
 }
 
 static int student_sync_allreduce(void *state, float *buf, size_t count) {
@@ -493,11 +460,12 @@ static void student_traffic(void *state, SyncTraffic *out) {
 
 static const SyncOps student_ops = {
     .name = "student",
+    .place = SYNC_ON_HOST, /* the engine stages a GPU's buffers and calls start on its communication thread */
+    .result = SYNC_SUMS,
     .init = student_init,
     .connect = student_connect,
-    .broadcast_params = student_broadcast,
-    .bucket_ready = student_bucket_ready,
-    .finish = student_finish,
+    .broadcast = student_broadcast,
+    .start = student_start,
     .allreduce = student_sync_allreduce,
     .traffic = student_traffic,
     .destroy = student_destroy,

@@ -341,6 +341,67 @@ static int ctrl_round(Ctrl *c, const char *type, const char *reply, const char *
 
 int ctrl_barrier(Ctrl *c) { return ctrl_round(c, "BARRIER", "RELEASE", NULL, NULL); }
 
+/* A member's side of ctrl_clock_offsets: answers PINGs with its clock until CLOCKEND. */
+static int ctrl_clock_answer(Ctrl *c) {
+    double deadline = clock_now() + c->timeout;
+    char t[16], text[64];
+    for (;;) {
+        Msg m;
+        if (ctrl_recv(c, &m, deadline) != RS_OK)
+            return rs_error(RS_ERR_PEER, "control plane %s: rank 0 did not finish the clock exchange within %.0f s",
+                            c->where, c->timeout);
+        int from;
+        int ok = m.n >= 1 && ctrl_parse_head(c, &m, 0, t, &from) && from == 0;
+        msg_close(&m);
+        if (!ok || (strcmp(t, "PING") && strcmp(t, "CLOCKEND"))) {
+            c->dropped++;
+            continue;
+        }
+        if (!strcmp(t, "CLOCKEND")) return RS_OK;
+        snprintf(text, sizeof text, "%.9f", clock_now());
+        const char *parts[1] = {text};
+        RS_TRY(ctrl_send(c, 0, "PONG", parts, 1));
+    }
+}
+
+int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *uncertainty) {
+    if (upto > c->members) upto = c->members;
+    if (c->member >= upto) return RS_OK;
+    if (c->member != 0) return ctrl_clock_answer(c);
+    char t[16], who[32], text[64];
+    offset[0] = uncertainty[0] = 0;
+    for (int i = 1; i < upto; i++) {
+        double best = -1;
+        for (int k = 0; k < rounds; k++) {
+            double s1 = clock_now(), deadline = s1 + c->timeout;
+            RS_TRY(ctrl_send(c, i, "PING", NULL, 0));
+            for (;;) {
+                Msg m;
+                if (ctrl_recv(c, &m, deadline) != RS_OK)
+                    return rs_error(RS_ERR_PEER, "control plane: %s did not answer the clock exchange within %.0f s",
+                                    ctrl_who(c, i, who, sizeof who), c->timeout);
+                double s2 = clock_now();
+                int from, ok = m.n >= 3 && ctrl_parse_head(c, &m, 1, t, &from) && from == i && !strcmp(t, "PONG");
+                if (ok) msg_text(&m, 2, text, sizeof text);
+                msg_close(&m);
+                if (!ok) {
+                    c->dropped++;
+                    continue;
+                }
+                double theirs = strtod(text, NULL), rtt = s2 - s1;
+                if (best < 0 || rtt < best) {
+                    best = rtt;
+                    offset[i] = theirs - 0.5 * (s1 + s2);
+                    uncertainty[i] = 0.5 * rtt;
+                }
+                break;
+            }
+        }
+    }
+    for (int i = 1; i < upto; i++) RS_TRY(ctrl_send(c, i, "CLOCKEND", NULL, 0));
+    return RS_OK;
+}
+
 int ctrl_gather(Ctrl *c, const char *mine, char ***all) {
     *all = NULL;
     char **texts = NULL;

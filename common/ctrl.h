@@ -66,6 +66,15 @@ int ctrl_barrier(Ctrl *c);
 int ctrl_gather(Ctrl *c, const char *mine, char ***all);
 void ctrl_free_texts(char **all, int n);
 
+/* Estimates the clock offset of members 1..upto-1 to member 0, NTP-style: member 0 sends each
+ * one `rounds` PINGs, the member answers each with its clock_now(), and the round trip with
+ * the shortest time gives offset[i] = member clock - member 0's clock at the midpoint, within
+ * +-uncertainty[i] (half that round trip). Every member 1..upto-1 must call it at the same
+ * point of the job; the others (i >= upto, e.g. dedicated servers) need not. On member 0,
+ * offset and uncertainty have upto entries ([0] = 0); elsewhere they may be NULL. 0, or
+ * RS_ERR_PEER naming a member that did not answer within the timeout. */
+int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *uncertainty);
+
 /* Leaves the job and frees everything (closes its socket; not the context). */
 void ctrl_close(Ctrl *c);
 

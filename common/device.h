@@ -46,6 +46,9 @@ typedef struct DeviceOps {
     int (*mem_info)(Device *dev, size_t *free_b, size_t *total_b);
     /* One-line description of ordinal ("NVIDIA H200, 139 GiB, cc 9.0"); writes into buf. */
     void (*describe)(int ordinal, char *buf, size_t len);
+    /* Device memory this process holds on dev, as the driver counts it (NVML, loaded at run
+     * time): 0 with *bytes set, or -1 where it cannot be known (the CPU, no NVML). */
+    int (*process_bytes)(Device *dev, unsigned long long *bytes);
 } DeviceOps;
 
 struct Device {

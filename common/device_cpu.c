@@ -102,6 +102,8 @@ static void cpu_describe(int ordinal, char *buf, size_t len) {
     snprintf(buf, len, "%s, %ld cores", model, cores > 0 ? cores : 1);
 }
 
+static int cpu_process_bytes(Device *dev, unsigned long long *bytes) { return -1; }
+
 static const DeviceOps cpu_device_ops = {
     .name = "cpu",
     .count = cpu_count,
@@ -122,6 +124,7 @@ static const DeviceOps cpu_device_ops = {
     .event_elapsed = cpu_event_elapsed,
     .mem_info = cpu_mem_info,
     .describe = cpu_describe,
+    .process_bytes = cpu_process_bytes,
 };
 
 /* The CPU back end. Never NULL. */

@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "device.h"
+#include "nvml.h"
 }
 #include "cuda_check.h"
 
@@ -155,6 +156,17 @@ static void cuda_describe(int ordinal, char *buf, size_t len) {
              (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major, p.minor);
 }
 
+/* This process's memory on the GPU, from NVML (by the GPU's PCI bus id: NVML's indices need not
+ * be CUDA's); -1 without NVML. */
+static int cuda_process_bytes(Device *dev, unsigned long long *bytes) {
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev->ordinal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return nvml_process_bytes(bus, bytes);
+}
+
 /* In the order of DeviceOps' fields. */
 static const DeviceOps cuda_device_ops = {
     "cuda",
@@ -176,6 +188,7 @@ static const DeviceOps cuda_device_ops = {
     cuda_event_elapsed,
     cuda_mem_info,
     cuda_describe,
+    cuda_process_bytes,
 };
 
 /* The CUDA back end. Never NULL in a CUDA build (count() says whether a GPU is there). */

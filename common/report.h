@@ -3,6 +3,8 @@
 #define RS_REPORT_H
 
 #include <stddef.h>
+#include "engine.h"
+#include "sync.h"
 
 struct cJSON;
 
@@ -28,6 +30,35 @@ struct cJSON *report_dist_json(const double *x, int n);
 
 /* p-th percentile (0..100, nearest-rank on a sorted copy) of x[0..n); 0 when n == 0. */
 double report_percentile(const double *x, int n, double p);
+
+/* ---- Rank entries: one shape for workers (train), servers and bench (common/report_entry.c) ---- */
+
+
+/* A member's entry of the report's "ranks" array: rank, role ("worker" or "server"), device,
+ * samples, memory (this process's accounted peaks per tag, what the device says, this
+ * process's device bytes from NVML or null, host peak RSS) and traffic (report_traffic_json).
+ * traffic may be NULL (no data plane). Caller owns it; NULL on OOM. */
+struct cJSON *report_entry(int rank, const char *role, Device *dev, long long samples, const SyncTraffic *traffic);
+
+/* {"bytes_sent", "bytes_received", "messages", "messages_sent", "messages_received", "dropped",
+ * "transport", "measured"[, "algorithm"]} of a SyncTraffic (common/sync.h). */
+struct cJSON *report_traffic_json(const SyncTraffic *traffic);
+
+/* Adds a worker's per-step timeline (StepTimes[0..n), common/engine.h) to its entry as
+ * "_timeline", which report_phases turns into time_s on rank 0; wall_offset maps its clock to
+ * the wall clock (trace spans). server_busy_s and server_steps: a server it hosts (0, 0: none). */
+void report_entry_timeline(struct cJSON *entry, const StepTimes *times, int n, double wall_offset, double server_busy_s,
+                           long long server_steps);
+
+/* Rank 0, once every entry is in: for every worker's "_timeline", idle per step is the time
+ * from its arrival at the step's synchronisation to the last worker's (arrivals mapped to rank
+ * 0's clock with offset[rank], seconds: member clock minus rank 0's; NULL: all 0), at most the
+ * time it was blocked; comm_exposed the rest of that blocked time; other what the phases leave
+ * of the step. Writes "time_s" ({"step": dist, "phases": {data, forward, backward, optimizer,
+ * comm_exposed, idle, other, comm_total}, "busy", "timed_steps", "server_busy"}) over the steps
+ * from warmup on, appends idle spans to the entry's "_trace" if it has one, and removes
+ * "_timeline". Returns the number of worker entries done. */
+int report_phases(struct cJSON *ranks, int warmup, const double *offset, int noffset);
 
 /* Reads a whole JSON file. NULL with rs_errmsg() naming the file, line and column on failure.
  * Caller frees with cJSON_Delete. */

@@ -1,12 +1,16 @@
-/* sync.h - the gradient-synchronisation contract every back end implements (none, ring, nccl, ps) */
+/* sync.h - the exchange contract every gradient-sync back end implements (none, ring, nccl, ps, student) */
 #ifndef RS_SYNC_H
 #define RS_SYNC_H
 
 #include <stddef.h>
 #include "config.h"
-#include "model.h"
+#include "device.h"
 
-struct Ctrl;
+/* A back end implements only its exchange: it gets one bucket of this rank's gradients and
+ * returns, for that bucket, either the sum over every rank (the engine then runs the
+ * optimizer) or the updated parameters (a server ran it). Everything every data-parallel back
+ * end shares (buckets, the communication thread, host staging of device buffers, the
+ * optimizer, the per-step timeline, the report entry) is the engine's (common/engine.h). */
 
 /* ---- Types ---- */
 
@@ -16,31 +20,37 @@ typedef struct {
     size_t lo, hi;
 } Bucket;
 
-/* Everything a back end may use; owned by the trainer, valid for the back end's lifetime. */
+/* Where a back end's buffers live and which thread calls its exchange ops. */
+typedef enum {
+    SYNC_ON_HOST = 0,   /* host memory (the engine stages device buffers through pinned host
+                         * memory); start / poll / end_step run on the engine's communication
+                         * thread, never at the same time as the caller's ops */
+    SYNC_ON_DEVICE = 1, /* device memory of job->dev; every op runs on the caller's thread (nccl) */
+} SyncPlace;
+
+/* What start leaves in a bucket's `out` slice. */
+typedef enum {
+    SYNC_SUMS = 0,    /* the sum of every rank's gradients (the engine runs the optimizer) */
+    SYNC_UPDATES = 1, /* the updated parameters (the back end's server ran the optimizer) */
+} SyncResult;
+
+/* Everything a back end may use; owned by the caller, valid for the back end's lifetime. */
 typedef struct {
     const Config *cfg;
-    Model *model;                /* NULL for collective-only use (bench, tests): no optimizer */
     Device *dev;
     int rank, world, local_rank, local_world;
-    struct Ctrl *ctrl;           /* control plane (NULL with one rank and no launcher) */
     void *zctx;                  /* ZeroMQ context the data plane shares (never NULL) */
     const char *addr;            /* interface address to bind data-plane sockets on */
     const char *token;           /* the job token (hex) every data-plane message carries */
-    const Bucket *buckets;
+    const Bucket *buckets;       /* the training buckets (NULL, 0 for collective use: bench) */
     int nbuckets;
+    size_t nparams;              /* elements the buckets cover (0 for collective use) */
     double timeout;              /* seconds for any wait */
-    struct Trace *trace;         /* --trace recorder or NULL: back ends may call trace_span
-                                  * (common/trace.h) with "comm" spans on tid 1 */
+    struct Trace *trace;         /* --trace recorder or NULL: back ends may add spans of their own
+                                  * (a server's work) with trace_span on tid 2 */
+    int dataparallel;            /* ps under DataParallel's step: the server answers rank 0 only,
+                                  * the others' parameters come with the next step's replicate */
 } SyncJob;
-
-/* What a back end measured in one step (seconds). */
-typedef struct {
-    double comm_s;       /* summed time buckets spent in communication (comm_total) */
-    double idle_s;       /* time blocked waiting for the first peer data of the step */
-    double optimizer_s;  /* time of the optimizer step done inside finish */
-    double compute_s;    /* model computation a back end did for the trainer outside the optimizer
-                          * (DataParallel's loss over the global batch, on rank 0) */
-} SyncStep;
 
 /* Cumulative data-plane counters of this process. */
 typedef struct {
@@ -48,94 +58,103 @@ typedef struct {
     unsigned long long dropped;  /* messages refused (bad header, token, ...) */
     const char *transport;       /* how this rank's data moves, a static string: "shm", "ipc", "tcp",
                                   * "inproc" (one process), "nccl", or "" (nothing moves: one rank) */
+    int derived;                 /* 1: the counts are the algorithm's figures, not measured (nccl) */
+    char algorithm[64];          /* what chose the route, where a library chooses ("Ring/auto":
+                                  * NCCL_ALGO / NCCL_PROTO in force); "" otherwise */
 } SyncTraffic;
 
 typedef struct SyncOps {
     const char *name;
-    /* Sets up the back end (binds sockets, starts threads, allocates buffers); *state gets its
-     * private state. May write this rank's data-plane endpoint (any text up to len-1 chars: an
+    SyncPlace place;
+    SyncResult result;
+    /* Sets up the back end (binds sockets, allocates buffers); *state gets its private state.
+     * May write this rank's data-plane endpoint (any text up to len-1 chars without a tab: an
      * address, or rank 0's NCCL unique id in hex) into endpoint; the control plane hands every
      * rank's text to connect. 0, or RS_ERR_* with rs_errmsg() set. */
     int (*init)(const SyncJob *job, void **state, char *endpoint, size_t len);
     /* Called once every member has joined: endpoints[i] is member i's text from init
      * (workers 0..world-1, then dedicated servers). 0 or RS_ERR_*. */
     int (*connect)(void *state, char *const *endpoints, int nmembers);
-    /* Called once before the first step, after every rank has initialised: make every rank's
-     * parameters equal to rank 0's (DDP's broadcast at start). */
-    int (*broadcast_params)(void *state);
-    /* Bucket b's gradients are complete on the compute stream: start reducing it. */
-    int (*bucket_ready)(void *state, int b);
-    /* Returns when every bucket of the step is reduced and the optimizer has run, so every rank
-     * holds the same new parameters. global_samples is the step's sample count over all ranks
-     * (the gradients are sums over samples). Fills *out. 0 or RS_ERR_PEER/RS_ERR_RUNTIME.
-     * With scatter_batch (DataParallel) only rank 0 holds the new parameters when finish
-     * returns; the others get them from the next step's scatter_batch (the replicate). */
-    int (*finish)(void *state, int step, int global_samples, SyncStep *out);
-    /* Collective use: in-place sum over all ranks of count floats at buf (device memory of
-     * job->dev); returns when buf holds the sum on every rank. 0 or RS_ERR_*. */
+    /* Makes count floats at buf (memory as `place` says) equal to rank 0's on every rank, once
+     * before the first step (DDP's broadcast at start). 0 or RS_ERR_*. */
+    int (*broadcast)(void *state, float *buf, size_t count);
+    /* Exchanges bucket b of the current step: grad holds this rank's gradients of the bucket's
+     * slice, out receives the result (`result`; out == grad for an in-place sum). Returns when
+     * the bucket is done, or, for a back end with poll, once it is on its way (grad must then
+     * stay unchanged until poll says done). Buckets come in order 0, 1, ... 0 or RS_ERR_*. */
+    int (*start)(void *state, int step, int b, float *grad, float *out);
+    /* Optional: waits up to wait_ms for bucket b: 1 when it is done, 0 when not yet, or a
+     * negative RS_ERR_* (with rs_errmsg() set). A back end without it is done when start
+     * returns. */
+    int (*poll)(void *state, int b, int wait_ms);
+
+    /* ---- Optional ops: NULL where a back end has no use for them ---- */
+
+    /* Called on the caller's thread at the start of every step, before forward, with the step's
+     * global sample count (the same on every rank): a server updates each bucket as soon as
+     * its pushes are in. 0 or RS_ERR_*. */
+    int (*begin_step)(void *state, int step, int global_samples);
+    /* Every bucket of the step is done (called where start is). 0 or RS_ERR_*. */
+    int (*end_step)(void *state, int step);
+    /* Device timing (SYNC_ON_DEVICE): bucket b's communication interval in seconds on a clock
+     * of the back end's choosing, the same for every bucket of the step. 0 or RS_ERR_*. */
+    int (*bucket_time)(void *state, int b, double *t0, double *t1);
+    /* Seconds of work a server hosted by this process (a colocated ps) has done, and the steps
+     * it has completed. Thread-safe. */
+    void (*server_busy)(void *state, double *busy_s, long long *steps);
+    /* 0 while the back end's own parts are well, else RS_ERR_* naming what failed (rank 0:
+     * its colocated server). Thread-safe; polled by waits outside the back end. */
+    int (*health)(void *state);
+    /* The run's last step is done: say goodbye to peers (dedicated servers then hand in their
+     * report entries). Called once, after the last step and before the report is gathered
+     * (bench: after the sweep); traffic counts what it sends. 0 or RS_ERR_*. */
+    int (*close)(void *state);
+
+    /* ---- Collective use and the end ---- */
+
+    /* In-place sum over all ranks of count floats at buf (device memory of job->dev; the back
+     * end stages it as it needs); returns when buf holds the sum on every rank. Never during a
+     * step. 0 or RS_ERR_*. */
     int (*allreduce)(void *state, float *buf, size_t count);
-    /* Copies the cumulative traffic counters. */
+    /* Copies the cumulative traffic counters. Thread-safe. */
     void (*traffic)(void *state, SyncTraffic *out);
     /* Releases everything; safe after a failed init (state may be NULL). */
     void (*destroy)(void *state);
-
-    /* ---- Optional ops: NULL where a back end has no use for them (the trainer checks) ---- */
-
-    /* The run's last step is done: say goodbye to peers (dedicated servers then hand in their
-     * report entries). Called once, after the last finish and before the report is gathered
-     * (bench: after the sweep); traffic counts what it sends. 0 or RS_ERR_*. */
-    int (*close)(void *state);
-    /* Called at the start of every step, before scatter_batch and forward, with the step's
-     * global sample count (the same on every rank): lets a back end tell its reducers early,
-     * so that each bucket is reduced and updated as soon as it is complete. finish still works
-     * for a step without it. 0 or RS_ERR_*. */
-    int (*begin_step)(void *state, int step, int global_samples);
-
-    /* DataParallel's whole step (--sync ps --ps-mode dataparallel). When scatter_batch is set,
-     * so is loss, and the trainer stages the step's whole global batch on rank 0 only. */
-
-    /* Rank 0 passes the step's global batch from host memory (global_rows rows of x, the
-     * inputs, and y, the labels; other ranks pass NULL, NULL, 0); every rank returns with its
-     * chunk (ceil(global_rows / N) rows, later ranks fewer or none) in model->act[0] and
-     * model->labels and its row count in *local_rows, and with rank 0's current parameters in
-     * model->params (DataParallel's replicate). Adds what it measured to *acc (comm_s, idle_s).
-     * 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
-    int (*scatter_batch)(void *state, int step, const float *x, const int *y, int global_rows, int *local_rows,
-                         SyncStep *acc);
-    /* Replaces model_loss after forward on local_rows rows: the logits are gathered to rank 0,
-     * which computes the loss over the global batch (its sum and correct count added to rank
-     * 0's model->stats only) and scatters the output gradients back; every rank returns with
-     * its rows' output gradient in model->dbuf[0], ready for model_backward. Adds what it
-     * measured to *acc (comm_s, idle_s, compute_s). 0 or RS_ERR_PEER/RS_ERR_RUNTIME. */
-    int (*loss)(void *state, int local_rows, SyncStep *acc);
 } SyncOps;
 
 /* ---- Prototypes ---- */
 
-/* The back end called name, or NULL (rs_errmsg() lists the known names). */
-const SyncOps *sync_find(const char *name);
+/* Splits nparams into buckets as PyTorch DDP does, from the end: the first bucket (the last
+ * layer's gradients, complete first) at most first_bytes (DDP: 1 MiB), the others at most
+ * bucket_bytes each. *out is malloc'd (caller frees); returns the count, or -1 on OOM. */
+int sync_plan_buckets(size_t nparams, double bucket_bytes, double first_bytes, Bucket **out);
 
-/* Splits nparams into buckets of bucket_bytes from the end. *out is malloc'd (caller frees);
- * returns the count, or -1 on OOM. */
-int sync_plan_buckets(size_t nparams, double bucket_bytes, Bucket **out);
+/* The bucket plan every process of a run uses: --bucket-mb for the others, the first capped
+ * at min(1 MiB, --bucket-mb). Same contract as sync_plan_buckets. */
+int sync_plan_run(size_t nparams, const Config *cfg, Bucket **out);
 
 /* Starts a back end for this rank: ops->init, then (when env->launched) joins the control plane
  * with canonical, the options every member must share, and ops->connect with every member's
- * endpoint; a lone rank connects to itself. *state and *ctrl (NULL for a lone rank) are the
- * caller's to release (ops->destroy, ctrl_close), on failure too. 0, or RS_ERR_* with rs_errmsg() set. */
+ * endpoint; a lone rank connects to itself. extra (may be NULL) is a second endpoint text
+ * published beside the back end's (a step driver's): its init has written it, and *extras gets
+ * every member's (malloc'd array of nmembers strings, caller frees with free_texts; NULL
+ * without extra). *state and *ctrl (NULL for a lone rank) are the caller's to release
+ * (ops->destroy, ctrl_close), on failure too. 0, or RS_ERR_* with rs_errmsg() set. */
 struct RankEnv;
+struct Ctrl;
 int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
-               void **state, struct Ctrl **ctrl);
+               const char *extra, void **state, struct Ctrl **ctrl, char ***extras);
 
 /* The slower of two SyncTraffic transports (tcp, then ipc, shm, inproc, nccl, ""), as a static
  * string: a ring or a server moves at the pace of its slowest link. NULL or an unknown name counts
  * as "". */
 const char *sync_transport_slower(const char *a, const char *b);
 
-/* The built-in back ends. */
+/* The built-in back ends (experiments/backends.c lists them by name). */
 const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);
-const SyncOps *sync_nccl(void);  /* NULL in a build without CUDA */
+const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
+const SyncOps *sync_ps(void);      /* ps/client.c (rank 0 may host the colocated server) */
 
 #endif

@@ -1,5 +1,6 @@
 /* bench.c - `ringside bench`: an nccl-tests-style all-reduce sweep (size, time, algbw, busbw, #wrong) over any back end */
 #include "bench.h"
+#include "backends.h"
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/ctrl.h"
@@ -253,8 +254,8 @@ static int bench_setup(Bench *b) {
     }
 
     RS_TRY(zctx_open(&b->zctx, &b->cfg, &b->env));
-    SyncJob job = {.cfg = &b->cfg, .model = NULL, .dev = &b->dev, .rank = b->rank, .world = b->world,
-                   .local_rank = b->env.local_rank, .local_world = b->env.local_world, .ctrl = NULL,
+    SyncJob job = {.cfg = &b->cfg, .dev = &b->dev, .rank = b->rank, .world = b->world,
+                   .local_rank = b->env.local_rank, .local_world = b->env.local_world,
                    .zctx = b->zctx, .addr = b->env.bind, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
                    .timeout = o->timeout, .trace = NULL};
     char canon[8192];
@@ -262,7 +263,7 @@ static int bench_setup(Bench *b) {
     if (k < sizeof canon)
         snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
                  o->warmup, o->iters, o->check);
-    RS_TRY(sync_start(b->sync, &job, &b->env, canon, &b->sync_state, &b->ctrl));
+    RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
     return RS_OK;
 }
 

@@ -164,7 +164,7 @@ cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const 
     double meas = row_num(fig, "comm_total_s");
     size_t np = config_param_count(&c->cfg);
     Bucket *b = NULL;
-    int nb = sync_plan_buckets(np, c->cfg.bucket_mb * 1048576.0, &b);
+    int nb = sync_plan_run(np, &c->cfg, &b);
     free(b);
     row_put(fig, "params", (double)np);
     row_put(fig, "buckets", nb >= 0 ? nb : NAN);

@@ -4,7 +4,7 @@
 #include "predict.h"
 #include "../common/err.h"
 #include "../common/report.h"
-#include "../common/sync.h"
+#include "backends.h"
 
 #include <cJSON.h>
 #include <libgen.h>

@@ -1,5 +1,6 @@
 /* predict.c - the alpha-beta model: per-back-end coefficients, per-step predictions, least squares */
 #include "predict.h"
+#include "backends.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,31 +8,12 @@
 
 int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
                    double n_bytes, double *a, double *b) {
-    double N = nranks;
     *a = *b = 0;
     if (!sync) return -1;
-    if (!strcmp(sync, "none")) return 0;
-    if (!strcmp(sync, "ring") || !strcmp(sync, "nccl")) {
-        if (nranks < 2) return 0;
-        *a = 2 * (N - 1);
-        *b = 2 * (N - 1) / N * n_bytes;
-        return 0;
-    }
-    if (!strcmp(sync, "ps")) {
-        if (!placement || !strcmp(placement, "colocated")) {
-            if (nranks < 2) return 0;
-            *a = 2 * (N - 1);
-            *b = 2 * (N - 1) * n_bytes;
-            return 0;
-        }
-        if (!strcmp(placement, "dedicated")) {
-            double K = servers > 0 ? servers : 1;
-            double server_link = N * n_bytes / K;
-            *a = 2;
-            *b = 2 * (n_bytes > server_link ? n_bytes : server_link);
-            return 0;
-        }
-    }
+    int n;
+    const Backend *all = backend_all(&n);
+    for (int i = 0; i < n; i++) /* the registry's row, whether or not this build has the back end */
+        if (!strcmp(all[i].name, sync)) return all[i].cost(placement, servers, nranks, n_bytes, a, b);
     return -1;
 }
 
@@ -46,10 +28,12 @@ double predict_step_comm(const char *sync, const char *placement, int servers, i
                          double n_bytes, double bucket_bytes, double alpha, double beta) {
     if (bucket_bytes <= 0 || bucket_bytes >= n_bytes)
         return predict_comm(sync, placement, servers, nranks, n_bytes, alpha, beta);
-    double full = floor(n_bytes / bucket_bytes), rest = n_bytes - full * bucket_bytes;
-    double one = predict_comm(sync, placement, servers, nranks, bucket_bytes, alpha, beta);
-    if (one < 0) return -1;
-    double t = full * one;
+    /* DDP's buckets (common/sync.h): the first at most 1 MiB, the others bucket_bytes */
+    double first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
+    double t = predict_comm(sync, placement, servers, nranks, first, alpha, beta);
+    if (t < 0) return -1;
+    double left = n_bytes - first, full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
+    if (full > 0) t += full * predict_comm(sync, placement, servers, nranks, bucket_bytes, alpha, beta);
     if (rest > 0) t += predict_comm(sync, placement, servers, nranks, rest, alpha, beta);
     return t;
 }

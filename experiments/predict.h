@@ -26,9 +26,9 @@
 /* ---- Prototypes ---- */
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
- * nranks ranks with back end sync ("none", "ring", "nccl", "ps"; placement "colocated" or
- * "dedicated", servers K for dedicated). Returns 0, or -1 for an unknown sync or placement
- * (*a = *b = 0). */
+ * nranks ranks with back end sync (its registry row's cost model: "none", "ring", "nccl",
+ * "student", "ps"; placement "colocated" or "dedicated", servers K for dedicated). Returns 0,
+ * or -1 for an unknown sync or placement (*a = *b = 0). */
 int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
                    double n_bytes, double *a, double *b);
 
@@ -37,9 +37,11 @@ int predict_coeffs(const char *sync, const char *placement, int servers, int nra
 double predict_comm(const char *sync, const char *placement, int servers, int nranks,
                     double n_bytes, double alpha, double beta);
 
-/* Seconds of communication per training step: the gradient (n_bytes) is reduced in buckets of
- * bucket_bytes (the last one smaller), each bucket one reduction; the sum over buckets. With a
- * bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or placement. */
+/* Seconds of communication per training step: the gradient (n_bytes) is reduced in DDP's
+ * buckets (common/sync.h: the first, the last layer's, at most min(1 MiB, bucket_bytes), the
+ * others bucket_bytes, the last one smaller), each bucket one reduction; the sum over buckets.
+ * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or
+ * placement. The back ends' coefficients are their rows' cost models (experiments/backends.c). */
 double predict_step_comm(const char *sync, const char *placement, int servers, int nranks,
                          double n_bytes, double bucket_bytes, double alpha, double beta);
 

@@ -1,11 +1,13 @@
 /* train.c - one rank's training run: data, model, the step loop, per-step timing and the report */
 #include "train.h"
+#include "backends.h"
 #include "../common/atomicfile.h"
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/ctrl.h"
 #include "../common/launch.h"
 #include "../ps/ps.h"
+#include "../common/engine.h"
 #include "../common/data.h"
 #include "../common/device.h"
 #include "../common/err.h"
@@ -17,6 +19,7 @@
 #include "../common/zctx.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,28 +27,21 @@
 #include <unistd.h>
 #include <zmq.h>
 
-enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM_EXPOSED, PH_OPTIMIZER, PH_IDLE, PH_COMM_TOTAL, PH_N };
-static const char *phase_names[PH_N] = {"data", "forward", "backward", "comm_exposed",
-                                        "optimizer", "idle", "comm_total"};
-
 /* Everything one rank's run holds. */
 typedef struct {
     Config cfg;
     RankEnv env;
     void *zctx;
-    Ctrl *ctrl;
     int rank, world, local_rank, local_world;
     Device dev;
     DataPair data;
     Sampler sampler;
     Model model;
-    Bucket *buckets;
-    int nbuckets;
-    const SyncOps *sync;
-    void *sync_state;
+    const Backend *backend;
+    const StepDriver *driver;
+    Engine *engine;
     int steps, steps_per_epoch;
     /* per-step records */
-    double *step_s, (*phase_s)[PH_N];
     double *loss_sum, *correct;
     int *samples, *global_samples;
     /* eval curve */
@@ -54,12 +50,11 @@ typedef struct {
     /* host staging */
     float *hx;
     int *hy;
-    /* backward → buckets */
-    int next_bucket;
     double t_start, t_end;
     Trace *trace;         /* --trace: spans of this rank */
     double gemm_s0, gemm_s1;  /* CPU GEMM seconds at the end of warm-up and of the run */
     double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
+    char params_hash[20]; /* FNV-1a of the final parameters' bytes, hex */
     char cmdline[2048];
 } Run;
 
@@ -84,7 +79,7 @@ static void run_step_slice(const Run *r, int step, int *global, int *lo, int *le
         if (b > n) b = n;
         int clo, clen;
         scatter_chunk(b - a, r->world, r->rank, &clo, &clen);
-        if (r->sync->scatter_batch) clo = 0, clen = r->rank == 0 ? b - a : 0;
+        if (r->driver && r->driver->scatter) clo = 0, clen = r->rank == 0 ? b - a : 0;
         *global = b - a;
         *lo = a + clo;
         *len = clen;
@@ -111,80 +106,24 @@ static int run_stage_batch(Run *r, int step) {
     }
     r->samples[step] = len;
     r->global_samples[step] = global;
-    if (len == 0 || r->sync->scatter_batch) return RS_OK; /* DataParallel: scatter_batch moves it */
+    if (len == 0 || (r->driver && r->driver->scatter)) return RS_OK; /* DataParallel: the driver scatters it */
     RS_TRY(device_h2d(&r->dev, r->model.act[0], r->hx, (size_t)len * dim * sizeof(float)));
     return device_h2d(&r->dev, r->model.labels, r->hy, (size_t)len * sizeof(int));
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-/* Hands the back end every bucket whose slice backward has completed (layer l and above). */
-static int run_layer_done(void *arg, int l) {
-    Run *r = arg;
-    if (!r->cfg.overlap) return RS_OK;
-    size_t done_from = r->model.off[l];
-    while (r->next_bucket < r->nbuckets && r->buckets[r->next_bucket].lo >= done_from)
-        RS_TRY(r->sync->bucket_ready(r->sync_state, r->next_bucket++));
-    return RS_OK;
-}
-
-/* One step. ev[0..3]: before forward, after forward (and the local loss), before backward,
- * after backward. */
-static int run_step(Run *r, int step, DevEvent **ev) {
-    Device *d = &r->dev;
-    const SyncOps *so = r->sync;
-    double *ph = r->phase_s[step];
-    float stats[2], zero[2] = {0, 0};
-    double t0 = clock_now();
+/* One step: the batch staged, then the engine's step (forward, backward, exchange, optimizer). */
+static int run_step(Run *r, int step) {
+    engine_step_begin(r->engine, step);
     RS_TRY(run_stage_batch(r, step));
-    RS_TRY(device_h2d(d, r->model.stats, zero, sizeof zero));
-    double t1 = clock_now();
-    if (so->begin_step) RS_TRY(so->begin_step(r->sync_state, step, r->global_samples[step]));
-    /* ---- DataParallel (scatter_batch, loss): rank 0 scatters the batch and the parameters,
-     * computes the loss over the gathered logits; dp has what those two measured ---- */
-    SyncStep dp = {0};
-    if (so->scatter_batch)
-        RS_TRY(so->scatter_batch(r->sync_state, step, r->hx, r->hy, r->samples[step], &r->samples[step], &dp));
-    double tf = clock_now();
-    int B = r->samples[step];
-    d->ops->event_record(d, ev[0], NULL);
-    RS_TRY(model_forward(&r->model, B));
-    if (!so->loss) model_loss(&r->model, B);
-    d->ops->event_record(d, ev[1], NULL);
-    if (so->loss) RS_TRY(so->loss(r->sync_state, B, &dp));
-    double tl = clock_now(); /* DataParallel: forward and the loss are done (the loss op waits) */
-    /* ---- end of DataParallel's part ---- */
-    d->ops->event_record(d, ev[2], NULL);
-    r->next_bucket = 0;
-    RS_TRY(model_backward(&r->model, B, run_layer_done, r));
-    d->ops->event_record(d, ev[3], NULL);
-    while (r->next_bucket < r->nbuckets) RS_TRY(r->sync->bucket_ready(r->sync_state, r->next_bucket++));
-    SyncStep ss = {0};
-    RS_TRY(r->sync->finish(r->sync_state, step, r->global_samples[step], &ss));
-    RS_TRY(device_d2h(d, stats, r->model.stats, sizeof stats));
-    double t2 = clock_now();
-    ph[PH_DATA] = t1 - t0;
-    ph[PH_FORWARD] = d->ops->event_elapsed(d, ev[0], ev[1]) + dp.compute_s;
-    ph[PH_BACKWARD] = d->ops->event_elapsed(d, ev[2], ev[3]);
-    ph[PH_OPTIMIZER] = ss.optimizer_s;
-    ph[PH_IDLE] = ss.idle_s + dp.idle_s;
-    ph[PH_COMM_TOTAL] = ss.comm_s + dp.comm_s;
-    double exposed = (t2 - t1) - ph[PH_FORWARD] - ph[PH_BACKWARD] - ss.optimizer_s - ph[PH_IDLE];
-    ph[PH_COMM_EXPOSED] = exposed > 0 ? exposed : 0;
-    r->step_s[step] = t2 - t0;
-    if (r->trace) {
-        double o = r->wall_offset, f = tf + ph[PH_FORWARD] - dp.compute_s, l = so->loss && tl > f ? tl : f;
-        double b = l + ph[PH_BACKWARD];
-        trace_span(r->trace, "data", 0, t0 + o, t1 + o);
-        if (so->scatter_batch) trace_span(r->trace, "scatter", 0, t1 + o, tf + o);
-        trace_span(r->trace, "forward", 0, tf + o, f + o);
-        if (l > f) trace_span(r->trace, "loss", 0, f + o, l + o); /* gather, loss on rank 0, scatter */
-        trace_span(r->trace, "backward", 0, l + o, b + o);
-        if (ss.idle_s > 0) trace_span(r->trace, "idle", 0, b + o, b + ss.idle_s + o);
-        if (t2 - ss.optimizer_s > b + ss.idle_s)
-            trace_span(r->trace, "comm_wait", 0, b + ss.idle_s + o, t2 - ss.optimizer_s + o);
-        trace_span(r->trace, "optimizer", 0, t2 - ss.optimizer_s + o, t2 + o);
-    }
+    int local = r->samples[step];
+    const int scatters = engine_scatters(r->engine);
+    RS_TRY(engine_step(r->engine, step, scatters ? r->hx : NULL, scatters ? r->hy : NULL, r->samples[step],
+                       r->global_samples[step], &local));
+    r->samples[step] = local;
+    float stats[2];
+    RS_TRY(device_d2h(&r->dev, stats, r->model.stats, sizeof stats));
     r->loss_sum[step] = stats[0];
     r->correct[step] = stats[1];
     return RS_OK;
@@ -206,56 +145,23 @@ static int run_eval(Run *r, int step) {
 
 /* ---- metrics and the report ---------------------------------------------------------------- */
 
-/* This rank's entry of the report's "ranks" array. */
+/* This rank's entry of the report's "ranks" array (common/report.h), with its timeline. */
 static cJSON *run_rank_json(Run *r) {
-    cJSON *o = cJSON_CreateObject();
-    char buf[64];
-    cJSON_AddNumberToObject(o, "rank", r->rank);
-    cJSON_AddStringToObject(o, "role", "worker");
-    cJSON_AddStringToObject(o, "device", device_name(&r->dev, buf, sizeof buf));
     long long samples = 0;
     for (int s = 0; s < r->steps; s++) samples += r->samples[s];
-    cJSON_AddNumberToObject(o, "samples", (double)samples);
-
-    MemStats ms;
-    mem_snapshot(&ms);
-    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
-    cJSON_AddNumberToObject(mem, "peak_bytes", (double)ms.peak_total);
-    cJSON *tags = cJSON_AddObjectToObject(mem, "by_tag");
-    for (int t = 0; t < MEM_NTAGS; t++) cJSON_AddNumberToObject(tags, mem_tag_name(t), (double)ms.peak[t]);
-    size_t fr = 0, tot = 0;
-    r->dev.ops->mem_info(&r->dev, &fr, &tot);
-    cJSON_AddNumberToObject(mem, "device_used_bytes", (double)(tot - fr));
-    cJSON_AddNumberToObject(mem, "host_peak_rss_bytes", (double)mem_host_peak_rss());
-
     SyncTraffic tr;
-    r->sync->traffic(r->sync_state, &tr);
-    cJSON *t = cJSON_AddObjectToObject(o, "traffic");
-    cJSON_AddNumberToObject(t, "bytes_sent", (double)tr.bytes_sent);
-    cJSON_AddNumberToObject(t, "bytes_received", (double)tr.bytes_received);
-    cJSON_AddNumberToObject(t, "messages", (double)(tr.messages_sent + tr.messages_received));
-    cJSON_AddNumberToObject(t, "messages_sent", (double)tr.messages_sent);
-    cJSON_AddNumberToObject(t, "messages_received", (double)tr.messages_received);
-    cJSON_AddNumberToObject(t, "dropped", (double)tr.dropped);
-    cJSON_AddStringToObject(t, "transport", tr.transport ? tr.transport : "");
-
+    engine_traffic(r->engine, &tr);
+    cJSON *o = report_entry(r->rank, "worker", &r->dev, samples, &tr);
+    cJSON_AddStringToObject(o, "params_hash", r->params_hash);
+    int n;
+    const StepTimes *times = engine_times(r->engine, &n);
+    double busy;
+    long long ssteps;
+    engine_server_busy(r->engine, &busy, &ssteps);
+    report_entry_timeline(o, times, n, r->wall_offset, busy, ssteps);
     int w = r->cfg.warmup < r->steps ? r->cfg.warmup : 0;
-    int n = r->steps - w;
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
-    cJSON_AddItemToObject(ts, "step", report_dist_json(r->step_s + w, n));
-    cJSON *ph = cJSON_AddObjectToObject(ts, "phases");
-    double *col = malloc((size_t)(n > 0 ? n : 1) * sizeof *col);
-    double busy = 0;
-    for (int p = 0; p < PH_N; p++) {
-        double sum = 0;
-        for (int s = 0; s < n; s++) sum += (col[s] = r->phase_s[w + s][p]);
-        cJSON_AddNumberToObject(ph, phase_names[p], n ? sum / n : 0);
-        if (p == PH_DATA || p == PH_FORWARD || p == PH_BACKWARD || p == PH_OPTIMIZER) busy += n ? sum / n : 0;
-    }
-    free(col);
-    cJSON_AddNumberToObject(ts, "busy", busy);
-    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", n ? (r->gemm_s1 - r->gemm_s0) / n : 0);
-    cJSON_AddNumberToObject(ts, "timed_steps", n);
+    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->steps - w ? (r->gemm_s1 - r->gemm_s0) / (r->steps - w) : 0);
 
     /* per-step sums the report's loss curve is built from (removed before writing) */
     cJSON *cv = cJSON_AddObjectToObject(o, "_curve");
@@ -321,7 +227,18 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddStringToObject(run, "cmdline", r->cmdline);
     cJSON_AddNumberToObject(run, "world", r->world);
     cJSON_AddNumberToObject(run, "wall_s", r->t_end - r->t_start);
-    cJSON_AddItemToObject(root, "env", report_env_json());
+    cJSON *env = report_env_json();
+    double worst = 0, unc = 0; /* every worker's clock against rank 0's (the idle times use it) */
+    for (int i = 0; i < r->world; i++) {
+        double o, u;
+        engine_clock_offset(r->engine, i, &o, &u);
+        if (fabs(o) > fabs(worst)) worst = o;
+        if (u > unc) unc = u;
+    }
+    cJSON *co = cJSON_AddObjectToObject(env, "clock_offset");
+    cJSON_AddNumberToObject(co, "max_abs_s", fabs(worst));
+    cJSON_AddNumberToObject(co, "uncertainty_s", unc);
+    cJSON_AddItemToObject(root, "env", env);
     cJSON_AddItemToObject(root, "config", config_json(&r->cfg));
     cJSON_AddItemToObject(root, "ranks", ranks);
 
@@ -351,10 +268,12 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(ns[s] ? ls[s] / ns[s] : 0));
         cJSON_AddItemToArray(curve, pt);
     }
-    int w = r->cfg.warmup < S ? r->cfg.warmup : 0;
-    double timed = 0;
+    int w = r->cfg.warmup < S ? r->cfg.warmup : 0, nt;
+    const StepTimes *T = engine_times(r->engine, &nt); /* rank 0's steps: every rank's pace */
+    double timed = 0, *step_s = malloc((size_t)(S > 0 ? S : 1) * sizeof *step_s);
+    for (int s = 0; s < S; s++) step_s[s] = s < nt ? T[s].step : 0;
     for (int s = w; s < S; s++) {
-        timed += r->step_s[s];
+        timed += step_s[s];
         total += ns[s];
     }
     cJSON_AddNumberToObject(sum, "samples", 0);
@@ -363,7 +282,8 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_ReplaceItemInObject(sum, "samples", cJSON_CreateNumber((double)all));
     cJSON_AddNumberToObject(sum, "steps", S);
     cJSON_AddNumberToObject(sum, "throughput_samples_per_s", timed > 0 ? total / timed : 0);
-    cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(r->step_s + w, S - w, 50));
+    cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(step_s + w, S - w, 50));
+    free(step_s);
     cJSON_AddNumberToObject(sum, "final_loss", S && ns[S - 1] ? ls[S - 1] / ns[S - 1] : 0);
     cJSON_AddNumberToObject(sum, "final_train_accuracy", S && ns[S - 1] ? cs[S - 1] / ns[S - 1] : 0);
     cJSON_AddNumberToObject(sum, "final_accuracy", r->final_acc);
@@ -390,16 +310,12 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
 /* ---- set-up and tear-down ------------------------------------------------------------------- */
 
 static void run_free(Run *r) {
-    if (r->sync && r->sync_state) r->sync->destroy(r->sync_state);
-    ctrl_close(r->ctrl);
+    engine_free(r->engine);
     zctx_close(r->zctx);
     model_free(&r->model);
     if (r->dev.ops) device_close(&r->dev);
     sampler_free(&r->sampler);
     datapair_free(&r->data);
-    free(r->buckets);
-    free(r->step_s);
-    free(r->phase_s);
     free(r->loss_sum);
     free(r->correct);
     free(r->samples);
@@ -451,20 +367,19 @@ static int run_setup(Run *r) {
         }
         kernels_cpu_set_threads(th);
     }
-    /* the back end: --sync, and for ps --ps-mode (DataParallel's step has its own table) */
-    r->sync = sync_find(c->sync);
-    if (!r->sync) return RS_ERR_INPUT;
-    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_mode, "dataparallel")) r->sync = sync_ps_dataparallel();
+    /* the back end (--sync) and the step driver (DataParallel's for --ps-mode dataparallel) */
+    if (!(r->backend = backend_find(c->sync))) return RS_ERR_INPUT;
+    r->driver = backend_driver(c);
+    for (int i = 0; i < c->nstragglers; i++)
+        if (c->straggler_rank[i] >= r->world)
+            return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist in a job of %d ranks",
+                            c->straggler_rank[i], c->straggler_ms[i], c->straggler_rank[i], r->world);
     int max_batch = c->global_batch > 0 ? (c->global_batch + r->world - 1) / r->world : c->batch;
     /* DataParallel: rank 0 stages the whole global batch on the host */
-    int staged = r->sync->scatter_batch && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
+    int staged = r->driver && r->driver->scatter && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
     RS_TRY(model_init(&r->model, &r->dev, c->layers, c->nlayers, max_batch, (uint64_t)c->seed));
-    r->nbuckets = sync_plan_buckets(r->model.nparams, c->bucket_mb * 1048576.0, &r->buckets);
-    if (r->nbuckets < 0) return rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
 
     int S = r->steps;
-    r->step_s = calloc((size_t)S, sizeof *r->step_s);
-    r->phase_s = calloc((size_t)S, sizeof *r->phase_s);
     r->loss_sum = calloc((size_t)S, sizeof *r->loss_sum);
     r->correct = calloc((size_t)S, sizeof *r->correct);
     r->samples = calloc((size_t)S, sizeof *r->samples);
@@ -472,48 +387,55 @@ static int run_setup(Run *r) {
     r->hx = malloc((size_t)staged * r->data.train.dim * sizeof(float));
     r->hy = malloc((size_t)staged * sizeof(int));
     r->eval_curve = cJSON_CreateArray();
-    if (!r->step_s || !r->phase_s || !r->loss_sum || !r->correct || !r->samples || !r->global_samples ||
+    if (!r->loss_sum || !r->correct || !r->samples || !r->global_samples ||
         !r->hx || !r->hy || !r->eval_curve)
         return rs_error(RS_ERR_RUNTIME, "out of host memory for %d steps", S);
 
     RS_TRY(zctx_open(&r->zctx, c, &r->env));
-    SyncJob job = {.cfg = c, .model = &r->model, .dev = &r->dev, .rank = r->rank, .world = r->world,
-                   .local_rank = r->local_rank, .local_world = r->local_world, .ctrl = NULL,
-                   .zctx = r->zctx, .addr = r->env.bind, .token = r->env.token,
-                   .buckets = r->buckets, .nbuckets = r->nbuckets, .timeout = c->timeout,
-                   .trace = r->trace};
-    char canon[8192];
-    config_canonical(c, canon, sizeof canon);
-    RS_TRY(sync_start(r->sync, &job, &r->env, canon, &r->sync_state, &r->ctrl));
-    return r->sync->broadcast_params(r->sync_state);
+    EngineArgs ea = {.cfg = c, .model = &r->model, .dev = &r->dev, .env = &r->env, .rank = r->rank,
+                     .world = r->world, .local_rank = r->local_rank, .local_world = r->local_world,
+                     .zctx = r->zctx, .trace = r->trace, .wall_offset = r->wall_offset,
+                     .ops = r->backend->ops(), .driver = r->driver, .steps = S};
+    return engine_create(&r->engine, &ea);
 }
 
 static int run_train(Run *r) {
     Device *d = &r->dev;
-    DevEvent *ev[4] = {d->ops->event_create(d), d->ops->event_create(d), d->ops->event_create(d),
-                       d->ops->event_create(d)};
-    int rc = RS_OK;
+    int rc = RS_OK, nb;
     char name[64];
+    engine_buckets(r->engine, &nb);
     log_info("# train: %d steps of %s on %s, %d rank%s, sync %s, %zu parameters, %d bucket%s", r->steps,
              r->cfg.global_batch > 0 ? "a global batch" : "a per-rank batch", device_name(d, name, sizeof name),
-             r->world, r->world > 1 ? "s" : "", r->cfg.sync, r->model.nparams, r->nbuckets,
-             r->nbuckets > 1 ? "s" : "");
+             r->world, r->world > 1 ? "s" : "", r->cfg.sync, r->model.nparams, nb, nb > 1 ? "s" : "");
     int every = r->steps >= 10 ? r->steps / 10 : 1;
     for (int s = 0; s < r->steps && rc == RS_OK; s++) {
         if (s == (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_s0 = kernels_cpu_gemm_seconds();
-        rc = run_step(r, s, ev);
+        rc = run_step(r, s);
         if (rc) break;
         if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps)
             rc = run_eval(r, s + 1);
         /* rank 0's loss sum covers the global batch under DataParallel's step */
-        int n = r->sync->loss ? r->global_samples[s] : r->samples[s];
+        int n = r->driver && r->driver->loss ? r->global_samples[s] : r->samples[s];
         if ((s + 1) % every == 0 || s + 1 == r->steps)
             log_info("step %5d/%d  loss %.4f  (rank-local)  %.1f ms/step", s + 1, r->steps,
-                     n ? r->loss_sum[s] / n : 0.0, r->step_s[s] * 1e3);
+                     n ? r->loss_sum[s] / n : 0.0, engine_times(r->engine, &nb)[s].step * 1e3);
     }
     r->gemm_s1 = kernels_cpu_gemm_seconds();
     if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
-    for (int i = 0; i < 4; i++) d->ops->event_destroy(d, ev[i]);
+    return rc;
+}
+
+/* Every rank's final parameters hashed (FNV-1a over their bytes): ranks that should hold the
+ * same bits can be checked to. */
+static int run_hash_params(Run *r) {
+    size_t bytes = r->model.nparams * sizeof(float);
+    unsigned char *h = malloc(bytes ? bytes : 1);
+    if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory hashing the parameters");
+    int rc = device_d2h(&r->dev, h, r->model.params, bytes);
+    unsigned long long x = 1469598103934665603ULL;
+    for (size_t i = 0; rc == RS_OK && i < bytes; i++) x = (x ^ h[i]) * 1099511628211ULL;
+    free(h);
+    snprintf(r->params_hash, sizeof r->params_hash, "%016llx", x);
     return rc;
 }
 
@@ -536,8 +458,9 @@ static int run_save_params(Run *r) {
 
 /* Every member's report entry to rank 0 (*ranks set on rank 0 only). */
 static int run_gather(Run *r, cJSON **ranks) {
+    Ctrl *ctrl = engine_ctrl(r->engine);
     cJSON *mine = run_rank_json(r);
-    if (!r->ctrl) {
+    if (!ctrl) {
         *ranks = cJSON_CreateArray();
         cJSON_AddItemToArray(*ranks, mine);
         return RS_OK;
@@ -545,10 +468,10 @@ static int run_gather(Run *r, cJSON **ranks) {
     char *text = cJSON_PrintUnformatted(mine);
     cJSON_Delete(mine);
     char **all = NULL;
-    int rc = text ? ctrl_gather(r->ctrl, text, &all) : rs_error(RS_ERR_RUNTIME, "out of memory");
+    int rc = text ? ctrl_gather(ctrl, text, &all) : rs_error(RS_ERR_RUNTIME, "out of memory");
     free(text);
     if (rc != RS_OK || r->rank != 0) return rc;
-    int n = ctrl_members(r->ctrl);
+    int n = ctrl_members(ctrl);
     *ranks = cJSON_CreateArray();
     for (int i = 0; i < n; i++) {
         cJSON *e = cJSON_Parse(all[i] ? all[i] : "");
@@ -633,9 +556,19 @@ int train_main(int argc, char **argv) {
     rc = run_setup(r);
     if (rc == RS_OK) rc = run_train(r);
     r->t_end = clock_wall();
-    if (rc == RS_OK && r->sync->close) rc = r->sync->close(r->sync_state); /* goodbye, before the gather */
+    if (rc == RS_OK) rc = run_hash_params(r);
+    if (rc == RS_OK) rc = engine_close(r->engine); /* goodbye, before the gather */
     cJSON *ranks = NULL;
     if (rc == RS_OK) rc = run_gather(r, &ranks);
+    if (rc == RS_OK && r->rank == 0) { /* every back end's phases by one rule, on rank 0's clock */
+        double *off = calloc((size_t)r->world, sizeof *off);
+        for (int i = 0; off && i < r->world; i++) {
+            double u;
+            engine_clock_offset(r->engine, i, &off[i], &u);
+        }
+        report_phases(ranks, r->cfg.warmup, off, off ? r->world : 0);
+        free(off);
+    }
     if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);
     if (rc == RS_OK && r->rank == 0 && r->cfg.save_params[0]) rc = run_save_params(r);
     if (rc != RS_OK) cJSON_Delete(ranks);

@@ -5,9 +5,9 @@
  * per step in all).
  *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
  *          server one PULL and gets every slice back (PARAMS).
- *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step; in
- *          finish when the caller has no begin_step); each bucket's slices go out as backward
- *          completes it (PUSH); a server sums a slice's N pushes in rank order as soon as they
+ *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step);
+ *          each bucket's slices go out as backward completes it (PUSH, from the engine's
+ *          communication thread); a server sums a slice's N pushes in rank order as soon as they
  *          are in, runs the update rule (SGD with momentum, scaled 1/samples), answers every
  *          worker with the new slice (PARAMS).
  *   end    close: with dedicated servers each worker says BYE to every server.
@@ -19,8 +19,8 @@
  *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives (S + 1)(P + nsl H); rank 0
  *     sends S(P + nsl H) + SKH + (P + nsl H) + KH, receives S(P + nsl H).
  *
- * --ps-mode dataparallel (DataParallel's whole step; colocated only, ps/dataparallel.c): the
- * server answers rank 0 alone, and rank 0's channel to every other rank carries the rest.
+ * --ps-mode dataparallel (DataParallel's whole step; colocated only; its step driver,
+ * ps/dataparallel.c, carries what DataParallel adds): the server answers rank 0 alone.
  *   start  rank 0 sends its server INIT (inproc); every other rank sends rank 0 one PULL.
  *   step   rank 0 sends each rank r its parameters (PARAMS, one message: the replicate) and
  *          its chunk of the global batch (BATCH: L_r rows of D inputs and a label); every rank
@@ -40,7 +40,6 @@
  * Refused messages are counted in `dropped`, not in bytes or messages.
  */
 #include "ps.h"
-#include "dataparallel.h"
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
@@ -48,6 +47,7 @@
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../common/mem.h"
 #include "../common/zmq_check.h"
 
 #include <stdlib.h>
@@ -59,30 +59,29 @@ typedef enum { WAIT_INIT, WAIT_STEP, WAIT_SUM } WaitKind;
 typedef struct {
     SyncJob job;
     const Config *cfg;
-    Model *model;
     uint64_t token;
     int rank, N, K, dedicated;
-    int dp;                    /* --ps-mode dataparallel: DataParallel's whole step */
-    DpChannel *chan;           /* its channel between rank 0 and every other rank */
+    int dp;                    /* DataParallel's step drives the pushes: only rank 0 gets replies */
+    size_t nparams;            /* training keys (0: collective use only) */
+    float *out;                /* where training replies land: the parameters' base (host memory) */
+    double t_last;             /* the last sign of progress (a reply, a start) */
     PsServer *server;          /* colocated: rank 0 runs it in a thread */
     void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
     ShardSlice *split;         /* [K] scratch for cutting one allreduce chunk */
     ShardPlan plan;            /* the training buckets over the servers */
     int host_visible;          /* the device's memory is host memory: no staging */
-    float *stage;              /* host staging of pushes where it is not */
+    float *stage;              /* host staging of allreduce() where it is not */
     size_t stage_cap;
     /* the step */
     uint32_t step;
-    int in_step, any_reply;
-    int step_told;             /* begin_step has sent this step's sample count (rank 0) */
+    int any_reply;
     WaitKind kind;
     int left;                  /* replies still to come */
     unsigned char *got;        /* [plan.nslices] (training) or [nchunks * K] (allreduce) */
     size_t got_cap;
     int *bucket_left;          /* [nbuckets] replies each bucket still waits for */
     double *t_push;            /* [nbuckets] */
-    double comm_s;
     /* the allreduce in flight */
     uint32_t seq;
     float *sum_buf;
@@ -117,7 +116,7 @@ static WireHeader client_header(const PsClient *c, WireOp op, uint32_t step) {
     return h;
 }
 
-/* Grows the host staging to hold n floats (outside the step loop: init and larger allreduces). */
+/* Grows the host staging of allreduce() to hold n floats (counted under MEM_COMM). */
 static int client_stage(PsClient *c, size_t n) {
     if (c->host_visible || n <= c->stage_cap) return RS_OK;
     Device *d = c->job.dev;
@@ -125,9 +124,11 @@ static int client_stage(PsClient *c, size_t n) {
         if (!ps_zc_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
         d->ops->host_free(d, c->stage);
+        mem_account(MEM_COMM, -(long long)(c->stage_cap * sizeof(float)));
     }
     c->stage_cap = 0;
     if (!(c->stage = d->ops->host_alloc(d, n * sizeof(float)))) return RS_ERR_RUNTIME;
+    mem_account(MEM_COMM, (long long)(n * sizeof(float)));
     c->stage_cap = n;
     return RS_OK;
 }
@@ -190,20 +191,21 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
             if (c->plan.slices[j].server == k) idx = j;
         if (idx < 0 || h.offset != c->plan.slices[idx].off || h.count != c->plan.slices[idx].count)
             return client_drop(c);
-        dst = c->model->params;
+        dst = c->out;
         at = (size_t)h.offset;
     }
     if (c->got[idx]) return client_drop(c);
-    Device *d = c->job.dev;
-    RS_TRY(device_h2d(d, dst + at, data, pb)); /* complete before the message is released */
+    if (c->kind == WAIT_SUM) RS_TRY(device_h2d(c->job.dev, dst + at, data, pb)); /* complete before the release */
+    else memcpy(dst + at, data, pb); /* training: host memory (the engine stages a GPU's) */
     c->got[idx] = 1;
     c->left--;
     c->any_reply = 1;
+    c->t_last = clock_now();
     if (!c->local[k]) {
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
         c->tr.messages_received++;
     }
-    if (c->kind == WAIT_STEP && --c->bucket_left[b] == 0) c->comm_s += clock_now() - c->t_push[b];
+    if (c->kind == WAIT_STEP) --c->bucket_left[b];
     *applied = 1;
     return RS_OK;
 }
@@ -265,60 +267,41 @@ static int client_wait(PsClient *c, int first_only, const char *what) {
     return RS_OK;
 }
 
-/* ---- the SyncOps -------------------------------------------------------------------------------- */
+/* ---- the back end (common/sync.h) ----------------------------------------------------------- */
 
 static void ps_destroy(void *state);
 
-/* Refuses what DataParallel's step cannot do; 0 when it can. */
-static int ps_check_dataparallel(const SyncJob *job) {
-    const Config *cfg = job->cfg;
-    if (!strcmp(cfg->ps_placement, "dedicated")) return rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
-    if (cfg->global_batch < 1)
-        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel needs --global-batch B: rank 0 scatters one batch of B "
-                                      "rows (DataParallel has no per-rank batch)");
-    if (!job->model) return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel trains a model (no collective use)");
-    return RS_OK;
+/* Rank 0's serving thread's verdict (thread-safe): 0 while it serves. */
+static int ps_health(void *state) {
+    PsClient *c = state;
+    if (!c || !c->server) return RS_OK;
+    char why[512];
+    int st = ps_server_status(c->server, why, sizeof why);
+    return st ? rs_error(RS_ERR_PEER, "%s", why) : RS_OK;
 }
 
-/* While a DataParallel wait blocks: rank 0 checks its serving thread, the others take in what
- * the server sent (an ABORT fails the wait). */
-static int client_check(void *arg) {
-    PsClient *c = arg;
-    if (c->server) {
-        char why[512];
-        int st = ps_server_status(c->server, why, sizeof why);
-        return st ? rs_error(RS_ERR_PEER, "%s", why) : RS_OK;
-    }
-    int got;
-    return client_poll(c, 0, &got);
-}
-
-/* init for both tables: dp selects DataParallel's step. */
-static int ps_init_mode(const SyncJob *job, void **state, char *endpoint, size_t len, int dp) {
+static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
     const Config *cfg = job->cfg;
     *state = NULL;
     if (endpoint && len) endpoint[0] = 0;
-    if (!dp && !strcmp(cfg->ps_mode, "dataparallel"))
-        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel: this caller drives the push back end "
-                                      "(sync_ps_dataparallel() has DataParallel's step)");
-    if (dp) RS_TRY(ps_check_dataparallel(job));
     int dedicated = !strcmp(cfg->ps_placement, "dedicated");
     if (!dedicated && cfg->ps_servers > 1)
         return rs_error(RS_ERR_INPUT,
                         "--ps-servers %d needs --ps-placement dedicated: the colocated server is one thread inside "
                         "rank 0 (DataParallel's GPU 0)",
                         cfg->ps_servers);
+    if (job->dataparallel && dedicated) return rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
     PsClient *c = calloc(1, sizeof *c);
     if (!c) return rs_error(RS_ERR_RUNTIME, "out of memory");
     *state = c;
     c->job = *job;
     c->cfg = cfg;
-    c->model = job->model;
+    c->nparams = job->nbuckets > 0 ? job->nparams : 0;
     c->rank = job->rank;
     c->N = job->world;
     c->K = dedicated ? cfg->ps_servers : 1;
     c->dedicated = dedicated;
-    c->dp = dp;
+    c->dp = job->dataparallel;
     c->token = wire_token(job->token);
     c->host_visible = job->dev->host_visible;
     atomic_init(&c->zc.out, 0);
@@ -329,21 +312,19 @@ static int ps_init_mode(const SyncJob *job, void **state, char *endpoint, size_t
     c->local = calloc((size_t)c->K, 1);
     c->split = calloc((size_t)c->K, sizeof *c->split);
     if (!c->sock || !c->local || !c->split) return rs_error(RS_ERR_RUNTIME, "out of memory");
-    if (c->model) {
-        size_t n = c->model->nparams;
-        RS_TRY(shard_plan(&c->plan, n, c->K, job->buckets, job->nbuckets));
+    if (c->nparams) {
+        RS_TRY(shard_plan(&c->plan, c->nparams, c->K, job->buckets, job->nbuckets));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
         c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
-        RS_TRY(client_stage(c, n));
     }
     if (!dedicated && c->rank == 0) {
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
-                          .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->model ? c->model->nparams : 0,
+                          .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->nparams,
                           .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
-                          .timeout = job->timeout, .dataparallel = dp};
+                          .timeout = job->timeout, .dataparallel = c->dp, .trace = job->trace};
         RS_TRY(ps_server_create(&c->server, &a));
         RS_TRY(ps_server_start(c->server));
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
@@ -351,24 +332,7 @@ static int ps_init_mode(const SyncJob *job, void **state, char *endpoint, size_t
         log_info("# ps server: colocated in rank 0 on %s, listening on %s", device_name(job->dev, dn, sizeof dn),
                  ps_server_endpoint(c->server));
     }
-    if (dp) {
-        RS_TRY(dp_create(&c->chan, job, client_check, c));
-        /* rank 0's endpoint text: "<server> <DataParallel channel>" */
-        if (c->rank == 0 && endpoint && len) {
-            size_t k = strlen(endpoint);
-            snprintf(endpoint + k, len - k, " %s", dp_endpoint(c->chan));
-        }
-        if (c->rank == 0) log_info("# ps dataparallel: rank 0 scatters and gathers on %s", dp_endpoint(c->chan));
-    }
     return RS_OK;
-}
-
-static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
-    return ps_init_mode(job, state, endpoint, len, 0);
-}
-
-static int ps_init_dp(const SyncJob *job, void **state, char *endpoint, size_t len) {
-    return ps_init_mode(job, state, endpoint, len, 1);
 }
 
 static int ps_connect(void *state, char *const *endpoints, int nmembers) {
@@ -380,15 +344,9 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
                         c->K, nmembers - c->N < 0 ? 0 : nmembers - c->N);
     if (!c->dedicated && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
-    char zero_ep[1024] = "", *dp_ep = NULL; /* rank 0's text: "<server>[ <DataParallel channel>]" */
-    if (!c->dedicated) {
-        snprintf(zero_ep, sizeof zero_ep, "%s", endpoints[0]);
-        if ((dp_ep = strchr(zero_ep, ' '))) *dp_ep++ = 0;
-    }
-    if (c->chan) RS_TRY(dp_connect(c->chan, dp_ep));
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
     for (int k = 0; k < c->K; k++) {
-        const char *ep = c->dedicated ? endpoints[c->N + k] : zero_ep;
+        const char *ep = c->dedicated ? endpoints[c->N + k] : endpoints[0];
         if (c->server) {
             ep = ps_server_inproc(c->server);
             c->local[k] = 1;
@@ -407,73 +365,38 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     return RS_OK;
 }
 
-/* Rank 0 hands the servers its parameters; every other rank pulls them (DataParallel: rank 0
- * hears from every rank, whose parameters come with step 0's replicate). */
-static int ps_broadcast(void *state) {
+/* Rank 0 hands the servers its parameters (buf, host memory); every other rank pulls them into
+ * buf (under DataParallel's step they come with step 0's replicate instead). */
+static int ps_broadcast(void *state, float *buf, size_t count) {
     PsClient *c = state;
-    if (!c->model) return RS_OK;
-    Model *m = c->model;
+    if (!c->nparams) return RS_OK;
+    if (count != c->nparams) return rs_error(RS_ERR_RUNTIME, "ps: broadcast of %zu floats, the model has %zu", count, c->nparams);
     if (c->rank == 0) {
-        const float *src;
-        RS_TRY(client_host_view(c, m->params, 0, m->nparams, &src));
         for (int j = 0; j < c->plan.nslices; j++) {
             const ShardSlice *sl = &c->plan.slices[j];
             WireHeader h = client_header(c, WIRE_INIT, WIRE_STEP_INIT);
             h.bucket = (uint32_t)sl->bucket;
             h.offset = sl->off;
             h.count = sl->count;
-            RS_TRY(client_send(c, sl->server, &h, src + sl->off, sl->count * sizeof(float)));
+            RS_TRY(client_send(c, sl->server, &h, buf + sl->off, sl->count * sizeof(float)));
         }
-        /* The slices left zero-copy from the staging that the first step's gradients overwrite:
-         * wait until every server has taken its copy and released them. */
+        /* The slices left zero-copy from buf, which (staging on a GPU) the first step's gradients
+         * overwrite: wait until every server has taken its copy and released them. */
         if (!c->host_visible && !ps_zc_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank 0: the servers did not take the initial parameters within %g s",
                             c->job.timeout);
-        return c->chan ? dp_hello(c->chan) : RS_OK;
+        return RS_OK;
     }
-    if (c->chan) return dp_hello(c->chan);
+    if (c->dp) return RS_OK;
     c->kind = WAIT_INIT;
+    c->out = buf;
     memset(c->got, 0, c->got_cap);
     c->left = c->plan.nslices;
     for (int k = 0; k < c->K; k++) {
         WireHeader h = client_header(c, WIRE_PULL, WIRE_STEP_INIT);
         RS_TRY(client_send(c, k, &h, NULL, 0));
     }
-    RS_TRY(client_wait(c, 0, "the initial parameters"));
-    Device *d = c->job.dev;
-    return d->ops->stream_sync(d, NULL);
-}
-
-/* Opens a step's bookkeeping at its first bucket. */
-static void client_step_begin(PsClient *c) {
-    c->in_step = 1;
-    c->kind = WAIT_STEP;
-    c->any_reply = 0;
-    c->comm_s = 0;
-    c->left = c->plan.nslices;
-    memset(c->got, 0, c->got_cap);
-    for (int b = 0; b < c->plan.nbuckets; b++) c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
-}
-
-static int ps_bucket_ready(void *state, int b) {
-    PsClient *c = state;
-    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: bucket_ready without a model");
-    if (b < 0 || b >= c->plan.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
-    if (!c->in_step) client_step_begin(c);
-    const Bucket *bk = &c->job.buckets[b];
-    const float *src;
-    RS_TRY(client_host_view(c, c->model->grads + bk->lo, bk->lo, bk->hi - bk->lo, &src));
-    c->t_push[b] = clock_now();
-    for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++) {
-        const ShardSlice *sl = &c->plan.slices[j];
-        WireHeader h = client_header(c, WIRE_PUSH, c->step);
-        h.bucket = (uint32_t)b;
-        h.offset = sl->off;
-        h.count = sl->count;
-        RS_TRY(client_send(c, sl->server, &h, src + (sl->off - bk->lo), sl->count * sizeof(float)));
-    }
-    int got; /* replies already there: take them (and their time) now */
-    return client_poll(c, 0, &got);
+    return client_wait(c, 0, "the initial parameters");
 }
 
 /* Rank 0 tells every server the step's global sample count (STEP). */
@@ -483,45 +406,76 @@ static int client_tell_step(PsClient *c, int global_samples) {
         h.samples = global_samples > 0 ? (uint32_t)global_samples : 0;
         RS_TRY(client_send(c, k, &h, NULL, 0));
     }
-    c->step_told = 1;
     return RS_OK;
 }
 
-/* At the step's start rank 0 tells the servers its sample count, so that each bucket is
+/* The step's bookkeeping; rank 0 tells the servers its sample count, so that each bucket is
  * updated as soon as its pushes are in. */
 static int ps_begin_step(void *state, int step, int global_samples) {
     PsClient *c = state;
-    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: begin_step without a model");
-    if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: begin_step %d, expected step %u", step, c->step);
-    return c->rank == 0 && !c->step_told ? client_tell_step(c, global_samples) : RS_OK;
+    if (!c->nparams) return rs_error(RS_ERR_RUNTIME, "ps: a step without training buckets");
+    if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: step %d, expected step %u", step, c->step);
+    c->kind = WAIT_STEP;
+    c->any_reply = 0;
+    c->left = c->plan.nslices;
+    c->t_last = clock_now();
+    memset(c->got, 0, c->got_cap);
+    for (int b = 0; b < c->plan.nbuckets; b++) c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
+    return c->rank == 0 ? client_tell_step(c, global_samples) : RS_OK;
 }
 
-static int ps_finish(void *state, int step, int global_samples, SyncStep *out) {
+/* Pushes bucket b's slices (grad, host memory, goes zero-copy where large: unchanged until the
+ * bucket is done); the new parameters land in out. */
+static int ps_start(void *state, int step, int b, float *grad, float *out) {
     PsClient *c = state;
-    if (!c->model) return rs_error(RS_ERR_RUNTIME, "ps: finish without a model");
-    if (!c->in_step) client_step_begin(c);
-    if (c->rank == 0 && !c->step_told) RS_TRY(client_tell_step(c, global_samples));
-    c->step_told = 0;
-    if (c->dp && c->rank != 0) {
-        /* DataParallel: the update reaches this rank with the next step's replicate */
-        *out = (SyncStep){0};
-        c->in_step = 0;
-        c->step++;
-        return RS_OK;
+    if (b < 0 || b >= c->plan.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
+    const Bucket *bk = &c->job.buckets[b];
+    c->out = out - bk->lo;
+    c->t_push[b] = c->t_last = clock_now();
+    for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++) {
+        const ShardSlice *sl = &c->plan.slices[j];
+        WireHeader h = client_header(c, WIRE_PUSH, c->step);
+        h.bucket = (uint32_t)b;
+        h.offset = sl->off;
+        h.count = sl->count;
+        RS_TRY(client_send(c, sl->server, &h, grad + (sl->off - bk->lo), sl->count * sizeof(float)));
     }
-    char what[64];
-    snprintf(what, sizeof what, "step %d", step);
-    double t0 = clock_now();
-    RS_TRY(client_wait(c, 1, what));
-    out->idle_s = clock_now() - t0;
-    RS_TRY(client_wait(c, 0, what));
-    Device *d = c->job.dev;
-    RS_TRY(d->ops->stream_sync(d, NULL));
-    out->comm_s = c->comm_s;
-    out->optimizer_s = 0; /* the server owns the optimizer */
-    c->in_step = 0;
+    return RS_OK;
+}
+
+/* Bucket b's new parameters are in: 1; not yet: 0; the server failed or nothing came for the
+ * timeout: -RS_ERR_PEER. Under DataParallel's step only rank 0 waits for replies. */
+static int ps_poll(void *state, int b, int wait_ms) {
+    PsClient *c = state;
+    if ((c->dp && c->rank != 0) || c->bucket_left[b] == 0) return 1;
+    int got, rc = client_poll(c, wait_ms, &got);
+    if (rc) return -rc;
+    if (c->bucket_left[b] == 0) return 1;
+    if ((rc = ps_health(c))) return -rc;
+    /* the server's verdict names the missing rank: give it a moment to come first */
+    if (clock_now() - c->t_last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
+        if (c->K == 1)
+            rc = rs_error(RS_ERR_PEER, "ps: rank %d: no reply from the server for step %u within %g s", c->rank, c->step,
+                          c->job.timeout);
+        else
+            rc = rs_error(RS_ERR_PEER, "ps: rank %d: %d replies from the %d servers missing for step %u within %g s",
+                          c->rank, c->left, c->K, c->step, c->job.timeout);
+        return -rc;
+    }
+    return 0;
+}
+
+static int ps_end_step(void *state, int step) {
+    PsClient *c = state;
     c->step++;
     return RS_OK;
+}
+
+static void ps_server_busy_op(void *state, double *busy_s, long long *steps) {
+    PsClient *c = state;
+    *busy_s = 0;
+    *steps = 0;
+    if (c && c->server) ps_server_busy(c->server, busy_s, steps);
 }
 
 static int ps_allreduce(void *state, float *buf, size_t count) {
@@ -588,7 +542,6 @@ static int ps_close(void *state) {
 static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
     *out = c->tr;
-    if (c->chan) dp_traffic(c->chan, out);
     out->transport = c->N > 1 ? "tcp" : "inproc"; /* one rank: its colocated server is in-process */
     if (c->server) {
         SyncTraffic s;
@@ -609,10 +562,12 @@ static void ps_destroy(void *state) {
         for (int k = 0; k < c->K; k++)
             if (c->sock[k]) zmq_close(c->sock[k]);
     }
-    dp_destroy(c->chan);
     ps_server_destroy(c->server);
     int drained = ps_zc_drain(&c->zc, 2.0);
-    if (c->stage && drained) c->job.dev->ops->host_free(c->job.dev, c->stage);
+    if (c->stage && drained) {
+        c->job.dev->ops->host_free(c->job.dev, c->stage);
+        mem_account(MEM_COMM, -(long long)(c->stage_cap * sizeof(float)));
+    }
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);
     free(c->sock);
@@ -624,49 +579,25 @@ static void ps_destroy(void *state) {
     free(c);
 }
 
-static int ps_scatter_batch(void *state, int step, const float *x, const int *y, int global_rows, int *local_rows,
-                            SyncStep *acc) {
-    PsClient *c = state;
-    if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: scatter_batch %d, expected step %u", step, c->step);
-    return dp_scatter(c->chan, step, x, y, global_rows, local_rows, acc);
-}
-
-static int ps_loss(void *state, int local_rows, SyncStep *acc) {
-    PsClient *c = state;
-    return dp_loss(c->chan, local_rows, acc);
-}
-
 static const SyncOps ps_ops = {
     .name = "ps",
+    .place = SYNC_ON_HOST, /* the engine stages a GPU's buffers; start and poll run on its communication thread */
+    .result = SYNC_UPDATES,
     .init = ps_init,
     .connect = ps_connect,
-    .broadcast_params = ps_broadcast,
-    .bucket_ready = ps_bucket_ready,
-    .finish = ps_finish,
+    .broadcast = ps_broadcast,
+    .start = ps_start,
+    .poll = ps_poll,
+    .begin_step = ps_begin_step,
+    .end_step = ps_end_step,
+    .server_busy = ps_server_busy_op,
+    .health = ps_health,
+    .close = ps_close,
     .allreduce = ps_allreduce,
     .traffic = ps_traffic,
     .destroy = ps_destroy,
-    .close = ps_close,
-    .begin_step = ps_begin_step,
-    .scatter_batch = NULL, /* the workers stage their own rows */
-    .loss = NULL,
 };
 
-static const SyncOps ps_dp_ops = {
-    .name = "ps",
-    .init = ps_init_dp,
-    .connect = ps_connect,
-    .broadcast_params = ps_broadcast,
-    .bucket_ready = ps_bucket_ready,
-    .finish = ps_finish,
-    .allreduce = ps_allreduce,
-    .traffic = ps_traffic,
-    .destroy = ps_destroy,
-    .close = ps_close,
-    .begin_step = ps_begin_step,
-    .scatter_batch = ps_scatter_batch,
-    .loss = ps_loss,
-};
-
+/* The "ps" back end: push each bucket, pull the updated parameters (rank 0 hosts the server
+ * when it is colocated). Never NULL. */
 const SyncOps *sync_ps(void) { return &ps_ops; }
-const SyncOps *sync_ps_dataparallel(void) { return &ps_dp_ops; }

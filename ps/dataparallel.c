@@ -12,7 +12,9 @@
  * rank's logits are in, a worker's logits once its gradient is back); each side also drains
  * its zero-copy counter there.
  */
-#include "dataparallel.h"
+#include "ps.h"
+#include "../common/engine.h"
+#include "../common/model.h"
 #include "server.h"
 #include "wire.h"
 #include "../common/secure.h"
@@ -20,6 +22,7 @@
 #include "../common/data.h"
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../common/mem.h"
 #include "../common/zmq_check.h"
 
 #include <stdlib.h>
@@ -31,7 +34,7 @@ typedef enum { DP_IDLE, DP_WAIT_HELLO, DP_WAIT_LOGITS, DP_WAIT_SCATTER, DP_WAIT_
 /* Bits of got[0] on the other ranks. */
 enum { DP_GOT_PARAMS = 1, DP_GOT_BATCH = 2, DP_GOT_DLOGITS = 4 };
 
-struct DpChannel {
+typedef struct DpChannel {
     SyncJob job;
     Model *model;
     Device *dev;
@@ -40,7 +43,7 @@ struct DpChannel {
     int host_visible;
     void *sock;                      /* rank 0: ROUTER; others: DEALER "w<rank>" */
     char endpoint[320];
-    DpCheckFn check;
+    HealthFn check;
     void *check_arg;
     /* rank 0: the gathered outputs (device, MEM_GATHER), host staging where the device is not
      * host memory */
@@ -59,13 +62,35 @@ struct DpChannel {
     PsZeroCopy zc;
     SyncTraffic tr;
     int warned;
-};
+} DpChannel;
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
 
 static size_t dp_gather_bytes(const DpChannel *ch, int what) {
     size_t G = (size_t)ch->cap, C = (size_t)ch->classes;
     return what == 2 ? G * sizeof(int) : G * C * sizeof(float); /* 0 logits, 1 their gradient, 2 labels */
+}
+
+/* Host staging where the device is not host memory: rank 0's parameters (0) and output
+ * gradients (1), another rank's logits (2). */
+static size_t dp_stage_bytes(const DpChannel *ch, int what) {
+    const Model *m = ch->model;
+    if (what == 0) return m->nparams * sizeof(float);
+    if (what == 1) return dp_gather_bytes(ch, 1);
+    return (size_t)m->max_batch * (size_t)ch->classes * sizeof(float);
+}
+
+/* Pinned host memory for communication, counted under MEM_COMM. */
+static float *dp_host_alloc(DpChannel *ch, size_t bytes) {
+    float *p = ch->dev->ops->host_alloc(ch->dev, bytes);
+    if (p) mem_account(MEM_COMM, (long long)bytes);
+    return p;
+}
+
+static void dp_host_free(DpChannel *ch, float *p, size_t bytes) {
+    if (!p) return;
+    ch->dev->ops->host_free(ch->dev, p);
+    mem_account(MEM_COMM, -(long long)bytes);
 }
 
 /* ---- sending -------------------------------------------------------------------------------- */
@@ -287,7 +312,10 @@ static int dp_wait(DpChannel *ch, const char *what, double *blocked) {
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-int dp_hello(DpChannel *ch) {
+/* Once before the first step: every other rank sends rank 0 a PULL, rank 0 waits (up to the
+ * job's timeout) until it has heard from all of them, so that it can address them. */
+static int dp_hello(void *state) {
+    DpChannel *ch = state;
     if (ch->rank != 0) {
         WireHeader h = dp_header(ch, WIRE_PULL, WIRE_STEP_INIT);
         return dp_send(ch, 0, &h, NULL, 0);
@@ -299,8 +327,12 @@ int dp_hello(DpChannel *ch) {
     return dp_wait(ch, "pull", &blocked);
 }
 
-int dp_scatter(DpChannel *ch, int step, const float *x, const int *y, int global_rows, int *local_rows,
-               SyncStep *acc) {
+/* Rank 0 sends every other rank its current parameters (the replicate) and its chunk of the
+ * batch; each rank ends with its chunk in model->act[0] / labels and (others) rank 0's
+ * parameters in model->params. */
+static int dp_scatter(void *state, int step, const float *x, const int *y, int global_rows, int *local_rows,
+                      DriverSpan *sp) {
+    DpChannel *ch = state;
     double t0 = clock_now(), blocked = 0;
     Device *d = ch->dev;
     Model *m = ch->model;
@@ -341,12 +373,15 @@ int dp_scatter(DpChannel *ch, int step, const float *x, const int *y, int global
     }
     RS_TRY(d->ops->stream_sync(d, NULL));
     *local_rows = ch->len;
-    acc->idle_s += blocked;
-    acc->comm_s += clock_now() - t0;
+    *sp = (DriverSpan){.comm_t0 = t0, .comm_t1 = clock_now(), .blocked = blocked};
     return RS_OK;
 }
 
-int dp_loss(DpChannel *ch, int local_rows, SyncStep *acc) {
+/* Gathers the logits to rank 0, which runs softmax cross-entropy over the global batch into its
+ * model->stats and scatters the gradient back; every rank ends with its rows' gradient in
+ * model->dbuf[0]. Every rank arrives here at the step's synchronisation. */
+static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
+    DpChannel *ch = state;
     double t0 = clock_now(), blocked = 0, compute = 0;
     Device *d = ch->dev;
     Model *m = ch->model;
@@ -408,9 +443,7 @@ int dp_loss(DpChannel *ch, int local_rows, SyncStep *acc) {
                             ch->job.timeout);
     }
     RS_TRY(d->ops->stream_sync(d, NULL));
-    acc->idle_s += blocked;
-    acc->compute_s += compute;
-    acc->comm_s += clock_now() - t0 - compute;
+    *sp = (DriverSpan){.comm_t0 = t0, .comm_t1 = clock_now(), .blocked = blocked, .compute = compute, .arrival = t0};
     return RS_OK;
 }
 
@@ -463,7 +496,6 @@ static int dp_open_socket(DpChannel *ch) {
 /* Rank 0's gathered outputs (MEM_GATHER) and every rank's host staging. */
 static int dp_alloc(DpChannel *ch) {
     Device *d = ch->dev;
-    const Model *m = ch->model;
     if (ch->rank == 0) {
         ch->glogits = device_alloc(d, dp_gather_bytes(ch, 0), MEM_GATHER);
         ch->gdlogits = ch->glogits ? device_alloc(d, dp_gather_bytes(ch, 1), MEM_GATHER) : NULL;
@@ -472,29 +504,41 @@ static int dp_alloc(DpChannel *ch) {
             return rs_error(RS_ERR_RUNTIME, "ps dataparallel: the gathered outputs of %d rows x %d classes: %s", ch->cap,
                             ch->classes, rs_errmsg());
         if (ch->host_visible || ch->N == 1) return RS_OK;
-        ch->hparams = d->ops->host_alloc(d, m->nparams * sizeof(float));
-        ch->hdlogits = ch->hparams ? d->ops->host_alloc(d, dp_gather_bytes(ch, 1)) : NULL;
+        ch->hparams = dp_host_alloc(ch, dp_stage_bytes(ch, 0));
+        ch->hdlogits = ch->hparams ? dp_host_alloc(ch, dp_stage_bytes(ch, 1)) : NULL;
         return ch->hdlogits ? RS_OK : RS_ERR_RUNTIME;
     }
     if (ch->host_visible) return RS_OK;
-    ch->hlogits = d->ops->host_alloc(d, (size_t)m->max_batch * (size_t)ch->classes * sizeof(float));
+    ch->hlogits = dp_host_alloc(ch, dp_stage_bytes(ch, 2));
     return ch->hlogits ? RS_OK : RS_ERR_RUNTIME;
 }
 
-int dp_create(DpChannel **out, const SyncJob *job, DpCheckFn check, void *arg) {
+static void dp_destroy(void *state);
+
+/* Checks DataParallel's options, creates the channel: rank 0 binds its ROUTER on
+ * tcp://job->addr:* (its endpoint text) and allocates the gathered logits, their gradient and
+ * the global batch's labels on its device under MEM_GATHER: 4 x global_batch x (2 x classes +
+ * 1) bytes; host staging (MEM_COMM) where the device is not host memory. check(arg) is polled
+ * during waits. */
+static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, void **out, char *endpoint,
+                   size_t len) {
     *out = NULL;
-    if (!job->model || job->cfg->global_batch < 1)
-        return rs_error(RS_ERR_INPUT, "ps dataparallel: needs a model and --global-batch");
+    if (endpoint && len) endpoint[0] = 0;
+    const Config *cfg = job->cfg;
+    if (!strcmp(cfg->ps_placement, "dedicated")) return rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
+    if (cfg->global_batch < 1)
+        return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel needs --global-batch B: rank 0 scatters one batch of B "
+                                      "rows (DataParallel has no per-rank batch)");
     DpChannel *ch = calloc(1, sizeof *ch);
     if (!ch) return rs_error(RS_ERR_RUNTIME, "out of memory");
     ch->job = *job;
-    ch->model = job->model;
+    ch->model = model;
     ch->dev = job->dev;
     ch->token = wire_token(job->token);
     ch->rank = job->rank;
     ch->N = job->world;
-    ch->dim = job->model->sizes[0];
-    ch->classes = job->model->sizes[job->model->nlayers];
+    ch->dim = model->sizes[0];
+    ch->classes = model->sizes[model->nlayers];
     ch->cap = job->cfg->global_batch;
     ch->host_visible = job->dev->host_visible;
     ch->check = check;
@@ -509,13 +553,18 @@ int dp_create(DpChannel **out, const SyncJob *job, DpCheckFn check, void *arg) {
         dp_destroy(ch);
         return rs_error(rc, "%s", why);
     }
+    if (ch->rank == 0) {
+        if (endpoint && len) snprintf(endpoint, len, "%s", ch->endpoint);
+        log_info("# ps dataparallel: rank 0 scatters and gathers on %s", ch->endpoint);
+    }
     *out = ch;
     return RS_OK;
 }
 
-const char *dp_endpoint(const DpChannel *ch) { return ch->endpoint; }
-
-int dp_connect(DpChannel *ch, const char *endpoint) {
+/* Other ranks: connect the DEALER to rank 0's endpoint (endpoints[0]). */
+static int dp_connect(void *state, char *const *endpoints, int n) {
+    DpChannel *ch = state;
+    const char *endpoint = n > 0 ? endpoints[0] : NULL;
     if (ch->rank == 0) return RS_OK;
     if (!endpoint || !*endpoint) return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0 published no endpoint");
     if (zmq_connect(ch->sock, endpoint) != 0)
@@ -524,7 +573,9 @@ int dp_connect(DpChannel *ch, const char *endpoint) {
     return RS_OK;
 }
 
-void dp_traffic(const DpChannel *ch, SyncTraffic *out) {
+/* Adds the channel's cumulative counters to *out. */
+static void dp_traffic(void *state, SyncTraffic *out) {
+    const DpChannel *ch = state;
     out->bytes_sent += ch->tr.bytes_sent;
     out->bytes_received += ch->tr.bytes_received;
     out->messages_sent += ch->tr.messages_sent;
@@ -532,7 +583,9 @@ void dp_traffic(const DpChannel *ch, SyncTraffic *out) {
     out->dropped += ch->tr.dropped;
 }
 
-void dp_destroy(DpChannel *ch) {
+/* Closes the socket, waits (bounded) for zero-copy sends to let go, frees the buffers. */
+static void dp_destroy(void *state) {
+    DpChannel *ch = state;
     if (!ch) return;
     if (ch->sock) zmq_close(ch->sock);
     if (!ps_zc_drain(&ch->zc, 2.0 + ch->job.timeout)) {
@@ -543,9 +596,22 @@ void dp_destroy(DpChannel *ch) {
     device_free(d, ch->glogits, dp_gather_bytes(ch, 0), MEM_GATHER);
     device_free(d, ch->gdlogits, dp_gather_bytes(ch, 1), MEM_GATHER);
     device_free(d, ch->glabels, dp_gather_bytes(ch, 2), MEM_GATHER);
-    if (ch->hparams) d->ops->host_free(d, ch->hparams);
-    if (ch->hdlogits) d->ops->host_free(d, ch->hdlogits);
-    if (ch->hlogits) d->ops->host_free(d, ch->hlogits);
+    dp_host_free(ch, ch->hparams, dp_stage_bytes(ch, 0));
+    dp_host_free(ch, ch->hdlogits, dp_stage_bytes(ch, 1));
+    dp_host_free(ch, ch->hlogits, dp_stage_bytes(ch, 2));
     free(ch->got);
     free(ch);
 }
+
+static const StepDriver dp_driver = {
+    .name = "dataparallel",
+    .init = dp_init,
+    .connect = dp_connect,
+    .hello = dp_hello,
+    .scatter = dp_scatter,
+    .loss = dp_loss,
+    .traffic = dp_traffic,
+    .destroy = dp_destroy,
+};
+
+const StepDriver *ps_dataparallel_driver(void) { return &dp_driver; }

@@ -6,45 +6,27 @@
 #include "../common/err.h"
 #include "../common/log.h"
 #include "../common/mem.h"
+#include "../common/report.h"
+#include "../common/trace.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* This server's entry of the report's "ranks" array, as the trainer writes a worker's. */
+/* This server's entry of the report's "ranks" array: the shape every member's has
+ * (common/report.h), its server id, and its own work per step. */
 static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s) {
-    cJSON *o = cJSON_CreateObject();
-    char name[32];
-    cJSON_AddNumberToObject(o, "rank", env->member);
-    cJSON_AddStringToObject(o, "role", "server");
-    cJSON_AddNumberToObject(o, "server", env->member - env->world);
-    cJSON_AddStringToObject(o, "device", device_name(dev, name, sizeof name));
-    cJSON_AddNumberToObject(o, "samples", 0);
-    MemStats ms;
-    mem_snapshot(&ms);
-    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
-    cJSON_AddNumberToObject(mem, "peak_bytes", (double)ms.peak_total);
-    cJSON *tags = cJSON_AddObjectToObject(mem, "by_tag");
-    for (int t = 0; t < MEM_NTAGS; t++) cJSON_AddNumberToObject(tags, mem_tag_name(t), (double)ms.peak[t]);
-    size_t fr = 0, tot = 0;
-    dev->ops->mem_info(dev, &fr, &tot);
-    cJSON_AddNumberToObject(mem, "device_used_bytes", (double)(tot - fr));
-    cJSON_AddNumberToObject(mem, "host_peak_rss_bytes", (double)mem_host_peak_rss());
     SyncTraffic tr;
     ps_server_traffic(s, &tr);
-    cJSON *t = cJSON_AddObjectToObject(o, "traffic");
-    cJSON_AddNumberToObject(t, "bytes_sent", (double)tr.bytes_sent);
-    cJSON_AddNumberToObject(t, "bytes_received", (double)tr.bytes_received);
-    cJSON_AddNumberToObject(t, "messages", (double)(tr.messages_sent + tr.messages_received));
-    cJSON_AddNumberToObject(t, "messages_sent", (double)tr.messages_sent);
-    cJSON_AddNumberToObject(t, "messages_received", (double)tr.messages_received);
-    cJSON_AddNumberToObject(t, "dropped", (double)tr.dropped);
-    cJSON_AddStringToObject(t, "transport", "tcp");
+    tr.transport = "tcp";
+    cJSON *o = report_entry(env->member, "server", dev, 0, &tr);
+    cJSON_AddNumberToObject(o, "server", env->member - env->world);
     double busy;
     long long steps;
     ps_server_busy(s, &busy, &steps);
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
     cJSON_AddNumberToObject(ts, "busy", steps > 0 ? busy / (double)steps : 0); /* per step, as workers' */
+    cJSON_AddNumberToObject(ts, "server_busy", steps > 0 ? busy / (double)steps : 0);
     cJSON_AddNumberToObject(ts, "busy_total", busy);
     cJSON_AddNumberToObject(ts, "serve", serve_s);
     cJSON_AddNumberToObject(ts, "steps", (double)steps);
@@ -58,6 +40,7 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     void *zctx = NULL;
     Bucket *buckets = NULL;
     PsServer *s = NULL;
+    Trace *trace = NULL;
     Ctrl *ctrl = NULL;
     char *canon = NULL, *text = NULL;
     cJSON *entry = NULL;
@@ -80,16 +63,21 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     kernels_cpu_set_threads(1);
     RankEnv here = *env; /* --bind may replace the bind address */
     if ((rc = zctx_open(&zctx, cfg, &here)) != RS_OK) goto err;
-    int nb = sync_plan_buckets(nparams, cfg->bucket_mb * 1048576.0, &buckets);
+    int nb = sync_plan_run(nparams, cfg, &buckets);
     if (nb < 0) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
         goto err;
     }
     /* bind on this host's address on the route to MASTER_ADDR, as the workers' data planes do */
     const char *addr = here.bind[0] ? here.bind : here.addr;
+    if (cfg->trace[0]) { /* its work joins rank 0's trace file, as a process of its own */
+        char label[48];
+        snprintf(label, sizeof label, "ps server %d", id);
+        trace = trace_new(env->member, label);
+    }
     PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = id,
                       .nservers = K, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
-                      .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout};
+                      .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
     size_t need = config_canonical(cfg, NULL, 0) + 1;
     if (!(canon = malloc(need))) {
@@ -102,6 +90,7 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     double t0 = clock_now();
     if ((rc = ps_server_run(s)) != RS_OK) goto err;
     entry = dedicated_entry(s, env, &dev, clock_now() - t0);
+    if (entry && trace) cJSON_AddItemToObject(entry, "_trace", trace_json(trace));
     if (!entry || !(text = cJSON_PrintUnformatted(entry))) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory");
         goto err;
@@ -117,6 +106,7 @@ err:
     free(canon);
     ctrl_close(ctrl);
     ps_server_destroy(s);
+    trace_free(trace);
     zctx_close(zctx);
     free(buckets);
     if (dev.ops) device_close(&dev);

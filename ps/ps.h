@@ -6,14 +6,15 @@
 #include "../common/ctrl.h"
 #include "../common/sync.h"
 
-/* The "ps" back end (workers' side; with --ps-placement colocated rank 0 also runs the server
- * in a thread of its own). */
-const SyncOps *sync_ps(void);
+/* The "ps" back end is sync_ps() (common/sync.h; ps/client.c): with --ps-placement colocated
+ * rank 0 also runs the server in a thread of its own. */
 
-/* The "ps" back end with DataParallel's whole step (--ps-mode dataparallel): the same ops plus
- * scatter_batch and loss (common/sync.h). Its init refuses --ps-placement dedicated and a run
- * without --global-batch (RS_ERR_INPUT). */
-const SyncOps *sync_ps_dataparallel(void);
+/* DataParallel's step (--ps-mode dataparallel, ps/dataparallel.c): rank 0 scatters the global
+ * batch and its parameters, gathers the logits, computes the loss and scatters its gradient,
+ * around ps's pushes. Its init refuses --ps-placement dedicated and a run without
+ * --global-batch (RS_ERR_INPUT). Never NULL. */
+struct StepDriver;
+const struct StepDriver *ps_dataparallel_driver(void);
 
 /* The refusal of --ps-mode dataparallel with dedicated servers (the workers' and the servers'). */
 #define PS_DP_NO_DEDICATED                                                                                  \

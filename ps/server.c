@@ -5,6 +5,7 @@
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../common/trace.h"
 #include "../common/zmq_check.h"
 
 #include <limits.h>
@@ -61,6 +62,7 @@ struct PsServer {
     pthread_mutex_t lock;
     SyncTraffic tr;
     double busy_s;
+    double wall_offset;        /* clock_wall() - clock_now(), for trace timestamps */
     long long steps;
     /* the thread (colocated) */
     pthread_t thread;
@@ -258,8 +260,11 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     ph->waiting[b] = 0;
     ph->done++;
     if (ph->done == ph->nslices) ph->active = 0;
+    double t1 = clock_now();
+    if (s->a.trace && ph->op == WIRE_PUSH) /* the server's own work, on its host's trace */
+        trace_span(s->a.trace, "server: reduce+update", 2, t0 + s->wall_offset, t1 + s->wall_offset);
     pthread_mutex_lock(&s->lock);
-    s->busy_s += clock_now() - t0;
+    s->busy_s += t1 - t0;
     if (!ph->active && ph->op == WIRE_PUSH) s->steps++;
     pthread_mutex_unlock(&s->lock);
     WireHeader h = wire_header(s->token, ph->op == WIRE_PUSH ? WIRE_PARAMS : WIRE_SUMMED);
@@ -699,6 +704,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     PsServer *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RS_ERR_RUNTIME, "out of memory");
     s->a = *a;
+    s->wall_offset = clock_wall() - clock_now();
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->stop, 0);
     atomic_init(&s->zc.out, 0);

@@ -38,6 +38,8 @@ typedef struct {
                              * first contribution (rank 0's early STEP starts no clock) */
     int dataparallel;       /* 1 (--ps-mode dataparallel): a step's new parameters go back to
                              * rank 0 only, which replicates them at the next step's start */
+    struct Trace *trace;    /* NULL, or where its work goes as spans (tid 2): rank 0's trace
+                             * (colocated) or its own (dedicated) */
 } PsServerArgs;
 
 /* One slice's update: n keys of this server, sum = the step's contributions summed in rank

@@ -6,6 +6,7 @@
 #include "../common/device.h"
 #include "../common/err.h"
 #include "../common/sync.h"
+#include "../experiments/backends.h"
 #include "../kernels/ops.h"
 #include "test.h"
 

@@ -6,6 +6,9 @@
 #include "../common/mem.h"
 #include "../common/model.h"
 #include "../common/sync.h"
+#include "../common/engine.h"
+#include "../common/ctrl.h"
+#include "../experiments/backends.h"
 #include "../ps/ps.h"
 #include "../ps/server.h"
 #include "../ps/shard.h"
@@ -193,7 +196,7 @@ static void test_shard_ranges(void) {
     /* chunks as sync_plan_buckets cuts them */
     Bucket *b;
     size_t total = 1000;
-    int nb = sync_plan_buckets(total, 300 * sizeof(float), &b);
+    int nb = sync_plan_buckets(total, 300 * sizeof(float), 300 * sizeof(float), &b);
     CHECK(nb == shard_nchunks(total, 300));
     for (int i = 0; i < nb; i++) {
         size_t lo, hi;
@@ -207,7 +210,7 @@ static void test_shard_plan(void) {
     for (int K = 1; K <= 5; K++) {
         size_t total = 1000;
         Bucket *b;
-        int nb = sync_plan_buckets(total, 128 * sizeof(float), &b);
+        int nb = sync_plan_buckets(total, 128 * sizeof(float), 128 * sizeof(float), &b);
         ShardPlan p;
         CHECK(shard_plan(&p, total, K, b, nb) == RS_OK);
         unsigned char *cov = calloc(total, 1);
@@ -562,7 +565,7 @@ static void *rank_thread(void *p) {
     Device dev;
     device_open(&dev, "cpu", 0, NULL);
     const SyncOps *ops = sync_find("ps");
-    SyncJob job = {.cfg = a->cfg, .model = NULL, .dev = &dev, .rank = a->rank, .world = a->world,
+    SyncJob job = {.cfg = a->cfg, .dev = &dev, .rank = a->rank, .world = a->world,
                    .local_rank = a->rank, .local_world = a->world, .zctx = a->ctx, .addr = "127.0.0.1",
                    .token = TOKEN_TEXT, .timeout = 10};
     void *st = NULL;
@@ -668,7 +671,8 @@ static void test_backend_allreduce(void) {
     }
 }
 
-/* One rank through "ps" (colocated) computes bit for bit what "none" does. */
+/* One rank through "ps" (colocated) computes bit for bit what "none" does, both driven by the
+ * engine (buckets handed over during backward, the communication thread, the server's update). */
 static void test_backend_matches_none(void) {
     Config cfg;
     config_defaults(&cfg);
@@ -681,44 +685,43 @@ static void test_backend_matches_none(void) {
     Model m[2];
     float *fin[2];
     void *ctx = zmq_ctx_new();
+    RankEnv env = {.world = 1, .local_world = 1};
+    snprintf(env.bind, sizeof env.bind, "127.0.0.1");
     for (int v = 0; v < 2; v++) {
         CHECK(model_init(&m[v], &dev, sizes, 3, B, 7) == RS_OK);
-        Bucket *bk;
-        int nb = sync_plan_buckets(m[v].nparams, cfg.bucket_mb * 1048576.0, &bk);
+        EngineArgs ea = {.cfg = &cfg, .model = &m[v], .dev = &dev, .env = &env, .world = 1, .local_world = 1,
+                         .zctx = ctx, .ops = sync_find(v ? "ps" : "none"), .steps = S};
+        Engine *e = NULL;
+        CHECK_MSG(engine_create(&e, &ea) == RS_OK, "%s", rs_errmsg());
+        if (!e) return;
+        int nb;
+        engine_buckets(e, &nb);
         CHECK(nb > 1);
-        const SyncOps *ops = sync_find(v ? "ps" : "none");
-        SyncJob job = {.cfg = &cfg, .model = &m[v], .dev = &dev, .rank = 0, .world = 1, .local_world = 1,
-                       .zctx = ctx, .addr = "127.0.0.1", .token = "", .buckets = bk, .nbuckets = nb, .timeout = 10};
-        void *st = NULL;
-        char ep[256] = "";
-        CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_OK);
-        char *one[1] = {ep};
-        CHECK(ops->connect(st, one, 1) == RS_OK);
-        CHECK(ops->broadcast_params(st) == RS_OK);
         uint64_t seed = 99;
         for (int s = 0; s < S; s++) {
             float x[8 * 20];
             int y[8];
             for (int i = 0; i < B * 20; i++) x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
             for (int i = 0; i < B; i++) y[i] = i % 4;
-            if (ops->begin_step) CHECK(ops->begin_step(st, s, B) == RS_OK); /* ps: the server updates early */
+            engine_step_begin(e, s);
             device_h2d(&dev, m[v].act[0], x, sizeof x);
             device_h2d(&dev, m[v].labels, y, sizeof y);
-            CHECK(model_forward(&m[v], B) == RS_OK);
-            model_loss(&m[v], B);
-            CHECK(model_backward(&m[v], B, NULL, NULL) == RS_OK);
-            for (int b = 0; b < nb; b++) CHECK(ops->bucket_ready(st, b) == RS_OK);
-            SyncStep ss;
-            CHECK(ops->finish(st, s, B, &ss) == RS_OK);
-            CHECK(ss.idle_s >= 0 && ss.comm_s >= 0);
+            int local;
+            CHECK(engine_step(e, s, NULL, NULL, B, B, &local) == RS_OK && local == B);
         }
+        int n;
+        const StepTimes *T = engine_times(e, &n);
+        CHECK(n == S && T[S - 1].step > 0 && T[S - 1].blocked >= 0 && T[S - 1].comm_total >= 0);
         SyncTraffic t;
-        ops->traffic(st, &t);
+        engine_traffic(e, &t);
         CHECK(t.bytes_sent == 0 && t.bytes_received == 0 && t.dropped == 0); /* all in-process */
-        ops->destroy(st);
+        double busy;
+        long long steps;
+        engine_server_busy(e, &busy, &steps);
+        CHECK(v == 0 ? steps == 0 : steps == S && busy > 0);
+        engine_free(e);
         fin[v] = malloc(m[v].nparams * sizeof(float));
         device_d2h(&dev, fin[v], m[v].params, m[v].nparams * sizeof(float));
-        free(bk);
     }
     CHECK(m[0].nparams == m[1].nparams && !memcmp(fin[0], fin[1], m[0].nparams * sizeof(float)));
     for (int v = 0; v < 2; v++) {
@@ -741,25 +744,30 @@ static void test_backend_refuses(void) {
     Model m;
     CHECK(model_init(&m, &dev, sizes, 2, 1, 1) == RS_OK); /* 6 parameters */
     Bucket bk = {0, m.nparams};
-    SyncJob job = {.cfg = &cfg, .model = &m, .dev = &dev, .world = 2, .zctx = ctx, .addr = "127.0.0.1",
-                   .token = "", .buckets = &bk, .nbuckets = 1, .timeout = 1};
+    SyncJob job = {.cfg = &cfg, .dev = &dev, .world = 2, .zctx = ctx, .addr = "127.0.0.1", .token = "",
+                   .buckets = &bk, .nbuckets = 1, .nparams = m.nparams, .timeout = 1};
     void *st;
     char ep[256];
+    /* DataParallel's step driver refuses what it cannot do */
     snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "dataparallel");
-    /* the push table does not drive DataParallel's step; its own table refuses what it cannot do */
-    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "sync_ps_dataparallel"));
-    ops->destroy(st);
-    const SyncOps *dp = sync_ps_dataparallel();
-    CHECK(dp && dp->scatter_batch && dp->loss && dp->close && dp->begin_step && !ops->scatter_batch && !ops->loss);
-    CHECK(dp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "--global-batch"));
-    dp->destroy(st);
+    CHECK(backend_driver(&cfg) == NULL); /* --sync ring: no DataParallel step */
+    snprintf(cfg.sync, sizeof cfg.sync, "ps");
+    const StepDriver *dp = backend_driver(&cfg);
+    CHECK(dp && dp == ps_dataparallel_driver() && dp->scatter && dp->loss && dp->hello);
+    if (!dp) return;
+    CHECK(dp->init(&job, &m, NULL, NULL, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "--global-batch"));
     cfg.global_batch = 4;
     snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "dedicated");
-    CHECK(dp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "no dedicated server"));
-    dp->destroy(st);
+    CHECK(dp->init(&job, &m, NULL, NULL, &st, ep, sizeof ep) == RS_ERR_INPUT &&
+          strstr(rs_errmsg(), "no dedicated server"));
+    job.dataparallel = 1; /* and the back end under it */
+    CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "no dedicated server"));
+    ops->destroy(st);
+    job.dataparallel = 0;
     snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "colocated");
     cfg.global_batch = 0;
     snprintf(cfg.ps_mode, sizeof cfg.ps_mode, "push");
+    CHECK(backend_driver(&cfg) == NULL);
     cfg.ps_servers = 2;
     CHECK(ops->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "dedicated"));
     ops->destroy(st);
