@@ -366,22 +366,21 @@ __global__ void layernorm_backward_dgamma_kernel(float *dgamma, float *dbeta, co
     }
 }
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+/* GELU as x sigmoid(2u), the C twin's expression (see ops_cpu.c). */
+#define GELU_2K 1.5957691216057308f /* 2 sqrt(2/pi) */
 #define GELU_C 0.044715f
 
 __global__ void gelu_forward_kernel(float *y, const float *x, size_t n) {
     OPS_FOR(i, n) {
         float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+        y[i] = v / (1.0f + expf(-GELU_2K * (v + GELU_C * v * v * v)));
     }
 }
 
 __global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n) {
     OPS_FOR(i, n) {
-        float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-        float d = 0.5f * (1.0f + t) +
-                  0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
-        dx[i] = dy[i] * d;
+        float v = x[i], s = 1.0f / (1.0f + expf(-GELU_2K * (v + GELU_C * v * v * v)));
+        dx[i] = dy[i] * (s + v * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * v * v));
     }
 }
 

@@ -1085,7 +1085,7 @@ static void test_cuda_elementwise(void) {
     gpu.k->gelu_forward(gpu.kctx, gy, gx, n);
     gpu.k->add(gpu.kctx, gs, gx, gdy, n);
     gpu.k->gelu_backward(gpu.kctx, gdy, gdy, gx, n); /* dx aliasing dy */
-    /* floor 1: tanhf differs by an ulp or two between libraries, which 1 + tanh magnifies */
+    /* floor 1: expf differs by an ulp or two between libraries, which 1 - s magnifies */
     check_close("gelu_forward", gpu_get_back(gy, n * 4), y, n, 1.0);
     check_close("gelu_backward", gpu_get_back(gdy, n * 4), dx, n, 1.0);
     check_same("add", gpu_get_back(gs, n * 4), s, n * 4);
