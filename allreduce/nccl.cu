@@ -17,20 +17,21 @@
  * Every event poll goes through cudaEventPoll (common/cuda_check.h), which clears the
  * cudaErrorNotReady a poll may leave in the runtime's last-error slot.
  *
- * Several ranks on one GPU (a test setup). NCCL refuses it ("Duplicate GPU detected") unless
- * told otherwise, and this library does not set NCCL's variables behind the user's back:
+ * Several ranks on one GPU (a classroom, a workstation, a test). NCCL refuses it ("Duplicate
+ * GPU detected") unless told otherwise; when this host's ranks outnumber its GPUs and the user
+ * has set neither variable, init sets, before the communicator exists:
  *   NCCL >= 2.30:  NCCL_MULTI_RANK_GPU_ENABLE=1 (every rank);
  *   older NCCL:    NCCL_HOSTID=<distinct per rank> NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL
  *                  then sees one GPU per "host" and talks over sockets: right for correctness,
  *                  milliseconds per call, wrong for bandwidth figures).
- * init prints the NCCL version and warns when ranks share a GPU without the matching setting;
- * tests/gpu/run.sh sets them (tests/gpu/README.md).
+ * and says so in one line (tests/gpu/README.md).
  */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -315,11 +316,29 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
         nccl_version_text(NCCL_VERSION_CODE, built, sizeof built);
         log_info("# nccl: NCCL %s (built against %s), %d rank%s", ver, built, job->world,
                  job->world > 1 ? "s" : "");
-        const char *missing = nccl_shared_gpu_missing(s->version);
-        if (job->world > 1 && job->local_rank == 0 && nccl_gpu_shared(s) && missing)
-            log_warn("nccl: %d ranks share this host's %d GPU(s); NCCL %s refuses that without %s "
-                     "(see tests/gpu/README.md)",
-                     job->local_world, s->dev->ops->count(), ver, missing);
+        if (job->world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_missing(s->version)) {
+            /* several ranks on one GPU (a classroom, a workstation): give NCCL what it needs,
+             * before the communicator reads its environment; the user's own settings win */
+            char host[64] = "";
+            gethostname(host, sizeof host - 1);
+            if (s->version >= NCCL_VERSION(2, 30, 0)) {
+                setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+            } else {
+                char id[128];
+                snprintf(id, sizeof id, "ringside-%s-local%d", host, job->local_rank);
+                setenv("NCCL_HOSTID", id, 1);
+                setenv("NCCL_P2P_DISABLE", "1", 0);
+                setenv("NCCL_SHM_DISABLE", "1", 0);
+            }
+            if (job->local_rank == 0)
+                log_info("# nccl: %d ranks share this host's %d GPU(s): set %s for NCCL %s (sockets between "
+                         "them with NCCL_HOSTID: right for correctness, not for bandwidth)",
+                         job->local_world, s->dev->ops->count(),
+                         s->version >= NCCL_VERSION(2, 30, 0) ? "NCCL_MULTI_RANK_GPU_ENABLE=1"
+                                                              : "a distinct NCCL_HOSTID per rank, NCCL_P2P_DISABLE=1, "
+                                                                "NCCL_SHM_DISABLE=1",
+                         ver);
+        }
     }
 
     { /* ring all-reduce as DDP's, unless the user chose: NCCL reads NCCL_ALGO at init */

@@ -101,48 +101,16 @@ check gpu_visible gpu_visible
 check cuda_poll cuda_poll
 check test_kernels no_skips "$build/tests/test_kernels"
 
-# ---- sync back ends on one GPU: nccl (2 ranks), the CUDA-staged host ring, ps sharing the GPU ----
-# Several ranks on one GPU: NCCL refuses it unless told (tests/gpu/README.md). NCCL >= 2.30 takes
-# NCCL_MULTI_RANK_GPU_ENABLE=1 (set for the launcher's ranks below); older NCCL needs a distinct
-# NCCL_HOSTID per rank, which one launcher environment cannot give, so those ranks are started
-# here one by one with torchrun's variables. ringside itself sets neither.
+# ---- sync back ends on one GPU: nccl (2 and 4 ranks), the CUDA-staged host ring, ps sharing the GPU ----
+# Several ranks on one GPU: NCCL refuses it unless told; ringside's nccl back end sets what this
+# NCCL needs (>= 2.30: NCCL_MULTI_RANK_GPU_ENABLE=1; older: a distinct NCCL_HOSTID per rank with
+# P2P and SHM off) when a host's ranks outnumber its GPUs, and says so in one line.
 
-# nccl_version_code : ncclGetVersion of the libnccl build/ringside loads (22809 = 2.28.9), or 0.
-nccl_version_code() {
-    local lib
-    lib=$(ldd "$build/ringside" 2>/dev/null | awk '/libnccl/ {print $3; exit}')
-    NCCL_LIB_PATH=${lib:-libnccl.so.2} python3 -c '
-import ctypes, os
-v = ctypes.c_int(0)
-ctypes.CDLL(os.environ["NCCL_LIB_PATH"]).ncclGetVersion(ctypes.byref(v))
-print(v.value)' 2>/dev/null || echo 0
-}
-nccl_code=$(nccl_version_code)
-echo "# nccl: runtime version code $nccl_code ($([ "$nccl_code" -ge 23000 ] && echo 'NCCL_MULTI_RANK_GPU_ENABLE=1' || echo 'per-rank NCCL_HOSTID, sockets'))"
-
-# ranks_one_gpu N SUBCOMMAND ARGS... : runs `ringside SUBCOMMAND ARGS` as N ranks sharing the GPU,
-# with the NCCL settings this NCCL version needs. Exit status: the first failing rank's.
+# ranks_one_gpu N SUBCOMMAND ARGS... : runs `ringside SUBCOMMAND -n N ARGS` on the one GPU.
 ranks_one_gpu() {
-    local n=$1 sub=$2 r port rc=0 pids=()
+    local n=$1 sub=$2
     shift 2
-    if [ "$nccl_code" -ge 23000 ]; then
-        NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 120 "$build/ringside" "$sub" -n "$n" --timeout 30 "$@"
-        return
-    fi
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    for ((r = 0; r < n; r++)); do
-        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        NCCL_HOSTID=ringside-host$r NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 \
-        NCCL_SOCKET_IFNAME=lo timeout 120 "$build/ringside" "$sub" --timeout 30 "$@" &
-        pids+=($!)
-    done
-    for r in "${!pids[@]}"; do
-        if ! wait "${pids[$r]}"; then
-            [ "$rc" = 0 ] && rc=1 && echo "# rank $r failed; stopping the others"
-            for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-        fi
-    done
-    return "$rc"
+    timeout 120 "$build/ringside" "$sub" -n "$n" --timeout 30 "$@"
 }
 
 # report_summary REPORT : the figure of a training run: final loss (and that it fell), step time.
@@ -199,12 +167,46 @@ rs = json.load(open(sys.argv[1]))["ranks"]
 print("device MiB (used / peak accounted): " + ", ".join("r%s %.0f/%.1f" % (r["rank"], r["memory"].get("device_used_bytes", 0) / 2**20, r["memory"].get("peak_bytes", 0) / 2**20) for r in rs))' "$log_dir/train_ps_cuda.json"
 }
 
-export nccl_code
-export -f nccl_version_code ranks_one_gpu report_summary train_nccl bench_nccl train_ring_cuda nccl_vs_ring train_ps_cuda
+export -f ranks_one_gpu report_summary train_nccl bench_nccl train_ring_cuda nccl_vs_ring train_ps_cuda
+# nccl_pinned : the report says NCCL ran the ring (NCCL_ALGO=Ring set by ringside), its traffic
+# derived from that ring, and the shared-GPU line was printed.
+nccl_pinned() {
+    grep -q "ranks share this host" "$log_dir/train_nccl.log" || { echo "no shared-GPU line in train_nccl.log"; return 1; }
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = [e["traffic"] for e in r["ranks"]]
+ok = all(x.get("algorithm", "").startswith("Ring/") and x["measured"] is False and x["transport"] == "nccl" for x in t)
+print("algorithm %s, measured %s" % (t[0].get("algorithm"), t[0].get("measured")))
+sys.exit(0 if ok else 1)' "$log_dir/train_nccl.json"
+}
+
+# nccl_four : 4 NCCL ranks on the one GPU through plain `train -n 4`; the loss must fall.
+nccl_four() {
+    ranks_one_gpu 4 train --sync nccl --device cuda --layers 784,256,10 --steps 20 \
+        --report "$log_dir/nccl_four.json" && report_summary "$log_dir/nccl_four.json"
+}
+
+# nccl_straggler : a 40 ms straggler shows up as idle on the other rank (the one timeline).
+nccl_straggler() {
+    ranks_one_gpu 2 train --sync nccl --device cuda --layers 784,256,10 --steps 20 --warmup 4 \
+        --straggler 1:40 --report "$log_dir/nccl_straggler.json" || return
+    python3 -c '
+import json, sys
+e = {x["rank"]: x for x in json.load(open(sys.argv[1]))["ranks"]}
+i0, i1 = e[0]["time_s"]["phases"]["idle"], e[1]["time_s"]["phases"]["idle"]
+print("idle: rank 0 %.1f ms, rank 1 (the straggler) %.1f ms" % (i0 * 1e3, i1 * 1e3))
+sys.exit(0 if 0.028 <= i0 <= 0.052 and i1 < 0.012 else 1)' "$log_dir/nccl_straggler.json"
+}
+
+export -f nccl_pinned nccl_four nccl_straggler
 check train_nccl train_nccl
 check bench_nccl bench_nccl
 check train_ring_cuda train_ring_cuda
 check nccl_vs_ring nccl_vs_ring
 check train_ps_cuda train_ps_cuda
+check nccl_pinned nccl_pinned
+check nccl_four nccl_four
+check nccl_straggler nccl_straggler
 
 print_table
