@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/clock.h"
 #include "../common/err.h"
@@ -165,8 +164,7 @@ static struct {
     pthread_mutex_t use; /* held by the one caller running a region */
     pthread_mutex_t mu;  /* guards the fields below */
     pthread_cond_t go, done;
-    int nworkers;        /* workers started, ids 1..nworkers */
-    pid_t pid;           /* the process that started them (a forked child has none) */
+    int nworkers;        /* workers started, ids 1..nworkers (none in a forked child) */
     unsigned long gen;   /* regions started */
     unsigned long gen0[PAR_MAX_THREADS]; /* gen when each worker was started */
     int parts, pending;
@@ -201,6 +199,32 @@ static void *par_worker(void *p) {
     return NULL;
 }
 
+/* fork() keeps the pool's state but not its workers: the handlers hold both locks across the
+ * fork (so that no region is running and no worker holds `mu`), and the child starts afresh. */
+static pthread_once_t par_fork_once = PTHREAD_ONCE_INIT;
+
+static void par_fork_prepare(void) {
+    pthread_mutex_lock(&pool.use);
+    pthread_mutex_lock(&pool.mu);
+}
+
+static void par_fork_parent(void) {
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.use);
+}
+
+static void par_fork_child(void) {
+    pool.nworkers = 0;
+    pthread_cond_init(&pool.go, NULL); /* its waiters stayed in the parent */
+    pthread_cond_init(&pool.done, NULL);
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.use);
+}
+
+static void par_fork_register(void) {
+    pthread_atfork(par_fork_prepare, par_fork_parent, par_fork_child);
+}
+
 /* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. Workers
  * are started on first need (once per process, never inside a later step); should one fail to
  * start, the region runs on fewer. */
@@ -212,10 +236,7 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
         if (n) fn(arg, 0, n);
         return;
     }
-    if (pool.pid != getpid()) { /* a forked child inherits the counts, not the threads */
-        pool.nworkers = 0;
-        pool.pid = getpid();
-    }
+    pthread_once(&par_fork_once, par_fork_register);
     while (pool.nworkers < parts - 1) {
         int id = pool.nworkers + 1;
         pthread_t th;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../common/device.h"
 #include "../common/err.h"
@@ -775,6 +777,35 @@ static void test_cpu_threads(void) {
     free(x), free(tok);
 }
 
+/* A child forked while the pool's workers exist has none: its first region starts its own
+ * (instead of waiting forever for the parent's) and gives the same bits. */
+static void test_cpu_threads_fork(void) {
+#ifdef __SANITIZE_THREAD__
+    SKIP("ThreadSanitizer does not support starting threads after a multi-threaded fork");
+    return;
+#endif
+    const size_t n = 1 << 20;
+    float *x = rnd_vec(n, -3, 3), *y = malloc(n * 4), *y2 = malloc(n * 4);
+    kernels_cpu_set_threads(2);
+    CPU->gelu_forward(cpu_ctx, y, x, n); /* the parent's worker runs */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20); /* a child stuck on the parent's pool dies instead of hanging the test */
+        CPU->gelu_forward(cpu_ctx, y2, x, n);
+        CPU->gelu_forward(cpu_ctx, y2, x, n);
+        _exit(memcmp(y, y2, n * 4) == 0 ? 0 : 3);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d",
+              WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    CPU->gelu_forward(cpu_ctx, y2, x, n); /* and the parent's pool still works */
+    CHECK(memcmp(y, y2, n * 4) == 0);
+    kernels_cpu_set_threads(1);
+    free(x), free(y), free(y2);
+}
+
 /* Empty shapes touch nothing; NULL pointers welcome. */
 static void empty_ops(const KernelOps *k, KernelCtx *c) {
     CHECK(k->gemm_strided_batched(c, 0, 0, 4, 4, 4, 1, NULL, 4, 16, NULL, 4, 16, 0, NULL, 4, 16,
@@ -1172,6 +1203,7 @@ int main(void) {
     RUN(test_cpu_add);
     RUN(test_cpu_adamw);
     RUN(test_cpu_threads);
+    RUN(test_cpu_threads_fork);
     RUN(test_cpu_empty);
     RUN(test_lazy_wrappers);
 
