@@ -435,14 +435,15 @@ static cJSON *bench_traffic_json(const Bench *b, char **all, const char *mine, c
         if (t) sscanf(t, "%llu %llu %llu %llu %llu %15s", &v[0], &v[1], &v[2], &v[3], &v[4], how);
         if (!strcmp(how, "-")) how[0] = 0;
         *slowest = sync_transport_slower(*slowest, how);
-        cJSON *e = cJSON_CreateObject();
+        /* the entry every report's traffic has (common/report.h), with its rank first */
+        SyncTraffic tr = {.bytes_sent = v[0], .bytes_received = v[1], .messages_sent = v[2],
+                          .messages_received = v[3], .dropped = v[4],
+                          .transport = sync_transport_slower(how, ""), /* a static string: this rank's link */
+                          .derived = !strcmp(how, "nccl")};
+        cJSON *e = cJSON_CreateObject(), *entry = report_traffic_json(&tr), *f;
         cJSON_AddNumberToObject(e, "rank", r);
-        cJSON_AddNumberToObject(e, "bytes_sent", (double)v[0]);
-        cJSON_AddNumberToObject(e, "bytes_received", (double)v[1]);
-        cJSON_AddNumberToObject(e, "messages_sent", (double)v[2]);
-        cJSON_AddNumberToObject(e, "messages_received", (double)v[3]);
-        cJSON_AddNumberToObject(e, "dropped", (double)v[4]);
-        cJSON_AddStringToObject(e, "transport", how);
+        while ((f = entry->child)) cJSON_AddItemToObject(e, f->string, cJSON_DetachItemViaPointer(entry, f));
+        cJSON_Delete(entry);
         cJSON_AddItemToArray(traffic, e);
     }
     return traffic;
