@@ -225,9 +225,22 @@ static void par_fork_register(void) {
     pthread_atfork(par_fork_prepare, par_fork_parent, par_fork_child);
 }
 
-/* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. Workers
- * are started on first need (once per process, never inside a later step); should one fail to
- * start, the region runs on fewer. */
+/* Starts workers up to `workers` (the caller holds `use`); one that fails to start is left out. */
+static void par_grow(int workers) {
+    pthread_once(&par_fork_once, par_fork_register);
+    while (pool.nworkers < workers && pool.nworkers < PAR_MAX_THREADS - 1) {
+        int id = pool.nworkers + 1;
+        pthread_t th;
+        pool.gen0[id] = pool.gen; /* gen changes only under `use`, which this thread holds */
+        if (pthread_create(&th, NULL, par_worker, (void *)(intptr_t)id) != 0) break;
+        pthread_detach(th);
+        pool.nworkers = id;
+    }
+}
+
+/* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. The
+ * workers are started by kernels_cpu_set_threads (or at first need, in a forked child); should
+ * one fail to start, the region runs on fewer. */
 static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
     int threads = atomic_load_explicit(&par_threads, memory_order_relaxed);
     size_t most = grain ? n / grain : n;
@@ -236,15 +249,7 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
         if (n) fn(arg, 0, n);
         return;
     }
-    pthread_once(&par_fork_once, par_fork_register);
-    while (pool.nworkers < parts - 1) {
-        int id = pool.nworkers + 1;
-        pthread_t th;
-        pool.gen0[id] = pool.gen; /* gen changes only under `use`, which this thread holds */
-        if (pthread_create(&th, NULL, par_worker, (void *)(intptr_t)id) != 0) break;
-        pthread_detach(th);
-        pool.nworkers = id;
-    }
+    par_grow(parts - 1);
     if (parts > pool.nworkers + 1) parts = pool.nworkers + 1;
     pthread_mutex_lock(&pool.mu);
     pool.fn = fn;
@@ -777,11 +782,16 @@ static const KernelOps cpu_ops = {
 /* The plain-C table. Never NULL. */
 const KernelOps *kernels_cpu(void) { return &cpu_ops; }
 
-/* Sets OpenBLAS's thread count and the elementwise ops' when n > 0; n <= 0 leaves both. */
+/* Sets OpenBLAS's thread count and the elementwise ops' when n > 0 (starting the pool's
+ * workers, which then sleep until a region needs them); n <= 0 leaves both. */
 void kernels_cpu_set_threads(int n) {
     if (n <= 0) return;
     openblas_set_num_threads(n);
-    atomic_store(&par_threads, n < PAR_MAX_THREADS ? n : PAR_MAX_THREADS);
+    if (n > PAR_MAX_THREADS) n = PAR_MAX_THREADS;
+    pthread_mutex_lock(&pool.use); /* the workers start now, not inside the first step */
+    par_grow(n - 1);
+    pthread_mutex_unlock(&pool.use);
+    atomic_store(&par_threads, n);
 }
 
 /* Seconds the calling thread has spent in GEMM since it started. */
