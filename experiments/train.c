@@ -229,7 +229,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddNumberToObject(run, "wall_s", r->t_end - r->t_start);
     cJSON *env = report_env_json();
     double worst = 0, unc = 0; /* every worker's clock against rank 0's (the idle times use it) */
-    for (int i = 0; i < r->world; i++) {
+    for (int i = 0; r->engine && i < r->world; i++) {
         double o, u;
         engine_clock_offset(r->engine, i, &o, &u);
         if (fabs(o) > fabs(worst)) worst = o;
@@ -269,7 +269,8 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         cJSON_AddItemToArray(curve, pt);
     }
     int w = r->cfg.warmup < S ? r->cfg.warmup : 0, nt;
-    const StepTimes *T = engine_times(r->engine, &nt); /* rank 0's steps: every rank's pace */
+    const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
+    if (!T) nt = 0;
     double timed = 0, *step_s = malloc((size_t)(S > 0 ? S : 1) * sizeof *step_s);
     for (int s = 0; s < S; s++) step_s[s] = s < nt ? T[s].step : 0;
     for (int s = w; s < S; s++) {

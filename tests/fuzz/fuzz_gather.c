@@ -7,8 +7,9 @@
 
 #define FZ_MAX_MEMBERS 4
 
-/* Byte 0: the run's steps (1-8); then each member's report entry as its GATHER text, separated by
- * NUL bytes. They are parsed as run_gather does, then merged into the report as rank 0 does. */
+/* Byte 0: the run's steps (1-8) and warm-up (0-3); then each member's report entry as its GATHER
+ * text, separated by NUL bytes. They are parsed as run_gather does, their timelines turned into
+ * phases (report_phases), then merged into the report as rank 0 does. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const uint8_t *part[FZ_MAX_MEMBERS];
@@ -19,9 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     config_defaults(&r->cfg);
     r->steps = 1 + (data[0] & 7);
     r->world = n;
-    r->step_s = calloc((size_t)r->steps, sizeof *r->step_s);
-    if (!r->step_s) abort();
-    for (int s = 0; s < r->steps; s++) r->step_s[s] = 0.001 * (s + 1);
+    r->cfg.warmup = (data[0] >> 3) & 3;
     snprintf(r->cmdline, sizeof r->cmdline, "ringside train (fuzz)");
     /* run_gather's part on rank 0: every text must parse, else the job fails naming the member */
     cJSON *ranks = cJSON_CreateArray();
@@ -33,6 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!e) ok = 0;
         else cJSON_AddItemToArray(ranks, e);
     }
+    if (ok) report_phases(ranks, r->cfg.warmup, NULL, 0);
     if (ok && run_write_trace(r, ranks) == RS_OK) {
         cJSON *root = run_report_json(r, ranks);
         if (!root) abort();
@@ -42,7 +42,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         cJSON_Delete(ranks);
     }
-    free(r->step_s);
     free(r);
     return 0;
 }

@@ -100,6 +100,7 @@ export -f no_skips gpu_visible cuda_poll
 check gpu_visible gpu_visible
 check cuda_poll cuda_poll
 check test_kernels no_skips "$build/tests/test_kernels"
+check test_ops_nn no_skips "$build/tests/test_ops_nn"
 
 # ---- sync back ends on one GPU: nccl (2 and 4 ranks), the CUDA-staged host ring, ps sharing the GPU ----
 # Several ranks on one GPU: NCCL refuses it unless told; ringside's nccl back end sets what this
