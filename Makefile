@@ -116,6 +116,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@bash experiments/demo.sh $(BIN)
 
+# plots DIR=FOLDER [PLOT_ARGS='--x bucket-mb ...']: the figures of a result folder, drawn by a python3
+# that imports matplotlib wherever it is (plots/find_python.sh: $PYTHON, PATH's, the distribution's)
+.PHONY: plots
+plots:
+	@test -n "$(DIR)" || { echo "usage: make plots DIR=FOLDER [PLOT_ARGS='--x AXIS --facet AXIS --filter KEY=VALUE']" >&2; exit 2; }
+	@PY=$$(bash plots/find_python.sh) && "$$PY" plots/plot.py "$(DIR)" $(PLOT_ARGS)
+
 # the suite, then the bounded sanitizer checks: ThreadSanitizer's whole check, and ASan + UBSan over
 # the unit tests and the multi-rank scripts where threads, servers and the launcher live
 ASAN_QUICK = async_copies bench dataparallel equivalence launcher ps secure

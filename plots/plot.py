@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
 # plot.py - turns a folder of ringside reports into PNG + SVG figures, figures.json and an index.html
-"""usage: plot.py DIR [--out OUTDIR]
+"""usage: plot.py DIR [--out OUTDIR] [--x AXIS] [--facet AXIS] [--filter KEY=VALUE ...]
 
 Reads every *.json in DIR: train reports ("schema": "ringside.report/1"), bench reports
 ("ringside.bench/1"), summary.json and claims.json when present. Writes to OUTDIR (default DIR):
 
-  step_time.png/.svg  median step time vs N per back end (dashed: alpha-beta prediction)
-  memory.png/.svg     per-rank peak memory stacked by tag at the largest N, one panel per back end
-  traffic.png/.svg    per-rank bytes sent+received at the largest N; rank 0 vs the others vs N
-  phases.png/.svg     mean phase time per step (data ... idle) per back end and N, stacked
-  loss.png/.svg       loss curves of every back end and N over each other
+  step_time.png/.svg  median step time vs AXIS (default N) per configuration; dashed: the
+                      alpha-beta prediction of communication per step (a prediction, not a step)
+  memory.png/.svg     per-rank peak memory stacked by tag at the largest N, one panel per
+                      configuration (past 8: rank 0, the largest other rank and a server per configuration)
+  traffic.png/.svg    per-process bytes sent+received at the largest N; rank 0 vs the others vs N
+  phases.png/.svg     one bar per configuration: data ... idle, other stacked (they add up to the
+                      step), comm_total as an outline (it overlaps compute), server work beside
+  loss.png/.svg       loss curves of every configuration over each other
   busbw.png/.svg      bus bandwidth vs message size from bench reports
   figures.json        what each figure shows (series and bar counts) or why it was skipped
   index.html          the figures and the claims table (from claims.json)
 
-A figure whose data is missing is skipped with a note (stderr and index.html). Exit status:
-0 when done, 2 when DIR holds no reports (or does not exist), 1 on other errors.
+A configuration is a matrix variant (summary.json's rows name it) or the back end, plus every
+option that differs between the reports. --x AXIS puts AXIS ("ranks", "variant", or any train
+option, e.g. bucket-mb) on the step-time figure's x axis; --facet AXIS draws one panel per value
+of AXIS (step time and phases); --filter KEY=VALUE keeps the reports where option KEY (or
+"variant") is VALUE (repeatable: all must hold). Figures stay under 2,000 px wide and legible at
+32 configurations. A figure whose data is missing is skipped with a note (stderr and
+index.html). Exit status: 0 when done, 2 when DIR holds no reports (or does not exist, or the
+filters leave none), 1 on other errors.
 """
 
 import argparse
@@ -34,6 +43,7 @@ except ImportError:
              "that can (or says how to get one)" % sys.executable)
 
 matplotlib.use("Agg")
+import matplotlib.lines  # noqa: E402
 import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
@@ -41,12 +51,15 @@ import matplotlib.ticker  # noqa: E402
 REPORT_SCHEMA = "ringside.report/1"
 BENCH_SCHEMA = "ringside.bench/1"
 MATRIX_SCHEMA = "ringside.matrix/1"
-PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle"]
+# the phases that add up to a worker's step (report schema); comm_total overlaps them, drawn apart
+PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other"]
 TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
 # config keys that never define a different experiment (repeats differ only in these)
 NOISE_KEYS = {"seed", "report", "trace", "quiet", "verbose", "threads", "timeout", "device", "ranks"}
 # config keys already expressed by the back-end label or the N axis
 AXIS_KEYS = {"sync", "ps-placement", "ps-servers", "ps-mode"}
+MAX_WIDTH_IN = 17.5   # 1,925 px at the 110 dpi figures are saved with
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw"]
 
 
@@ -142,35 +155,94 @@ def world(rep):
     return len(workers(rep)) or int(rep.get("config", {}).get("ranks", 1))
 
 
-def varying_keys(reports):
-    """Config keys (other than noise and axes) whose values differ between reports."""
+def option_text(rep, key):
+    """The value of option key in a report as text ("variant": its matrix variant; "ranks": N)."""
+    if key == "variant":
+        return rep.get("_variant") or ""
+    if key in ("ranks", "N"):
+        return str(world(rep))
+    v = rep.get("config", {}).get(key)
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v == int(v):
+        return str(int(v))
+    return "" if v is None else str(v)
+
+
+def option_value(rep, key):
+    """option_text as a number when it is one (for an x axis), else the text."""
+    t = option_text(rep, key)
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+def varying_keys(reports, skip=()):
+    """Config keys (other than noise, the axes and skip) whose values differ between reports."""
     values = {}
     for rep in reports:
         for k, v in rep.get("config", {}).items():
-            if k in NOISE_KEYS or k in AXIS_KEYS:
+            if k in NOISE_KEYS or k in skip or k in AXIS_KEYS:
                 continue
             values.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
     return sorted(k for k, vs in values.items() if len(vs) > 1)
 
 
-def series_label(rep, varying):
-    """Back end plus the varying options, e.g. 'ps global-batch=4'."""
-    cfg = rep.get("config", {})
-    extra = []
-    for k in varying:
-        v = cfg.get(k)
-        if isinstance(v, list):
-            v = ",".join(str(x) for x in v)
-        extra.append("%s=%s" % (k, v))
-    return " ".join([backend(rep)] + extra)
+def series_label(rep, varying, skip=()):
+    """The configuration: its variant (or back end) plus the varying options, e.g. 'ps global-batch=4'."""
+    name = rep.get("_variant") if "variant" not in skip else None
+    extra = ["%s=%s" % (k, option_text(rep, k)) for k in varying if k not in skip]
+    return " ".join([name or backend(rep)] + extra)
 
 
-def group(reports, varying):
-    """{series: {N: [reports...]}} (repeats in one list)."""
+def group(reports, varying, x="ranks", skip=()):
+    """{series: {x value: [reports...]}} (repeats in one list); x "ranks" is N."""
     out = {}
     for rep in reports:
-        out.setdefault(series_label(rep, varying), {}).setdefault(world(rep), []).append(rep)
+        key = world(rep) if x in ("ranks", "N") else option_value(rep, x)
+        out.setdefault(series_label(rep, varying, skip), {}).setdefault(key, []).append(rep)
     return out
+
+
+def layout(fig, rect=(0, 0, 1, 1)):
+    """tight_layout inside rect (figure fractions): the room outside it is for legends and notes."""
+    fig.tight_layout(rect=rect)
+
+
+def style(i, n=20):
+    """A colour and marker for series i of n: the ten default colours up to 10 series, else tab20's
+    colours, then the markers: distinct for 160 series."""
+    if n <= 10:
+        return "C%d" % i, MARKERS[0]
+    return plt.get_cmap("tab20")(i % 20), MARKERS[(i // 20) % len(MARKERS)]
+
+
+def legend_width(n, labels=()):
+    """Inches a legend of n entries needs right of the axes: 24 entries a column, each column as
+    wide as its longest label at 7 points (about 0.058 in a character) plus its marker."""
+    longest = max([len(str(l)) for l in labels] or [40])
+    return max(1, -(-n // 24)) * (0.45 + 0.058 * longest)
+
+
+def fig_width(want_in):
+    return min(MAX_WIDTH_IN, want_in)
+
+
+def legend_outside(ax, n, fontsize=7, handles=None, room=None, **kw):
+    """A legend of n entries right of the figure's axes, in as many columns as 24 entries each
+    need: a figure legend in the legend_width(n) inches the figure keeps free on its right (the
+    layout's rect leaves them out)."""
+    fig = ax.figure
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    else:
+        labels = [h.get_label() for h in handles]
+    x = 1 - (room or legend_width(n, labels)) / fig.get_size_inches()[0] + 0.005
+    return fig.legend(handles, labels, fontsize=fontsize, loc="upper left", bbox_to_anchor=(x, 0.93), ncol=max(1, -(-n // 24)),
+                      borderaxespad=0, **kw)
 
 
 def representative(reps):
@@ -210,36 +282,69 @@ def human_bytes(x, _pos=None):
 # ---- figures: each returns (fig, manifest entry) or (None, reason) ------------------------
 
 
-def fig_step_time(data, series):
+def fig_step_time(data, series, x="ranks", facet=None):
     rows = summary_rows(data["summary"])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    panels = sorted(series) if facet else [None]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    labels = sorted({label for p in panels for label in (series[p] if facet else series)})
+    colour = {label: style(i, len(labels)) for i, label in enumerate(labels)}
+    legend_w = legend_width(len(labels), labels)
+    width = fig_width(5.2 * ncols + legend_w)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 3.8 * nrows + 0.9), squeeze=False, sharey=True)
     measured = predicted = 0
-    for i, (label, by_n) in enumerate(sorted(series.items())):
-        ns = sorted(by_n)
-        ys = [statistics.median(r["summary"]["step_time_s"] for r in by_n[n]) * 1e3 for n in ns]
-        color = "C%d" % (i % 10)
-        (line,) = ax.plot(ns, ys, "o-", color=color, label=label + " (measured step)")
-        line.set_gid(safe_id("series", "step_time", label, "measured"))
-        measured += 1
-        preds = [(n, [prediction_of(r, rows) for r in by_n[n]]) for n in ns]
-        preds = [(n, statistics.median(p)) for n, p in preds if p and all(x is not None for x in p)]
-        if preds:
-            (pline,) = ax.plot([p[0] for p in preds], [p[1] * 1e3 for p in preds], "--", color=color,
-                               label=label + " (alpha-beta comm prediction)")
-            pline.set_gid(safe_id("series", "step_time", label, "predicted"))
-            predicted += 1
-    ax.set_xscale("log", base=2)
-    allns = sorted({n for by_n in series.values() for n in by_n})
-    ax.set_xticks(allns)
-    ax.set_xticklabels([str(n) for n in allns])
-    ax.set_xlabel("N (worker ranks)")
-    ax.set_ylabel("step time, ms (median over timed steps and repeats)")
-    ax.set_title("Step time vs N")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    categorical = False
+    for pi, panel in enumerate(panels):
+        ax = axes[pi // ncols][pi % ncols]
+        ser = series[panel] if facet else series
+        allx = sorted({k for by_x in ser.values() for k in by_x}, key=lambda v: (isinstance(v, str), v))
+        categorical = any(isinstance(v, str) for v in allx) or x not in ("ranks", "N")
+        pos = {v: i for i, v in enumerate(allx)} if categorical else {v: v for v in allx}
+        for label, by_x in sorted(ser.items()):
+            xs = sorted(by_x, key=lambda v: (isinstance(v, str), v))
+            ys = [statistics.median(r["summary"]["step_time_s"] for r in by_x[k]) * 1e3 for k in xs]
+            c, mk = colour[label]
+            (line,) = ax.plot([pos[k] for k in xs], ys, "-", marker=mk, color=c, label=label)
+            line.set_gid(safe_id("series", "step_time", panel or "", label, "measured"))
+            measured += 1
+            preds = [(k, [prediction_of(r, rows) for r in by_x[k]]) for k in xs]
+            preds = [(k, statistics.median(p)) for k, p in preds if p and all(v is not None for v in p)]
+            if preds:
+                (pline,) = ax.plot([pos[p[0]] for p in preds], [p[1] * 1e3 for p in preds], "--", marker=mk,
+                                   fillstyle="none", color=c, linewidth=1)
+                pline.set_gid(safe_id("series", "step_time", panel or "", label, "predicted"))
+                predicted += 1
+        if categorical:
+            ax.set_xticks(range(len(allx)))
+            ax.set_xticklabels(["%g" % v if isinstance(v, float) else str(v) for v in allx], rotation=30 if len(allx) > 6 else 0, ha="right" if len(allx) > 6 else "center",
+                               fontsize=8)
+        else:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(allx)
+            ax.set_xticklabels(["%g" % v for v in allx])
+        ax.set_xlabel("N (worker ranks)" if x in ("ranks", "N") else x)
+        if pi % ncols == 0:
+            ax.set_ylabel("ms per step")
+        if facet:
+            ax.set_title("%s = %s" % (facet, panel), fontsize=9)
+        ax.grid(True, alpha=0.3)
+    for pi in range(len(panels), nrows * ncols):
+        axes[pi // ncols][pi % ncols].set_visible(False)
+    # one legend for the configurations (colours), one for what the two line styles mean
+    last = axes[0][min(ncols, len(panels)) - 1]
+    handles = [matplotlib.lines.Line2D([], [], color=colour[l][0], marker=colour[l][1], label=l) for l in labels]
+    legend_outside(last, len(handles), handles=handles, title="configuration")
+    kinds = [matplotlib.lines.Line2D([], [], color="0.3", label="measured step time (median)")]
+    if predicted:
+        kinds.append(matplotlib.lines.Line2D([], [], color="0.3", linestyle="--", marker="o", fillstyle="none",
+                                             label="PREDICTED communication per step\n(alpha-beta model, not a step time)"))
+    fig.legend(handles=kinds, loc="lower center", ncol=len(kinds), fontsize=8, frameon=False)
+    fig.suptitle("Step time (solid, measured) and predicted communication (dashed, alpha-beta)", fontsize=10)
+    h = fig.get_size_inches()[1]
+    layout(fig, (0, 0.55 / h, 1 - legend_w / width, 1 - 0.35 / h))
     note = "" if predicted else "no alpha-beta prediction in these reports"
     return fig, {"series": measured + predicted, "measured": measured, "predicted": predicted,
-                 "bars": 0, "note": note}
+                 "bars": 0, "panels": len(panels), "note": note}
 
 
 def largest_n_reports(series):
@@ -255,20 +360,65 @@ def rank_name(entry, i):
     return "rank %s" % entry.get("rank", i)
 
 
+def mem_tag(e, tag):
+    return e.get("memory", {}).get("by_tag", {}).get(tag, 0)
+
+
 def fig_memory(data, series):
     big, chosen = largest_n_reports(series)
-    tags = [t for t in TAGS if any(e.get("memory", {}).get("by_tag", {}).get(t, 0) > 0
-                                   for rep in chosen.values() for e in rep.get("ranks", []))]
+    tags = [t for t in TAGS if any(mem_tag(e, t) > 0 for rep in chosen.values() for e in rep.get("ranks", []))]
     if not tags:
         return None, "no memory accounted by tag in the reports at N=%d" % big
-    fig, axes = plt.subplots(1, len(chosen), figsize=(4 + 3 * len(chosen), 4.5), sharey=True, squeeze=False)
+    handles = [matplotlib.patches.Patch(color="C%d" % ti, label=tag) for ti, tag in enumerate(tags)]
     bars = 0
-    for ax, (label, rep) in zip(axes[0], chosen.items()):
+    if len(chosen) > 8:
+        # compact: one row per configuration, a thin bar each for rank 0, the largest other worker
+        # and the largest dedicated server, stacked by tag
+        kinds = [("rank 0", "//"), ("largest other rank", ""), ("largest server", "..")]
+        labels = list(chosen)
+        fig, ax = plt.subplots(figsize=(fig_width(12), 1.2 + 0.42 * len(labels)))
+        for ki, (who, hatch) in enumerate(kinds):
+            picks = []
+            for label in labels:
+                rep = chosen[label]
+                w = workers(rep)
+                es = {"rank 0": [e for e in w if e.get("rank") == 0], "largest other rank": [e for e in w if e.get("rank") != 0],
+                      "largest server": [e for e in rep.get("ranks", []) if e.get("role") == "server"]}[who]
+                picks.append(max(es, key=lambda e: e.get("memory", {}).get("peak_bytes", 0)) if es else None)
+            ys = [len(labels) - 1 - i + 0.27 * (1 - ki) for i in range(len(labels))]
+            left = [0.0] * len(labels)
+            for ti, tag in enumerate(tags):
+                vals = [mem_tag(e, tag) if e else 0 for e in picks]
+                cont = ax.barh(ys, vals, left=left, height=0.25, color="C%d" % ti, hatch=hatch, edgecolor="white", linewidth=0)
+                for patch, label, e in zip(cont.patches, labels, picks):
+                    patch.set_gid(safe_id("bar", "memory", label, who, tag))
+                bars += sum(1 for e in picks if e)
+                left = [a + v for a, v in zip(left, vals)]
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels[::-1], fontsize=8)
+        ax.set_ylim(-0.6, len(labels) - 0.4)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(6))
+        ax.set_xlabel("peak bytes by tag")
+        ax.grid(True, axis="x", alpha=0.3)
+        handles += [matplotlib.patches.Patch(facecolor="white", edgecolor="black", hatch=h, label="%s%s" % (who, " (top)" if i == 0 else ""))
+                    for i, (who, h) in enumerate(kinds)]
+        legend_outside(ax, len(handles), fontsize=8, handles=handles, room=2.2)
+        ax.set_title("Peak memory by tag at N=%d per configuration: rank 0 (top), the largest other rank, the largest server" % big,
+                     fontsize=10)
+        layout(fig, (0, 0, 1 - 2.2 / fig_width(12), 1))
+        return fig, {"series": 0, "bars": bars, "panels": 1, "n": big, "note": "compact: %d configurations" % len(chosen)}
+    ncols = min(4, len(chosen))
+    nrows = -(-len(chosen) // ncols)
+    width = fig_width(1.2 + 3.9 * ncols + 1.3)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 3.6 * nrows + 0.5), sharey=True, squeeze=False)
+    for pi, (label, rep) in enumerate(chosen.items()):
+        ax = axes[pi // ncols][pi % ncols]
         entries = rep.get("ranks", [])
         xs = list(range(len(entries)))
         bottom = [0.0] * len(entries)
         for ti, tag in enumerate(tags):
-            vals = [e.get("memory", {}).get("by_tag", {}).get(tag, 0) for e in entries]
+            vals = [mem_tag(e, tag) for e in entries]
             cont = ax.bar(xs, vals, bottom=bottom, color="C%d" % ti, label=tag, edgecolor="none")
             for x, patch, e in zip(xs, cont.patches, entries):
                 patch.set_gid(safe_id("bar", "memory", label, rank_name(e, x), tag))
@@ -279,16 +429,17 @@ def fig_memory(data, series):
             bars += len(vals)
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_xticks(xs)
-        ax.set_xticklabels([rank_name(e, i) for i, e in enumerate(entries)], rotation=45, ha="right",
-                           fontsize=8)
-        ax.set_title("%s, N=%d" % (label, big), fontsize=10)
+        ax.set_xticklabels([rank_name(e, i).replace("rank ", "r").replace("server ", "s") for i, e in enumerate(entries)],
+                           fontsize=7, rotation=90 if len(entries) > 10 else 0)
+        ax.set_title("%s, N=%d" % (label, big), fontsize=9)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
         ax.grid(True, axis="y", alpha=0.3)
+    for pi in range(len(chosen), nrows * ncols):
+        axes[pi // ncols][pi % ncols].set_visible(False)
     axes[0][0].set_ylabel("peak bytes per tag (rank 0 hatched)")
-    handles = [matplotlib.patches.Patch(color="C%d" % ti, label=tag) for ti, tag in enumerate(tags)]
-    axes[0][-1].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle("Per-rank peak memory by tag at the largest N")
-    fig.tight_layout()
+    legend_outside(axes[0][ncols - 1], len(handles), fontsize=8, handles=handles, room=1.3)
+    fig.suptitle("Per-process peak memory by tag at the largest N (r: rank, s: dedicated server)", fontsize=10)
+    layout(fig, (0, 0, 1 - 1.3 / width, 1))
     note = "" if len(chosen) > 1 else "one back end only at N=%d: nothing to compare it with" % big
     return fig, {"series": 0, "bars": bars, "panels": len(chosen), "n": big, "note": note}
 
@@ -302,28 +453,62 @@ def fig_traffic(data, series):
     big, chosen = largest_n_reports(series)
     if not any(traffic_of(e) for rep in chosen.values() for e in rep.get("ranks", [])):
         return None, "no data-plane traffic in the reports at N=%d (one rank, or --sync none)" % big
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels = sorted(series)
+    colour = {label: style(i, len(labels)) for i, label in enumerate(labels)}
+    compact = len(chosen) > 8
+    legend_w = legend_width(len(labels), labels)
+    fig_w = fig_width(11 + legend_w)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(fig_w, max(4.5, 1.2 + 0.42 * len(chosen)) if compact else 4.5),
+                                      gridspec_kw={"width_ratios": [1.5, 1] if compact else [1, 1]})
     bars = lines = 0
-    width = 0.8 / max(1, len(chosen))
-    for si, (label, rep) in enumerate(chosen.items()):
-        entries = rep.get("ranks", [])
-        xs = [i + si * width for i in range(len(entries))]
-        cont = left.bar(xs, [traffic_of(e) for e in entries], width=width, color="C%d" % si, label=label)
-        for x, patch, e in zip(range(len(entries)), cont.patches, entries):
-            patch.set_gid(safe_id("bar", "traffic", label, rank_name(e, x)))
-            if e.get("rank") == 0 and e.get("role", "worker") == "worker":
-                patch.set_edgecolor("black")
-                patch.set_linewidth(1.8)
-        bars += len(entries)
-    most = max(len(rep.get("ranks", [])) for rep in chosen.values())
-    left.set_xticks([i + 0.4 - width / 2 for i in range(most)])
-    left.set_xticklabels(["%d" % i for i in range(most)])
-    left.set_xlabel("process (workers by rank, then dedicated servers)")
-    left.set_ylabel("bytes sent + received")
+    if compact:  # one row per configuration: rank 0, the other ranks' mean, the largest dedicated server
+        kinds = [("rank 0", "#4c72b0"), ("other ranks (mean)", "#8c8c8c"), ("largest server", "#c44e52")]
+        rows = list(chosen)
+        for ki, (who, col) in enumerate(kinds):
+            vals = []
+            for label in rows:
+                rep = chosen[label]
+                w = workers(rep)
+                others = [traffic_of(e) for e in w if e.get("rank") != 0]
+                serv = [traffic_of(e) for e in rep.get("ranks", []) if e.get("role") == "server"]
+                vals.append({"rank 0": sum(traffic_of(e) for e in w if e.get("rank") == 0),
+                             "other ranks (mean)": statistics.mean(others) if others else None,
+                             "largest server": max(serv) if serv else None}[who])
+            ys = [len(rows) - 1 - i + 0.27 * (1 - ki) for i in range(len(rows))]
+            keep = [(y, v, label) for y, v, label in zip(ys, vals, rows) if v is not None]
+            cont = left.barh([k[0] for k in keep], [k[1] for k in keep], height=0.25, color=col, label=who)
+            for patch, (_, _, label) in zip(cont.patches, keep):
+                patch.set_gid(safe_id("bar", "traffic", label, who))
+            bars += len(keep)
+        left.set_yticks(range(len(rows)))
+        left.set_yticklabels(rows[::-1], fontsize=8)
+        left.set_ylim(-0.6, len(rows) - 0.4)
+        left.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
+        left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
+        left.set_xlabel("bytes sent + received")
+        left.grid(True, axis="x", alpha=0.3)
+        left.legend(fontsize=8, loc="lower right")
+    else:
+        width = 0.8 / max(1, len(chosen))
+        for si, (label, rep) in enumerate(chosen.items()):
+            entries = rep.get("ranks", [])
+            xs = [i + si * width for i in range(len(entries))]
+            cont = left.bar(xs, [traffic_of(e) for e in entries], width=width, color=colour[label][0], label=label)
+            for x, patch, e in zip(range(len(entries)), cont.patches, entries):
+                patch.set_gid(safe_id("bar", "traffic", label, rank_name(e, x)))
+                if e.get("rank") == 0 and e.get("role", "worker") == "worker":
+                    patch.set_edgecolor("black")
+                    patch.set_linewidth(1.8)
+            bars += len(entries)
+        most = max(len(rep.get("ranks", [])) for rep in chosen.values())
+        left.set_xticks([i + 0.4 - width / 2 for i in range(most)])
+        left.set_xticklabels(["%d" % i for i in range(most)])
+        left.set_xlabel("process (workers by rank, then dedicated servers)")
+        left.set_ylabel("bytes sent + received")
+        left.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
+        left.grid(True, axis="y", alpha=0.3)
     left.set_title("Per-process traffic at N=%d" % big, fontsize=10)
-    left.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
-    left.legend(fontsize=8)
-    for si, (label, by_n) in enumerate(sorted(series.items())):
+    for label, by_n in sorted(series.items()):
         ns = sorted(by_n)
         r0, rest = [], []
         for n in ns:
@@ -332,8 +517,9 @@ def fig_traffic(data, series):
             r0.append(sum(traffic_of(e) for e in w if e.get("rank") == 0))
             others = [traffic_of(e) for e in w if e.get("rank") != 0]
             rest.append(statistics.mean(others) if others else float("nan"))
-        (a,) = right.plot(ns, r0, "o-", color="C%d" % si, label=label + " rank 0")
-        (b,) = right.plot(ns, rest, "s:", color="C%d" % si, label=label + " other ranks (mean)")
+        c, mk = colour[label]
+        (a,) = right.plot(ns, r0, "-", marker=mk, color=c, label=label)
+        (b,) = right.plot(ns, rest, ":", marker=mk, fillstyle="none", color=c)
         a.set_gid(safe_id("series", "traffic", label, "rank0"))
         b.set_gid(safe_id("series", "traffic", label, "others"))
         lines += 2
@@ -344,47 +530,107 @@ def fig_traffic(data, series):
     right.set_xlabel("N (worker ranks)")
     right.set_ylabel("bytes sent + received")
     right.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(human_bytes))
-    right.set_title("Rank 0 vs the other ranks", fontsize=10)
+    right.set_title("Rank 0 (solid) vs the other ranks' mean (dotted)", fontsize=10)
     right.grid(True, alpha=0.3)
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    return fig, {"series": lines, "bars": bars, "n": big, "note": ""}
+    legend_outside(right, len(labels))
+    layout(fig, (0, 0, 1 - legend_w / fig_w, 1))
+    return fig, {"series": lines, "bars": bars, "n": big, "note": "compact: %d configurations" % len(chosen) if compact else ""}
+
+
+def phase_of(e, p):
+    v = e.get("time_s", {}).get("phases", {}).get(p, 0)
+    return v if isinstance(v, (int, float)) else 0
+
+
+def server_busy_of(rep):
+    """Seconds of reduce + update per timed step in the processes that host a server: rank 0
+    under a colocated ps, the dedicated server entries (the largest); 0 when the report has none."""
+    vals = [e.get("time_s", {}).get("server_busy", 0) for e in rep.get("ranks", [])
+            if e.get("role") == "server" or isinstance(e.get("time_s", {}).get("server_busy"), (int, float))]
+    vals = [v for v in vals if isinstance(v, (int, float))]
+    return max(vals) if vals else 0
 
 
 def mean_phases(rep):
-    """Each phase's seconds per timed step, averaged over the worker ranks."""
+    """Each phase's seconds per timed step, averaged over the worker ranks; comm_total beside them,
+    and the server's busy time. Missing phases (older reports: other, server_busy) count 0."""
     w = workers(rep)
-    return {p: statistics.mean(e.get("time_s", {}).get("phases", {}).get(p, 0) for e in w) if w else 0
-            for p in PHASES}
+    out = {p: statistics.mean(phase_of(e, p) for e in w) if w else 0 for p in PHASES + ["comm_total"]}
+    out["server_busy"] = server_busy_of(rep)
+    return out
 
 
-def fig_phases(data, series):
-    cells = []  # (label, N, {phase: seconds}) with the median over repeats
-    for label, by_n in sorted(series.items()):
-        for n in sorted(by_n):
-            per = [mean_phases(r) for r in by_n[n]]
-            cells.append((label, n, {p: statistics.median(x[p] for x in per) for p in PHASES}))
-    if not any(v for _, _, ph in cells for v in ph.values()):
+PHASE_COLOURS = {"data": "#8c8c8c", "forward": "#4c72b0", "backward": "#55a868", "optimizer": "#8172b2",
+                 "comm_exposed": "#c44e52", "idle": "#dd8452", "other": "#cccccc"}
+
+
+def fig_phases(data, series, facet=None):
+    panels = sorted(series) if facet else [None]
+    cells = {}  # panel -> [(label, N, {phase: seconds})], the median over repeats
+    for panel in panels:
+        ser = series[panel] if facet else series
+        cells[panel] = []
+        for label, by_n in sorted(ser.items()):
+            for n in sorted(by_n):
+                per = [mean_phases(r) for r in by_n[n]]
+                keys = PHASES + ["comm_total", "server_busy"]
+                cells[panel].append((label, n, {p: statistics.median(x[p] for x in per) for p in keys}))
+    if not any(v for cs in cells.values() for _, _, ph in cs for v in ph.values()):
         return None, "no phase times in the reports"
-    fig, ax = plt.subplots(figsize=(max(7, 0.7 * len(cells) + 3), 4.8))
-    xs = list(range(len(cells)))
-    bottom = [0.0] * len(cells)
-    bars = 0
-    for pi, phase in enumerate(PHASES):
-        vals = [ph[phase] * 1e3 for _, _, ph in cells]
-        cont = ax.bar(xs, vals, bottom=bottom, color="C%d" % pi, label=phase)
-        for patch, (label, n, _) in zip(cont.patches, cells):
-            patch.set_gid(safe_id("bar", "phases", label, "N%d" % n, phase))
-        bars += len(vals)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xticks(xs)
-    ax.set_xticklabels(["%s\nN=%d" % (label, n) for label, n, _ in cells], fontsize=8)
-    ax.set_ylabel("ms per timed step (mean over worker ranks)")
-    ax.set_title("Where a step's time goes")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig, {"series": 0, "bars": bars, "cells": len(cells), "note": ""}
+    most = max(len(cs) for cs in cells.values())
+    ncols = min(2, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_width(9.5 * ncols), max(2.4, 0.6 + 0.3 * most) * nrows + 1.2),
+                             squeeze=False, sharex=True)
+    bars = markers = 0
+    servers = False
+    for pi, panel in enumerate(panels):
+        ax = axes[pi // ncols][pi % ncols]
+        cs = cells[panel]
+        ys = [len(cs) - 1 - i for i in range(len(cs))]
+        left = [0.0] * len(cs)
+        for phase in PHASES:  # these add up to the step: stacked
+            vals = [ph[phase] * 1e3 for _, _, ph in cs]
+            cont = ax.barh([y + 0.1 for y in ys], vals, left=left, height=0.6, color=PHASE_COLOURS[phase], label=phase)
+            for patch, (label, n, _) in zip(cont.patches, cs):
+                patch.set_gid(safe_id("bar", "phases", panel or "", label, "N%d" % n, phase))
+            bars += len(vals)
+            left = [a + v for a, v in zip(left, vals)]
+        for y, (label, n, ph) in zip(ys, cs):  # comm_total overlaps compute: an outline, never stacked
+            if ph["comm_total"] > 0:
+                r = matplotlib.patches.Rectangle((0, y + 0.1 - 0.36), ph["comm_total"] * 1e3, 0.72, fill=False,
+                                                 edgecolor="black", linewidth=1.2, linestyle="--")
+                r.set_gid(safe_id("marker", "phases", panel or "", label, "N%d" % n, "comm_total"))
+                ax.add_patch(r)
+                markers += 1
+            if ph["server_busy"] > 0:  # the server's reduce + update, a thin hatched bar below its bar
+                b = ax.barh([y - 0.32], [ph["server_busy"] * 1e3], height=0.16, color="white", edgecolor="#c44e52",
+                            hatch="////", linewidth=0.8)
+                b.patches[0].set_gid(safe_id("bar", "phases", panel or "", label, "N%d" % n, "server_busy"))
+                bars += 1
+                servers = True
+        ax.set_yticks(ys)
+        ax.set_yticklabels(["%s, N=%d" % (label, n) for label, n, _ in cs], fontsize=8 if len(cs) <= 16 else 7)
+        ax.set_ylim(-0.6, len(cs) - 0.4)
+        ax.grid(True, axis="x", alpha=0.3)
+        if facet:
+            ax.set_title("%s = %s" % (facet, panel), fontsize=9)
+        if pi // ncols == nrows - 1:
+            ax.set_xlabel("ms per timed step (mean over worker ranks, median over repeats)")
+    for pi in range(len(panels), nrows * ncols):
+        axes[pi // ncols][pi % ncols].set_visible(False)
+    handles = [matplotlib.patches.Patch(color=PHASE_COLOURS[p], label=p) for p in PHASES]
+    handles.append(matplotlib.patches.Patch(fill=False, edgecolor="black", linestyle="--", label="comm_total (overlaps compute)"))
+    if servers:
+        handles.append(matplotlib.patches.Patch(facecolor="white", edgecolor="#c44e52", hatch="////",
+                                                label="server busy (reduce + update)"))
+    rows = -(-len(handles) // 5)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=8, frameon=False)
+    fig.suptitle("Where a step's time goes: the stacked phases add up to the step", fontsize=10)
+    h = fig.get_size_inches()[1]
+    layout(fig, (0, (0.12 + 0.22 * rows) / h, 1, 1 - 0.3 / h))
+    return fig, {"series": 0, "bars": bars, "markers": markers, "cells": sum(len(c) for c in cells.values()),
+                 "panels": len(panels), "note": ""}
 
 
 def fig_loss(data, series):
@@ -403,7 +649,7 @@ def fig_loss(data, series):
         xs = [p[0] for p in curve]
         ys = [p[1] for p in curve]
         positive = positive and all(y > 0 for y in ys)
-        (line,) = ax.plot(xs, ys, styles[i % len(styles)], color="C%d" % (i % 10), label=label, linewidth=1.2)
+        (line,) = ax.plot(xs, ys, styles[(i // 20) % len(styles)], color=style(i, len(curves))[0], label=label, linewidth=1.2)
         line.set_gid(safe_id("series", "loss", label))
     if positive:
         ax.set_yscale("log")
@@ -411,7 +657,11 @@ def fig_loss(data, series):
     ax.set_ylabel("training loss (global, sample-weighted)")
     ax.set_title("Loss curves")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_w = legend_width(len(curves), [c[0] for c in curves])
+    width = fig_width(7 + legend_w)
+    fig.set_size_inches(width, 4.5)
+    legend_outside(ax, len(curves), room=legend_w)
+    layout(fig, (0, 0, 1 - legend_w / width, 1))
     return fig, {"series": len(curves), "bars": 0, "note": ""}
 
 
@@ -450,10 +700,10 @@ def fig_busbw(data, series):
 FIGURE_FUNCS = {"step_time": fig_step_time, "memory": fig_memory, "traffic": fig_traffic,
                 "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw}
 CAPTIONS = {
-    "step_time": "Median step time vs N per back end; dashed: the alpha-beta prediction of communication per step.",
-    "memory": "Per-rank peak memory stacked by tag at the largest N, one panel per back end; rank 0 hatched.",
+    "step_time": "Median step time per configuration (solid); dashed: the alpha-beta PREDICTION of communication per step, not a step time.",
+    "memory": "Per-process peak memory stacked by tag at the largest N, one panel per configuration (past 8: rank 0, the largest other rank and server); rank 0 hatched.",
     "traffic": "Data-plane bytes sent + received per process at the largest N, and rank 0 vs the other ranks as N grows.",
-    "phases": "Mean time per timed step in each phase (mean over worker ranks, median over repeats).",
+    "phases": "One bar per configuration: the phases that add up to a step, stacked (mean over worker ranks, median over repeats); comm_total dashed outline (it overlaps compute); the server's reduce + update as a thin hatched bar below.",
     "loss": "Global sample-weighted training loss per step, every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
 }
@@ -524,10 +774,21 @@ def main(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", metavar="DIR", help="folder of reports (ringside matrix --out DIR, or train --report DIR/x.json)")
     ap.add_argument("--out", metavar="OUTDIR", help="where figures go (default: DIR)")
+    ap.add_argument("--x", metavar="AXIS", default="ranks",
+                    help="the step-time figure's x axis: ranks (N, the default), variant, or a train option (bucket-mb, ...)")
+    ap.add_argument("--facet", metavar="AXIS", help="one panel per value of AXIS (step time and phases)")
+    ap.add_argument("--filter", metavar="KEY=VALUE", action="append", default=[],
+                    help="keep the reports whose option KEY (or variant) is VALUE; repeatable, all must hold")
     args = ap.parse_args(argv)
     if not os.path.isdir(args.dir):
         print("plot.py: error: %s is not a folder" % args.dir, file=sys.stderr)
         return 2
+    filters = []
+    for f in args.filter:
+        if "=" not in f:
+            print("plot.py: error: --filter %s: expected KEY=VALUE" % f, file=sys.stderr)
+            return 2
+        filters.append(tuple(f.split("=", 1)))
     data = load_folder(args.dir)
     for name, why in data["ignored"]:
         warn("ignoring %s: %s" % (name, why))
@@ -536,16 +797,47 @@ def main(argv):
               "make some with `ringside matrix ... --out %s`)" % (args.dir, REPORT_SCHEMA, BENCH_SCHEMA, args.dir),
               file=sys.stderr)
         return 2
+    variant_of = {r.get("report"): (r.get("axes") or {}).get("variant") for r in summary_rows(data["summary"])
+                  if isinstance(r, dict)}
+    for rep in data["reports"]:
+        rep["_variant"] = variant_of.get(rep["_file"]) or ""
+    known = set(k for rep in data["reports"] for k in rep.get("config", {})) | {"variant", "ranks", "N"}
+    for key in [k for k, _ in filters] + [a for a in (args.x, args.facet) if a]:
+        if data["reports"] and key not in known:
+            print("plot.py: error: '%s' is not an option of these reports (nor variant or ranks)" % key, file=sys.stderr)
+            return 2
+    reports = [r for r in data["reports"] if all(option_text(r, k) == v for k, v in filters)]
+    if filters and not reports:
+        print("plot.py: error: --filter %s leaves none of the %d reports" % (" ".join(args.filter), len(data["reports"])),
+              file=sys.stderr)
+        return 2
     out = args.out or args.dir
     os.makedirs(out, exist_ok=True)
     plt.rcParams["svg.hashsalt"] = "ringside"
-    series = group(data["reports"], varying_keys(data["reports"]))
+    facet = args.facet
+    skip_x = (args.x,) if args.x not in ("ranks", "N") else ()
+    skip_f = (facet,) if facet else ()
+    varying = varying_keys(reports, skip_x + skip_f)
+    series = group(reports, varying_keys(reports))  # by N: memory, traffic, loss
+
+    def by_panel(x, skip):
+        return {k: group([r for r in reports if option_text(r, facet) == k], varying, x, skip)
+                for k in sorted({option_text(r, facet) for r in reports})}
+    if facet:
+        step_series = by_panel(args.x, skip_x + skip_f)
+        varying = varying_keys(reports, skip_f)  # the phases' bars keep the x axis' option in their labels
+        phase_series = by_panel("ranks", skip_f)
+    else:
+        step_series = group(reports, varying, args.x, skip_x)
+        phase_series = series
+    calls = {"step_time": lambda: fig_step_time(data, step_series, args.x, facet),
+             "phases": lambda: fig_phases(data, phase_series, facet)}
     manifest = {}
     for name in FIGURES:
         if name != "busbw" and not series:
             fig, entry = None, "no train reports (%s)" % REPORT_SCHEMA
         else:
-            fig, entry = FIGURE_FUNCS[name](data, series)
+            fig, entry = calls[name]() if name in calls else FIGURE_FUNCS[name](data, series)
         if fig is None:
             warn("skipping %s: %s" % (name, entry))
             manifest[name] = {"status": "skipped", "reason": entry}

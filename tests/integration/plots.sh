@@ -31,7 +31,7 @@ P = 784 * 32 + 32 + 32 * 10 + 10           # parameters of 784,32,10
 G = 4 * P                                  # gradient bytes
 STEPS = 12
 TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
-PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle", "comm_total"]
+PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other", "comm_total"]
 
 def rank_entry(sync, n, k):
     tags = dict.fromkeys(TAGS, 0)
@@ -46,16 +46,20 @@ def rank_entry(sync, n, k):
     else:
         traffic = 0
     comm = 0.0002 * (n - 1) * (n if sync == "ps" else 1)
-    phases = dict(zip(PHASES, [1e-4, 3e-4, 5e-4, comm, 2e-4, 1e-5 * k, comm * 1.5]))
-    step = sum(phases[p] for p in PHASES[:6])
+    phases = dict(zip(PHASES, [1e-4, 3e-4, 5e-4, 2e-4, comm, 1e-5 * k, 2e-5, comm * 1.5]))
+    if "oldphases" in extras:            # a report from before "other": drawn with other = 0
+        del phases["other"]
+    step = sum(phases[p] for p in PHASES[:7] if p in phases)
+    time_s = {"step": {"median": step, "p95": step * 1.1, "min": step * 0.9, "max": step * 1.2, "mean": step},
+              "phases": phases, "busy": 1.1e-3, "timed_steps": STEPS - 2}
+    if sync == "ps" and n > 1 and k == 0 and "oldphases" not in extras:
+        time_s["server_busy"] = 1.5e-4 * n    # the colocated server's reduce + update, per step
     return {"rank": k, "role": "worker", "device": "cpu", "samples": 64 * STEPS,
             "memory": {"peak_bytes": sum(tags.values()) - G // 2, "by_tag": tags,
                        "device_used_bytes": 0, "host_peak_rss_bytes": 40 << 20},
             "traffic": {"bytes_sent": traffic // 2, "bytes_received": traffic - traffic // 2,
                         "messages": 2 * n, "messages_sent": n, "messages_received": n, "dropped": 0},
-            "time_s": {"step": {"median": step, "p95": step * 1.1, "min": step * 0.9, "max": step * 1.2,
-                                "mean": step},
-                       "phases": phases, "busy": 1.1e-3, "timed_steps": STEPS - 2}}
+            "time_s": time_s}
 
 def report(sync, n, seed):
     ranks = [rank_entry(sync, n, k) for k in range(n)]
@@ -123,7 +127,8 @@ expected = {
     "step_time": {"series": len(backends) + predicted, "bars": 0},   # measured + predicted lines
     "memory": {"series": 0, "bars": len(backends) * big * len(nonzero)},
     "traffic": {"series": 2 * len(backends), "bars": len(backends) * big} if traffic_drawn else None,
-    "phases": {"series": 0, "bars": 6 * len(backends) * len(ns)},
+    "phases": {"series": 0, "bars": 7 * len(backends) * len(ns)
+               + (0 if "oldphases" in extras else sum(1 for b in backends for n in ns if b == "ps" and n > 1))},
     "loss": {"series": len(backends) * len(ns), "bars": 0},
     "busbw": {"series": benches, "bars": 0} if benches else None,
 }
@@ -189,7 +194,7 @@ check "--out writes there, and SVGs are reproducible" cmp -s "$full/step_time.sv
 
 # ---- 2: one back end, no bench, no claims, a report of a future schema ----------------------
 one=$tmp/one
-make_fixture "$one" ring 2,4 oldschema
+make_fixture "$one" ring 2,4 oldschema oldphases
 "$PY" plots/plot.py "$one" >"$one/stdout" 2>"$one/stderr"; rc=$?
 check "plot.py with one back end exits 0 (rc $rc)" [ "$rc" = 0 ]
 if [ "$rc" = 0 ]; then check_figures "$one"; else tail -n 5 "$one/stderr"; fi
@@ -208,6 +213,60 @@ check "missing folder exits 2 (rc $rc)" [ "$rc" = 2 ]
 "$PY" plots/plot.py --help >"$tmp/help.out" 2>&1; rc=$?
 check "--help exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "--help prints usage" grep -q "usage: plot.py" "$tmp/help.out"
+
+# ---- 3b: 32 configurations (4 variants x 4 bucket sizes x 2 models) at N = 2 and 4 --------------
+many=$tmp/many
+"$PY" - "$full" "$many" <<'PYEOF'
+import copy, json, os, sys
+src, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+base = {s: json.load(open(os.path.join(src, "%s-n4-r1.json" % s))) for s in ("ps", "ring")}
+variants = {"ps-colocated": ("ps", "colocated", 1), "ps-dedicated": ("ps", "dedicated", 1),
+            "ps-K2": ("ps", "dedicated", 2), "ring": ("ring", "colocated", 1)}
+rows = []
+for v, (sync, placement, k) in variants.items():
+    for bmb in (0.25, 1, 4, 25):
+        for layers in ([784, 256, 10], [784, 1024, 1024, 10]):
+            for n in (2, 4):
+                r = copy.deepcopy(base[sync])
+                r["config"].update({"sync": sync, "ps-placement": placement, "ps-servers": k, "bucket-mb": bmb,
+                                    "layers": layers, "ranks": n})
+                r["run"]["world"] = n
+                r["ranks"] = r["ranks"][:n]
+                name = "variant=%s,bucket-mb=%g,layers=%s,ranks=%d-r1.json" % (v, bmb, "-".join(map(str, layers)), n)
+                json.dump(r, open(os.path.join(out, name), "w"))
+                rows.append({"cell": name[:-8], "repeat": 1, "status": "ok", "report": name,
+                             "axes": {"variant": v, "bucket-mb": bmb, "layers": layers, "ranks": n}})
+json.dump({"schema": "ringside.matrix/1", "name": "many", "runs": rows}, open(os.path.join(out, "summary.json"), "w"))
+PYEOF
+png_width() { "$PY" -c "import struct,sys; print(struct.unpack('>I', open(sys.argv[1],'rb').read(24)[16:20])[0])" "$1"; }
+"$PY" plots/plot.py "$many" >"$many.out" 2>&1; rc=$?
+check "plot.py on 32 configurations exits 0 (rc $rc)" [ "$rc" = 0 ]
+for name in step_time memory traffic phases loss; do
+    w=$(png_width "$many/$name.png" 2>/dev/null || echo 0)
+    check "$name at 32 configurations is under 2,000 px wide ($w px)" [ "$w" -gt 0 ] && [ "$w" -le 2000 ]
+done
+check "series are labelled by variant name" grep -q 'id="series-step_time--ps-K2_bucket-mb_0.25_layers_784_1024_1024_10-measured"' "$many/step_time.svg"
+check "the step-time figure labels the prediction as one" grep -q "PREDICTED communication per step" "$many/step_time.svg"
+check "phases: one bar stack per configuration (64 x 7), a server bar beside the 48 ps ones" [ "$(svg_count "$many/phases.svg" bar phases)" = 496 ]
+"$PY" plots/plot.py "$many" --out "$many/f" --filter ranks=4 --filter variant=ring --x bucket-mb --facet layers >"$many.f" 2>&1; rc=$?
+check "--filter --x --facet exit 0 (rc $rc)" [ "$rc" = 0 ]
+check "--filter ranks=4 variant=ring: 8 phase bars of 7 phases" [ "$(svg_count "$many/f/phases.svg" bar phases)" = 56 ]
+check "--facet layers: 2 panels, --x bucket-mb: one line per variant and panel" \
+    [ "$("$PY" -c "import json; e=json.load(open('$many/f/figures.json'))['step_time']; print(e['panels'], e['measured'])")" = "2 2" ]
+"$PY" plots/plot.py "$many" --out "$many/g" --filter variant=none >"$many.g" 2>&1; rc=$?
+check "a filter that leaves nothing exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "... and says so" grep -q "leaves none of the 64 reports" "$many.g"
+"$PY" plots/plot.py "$many" --out "$many/g" --x colour >"$many.g" 2>&1; rc=$?
+check "an --x that is no option exits 2 (rc $rc)" [ "$rc" = 2 ]
+
+# ---- 3c: make plots finds a python3 with matplotlib when PATH's first python3 has none ---------
+mkdir -p "$tmp/fakebin"; printf '#!/bin/sh\nexit 1\n' >"$tmp/fakebin/python3"; chmod +x "$tmp/fakebin/python3"
+PATH="$tmp/fakebin:$PATH" make -s --no-print-directory plots DIR="$one" >"$tmp/make.out" 2>&1; rc=$?
+check "make plots DIR=... with a python3 without matplotlib first on PATH exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "make plots drew the figures" grep -q "^# plots: 5 figures in $one" "$tmp/make.out"
+make -s --no-print-directory plots >"$tmp/make.out" 2>&1; rc=$?
+check "make plots without DIR exits 2 with its usage (rc $rc)" [ "$rc" != 0 ] && grep -q "usage: make plots DIR=" "$tmp/make.out"
 
 # ---- 4: real output, when a ringside binary with `matrix` and `claims` is at hand -------------
 BIN=${RINGSIDE_BIN:-build/ringside}
@@ -234,7 +293,8 @@ ns = sorted({r["run"]["world"] for r in reps})
 exp = {"step_time": {"series": 2 * len(syncs), "bars": 0},
        "memory": {"series": 0, "bars": sum(len(r["ranks"]) for r in at_big) * len(tags)},
        "traffic": {"series": 2 * len(syncs), "bars": sum(len(r["ranks"]) for r in at_big)},
-       "phases": {"series": 0, "bars": 6 * len(syncs) * len(ns)},
+       "phases": {"series": 0, "bars": 7 * len(syncs) * len(ns)
+                  + sum(1 for r in reps for e in r["ranks"] if (e["time_s"].get("server_busy") or 0) > 0)},
        "loss": {"series": len(syncs) * len(ns), "bars": 0},
        "busbw": None}
 json.dump(exp, open(d + ".expected.json", "w"))
