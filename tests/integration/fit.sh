@@ -20,7 +20,7 @@ bench("ps-tcp.json", "ps", 3, "tcp", 7e-5, 8e-10, lambda s: (4, 4 * s), sizes)
 bench("ring4-shm.json", "ring", 4, "shm", 2e-5, 3e-10, lambda s: (6, 1.5 * s), sizes[:4])   # pooled with ring-shm
 bench("one-size.json", "ring", 2, "ipc", 2e-5, 3e-10, lambda s: (2, s), [4096, 4096])
 bench("one-rank.json", "ring", 1, "", 0, 0, lambda s: (0, 0), sizes)
-bench("student.json", "student", 2, "tcp", 2e-5, 3e-10, lambda s: (2, s), sizes)
+bench("pigeon.json", "carrier-pigeon", 2, "tcp", 2e-5, 3e-10, lambda s: (2, s), sizes)
 json.dump({"schema": "ringside.report/1", "config": {}}, open(os.path.join(d, "train.json"), "w"))
 EOF
 
@@ -65,7 +65,7 @@ refuse() { # NAME WANT ARGS...
 refuse "a train report" "train.json: schema ringside.report/1, expected a bench report" "$T/train.json"
 refuse "a bench on one rank" "one-rank.json: a bench on 1 rank moves nothing" "$T/one-rank.json"
 refuse "one size only" "transport ipc: 2 rows of 1 size: a fit needs 2 sizes or more" "$T/one-size.json"
-refuse "a back end without a model" "student.json: --sync student (colocated): no alpha-beta model" "$T/student.json"
+refuse "a back end without a model" "pigeon.json: --sync carrier-pigeon (colocated): no alpha-beta model" "$T/pigeon.json"
 refuse "a missing file" "nonexistent.json" "$T/nonexistent.json"
 expect_status "no reports: exit 2" 2 "$BIN" fit
 expect_status "an unknown option: exit 2" 2 "$BIN" fit --fast "$T/ring-shm.json"
