@@ -102,8 +102,8 @@ done
 # ---- traces: every back end's communication spans, the server's work, the idle spans ---------
 while IFS='|' read -r name want opts; do
     [ -n "$name" ] || continue
-    run "trace-$name" -n 3 $opts --steps 6 --warmup 1 --straggler 1:20 --trace "$T/trace-$name.json" || continue
-    out=$($PY - "$T/trace-$name.json" "$want" <<'EOF'
+    run "trace-$name" -n 3 $opts --steps 6 --warmup 1 --straggler 1:20 --trace "$T/trace-$name.trace" || continue
+    out=$($PY - "$T/trace-$name.trace" "$want" <<'EOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))
 names = {}
