@@ -182,12 +182,16 @@ def lab5(d, log):
     for n in (1, 2, 3, 4):
         r = load(d, f"results/lab5/check/student-n{n}.json")
         if r:
-            check(r["config"]["ranks"] == n and r["summary"]["wrong"] == 0 and len(r["rows"]) > 0,
-                  f"lab 5: solution bench -n {n}: #wrong 0 over {len(r['rows'])} sizes")
+            check(r["config"]["ranks"] == n and r["summary"]["wrong"] == 0 and len(r["rows"]) == 9
+                  and r["rows"][-1]["size_bytes"] == 512 * 1024,
+                  f"lab 5: solution bench -n {n}: #wrong 0 over {len(r['rows'])} sizes, 8 B to 512 KiB as the page says")
     for name in ("student", "ring"):
         r = load(d, f"results/lab5/bench-{name}.json")
         if r:
             check(r["summary"]["wrong"] == 0, f"lab 5: bench --sync {name} -n 4: #wrong 0")
+            how = {t.get("transport") for t in r["summary"].get("traffic", [])}
+            check(how == {"tcp"}, f"lab 5: bench --sync {name} moved over tcp, one transport for both ({how})")
+    check("# ringside fit:" in text and "\n  tcp " in text, "lab 5: ringside fit printed the ring's TCP alpha and beta")
     st, ri = load(d, "results/lab5/train/student.json"), load(d, "results/lab5/train/ring.json")
     if st and ri:
         a, b = st["summary"]["final_loss"], ri["summary"]["final_loss"]
@@ -196,6 +200,10 @@ def lab5(d, log):
         P = 4 * params(st["config"]["layers"])
         sent = [k["traffic"]["bytes_sent"] for k in workers(st)]
         check(N == 4 and sent[1:] == [S * 2 * (P + H_STUDENT)] * 3, "lab 5: recursive doubling: ranks 1-3 send 2(P+40) per step")
+        check(sent[0] == S * 2 * (P + H_STUDENT) + (N - 1) * (P + H_STUDENT),
+              "lab 5: rank 0 sends that plus the start-up broadcast, (N-1)(P+40) once, as the page says")
+        check(ri["summary"]["transport"] == st["summary"]["transport"] == "tcp", "lab 5: student and ring trained over tcp, like for like")
+        check(f"final loss {a:.6f}" in text, "lab 5: show.py prints the final loss to 6 decimals")
     f = load(d, "results/lab5/figures.json")
     if f:
         check(f.get("busbw", {}).get("status") == "drawn", "lab 5: busbw figure drawn")

@@ -5,7 +5,7 @@ usage: python3 docs/labs/show.py REPORT.json [REPORT.json ...]
 
 Train reports (schema ringside.report/1): a summary line, then per rank (workers, then any
 dedicated servers) three tables: memory (peak bytes per tag), traffic (bytes and messages over
-the whole run) and time (milliseconds per timed step, by phase). Bench reports
+the whole run, and bytes per step) and time (milliseconds per timed step, by phase). Bench reports
 (ringside.bench/1): the sweep's rows. Bytes are printed exactly, so that they can be held
 against the formulas in the labs. Plain python3, no packages needed.
 """
@@ -14,7 +14,7 @@ import signal
 import sys
 
 TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
-PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "idle", "comm_total"]
+PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other", "comm_total"]
 
 
 def b(n):
@@ -33,7 +33,7 @@ def show_train(path, r):
     print(f"== {path}: N={r['run']['world']} sync {sync}, layers {layers}, {batch}, {s['steps']} steps")
     im = s["imbalance"]
     print(f"   step {s['step_time_s'] * 1e3:.2f} ms (rank 0 median), {s['throughput_samples_per_s']:.0f} samples/s, "
-          f"final loss {s['final_loss']:.4f}, eval accuracy {s['final_accuracy']:.4f}")
+          f"final loss {s['final_loss']:.6f}, eval accuracy {s['final_accuracy']:.4f}")
     print(f"   imbalance (max/mean over workers): memory {im['memory']:.2f}, traffic {im['traffic']:.2f}, "
           f"busy time {im['busy_time']:.2f}")
 
@@ -46,21 +46,26 @@ def show_train(path, r):
         m = k["memory"]
         print("   " + f"{who(k):>12} {k['samples']:>8} {b(m['peak_bytes']):>12} " +
               " ".join(f"{b(m['by_tag'][t]):>11}" for t in TAGS))
-    print("   traffic, whole run:")
-    print("   " + f"{'rank':>12} {'bytes sent':>14} {'received':>14} {'msgs sent':>10} {'received':>10}")
+    steps = s["steps"] or 1
+    print(f"   traffic, whole run and per step (whole run / {steps} steps; a rank that forwarded the start-up")
+    print("   broadcast of the parameters, rank 0 at least, carries it in both):")
+    print("   " + f"{'rank':>12} {'bytes sent':>14} {'received':>14} {'msgs sent':>10} {'received':>10} "
+          f"{'sent/step':>14} {'received/step':>14}")
     for k in ranks:
         t = k["traffic"]
         print("   " + f"{who(k):>12} {b(t['bytes_sent']):>14} {b(t['bytes_received']):>14} "
-              f"{t['messages_sent']:>10} {t['messages_received']:>10}")
+              f"{t['messages_sent']:>10} {t['messages_received']:>10} "
+              f"{t['bytes_sent'] / steps:>14,.1f} {t['bytes_received'] / steps:>14,.1f}")
     print("   time, ms per timed step:")
     print("   " + f"{'rank':>12} {'step':>8} {'busy':>8} " + " ".join(f"{p:>12}" for p in PHASES))
     for k in ranks:
         t = k["time_s"]
         if k.get("role") == "server":
-            print("   " + f"{who(k):>12} {'':>8} {t['busy'] * 1e3:>8.3f}   (summing and updating)")
+            busy = t.get("server_busy", t.get("busy", 0))
+            print("   " + f"{who(k):>12} {'':>8} {busy * 1e3:>8.3f}   (summing and updating)")
             continue
-        print("   " + f"{who(k):>12} {t['step']['median'] * 1e3:>8.3f} {t['busy'] * 1e3:>8.3f} " +
-              " ".join(f"{t['phases'][p] * 1e3:>12.3f}" for p in PHASES))
+        print("   " + f"{who(k):>12} {t['step']['median'] * 1e3:>8.3f} {t.get('busy', 0) * 1e3:>8.3f} " +
+              " ".join(f"{t['phases'].get(p, 0) * 1e3:>12.3f}" for p in PHASES))
     print()
 
 
