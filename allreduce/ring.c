@@ -6,6 +6,7 @@
 #include "../common/config.h"
 #include "../common/device.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/sync.h"
@@ -108,12 +109,15 @@ _Static_assert(sizeof(RingLane) <= RING_LANE_HEAD && RING_LANE_BYTES % RING_MSG_
                    RING_LANE_BYTES >= 2 * (RING_MSG_ALIGN + RING_SEG_MAX) && sizeof(RingHeader) <= RING_MSG_ALIGN,
                "lane layout");
 
+_Static_assert(sizeof(RingHeader) + LINK_STAMP_BYTES <= RING_MSG_ALIGN, "the link stamp fits the header's padding");
+
 /* A send waiting for room in the right neighbour's lane. */
 typedef struct {
     const float *src;
     uint64_t off, n;
     uint32_t kind, step;
     RingPending *pending;
+    double stamp;      /* the emulated link's start of this message (0: none) */
 } RingQueued;
 
 struct Ring {
@@ -294,6 +298,8 @@ static void lane_push(Ring *r) {
         if (RING_LANE_BYTES - (head - tail) < need) break;
         RingHeader h = {RING_MAGIC, m->kind, r->token, r->seq, m->step, (uint32_t)r->rank, m->off, m->n};
         memcpy(lane_data(l) + head % RING_LANE_BYTES, &h, sizeof h); /* 64-aligned: never wraps */
+        if (m->stamp > 0) /* the emulated link's stamp rides in the header's padding (not counted) */
+            link_stamp_encode(m->stamp, lane_data(l) + head % RING_LANE_BYTES + sizeof h);
         lane_put(l, head + RING_MSG_ALIGN, m->src + m->off, bytes);
         __atomic_store_n(&l->head, head + need, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&m->pending->n, 1, __ATOMIC_RELAXED);
@@ -369,6 +375,10 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
         h.count > RING_SEG_MAX / sizeof(float))
         return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt message in the shared-memory lane from rank %d", r->left);
     RS_TRY(ring_check_header(r, &h, h.count * sizeof(float), kind, step, off, n));
+    double stamp = 0;
+    if (link_get()->bytes_per_s > 0)
+        link_stamp_decode(lane_data(l) + tail % RING_LANE_BYTES + sizeof h, LINK_STAMP_BYTES, &stamp);
+    link_recv(sizeof h + n * sizeof(float), stamp); /* the emulated interface (--link) */
     if (r->first_pending) {
         r->last_wait = clock_now() - t0;
         r->first_pending = 0;
@@ -399,7 +409,8 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         r->q = q;
         r->qcap = cap;
     }
-    r->q[r->qlen++] = (RingQueued){base, off, n, kind, step, pending};
+    double stamp = link_send(sizeof(RingHeader) + n * sizeof(float)); /* the emulated interface (--link) */
+    r->q[r->qlen++] = (RingQueued){base, off, n, kind, step, pending, stamp};
     __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
     lane_push(r);
     /* receiving over ZeroMQ, this rank would not move the queue while it waits in zmq_poll:
@@ -418,6 +429,7 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
     RingHeader h = {RING_MAGIC, kind, r->token, r->seq, step, (uint32_t)r->rank, off, n};
     size_t bytes = n * sizeof(float);
     zmq_msg_t m;
+    double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
     if (zmq_send(r->push, &h, sizeof h, ZMQ_SNDMORE) < 0) {
         if (zmq_errno() == EAGAIN)
             return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
@@ -433,13 +445,18 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         if (zmq_msg_init_size(&m, bytes) != 0) return ring_fail_zmq(r, "zmq_msg_init_size");
         memcpy(zmq_msg_data(&m), base + off, bytes);
     }
-    if (zmq_msg_send(&m, r->push, 0) < 0) {
+    if (zmq_msg_send(&m, r->push, stamp > 0 ? ZMQ_SNDMORE : 0) < 0) {
         int e = zmq_errno();
         zmq_msg_close(&m); /* releases a zero-copy frame through ring_release */
         if (e == EAGAIN)
             return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
         errno = e;
         return ring_fail_zmq(r, "zmq_msg_send");
+    }
+    if (stamp > 0) { /* the emulated link's stamp, a frame of its own (not counted) */
+        unsigned char sb[LINK_STAMP_BYTES];
+        link_stamp_encode(stamp, sb);
+        if (zmq_send(r->push, sb, sizeof sb, 0) < 0) return ring_fail_zmq(r, "zmq_send(stamp)");
     }
     ring_count(&r->c.bytes_sent, sizeof h + bytes);
     ring_count(&r->c.messages_sent, 1);
@@ -449,10 +466,11 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
 /* Receives the next message from the PULL, without waiting, as a header and a data frame
  * (extra frames are read and flag the message malformed). 0 with the frames initialised
  * (caller closes), 1 when no message is queued, or RS_ERR_*. */
-static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malformed) {
+static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malformed, double *stamp) {
     zmq_msg_init(hm);
     zmq_msg_init(dm);
     *malformed = 0;
+    *stamp = 0;
     if (zmq_msg_recv(hm, r->pull, ZMQ_DONTWAIT) < 0) {
         int e = zmq_errno();
         zmq_msg_close(hm);
@@ -467,7 +485,7 @@ static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malforme
         if (zmq_msg_recv(dm, r->pull, ZMQ_DONTWAIT) < 0) goto fail;
         more = zmq_msg_more(dm);
     }
-    while (more) { /* a stray with more frames than ours: read them all, refuse the message */
+    for (int extra = 0; more; extra++) { /* an emulated link's stamp, or a stray's frames */
         zmq_msg_t x;
         zmq_msg_init(&x);
         if (zmq_msg_recv(&x, r->pull, ZMQ_DONTWAIT) < 0) {
@@ -475,8 +493,8 @@ static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malforme
             goto fail;
         }
         more = zmq_msg_more(&x);
+        if (extra || more || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), stamp)) *malformed = 1;
         zmq_msg_close(&x);
-        *malformed = 1;
     }
     return RS_OK;
 fail:;
@@ -498,7 +516,8 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     for (;;) {
         zmq_msg_t hm, dm;
         int malformed;
-        int rc = ring_recv_frames(r, &hm, &dm, &malformed);
+        double stamp;
+        int rc = ring_recv_frames(r, &hm, &dm, &malformed, &stamp);
         if (rc == 1) {
             double left = deadline - clock_now();
             if (left <= 0)
@@ -523,6 +542,7 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
             zmq_msg_close(&dm);
             return rc;
         }
+        link_recv(sizeof h + got, stamp); /* the emulated interface (--link) */
         if (r->first_pending) {
             r->last_wait = clock_now() - t0;
             r->first_pending = 0;

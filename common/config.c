@@ -1,6 +1,7 @@
 /* config.c - the option table: parsing, defaults, help, validation, canonical text and JSON */
 #include "config.h"
 #include "err.h"
+#include "link.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -52,6 +53,7 @@ static const Opt opts[] = {
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
+    {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message"},
     {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},
@@ -236,6 +238,11 @@ int config_validate(const Config *c) {
     if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
+    LinkSpec link;
+    RS_TRY(link_parse(c->link, &link));
+    if (link.bytes_per_s > 0 && !strcmp(c->sync, "nccl"))
+        return rs_error(RS_ERR_INPUT, "--link %s with --sync nccl: the emulated link paces host data planes; NCCL moves "
+                                      "device data itself (use ring or ps)", c->link);
     for (int i = 0; i < c->nstragglers; i++)
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],

@@ -60,6 +60,10 @@ void report_entry_timeline(struct cJSON *entry, const StepTimes *times, int n, d
  * "_timeline". Returns the number of worker entries done. */
 int report_phases(struct cJSON *ranks, int warmup, const double *offset, int noffset);
 
+/* This process's emulated link (common/link.h) as {"text", "bandwidth_bytes_per_s",
+ * "latency_s"}, or a JSON null without one. Caller owns it. */
+struct cJSON *report_link_json(void);
+
 /* Reads a whole JSON file. NULL with rs_errmsg() naming the file, line and column on failure.
  * Caller frees with cJSON_Delete. */
 struct cJSON *report_read(const char *path);

@@ -1,12 +1,23 @@
 /* report_entry.c - the report's per-member entries (workers, servers, bench) and the phases every back end is measured by */
 #include "report.h"
 #include "err.h"
+#include "link.h"
 #include "mem.h"
 
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+cJSON *report_link_json(void) {
+    const LinkSpec *l = link_get();
+    if (!(l->bytes_per_s > 0)) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "text", l->text);
+    cJSON_AddNumberToObject(o, "bandwidth_bytes_per_s", l->bytes_per_s);
+    cJSON_AddNumberToObject(o, "latency_s", l->latency_s);
+    return o;
+}
 
 cJSON *report_traffic_json(const SyncTraffic *tr) {
     cJSON *t = cJSON_CreateObject();

@@ -7,6 +7,7 @@
 #include "../common/device.h"
 #include "../common/err.h"
 #include "../common/launch.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/report.h"
@@ -37,6 +38,7 @@ typedef struct {
     double timeout;
     char report[512];
     char secure[512];
+    char link[64];          /* --link BW[,LAT] ("": none) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -91,6 +93,8 @@ static void bench_usage(FILE *f) {
             "      --timeout S        seconds any wait may last before the job fails (default 60)\n"
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
             "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
+            "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
+            "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
             "\n"
             "Exit status: 0; 2 bad option; 3 a peer died or timed out; 4 a wrong element.\n");
 }
@@ -155,7 +159,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure"};
+                                      "--device", "--timeout", "--report", "--secure", "--link"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -195,6 +199,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--secure")) {
             if (!*v || strlen(v) >= sizeof o->secure) return rs_error(RS_ERR_INPUT, "bench: --secure '%s': not a usable path", v);
             snprintf(o->secure, sizeof o->secure, "%s", v);
+        } else if (!strcmp(name, "--link")) {
+            LinkSpec l;
+            RS_TRY(link_parse(v, &l));
+            snprintf(o->link, sizeof o->link, "%s", v);
         }
 #undef IS
     }
@@ -233,6 +241,13 @@ static int bench_setup(Bench *b) {
     snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
     b->cfg.timeout = o->timeout;
     snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
+    snprintf(b->cfg.link, sizeof b->cfg.link, "%s", o->link);
+    LinkSpec link;
+    RS_TRY(link_parse(o->link, &link));
+    if (link.bytes_per_s > 0 && !strcmp(o->sync, "nccl"))
+        return rs_error(RS_ERR_INPUT, "bench: --link with --sync nccl: the emulated link paces host data planes; NCCL "
+                                      "moves device data itself");
+    link_set(&link);
     b->cfg.nranks = b->world;
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     int fell_back = 0;
@@ -348,6 +363,9 @@ static void bench_print_header(Bench *b) {
     printf("# sync %s, %d rank%s, device %s (rank 0), transport %s (rank 0's link), timeout %g s\n", o->sync, b->world,
            b->world > 1 ? "s" : "", device_name(&b->dev, dev, sizeof dev),
            tr.transport && tr.transport[0] ? tr.transport : "none", o->timeout);
+    if (link_get()->bytes_per_s > 0)
+        printf("# emulated link --link %s: %.4g GB/s each way, %.3g us per message (every process)\n", link_get()->text,
+               link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
@@ -504,6 +522,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);
         cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);
+        cJSON_AddItemToObject(cfg, "link", report_link_json());
         cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
         cJSON_AddStringToObject(cfg, "busbw", "algbw * 2(N-1)/N");
         cJSON *rows = cJSON_AddArrayToObject(root, "rows");

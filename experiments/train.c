@@ -11,6 +11,7 @@
 #include "../common/data.h"
 #include "../common/device.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/model.h"
 #include "../common/report.h"
@@ -235,6 +236,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         if (fabs(o) > fabs(worst)) worst = o;
         if (u > unc) unc = u;
     }
+    cJSON_AddItemToObject(env, "link", report_link_json());
     cJSON *co = cJSON_AddObjectToObject(env, "clock_offset");
     cJSON_AddNumberToObject(co, "max_abs_s", fabs(worst));
     cJSON_AddNumberToObject(co, "uncertainty_s", unc);
@@ -525,6 +527,9 @@ int train_main(int argc, char **argv) {
         free(r);
         return rc;
     }
+    LinkSpec link; /* every process of the job (ranks, dedicated servers) paces through its own */
+    link_parse(r->cfg.link, &link); /* validated above */
+    link_set(&link);
     log_set_quiet(r->cfg.quiet);
     log_set_verbose(r->cfg.verbose);
     if ((rc = rankenv_detect(&r->env)) != RS_OK) {

@@ -46,6 +46,7 @@
 #include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/zmq_check.h"
@@ -96,7 +97,8 @@ typedef struct {
 /* ---- sending ---------------------------------------------------------------------------------- */
 
 static int client_send(PsClient *c, int k, const WireHeader *h, const void *payload, size_t bytes) {
-    if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc) < 0) {
+    double stamp = c->local[k] ? 0 : link_send(WIRE_HEADER_BYTES + (payload ? bytes : 0)); /* --link */
+    if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc, stamp) < 0) {
         int e = zmq_errno();
         return rs_error(RS_ERR_PEER, "ps: rank %d cannot send %s to server %d: %s", c->rank, wire_op_name(h->op), k,
                         e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
@@ -202,6 +204,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     c->any_reply = 1;
     c->t_last = clock_now();
     if (!c->local[k]) {
+        link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
         c->tr.messages_received++;
     }

@@ -21,6 +21,7 @@
 #include "../common/clock.h"
 #include "../common/data.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/zmq_check.h"
@@ -116,9 +117,10 @@ static void dp_count_sent(DpChannel *ch, size_t bytes) {
 
 /* Sends h with bytes of payload (none when 0) to rank r (rank 0), or to rank 0 (others). */
 static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payload, size_t bytes) {
+    double stamp = link_send(WIRE_HEADER_BYTES + bytes); /* the emulated interface (--link) */
     char id[16];
     size_t idlen = ch->rank == 0 ? ps_identity(r, id, sizeof id) : 0;
-    if (ps_send(ch->sock, idlen ? id : NULL, idlen, h, bytes ? payload : NULL, bytes, &ch->zc) < 0)
+    if (ps_send(ch->sock, idlen ? id : NULL, idlen, h, bytes ? payload : NULL, bytes, &ch->zc, stamp) < 0)
         return dp_send_failed(ch, h, r);
     dp_count_sent(ch, bytes);
     return RS_OK;
@@ -128,6 +130,9 @@ static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payloa
 static int dp_send_batch(DpChannel *ch, int r, const WireHeader *h, const float *x, const int *y, int rows) {
     if (rows == 0) return dp_send(ch, r, h, NULL, 0);
     size_t xb = (size_t)rows * (size_t)ch->dim * sizeof(float), yb = (size_t)rows * sizeof(int);
+    double stamp = link_send(WIRE_HEADER_BYTES + xb + yb); /* the emulated interface (--link) */
+    unsigned char sb[LINK_STAMP_BYTES];
+    link_stamp_encode(stamp, sb);
     char id[16];
     size_t idlen = ps_identity(r, id, sizeof id);
     unsigned char hb[WIRE_HEADER_BYTES];
@@ -137,7 +142,8 @@ static int dp_send_batch(DpChannel *ch, int r, const WireHeader *h, const float 
     memcpy(zmq_msg_data(&m), x, xb);
     memcpy((char *)zmq_msg_data(&m) + xb, y, yb);
     if (zmq_send(ch->sock, id, idlen, ZMQ_SNDMORE) < 0 || zmq_send(ch->sock, hb, sizeof hb, ZMQ_SNDMORE) < 0 ||
-        zmq_msg_send(&m, ch->sock, 0) < 0) {
+        zmq_msg_send(&m, ch->sock, stamp > 0 ? ZMQ_SNDMORE : 0) < 0 ||
+        (stamp > 0 && zmq_send(ch->sock, sb, sizeof sb, 0) < 0)) {
         int e = zmq_errno();
         zmq_msg_close(&m);
         errno = e;
@@ -249,6 +255,7 @@ static int dp_handle(DpChannel *ch, PsMsg *m, int *applied) {
     const void *data = has ? zmq_msg_data(&m->part[base + 1]) : NULL;
     RS_TRY(base ? dp_on_rank0(ch, r, &h, data, applied) : dp_on_worker(ch, &h, data, applied));
     if (*applied) {
+        link_recv(WIRE_HEADER_BYTES + pb, m->stamp); /* the emulated interface (--link) */
         ch->tr.bytes_received += WIRE_HEADER_BYTES + pb;
         ch->tr.messages_received++;
     }

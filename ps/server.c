@@ -4,6 +4,7 @@
 #include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/trace.h"
 #include "../common/zmq_check.h"
@@ -56,6 +57,7 @@ struct PsServer {
     unsigned char *known, *bye;
     int nbye, warned;
     size_t cur_bytes;        /* payload bytes of the message being handled */
+    double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double t_last;
     PsZeroCopy zc;
     /* counters, read by other threads */
@@ -107,8 +109,15 @@ static void server_count(PsServer *s, int r, int sent, size_t bytes) {
  * it causes, so that a worker that has its reply also sees the message counted). */
 static void server_accept(PsServer *s, int r) {
     s->known[r] = 1;
+    if (server_counted(s, r)) link_recv(WIRE_HEADER_BYTES + s->cur_bytes, s->cur_stamp); /* --link */
     s->t_last = clock_now();
     server_count(s, r, 0, WIRE_HEADER_BYTES + s->cur_bytes);
+}
+
+/* Before a send to worker r: the emulated interface books what leaves the process; the stamp
+ * travels with the message (0: rank 0's own, or no link). */
+static double server_pace(const PsServer *s, int r, size_t bytes) {
+    return server_counted(s, r) ? link_send(WIRE_HEADER_BYTES + bytes) : 0;
 }
 
 static int server_drop(PsServer *s, const char *why) {
@@ -226,7 +235,8 @@ static int server_reply_all(PsServer *s, const WireHeader *h, const void *payloa
         int r = s->a.colocated ? (i + 1) % s->a.nworkers : i;
         if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
         size_t idlen = ps_identity(r, id, sizeof id);
-        if (ps_send(s->router, id, idlen, h, payload, bytes, &s->zc) < 0) {
+        double stamp = server_pace(s, r, bytes);
+        if (ps_send(s->router, id, idlen, h, payload, bytes, &s->zc, stamp) < 0) {
             int e = zmq_errno();
             return rs_error(RS_ERR_PEER, "%s: cannot send %s of step %u to rank %d: %s", s->name, wire_op_name(h->op),
                             h->step, r, e == EHOSTUNREACH ? "it is gone" : zmq_strerror(e));
@@ -364,7 +374,8 @@ static int server_send_params(PsServer *s, int r) {
         h.total = s->a.nparams;
         h.sender = (uint16_t)s->a.id;
         size_t bytes = sl->count * sizeof(float);
-        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, &s->zc) < 0)
+        double stamp = server_pace(s, r, bytes);
+        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, &s->zc, stamp) < 0)
             return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
                             zmq_strerror(zmq_errno()));
         server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
@@ -433,6 +444,7 @@ static int server_handle(PsServer *s, PsMsg *m) {
     if (h.sender != r) return server_drop(s, "sender field differs from the peer's identity");
     const void *data = m->n == 3 ? zmq_msg_data(&m->part[2]) : NULL;
     s->cur_bytes = pb;
+    s->cur_stamp = m->stamp;
     int rc;
     switch (h.op) {
     case WIRE_PUSH: rc = on_contribution(s, &s->train, r, &h, data); break;
@@ -518,7 +530,7 @@ static int server_fail(PsServer *s, int rc) {
     for (int r = 0; r < s->a.nworkers; r++)
         if (s->known[r] && !s->bye[r] && !(s->a.colocated && r == 0)) {
             size_t idlen = ps_identity(r, id, sizeof id);
-            ps_send(s->router, id, idlen, &h, why, h.count, NULL);
+            ps_send(s->router, id, idlen, &h, why, h.count, NULL, 0);
         }
     pthread_mutex_lock(&s->lock);
     s->status = rc;

@@ -13,6 +13,7 @@
 
 #include "../common/config.h"
 #include "../common/device.h"
+#include "../common/link.h"
 #include "../common/sync.h"
 #include "wire.h"
 
@@ -43,13 +44,15 @@ typedef struct {
 } PsServerArgs;
 
 /* One slice's update: n keys of this server, sum = the step's contributions summed in rank
- * order (device memory of dev, like params and mom). */
+ * order (device memory of dev, like params, mom and mom2). */
 typedef struct {
     Device *dev;
     const Config *cfg;
     float *params, *mom, *sum;
+    float *mom2;            /* AdamW's second moment (NULL under SGD) */
     size_t n;
     long long global_samples;
+    int t;                  /* the update's number, from 1 (AdamW's bias correction) */
 } PsUpdate;
 
 /* An update rule: applies the step to one slice (queued on dev's compute stream) and returns
@@ -66,6 +69,7 @@ typedef struct {
 typedef struct {
     zmq_msg_t part[3];
     int n, extra;
+    double stamp;  /* the sender's emulated-link stamp (common/link.h), 0 without one */
 } PsMsg;
 
 #define PS_ZEROCOPY_MIN 65536 /* payloads this large go out without a copy */
@@ -73,13 +77,17 @@ typedef struct {
 /* ---- Prototypes ---- */
 
 /* The rules: SGD with momentum and weight decay (kernels' sgd_step, grads scaled by
- * 1/global_samples; returns params) for WIRE_PUSH, and the plain sum (returns sum) for WIRE_SUM. */
+ * 1/global_samples; returns params) or AdamW (kernels' adamw_step, --optimizer adamw: mom and
+ * mom2 its moments, t the step; returns params) for WIRE_PUSH, and the plain sum (returns sum)
+ * for WIRE_SUM. */
 const float *ps_rule_sgd(const PsUpdate *u);
+const float *ps_rule_adamw(const PsUpdate *u);
 const float *ps_rule_sum(const PsUpdate *u);
 
 /* Creates a server: binds a ROUTER (ZMQ_ROUTER_MANDATORY) on tcp://addr:* and, colocated, on an
  * inproc endpoint; allocates its buffers on a->dev under MEM_SERVER (a receive buffer per
- * worker, the sum, master parameters and momentum over its key range). 0, or RS_ERR_INPUT
+ * worker, the sum, master parameters and SGD's momentum over its key range; AdamW's two moments
+ * under MEM_OPTIMIZER instead). 0, or RS_ERR_INPUT
  * (bad arguments), RS_ERR_RUNTIME (bind, memory) with rs_errmsg() set; *out NULL on failure. */
 int ps_server_create(PsServer **out, const PsServerArgs *a);
 
@@ -133,18 +141,20 @@ static inline int ps_zc_drain(PsZeroCopy *zc, double seconds) {
     return 1;
 }
 
-/* Sends [id?][header][payload?] on sock; the payload goes without a copy when it is at least
- * PS_ZEROCOPY_MIN bytes (the caller keeps it unchanged until every receiver has it; zc counts
- * the messages holding it). Blocks at most the socket's ZMQ_SNDTIMEO. Returns 0 or -1 with
+/* Sends [id?][header][payload?][stamp?] on sock; the payload goes without a copy when it is at
+ * least PS_ZEROCOPY_MIN bytes (the caller keeps it unchanged until every receiver has it; zc
+ * counts the messages holding it); stamp > 0 (an emulated link's, common/link.h) goes last, in
+ * a frame of its own. Blocks at most the socket's ZMQ_SNDTIMEO. Returns 0 or -1 with
  * zmq_errno() set. */
 static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHeader *h, const void *payload,
-                          size_t bytes, PsZeroCopy *zc) {
-    unsigned char hb[WIRE_HEADER_BYTES];
+                          size_t bytes, PsZeroCopy *zc, double stamp) {
+    unsigned char hb[WIRE_HEADER_BYTES], sb[LINK_STAMP_BYTES];
     wire_encode(h, hb);
-    int more = payload ? ZMQ_SNDMORE : 0;
+    int more = payload ? ZMQ_SNDMORE : 0, last = stamp > 0 ? ZMQ_SNDMORE : 0;
     if (id && zmq_send(sock, id, idlen, ZMQ_SNDMORE) < 0) return -1;
-    if (zmq_send(sock, hb, sizeof hb, more) < 0) return -1;
-    if (!payload) return 0;
+    if (zmq_send(sock, hb, sizeof hb, more | (payload ? 0 : last)) < 0) return -1;
+    if (stamp > 0) link_stamp_encode(stamp, sb);
+    if (!payload) return stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0 ? -1 : 0;
     zmq_msg_t m;
     if (bytes >= PS_ZEROCOPY_MIN && zc) {
         atomic_fetch_add(&zc->out, 1);
@@ -156,13 +166,13 @@ static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHe
         if (zmq_msg_init_size(&m, bytes) < 0) return -1;
         memcpy(zmq_msg_data(&m), payload, bytes);
     }
-    if (zmq_msg_send(&m, sock, 0) < 0) {
+    if (zmq_msg_send(&m, sock, last) < 0) {
         int e = zmq_errno();
         zmq_msg_close(&m);
         errno = e;
         return -1;
     }
-    return 0;
+    return stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0 ? -1 : 0;
 }
 
 /* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT). Returns the frame count,
@@ -170,6 +180,7 @@ static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHe
 static inline int ps_recv(void *sock, PsMsg *m, int flags) {
     m->n = 0;
     m->extra = 0;
+    m->stamp = 0;
     int more = 1;
     while (more) {
         zmq_msg_t *p = m->n < 3 ? &m->part[m->n] : NULL;
@@ -186,12 +197,16 @@ static inline int ps_recv(void *sock, PsMsg *m, int flags) {
         }
         more = zmq_msg_more(p);
         if (p == &spare) {
+            /* the last frame may be an emulated link's stamp: not a frame of the message */
+            if (more || m->extra || !link_stamp_decode(zmq_msg_data(p), zmq_msg_size(p), &m->stamp)) m->extra++;
             zmq_msg_close(p);
-            m->extra++;
         } else {
             m->n++;
         }
     }
+    if (!m->extra && m->n > 1 && link_get()->bytes_per_s > 0 &&
+        link_stamp_decode(zmq_msg_data(&m->part[m->n - 1]), zmq_msg_size(&m->part[m->n - 1]), &m->stamp))
+        zmq_msg_close(&m->part[--m->n]);
     return m->n + m->extra;
 }
 

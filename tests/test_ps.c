@@ -288,7 +288,7 @@ static void fake_send(Fake *f, uint64_t token, int op, uint32_t step, int bucket
     h.count = data ? count : 0;
     h.total = total;
     h.sender = (uint16_t)(f->rank < 0 ? 0 : f->rank);
-    CHECK(ps_send(f->sock, NULL, 0, &h, data, data ? count * sizeof(float) : 0, NULL) == 0);
+    CHECK(ps_send(f->sock, NULL, 0, &h, data, data ? count * sizeof(float) : 0, NULL, 0) == 0);
 }
 
 /* Receives one reply: its header, and its payload into out (room for cap floats). 0 on timeout. */
@@ -379,7 +379,7 @@ static void test_server_fake_workers(void) {
         h.count = 5;
         h.total = P;
         h.sender = 0;
-        CHECK(ps_send(w[2].sock, NULL, 0, &h, g[2] + 5, 5 * sizeof(float), NULL) == 0);
+        CHECK(ps_send(w[2].sock, NULL, 0, &h, g[2] + 5, 5 * sizeof(float), NULL, 0) == 0);
     }
     int want_drops = 9;
     /* the step: everyone pushes both buckets, rank 2 twice; then rank 0 says 3 samples */
@@ -394,7 +394,7 @@ static void test_server_fake_workers(void) {
         WireHeader h = wire_header(tok, WIRE_STEP);
         h.samples = 3;
         h.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL) == 0); /* a second step size: refused */
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0); /* a second step size: refused */
     }
     /* step 0's size came as 0 samples (fake_send leaves the field 0): the update used scale 0 */
     float sum[10], r0[10], m0[10] = {0};
@@ -424,7 +424,7 @@ static void test_server_fake_workers(void) {
         h.step = 1;
         h.samples = 3;
         h.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL) == 0);
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0);
     }
     kernels_cpu()->sgd_step(dev.kctx, r0, sum, m0, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
                             1.0f / 3.0f);

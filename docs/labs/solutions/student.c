@@ -32,6 +32,7 @@
 #include "../common/config.h"
 #include "../common/device.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/sync.h"
@@ -177,15 +178,19 @@ static int student_send(Student *s, int peer, int tag, const float *data, size_t
     StudentHeader h = {STUDENT_MAGIC, tag, s->token, s->seq, (uint32_t)s->rank, 0, count};
     size_t bytes = count * sizeof(float);
     zmq_msg_t m;
+    double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
+    unsigned char sb[LINK_STAMP_BYTES];
+    link_stamp_encode(stamp, sb);
     if (zmq_send(s->push[peer], &h, sizeof h, ZMQ_SNDMORE) < 0) goto fail;
     if (zmq_msg_init_size(&m, bytes) != 0) return zmqCheck(-1);
     if (bytes) memcpy(zmq_msg_data(&m), data, bytes);
-    if (zmq_msg_send(&m, s->push[peer], 0) < 0) {
+    if (zmq_msg_send(&m, s->push[peer], stamp > 0 ? ZMQ_SNDMORE : 0) < 0) {
         int e = zmq_errno();
         zmq_msg_close(&m);
         errno = e;
         goto fail;
     }
+    if (stamp > 0 && zmq_send(s->push[peer], sb, sizeof sb, 0) < 0) goto fail; /* not counted */
     s->tr.bytes_sent += sizeof h + bytes;
     s->tr.messages_sent++;
     return RS_OK;
@@ -224,8 +229,9 @@ static int student_next(Student *s, StudentHeader *h, zmq_msg_t *data, double de
             zmq_msg_close(data);
             return zmqCheck(-1);
         }
-        ok = ok && more && !zmq_msg_more(data);
-        while (zmq_msg_more(data)) { /* a stray with extra frames: read them all */
+        ok = ok && more;
+        double stamp = 0;
+        for (int extra = 0; zmq_msg_more(data); extra++) { /* an emulated link's stamp, or a stray's frames */
             zmq_msg_t x;
             zmq_msg_init(&x);
             if (zmq_msg_recv(&x, s->pull, ZMQ_DONTWAIT) < 0) {
@@ -233,6 +239,7 @@ static int student_next(Student *s, StudentHeader *h, zmq_msg_t *data, double de
                 break;
             }
             int again = zmq_msg_more(&x);
+            if (extra || again || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), &stamp)) ok = 0;
             zmq_msg_close(&x);
             if (!again) break;
         }
@@ -243,6 +250,7 @@ static int student_next(Student *s, StudentHeader *h, zmq_msg_t *data, double de
             s->tr.dropped++;
             continue;
         }
+        link_recv(sizeof *h + zmq_msg_size(data), stamp);
         s->tr.bytes_received += sizeof *h + zmq_msg_size(data);
         s->tr.messages_received++;
         return RS_OK;

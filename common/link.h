@@ -1,0 +1,52 @@
+/* link.h - an emulated network interface per process: token-bucket pacing of data-plane sends and receives, per-message latency, waits that sleep */
+#ifndef RS_LINK_H
+#define RS_LINK_H
+
+#include <stddef.h>
+
+/* ---- Types ---- */
+
+/* A link: bandwidth in bytes per second (each direction: full duplex, as a NIC) and a latency
+ * added to every message. */
+typedef struct {
+    double bytes_per_s;
+    double latency_s;
+    char text[64];    /* as given: "1gbit", "100mbit,50us" */
+} LinkSpec;
+
+/* ---- Prototypes ---- */
+
+/* Parses --link's BW[,LAT]: BW a positive number with a unit, "bit" units in bits per second
+ * (kbit, mbit, gbit, also Kbit...: decimal), "B/s" units in bytes (B/s, KB/s, MB/s, GB/s:
+ * decimal); LAT a number with s, ms, us or ns (default 0, at most 10 s). "" or "none" is no
+ * link (*out zeroed, returns 0). 0, or RS_ERR_INPUT naming the value. */
+int link_parse(const char *text, LinkSpec *out);
+
+/* Sets this process's interface (every data-plane message of every back end and server in it
+ * goes through it); a zero bandwidth turns it off. Call before any traffic. */
+void link_set(const LinkSpec *spec);
+
+/* This process's link (bytes_per_s 0 when none). */
+const LinkSpec *link_get(void);
+
+/* Books the transmission of bytes (header and payload) on the data plane: the message starts
+ * on the wire when the previous one has left, and takes bytes / bandwidth. Returns that start
+ * (clock_now seconds), which the sender puts in the message as its stamp (link_stamp_*); the
+ * caller does not wait (a NIC sends while its host computes). 0 without a link. Thread-safe. */
+double link_send(size_t bytes);
+
+/* After receiving bytes on the data plane with the sender's stamp (0: none): waits (sleeping)
+ * until this interface has taken them in at its bandwidth, starting no earlier than the
+ * sender's start and the end of the previous message received, plus the latency. A no-op
+ * without a link. Thread-safe. */
+void link_recv(size_t bytes, double stamp);
+
+/* The stamp as it travels: a frame of its own after the message's (ZeroMQ), or inside the
+ * padding of a shared-memory lane message. Emulation metadata, not protocol: the traffic
+ * counts leave it out. */
+#define LINK_STAMP_BYTES 16
+void link_stamp_encode(double stamp, unsigned char out[LINK_STAMP_BYTES]);
+/* 1 with *stamp set when p[0..n) is a stamp, else 0. */
+int link_stamp_decode(const void *p, size_t n, double *stamp);
+
+#endif

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# link.sh - --link: an emulated network interface per process paces ring and ps as the formulas say; bad values are exit 2
+#
+# Pacing: at large sizes `bench --link 1gbit` reaches, for the ring, a bus bandwidth within 15% of
+# the link rate (each rank's interface carries 2(N-1)/N of the buffer each way, full duplex: busbw
+# = BW); for a colocated ps, of BW/N (rank 0's interface takes in the N-1 other ranks' buffers,
+# then, once the sum is made, sends N-1 buffers back: t = 2(N-1)S/BW, busbw = S/t x 2(N-1)/N).
+. "$(dirname "$0")/lib.sh"
+BW=125000000 # 1gbit in bytes per second
+
+# busbw of the largest rows of a bench run: "SYNC N" -> the median busbw (GB/s) of its 4M and 16M rows
+bench_busbw() {
+    local sync=$1 n=$2
+    timeout 300 $BIN bench -n "$n" --sync "$sync" --link 1gbit -b 4M -e 16M -f 4 -w 1 -i 3 --timeout 60 \
+        --report "$T/bench-$sync-$n.json" >"$T/bench-$sync-$n.log" 2>&1 || return 1
+    $PY -c '
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+print(statistics.median(x["busbw_gbps"] for x in r["rows"]))' "$T/bench-$sync-$n.json"
+}
+
+for n in 2 3; do
+    if got=$(bench_busbw ring $n); then
+        want=$($PY -c "print($BW / 1e9)")
+        if $PY -c "import sys; sys.exit(0 if abs($got - $want) <= 0.15 * $want else 1)"; then
+            ok "ring N=$n --link 1gbit: busbw $got GB/s, the link's $want GB/s"
+        else bad "ring N=$n --link 1gbit" "busbw $got GB/s, want $want GB/s within 15%"; fi
+    else bad "ring N=$n bench" "$(tail -n 3 "$T/bench-ring-$n.log")"; fi
+    if got=$(bench_busbw ps $n); then
+        want=$($PY -c "print($BW / 1e9 / $n)")
+        if $PY -c "import sys; sys.exit(0 if abs($got - $want) <= 0.15 * $want else 1)"; then
+            ok "ps colocated N=$n --link 1gbit: busbw $got GB/s, BW/N = $want GB/s"
+        else bad "ps N=$n --link 1gbit" "busbw $got GB/s, want BW/N = $want GB/s within 15%"; fi
+    else bad "ps N=$n bench" "$(tail -n 3 "$T/bench-ps-$n.log")"; fi
+done
+
+# the DataParallel imbalance where the network sets the pace: rank 0's interface carries every
+# other rank's push and pull, the ring's only 2(N-1)/N of one gradient
+M="--layers 784,256,10 --steps 6 --warmup 1 --eval-samples 64 --quiet --timeout 60 --link 200mbit"
+if timeout 300 $BIN train -n 6 --sync ring $M --report "$T/ring6.json" >"$T/ring6.log" 2>&1 &&
+   timeout 300 $BIN train -n 6 --sync ps $M --report "$T/ps6.json" >"$T/ps6.log" 2>&1; then
+    out=$($PY - "$T/ring6.json" "$T/ps6.json" <<'EOF'
+import json, sys
+ring, ps = (json.load(open(p)) for p in sys.argv[1:])
+c_ring = max(e["time_s"]["phases"]["comm_total"] for e in ring["ranks"])
+c_ps = ps["ranks"][0]["time_s"]["phases"]["comm_total"]
+link = ps["env"]["link"]
+ok = c_ps >= 3 * c_ring and link and link["text"] == "200mbit" and abs(link["bandwidth_bytes_per_s"] - 25e6) < 1
+print("ps rank 0 comm_total %.1f ms per step, the ring's %.1f ms (%.1fx); env.link %s" % (c_ps * 1e3, c_ring * 1e3, c_ps / c_ring, link))
+sys.exit(0 if ok else 1)
+EOF
+)
+    if [ $? = 0 ]; then ok "N=6 --link 200mbit: $out"; else bad "N=6 --link 200mbit" "$out"; fi
+else bad "N=6 --link 200mbit runs" "$(tail -n 3 "$T/ring6.log" "$T/ps6.log")"; fi
+
+# the same job with and without a link computes the same numbers (pacing changes time only)
+for sync in ring ps student; do
+    [ $sync = student ] && continue # the skeleton's all-reduce is the student's to write
+    $BIN train -n 3 --sync $sync --layers 784,64,10 --steps 5 --quiet --save-params "$T/p0.bin" --report "$T/a.json" >/dev/null 2>&1
+    $BIN train -n 3 --sync $sync --layers 784,64,10 --steps 5 --quiet --link 10gbit,20us --save-params "$T/p1.bin" --report "$T/b.json" >/dev/null 2>&1
+    cmp -s "$T/p0.bin" "$T/p1.bin" && ok "$sync: --link 10gbit,20us leaves the parameters bitwise unchanged" ||
+        bad "$sync --link" "the parameters differ with a link"
+done
+
+# bad values: exit 2 naming the value, no report
+expect_status "--link 0gbit is exit 2" 2 $BIN train --link 0gbit --steps 1 --report "$T/x.json"
+expect_status "--link -5mbit is exit 2" 2 $BIN train --link -5mbit --steps 1 --report "$T/x.json"
+expect_status "--link 1furlong is exit 2" 2 $BIN train --link 1furlong --steps 1 --report "$T/x.json"
+grep -q "1furlong" "$T/last.log" && ok "the unit error names the value" || bad "unit error" "$(cat "$T/last.log")"
+expect_status "--link 1gbit,20s (latency over 10 s) is exit 2" 2 $BIN train --link 1gbit,20s --steps 1 --report "$T/x.json"
+expect_status "--link 1gbit,5parsecs is exit 2" 2 $BIN train --link 1gbit,5parsecs --steps 1 --report "$T/x.json"
+expect_status "bench --link 0bit is exit 2" 2 $BIN bench --link 0bit
+[ ! -e "$T/x.json" ] && ok "no report after a refused --link" || bad "refused --link" "a report was written"
+finish
