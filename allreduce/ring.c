@@ -11,6 +11,7 @@
 #include "../common/mem.h"
 #include "../common/sync.h"
 #include "../common/trace.h"
+#include "../common/zendpoint.h"
 #include "../common/zmq_check.h"
 
 #include <errno.h>
@@ -599,39 +600,11 @@ static void ring_keep_heap(void) {
     mallopt(M_TRIM_THRESHOLD, (int)RING_HEAP_KEEP);
 }
 
-/* This host's key: a hash of the kernel's boot id and this process's network and PID
- * namespaces (the scope of abstract Unix sockets and of /proc/<pid>). "" when unknown (then
- * neither ipc nor shm is published). */
-static void ring_host_key(char *out, size_t len) {
-    out[0] = 0;
-    char boot[128] = "", ns[128];
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
-        fclose(f);
-    }
-    if (!boot[0]) return;
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = boot; *p && *p != '\n'; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    static const char *links[2] = {"/proc/self/ns/net", "/proc/self/ns/pid"};
-    for (int i = 0; i < 2; i++) {
-        ssize_t k = readlink(links[i], ns, sizeof ns - 1);
-        if (k <= 0) return;
-        ns[k] = 0;
-        h = (h ^ '/') * 1099511628211ull;
-        for (const char *p = ns; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    }
-    snprintf(out, len, "%016llx", (unsigned long long)h);
-}
-
-/* RINGSIDE_RING_TRANSPORT: the fastest transport this rank offers: 2 shm (default), 1 ipc, 0 tcp. */
+/* --transport (common/zendpoint.h) as what this rank offers: 2 shm and a Unix socket (auto,
+ * shm), 1 a Unix socket (ipc), 0 TCP only (tcp). */
 static int ring_policy(void) {
-    const char *e = getenv("RINGSIDE_RING_TRANSPORT");
-    if (!e || !*e || !strcmp(e, "auto") || !strcmp(e, "shm")) return 2;
-    if (!strcmp(e, "ipc")) return 1;
-    if (!strcmp(e, "tcp")) return 0;
-    log_warn("ring: RINGSIDE_RING_TRANSPORT=%s: expected auto, shm, ipc or tcp; using auto", e);
-    return 2;
+    ZepWant w = zep_get();
+    return w == ZEP_TCP ? 0 : w == ZEP_IPC ? 1 : 2;
 }
 
 /* One endpoint text taken apart (pointers into buffers of its own). */
@@ -682,7 +655,7 @@ static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
             return rs_error(RS_ERR_PEER, "ring: rank %d (process %ld) is gone: its shared-memory lane %s is closed", who,
                             ep->pid, path);
         return rs_error(RS_ERR_RUNTIME,
-                        "ring: cannot open rank %d's shared-memory lane (%s: %s; RINGSIDE_RING_TRANSPORT=ipc avoids it)", who,
+                        "ring: cannot open rank %d's shared-memory lane (%s: %s; --transport ipc avoids it)", who,
                         path, strerror(err));
     }
     struct stat st;
@@ -695,7 +668,7 @@ static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
     if (!l || __atomic_load_n(&l->magic, __ATOMIC_ACQUIRE) != RING_LANE_MAGIC || l->nonce != ep->nonce ||
         l->owner != (uint32_t)who || l->bytes != RING_LANE_BYTES) {
         if (l) munmap(l, size);
-        return rs_error(RS_ERR_RUNTIME, "ring: %s is not rank %d's shared-memory lane (RINGSIDE_RING_TRANSPORT=ipc avoids it)",
+        return rs_error(RS_ERR_RUNTIME, "ring: %s is not rank %d's shared-memory lane (--transport ipc avoids it)",
                         path, who);
     }
     mem_account(MEM_COMM, (long long)size);
@@ -801,7 +774,7 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     size_t eplen = sizeof ep;
     if ((rc = zmqCheck(zmq_getsockopt(r->pull, ZMQ_LAST_ENDPOINT, ep, &eplen)))) goto err;
     int policy = ring_policy();
-    if (policy > 0) ring_host_key(host, sizeof host);
+    if (policy > 0) zep_host_key(host, sizeof host);
     if (host[0]) {
         /* an abstract Unix socket: no file to clean up, gone with the process */
         static unsigned serial;
@@ -866,10 +839,17 @@ int ring_connect(Ring *r, char *const *endpoints) {
         if (!shm_in) ring_keep_heap();
         int use_ipc = !shm_out && e[2].ipc[0] && e[1].host[0] && !strcmp(e[1].host, e[2].host);
         snprintf(r->transport, sizeof r->transport, "%s", shm_out ? "shm" : use_ipc ? "ipc" : "tcp");
+        ZepWant want = zep_get(); /* --transport shm or ipc: every edge, or an error naming it */
+        if (want == ZEP_SHM && !(shm_out && shm_in))
+            rc = rs_error(RS_ERR_INPUT, "--transport shm: rank %d's edge to rank %d cannot be shared memory (another host, "
+                                        "namespace or no lane)", shm_out ? r->left : r->rank, shm_out ? r->rank : r->right);
+        else if (want == ZEP_IPC && !use_ipc)
+            rc = rs_error(RS_ERR_INPUT, "--transport ipc: rank %d is on another host than rank %d (or offers no Unix socket)",
+                          r->right, r->rank);
         if (shm_out) {
             zmq_close(r->push);
             r->push = NULL;
-        } else {
+        } else if (rc == RS_OK) {
             rc = zmqCheck(zmq_connect(r->push, use_ipc ? e[2].ipc : e[2].tcp));
         }
     }

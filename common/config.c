@@ -2,6 +2,7 @@
 #include "config.h"
 #include "err.h"
 #include "link.h"
+#include "zendpoint.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -53,6 +54,7 @@ static const Opt opts[] = {
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
+    {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
     {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message"},
     {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
@@ -238,6 +240,14 @@ int config_validate(const Config *c) {
     if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
+    ZepWant want;
+    RS_TRY(zep_parse(c->transport, &want));
+    if (want == ZEP_SHM && !strcmp(c->sync, "ps"))
+        return rs_error(RS_ERR_INPUT, "--transport shm with --sync ps: the parameter server has no shared-memory path "
+                                      "(its messages go over ZeroMQ: use ipc or tcp)");
+    if (want != ZEP_AUTO && !strcmp(c->sync, "nccl"))
+        return rs_error(RS_ERR_INPUT, "--transport %s with --sync nccl: NCCL chooses its own transport (NCCL_P2P_DISABLE, "
+                                      "NCCL_SHM_DISABLE, NCCL_NET)", c->transport);
     LinkSpec link;
     RS_TRY(link_parse(c->link, &link));
     if (link.bytes_per_s > 0 && !strcmp(c->sync, "nccl"))

@@ -44,6 +44,7 @@ typedef struct {
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
     /* experiments */
     char link[64];            /* --link BW[,LAT]: an emulated network interface per process ("": none) */
+    char transport[8];        /* auto | shm | ipc | tcp: how data moves between ranks of one host */
     char straggler[256];      /* --straggler RANK:MS[,RANK:MS...] as given (repeatable: appended) */
     int nstragglers;
     int straggler_rank[CONFIG_MAX_STRAGGLERS];

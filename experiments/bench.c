@@ -8,6 +8,7 @@
 #include "../common/err.h"
 #include "../common/launch.h"
 #include "../common/link.h"
+#include "../common/zendpoint.h"
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/report.h"
@@ -39,6 +40,7 @@ typedef struct {
     char report[512];
     char secure[512];
     char link[64];          /* --link BW[,LAT] ("": none) */
+    char transport[8];      /* --transport auto|shm|ipc|tcp */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -82,7 +84,7 @@ static void bench_usage(FILE *f) {
             "checked bitwise (#wrong).\n"
             "\n"
             "  -n, --ranks N          ranks to launch (default 1)\n"
-            "      --sync NAME        ring | nccl | ps (default ring)\n"
+            "      --sync NAME        ring | nccl | ps | student (lab 5) (default ring)\n"
             "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
             "  -e, --maxbytes SIZE    largest message (default 64M)\n"
             "  -f, --stepfactor F     multiply the size by F per row (default 2)\n"
@@ -93,6 +95,7 @@ static void bench_usage(FILE *f) {
             "      --timeout S        seconds any wait may last before the job fails (default 60)\n"
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
             "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
+            "      --transport T      auto | shm | ipc | tcp between ranks of one host (default auto)\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
             "\n"
@@ -159,7 +162,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure", "--link"};
+                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -199,6 +202,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--secure")) {
             if (!*v || strlen(v) >= sizeof o->secure) return rs_error(RS_ERR_INPUT, "bench: --secure '%s': not a usable path", v);
             snprintf(o->secure, sizeof o->secure, "%s", v);
+        } else if (!strcmp(name, "--transport")) {
+            ZepWant w;
+            RS_TRY(zep_parse(v, &w));
+            snprintf(o->transport, sizeof o->transport, "%s", v);
         } else if (!strcmp(name, "--link")) {
             LinkSpec l;
             RS_TRY(link_parse(v, &l));
@@ -242,6 +249,12 @@ static int bench_setup(Bench *b) {
     b->cfg.timeout = o->timeout;
     snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
     snprintf(b->cfg.link, sizeof b->cfg.link, "%s", o->link);
+    snprintf(b->cfg.transport, sizeof b->cfg.transport, "%s", o->transport[0] ? o->transport : "auto");
+    ZepWant want;
+    RS_TRY(zep_parse(b->cfg.transport, &want));
+    if (want == ZEP_SHM && !strcmp(o->sync, "ps"))
+        return rs_error(RS_ERR_INPUT, "bench: --transport shm with --sync ps: the parameter server has no shared-memory path");
+    zep_set(want);
     LinkSpec link;
     RS_TRY(link_parse(o->link, &link));
     if (link.bytes_per_s > 0 && !strcmp(o->sync, "nccl"))

@@ -12,6 +12,7 @@
 #include "../common/device.h"
 #include "../common/err.h"
 #include "../common/link.h"
+#include "../common/zendpoint.h"
 #include "../common/log.h"
 #include "../common/model.h"
 #include "../common/report.h"
@@ -530,6 +531,9 @@ int train_main(int argc, char **argv) {
     LinkSpec link; /* every process of the job (ranks, dedicated servers) paces through its own */
     link_parse(r->cfg.link, &link); /* validated above */
     link_set(&link);
+    ZepWant want; /* validated above */
+    zep_parse(r->cfg.transport, &want);
+    zep_set(want);
     log_set_quiet(r->cfg.quiet);
     log_set_verbose(r->cfg.verbose);
     if ((rc = rankenv_detect(&r->env)) != RS_OK) {

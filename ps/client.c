@@ -48,6 +48,7 @@
 #include "../common/err.h"
 #include "../common/link.h"
 #include "../common/log.h"
+#include "../common/zendpoint.h"
 #include "../common/mem.h"
 #include "../common/zmq_check.h"
 
@@ -69,6 +70,7 @@ typedef struct {
     PsServer *server;          /* colocated: rank 0 runs it in a thread */
     void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
+    const char *via;           /* the slowest of this rank's links ("tcp", "ipc", "inproc", a static string) */
     ShardSlice *split;         /* [K] scratch for cutting one allreduce chunk */
     ShardPlan plan;            /* the training buckets over the servers */
     int host_visible;          /* the device's memory is host memory: no staging */
@@ -323,6 +325,11 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
     }
+    if (c->rank != 0 || dedicated) { /* this worker's host: a server names the transport its workers use */
+        char host[40];
+        zep_host_key(host, sizeof host);
+        if (endpoint && len && host[0]) snprintf(endpoint, len, "host=%s", host);
+    }
     if (!dedicated && c->rank == 0) {
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
                           .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->nparams,
@@ -356,15 +363,28 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         }
         if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
         if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
+        if (!c->server && zep_get() == ZEP_SHM)
+            return rs_error(RS_ERR_INPUT, "--transport shm: ps has no shared-memory path (use auto, ipc or tcp)");
         RS_TRY(secure_socket(c->sock[k], SECURE_CONNECTS));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_LINGER, &linger, sizeof linger)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_RCVHWM, &zero, sizeof zero))); /* see server_bind */
-        if (zmq_connect(c->sock[k], ep) != 0)
-            return rs_error(RS_ERR_PEER, "ps: rank %d cannot connect to server %d at %s: %s", c->rank, k, ep,
-                            zmq_strerror(zmq_errno()));
+        const char *via = "inproc";
+        if (c->server) {
+            if (zmq_connect(c->sock[k], ep) != 0)
+                return rs_error(RS_ERR_PEER, "ps: rank %d cannot connect to its server at %s: %s", c->rank, ep,
+                                zmq_strerror(zmq_errno()));
+        } else {
+            char who[48];
+            snprintf(who, sizeof who, "ps: rank %d's server %d", c->rank, k);
+            RS_TRY(zep_connect(c->sock[k], ep, who, &via));
+        }
+        c->via = sync_transport_slower(c->via, via);
     }
+    if (c->server) /* rank 0's server answers the others over what they chose: the same rule, from their hosts */
+        for (int r = 1; r < c->N && r < nmembers; r++)
+            c->via = sync_transport_slower(c->via, zep_peer_via(endpoints[r]));
     return RS_OK;
 }
 
@@ -545,7 +565,7 @@ static int ps_close(void *state) {
 static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
     *out = c->tr;
-    out->transport = c->N > 1 ? "tcp" : "inproc"; /* one rank: its colocated server is in-process */
+    out->transport = c->via ? c->via : "inproc"; /* one rank: its colocated server is in-process */
     if (c->server) {
         SyncTraffic s;
         ps_server_traffic(c->server, &s);

@@ -23,6 +23,7 @@
 #include "../common/err.h"
 #include "../common/link.h"
 #include "../common/log.h"
+#include "../common/zendpoint.h"
 #include "../common/mem.h"
 #include "../common/zmq_check.h"
 
@@ -43,7 +44,7 @@ typedef struct DpChannel {
     int rank, N, dim, classes, cap;  /* cap: --global-batch, the most rows of a step */
     int host_visible;
     void *sock;                      /* rank 0: ROUTER; others: DEALER "w<rank>" */
-    char endpoint[320];
+    char endpoint[512];
     HealthFn check;
     void *check_arg;
     /* rank 0: the gathered outputs (device, MEM_GATHER), host staging where the device is not
@@ -458,17 +459,8 @@ static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
 
 /* Rank 0: binds the ROUTER on tcp://addr:* (or every interface, advertising addr). */
 static int dp_bind(DpChannel *ch) {
-    size_t len = sizeof ch->endpoint;
-    const char *addr = ch->job.addr && *ch->job.addr ? ch->job.addr : "127.0.0.1";
-    char ep[320];
-    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
-    if (zmq_bind(ch->sock, ep) == 0) return zmqCheck(zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, ch->endpoint, &len));
-    char any[320];
-    RS_TRY(zmqCheck(zmq_bind(ch->sock, "tcp://*:*")));
-    RS_TRY(zmqCheck(zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, any, &len)));
-    const char *port = strrchr(any, ':');
-    snprintf(ch->endpoint, sizeof ch->endpoint, "tcp://%s%s", addr, port ? port : ":0");
-    return RS_OK;
+    /* TCP, and a Unix socket for the ranks of this host (--transport auto or ipc), as ps's server */
+    return zep_bind(ch->sock, ch->job.addr, "dp", ch->endpoint, sizeof ch->endpoint);
 }
 
 /* Opens the socket with its options; rank 0 binds. */
@@ -574,10 +566,10 @@ static int dp_connect(void *state, char *const *endpoints, int n) {
     const char *endpoint = n > 0 ? endpoints[0] : NULL;
     if (ch->rank == 0) return RS_OK;
     if (!endpoint || !*endpoint) return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0 published no endpoint");
-    if (zmq_connect(ch->sock, endpoint) != 0)
-        return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d cannot connect to rank 0 at %s: %s", ch->rank, endpoint,
-                        zmq_strerror(zmq_errno()));
-    return RS_OK;
+    char who[64];
+    const char *via;
+    snprintf(who, sizeof who, "ps dataparallel: rank %d's rank 0", ch->rank);
+    return zep_connect(ch->sock, endpoint, who, &via);
 }
 
 /* Adds the channel's cumulative counters to *out. */

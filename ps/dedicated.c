@@ -8,6 +8,7 @@
 #include "../common/mem.h"
 #include "../common/report.h"
 #include "../common/trace.h"
+#include "../common/zendpoint.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
@@ -15,10 +16,11 @@
 
 /* This server's entry of the report's "ranks" array: the shape every member's has
  * (common/report.h), its server id, and its own work per step. */
-static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s) {
+static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s, Ctrl *ctrl) {
     SyncTraffic tr;
     ps_server_traffic(s, &tr);
-    tr.transport = "tcp";
+    tr.transport = ""; /* the slowest of its workers' links: ipc from this host, tcp from another */
+    for (int r = 0; r < env->world; r++) tr.transport = sync_transport_slower(tr.transport, zep_peer_via(ctrl_endpoint(ctrl, r)));
     cJSON *o = report_entry(env->member, "server", dev, 0, &tr);
     cJSON_AddNumberToObject(o, "server", env->member - env->world);
     double busy;
@@ -89,7 +91,7 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     if ((rc = ctrl_join(&ctrl, env, zctx, canon, ps_server_endpoint(s), cfg->timeout)) != RS_OK) goto err;
     double t0 = clock_now();
     if ((rc = ps_server_run(s)) != RS_OK) goto err;
-    entry = dedicated_entry(s, env, &dev, clock_now() - t0);
+    entry = dedicated_entry(s, env, &dev, clock_now() - t0, ctrl);
     if (entry && trace) cJSON_AddItemToObject(entry, "_trace", trace_json(trace));
     if (!entry || !(text = cJSON_PrintUnformatted(entry))) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory");

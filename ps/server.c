@@ -6,6 +6,7 @@
 #include "../common/err.h"
 #include "../common/link.h"
 #include "../common/log.h"
+#include "../common/zendpoint.h"
 #include "../common/trace.h"
 #include "../common/zmq_check.h"
 
@@ -42,7 +43,7 @@ struct PsServer {
     PsServerArgs a;
     uint64_t token;
     void *router;
-    char endpoint[320], inproc[64], name[32];
+    char endpoint[512], inproc[64], name[32];
     int host_visible;
     Device *dev;             /* the serving loop's device: a.dev, or the thread's own handle */
     Device tdev;
@@ -657,19 +658,8 @@ static int server_bind(PsServer *s, size_t maxmsg) {
      * the server would deadlock; what is queued is bounded by one step's replies */
     int zero = 0;
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero)));
-    const char *addr = s->a.addr && *s->a.addr ? s->a.addr : "127.0.0.1";
-    char ep[320];
-    size_t len = sizeof s->endpoint;
-    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
-    if (zmq_bind(s->router, ep) == 0) {
-        RS_TRY(zmqCheck(zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len)));
-    } else {
-        char any[320];
-        RS_TRY(zmqCheck(zmq_bind(s->router, "tcp://*:*")));
-        RS_TRY(zmqCheck(zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, any, &len)));
-        const char *port = strrchr(any, ':');
-        snprintf(s->endpoint, sizeof s->endpoint, "tcp://%s%s", addr, port ? port : ":0");
-    }
+    /* TCP, and a Unix socket for workers on this host (--transport auto or ipc) */
+    RS_TRY(zep_bind(s->router, s->a.addr, "ps", s->endpoint, sizeof s->endpoint));
     if (s->a.colocated) {
         /* a serial, not the address: a server created right after another was destroyed may get
          * its address while the old socket's endpoint is still being closed (EADDRINUSE) */

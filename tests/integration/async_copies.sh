@@ -22,7 +22,7 @@ while IFS='|' read -r name opts envs; do
 done <<'EOF'
 ring N=2|-n 2 --sync ring
 ring N=3, three buckets, no overlap|-n 3 --sync ring --bucket-mb 0.06 --no-overlap
-ring N=2 over TCP|-n 2 --sync ring|RINGSIDE_RING_TRANSPORT=tcp
+ring N=2 over TCP|-n 2 --sync ring --transport tcp|
 ps colocated N=2|-n 2 --sync ps
 ps colocated N=3, three buckets|-n 3 --sync ps --bucket-mb 0.06
 ps dedicated K=2 N=2|-n 2 --sync ps --ps-placement dedicated --ps-servers 2

@@ -147,7 +147,7 @@ EOF
 if cc -I. -o $T/foreign $T/foreign.c ps/wire.c $(pkg-config --cflags --libs libzmq) 2>$T/cc.log; then
     $BIN train -n 3 --sync ps --steps 1500 $SMALL --report $T/f.json >$T/f.log 2>&1 & L=$!
     ep=""
-    for i in $(seq 1 100); do ep=$(grep -o 'listening on tcp://[^ ]*' $T/f.log | head -n1 | cut -d' ' -f3); [ -n "$ep" ] && break; sleep 0.1; done
+    for i in $(seq 1 100); do ep=$(grep -o 'listening on tcp://[^ |]*' $T/f.log | head -n1 | cut -d' ' -f3); [ -n "$ep" ] && break; sleep 0.1; done
     n=$($T/foreign "$ep" 2>&1)
     # a raw TCP peer speaking no ZeroMQ at all
     $PY -c "import socket,sys; h,p=sys.argv[1].rsplit(':',1); s=socket.create_connection((h[6:],int(p))); s.sendall(b'\xff'*64+b'GET / HTTP/1.0\r\n\r\n'); s.close()" "$ep" 2>/dev/null

@@ -37,7 +37,7 @@ if command -v tcpdump >/dev/null && [ "$(id -u)" = 0 ] && ip netns add rs$$cap 2
         opts=$([ $mode = secure ] && echo "--secure $T/job.key")
         ip netns exec rs$$cap tcpdump -i lo -U -s 0 -w $T/$mode.pcap >/dev/null 2>&1 & cap=$!
         sleep 1
-        ip netns exec rs$$cap $BIN bench -n 2 --sync ps -b 64K -e 64K -w 1 -i 2 $opts >$T/$mode.log 2>&1; brc=$?
+        ip netns exec rs$$cap $BIN bench -n 2 --sync ps --transport tcp -b 64K -e 64K -w 1 -i 2 $opts >$T/$mode.log 2>&1; brc=$?
         sleep 0.5; kill $cap; wait $cap 2>/dev/null
         # rank 1's input: element i = ((7i + 13) mod 17) - 8, as float32; look for 32 consecutive elements
         found=$($PY - $T/$mode.pcap <<'PY'
