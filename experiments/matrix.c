@@ -6,11 +6,13 @@
 #include "proc.h"
 #include "../common/clock.h"
 #include "../common/err.h"
+#include "../common/launch.h"
 #include "../common/log.h"
 #include "../common/report.h"
 
 #include <cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #define MATRIX_GRACE_S 5.0   /* SIGTERM to SIGKILL, for a timed-out or interrupted run */
+#define MATRIX_SLURM_MAX 48  /* words of --slurm-args */
 #define MATRIX_SCHEMA "ringside.matrix/1"
 
 static volatile sig_atomic_t matrix_stop = 0;
@@ -35,11 +38,20 @@ typedef struct {
     const char *file, *out, *only;
     char bin[PATH_MAX];
     int resume, dry_run;
+    int slurm;                          /* --launcher slurm: each run a job step */
+    char srun[PATH_MAX];                /* srun's path, found on the PATH */
+    char slurm_buf[2048];               /* --slurm-args, split in place into slurm_args */
+    char *slurm_args[MATRIX_SLURM_MAX];
+    int nslurm;
 } MatrixOpts;
+
+#define MATRIX_USAGE \
+    "usage: ringside matrix FILE.json --out DIR [--resume] [--dry-run] [--only k=v,...] [--bin PATH]\n" \
+    "                       [--launcher local|slurm] [--slurm-args \"...\"]\n"
 
 static void matrix_usage(FILE *f) {
     fprintf(f,
-            "usage: ringside matrix FILE.json --out DIR [--resume] [--dry-run] [--only k=v,...] [--bin PATH]\n"
+            MATRIX_USAGE
             "\n"
             "Runs every cell of an experiment matrix (the cartesian product of its axes, minus its\n"
             "exclusions) x its repeats, each as `ringside train ... --report DIR/<cell>-r<k>.json`, and\n"
@@ -53,13 +65,54 @@ static void matrix_usage(FILE *f) {
             "                   it for one step (in a temporary folder); exit 2 when one is refused\n"
             "  --only k=v,...   run only the cells with these values (e.g. sync=ps,ranks=4)\n"
             "  --bin PATH       the ringside binary to run (default: this one)\n"
+            "  --launcher L     local (default): each run starts its ranks here; slurm: each run is a\n"
+            "                   Slurm job step, `srun --ntasks=T` (T = ranks + dedicated servers)\n"
+            "  --slurm-args S   more srun options for every run (split at spaces), e.g.\n"
+            "                   \"--partition=gpu --gpus-per-task=1\" (with --launcher slurm)\n"
             "\n"
             "exit status: 0 all runs ok, 1 a run failed or timed out, 2 bad matrix or option, 130 interrupted\n");
+}
+
+/* Finds name on the PATH: its path into out (len bytes), 1; 0 when no executable of that name is there. */
+static int matrix_which(const char *name, char *out, size_t len) {
+    const char *path = getenv("PATH");
+    if (!path || !*path) return 0;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        if ((size_t)snprintf(out, len, "%.*s/%s", (int)n, n ? p : ".", name) < len && access(out, X_OK) == 0) return 1;
+        p += n + (p[n] == ':');
+    }
+    out[0] = 0;
+    return 0;
+}
+
+/* --launcher and --slurm-args, once every option is read: the launcher's name, srun on the PATH,
+ * the extra words (split at spaces; none may set the task count, which each run's cell decides). */
+static int matrix_parse_launcher(MatrixOpts *o, const char *launcher, const char *slurm_args) {
+    if (launcher && strcmp(launcher, "local") && strcmp(launcher, "slurm"))
+        return rs_error(RS_ERR_INPUT, "--launcher '%s': expected local or slurm", launcher);
+    o->slurm = launcher && !strcmp(launcher, "slurm");
+    if (slurm_args && !o->slurm) return rs_error(RS_ERR_INPUT, "--slurm-args applies to --launcher slurm only");
+    if (!o->slurm) return RS_OK;
+    if (!matrix_which("srun", o->srun, sizeof o->srun))
+        return rs_error(RS_ERR_INPUT, "--launcher slurm: srun is not on the PATH (install Slurm's client, slurm-client on "
+                                      "Debian, or run the matrix where Slurm is)");
+    if (!slurm_args) return RS_OK;
+    if (strlen(slurm_args) >= sizeof o->slurm_buf) return rs_error(RS_ERR_INPUT, "--slurm-args: longer than %zu characters", sizeof o->slurm_buf - 1);
+    snprintf(o->slurm_buf, sizeof o->slurm_buf, "%s", slurm_args);
+    for (char *save = NULL, *w = strtok_r(o->slurm_buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        if (o->nslurm == MATRIX_SLURM_MAX) return rs_error(RS_ERR_INPUT, "--slurm-args: more than %d words", MATRIX_SLURM_MAX);
+        if (!strncmp(w, "-n", 2) || (!strncmp(w, "--ntasks", 8) && (w[8] == 0 || w[8] == '=')))
+            return rs_error(RS_ERR_INPUT, "--slurm-args '%s': the task count comes from each cell (ranks + dedicated servers)", w);
+        o->slurm_args[o->nslurm++] = w;
+    }
+    return RS_OK;
 }
 
 static int matrix_parse_args(int argc, char **argv, MatrixOpts *o, int *help) {
     memset(o, 0, sizeof *o);
     *help = 0;
+    const char *launcher = NULL, *slurm_args = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -68,11 +121,14 @@ static int matrix_parse_args(int argc, char **argv, MatrixOpts *o, int *help) {
         }
         if (!strcmp(a, "--resume")) o->resume = 1;
         else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
-        else if (!strcmp(a, "--out") || !strcmp(a, "--only") || !strcmp(a, "--bin")) {
+        else if (!strcmp(a, "--out") || !strcmp(a, "--only") || !strcmp(a, "--bin") || !strcmp(a, "--launcher") ||
+                 !strcmp(a, "--slurm-args")) {
             if (i + 1 >= argc) return rs_error(RS_ERR_INPUT, "%s needs a value", a);
             const char *v = argv[++i];
             if (!strcmp(a, "--out")) o->out = v;
             else if (!strcmp(a, "--only")) o->only = v;
+            else if (!strcmp(a, "--launcher")) launcher = v;
+            else if (!strcmp(a, "--slurm-args")) slurm_args = v;
             else snprintf(o->bin, sizeof o->bin, "%s", v);
         } else if (a[0] == '-') return rs_error(RS_ERR_INPUT, "unknown option '%s'", a);
         else if (o->file) return rs_error(RS_ERR_INPUT, "unexpected argument '%s' (one matrix file)", a);
@@ -81,6 +137,7 @@ static int matrix_parse_args(int argc, char **argv, MatrixOpts *o, int *help) {
     if (!o->file) return rs_error(RS_ERR_INPUT, "missing the matrix file");
     if (!o->out && !o->dry_run) return rs_error(RS_ERR_INPUT, "missing --out DIR");
     if (o->out && strlen(o->out) > 900) return rs_error(RS_ERR_INPUT, "--out: path too long");
+    RS_TRY(matrix_parse_launcher(o, launcher, slurm_args));
     if (!o->bin[0]) {
         ssize_t n = readlink("/proc/self/exe", o->bin, sizeof o->bin - 1);
         if (n <= 0) return rs_error(RS_ERR_RUNTIME, "cannot find this binary (/proc/self/exe): %s; use --bin", strerror(errno));
@@ -195,19 +252,24 @@ static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
 
 /* The line of log_path that says why a failed run failed: the first error line of the rank the
  * launcher names last ("rank K failed first ... marked [rank K]"), else the log's first error line
- * (a single process), else its last line; "" for an empty log. */
+ * (a single process; under Slurm, one of srun's own only when no task wrote one), else its last
+ * line; "" for an empty log. */
 static void matrix_first_error(const char *log_path, char *out, size_t len) {
     out[0] = 0;
     FILE *f = fopen(log_path, "r");
     if (!f) return;
-    char line[1400], tag[48] = "", first_err[1400] = "";
+    char line[1400], tag[48] = "", first_err[1400] = "", first_srun[1400] = "";
     int rank = -1;
     while (fgets(line, sizeof line, f)) {
         const char *m = strstr(line, "failed first (");
         if (m && (m = strstr(m, "marked [rank ")) && sscanf(m, "marked [rank %d]", &rank) == 1)
             snprintf(tag, sizeof tag, "[rank %d] error:", rank);
-        if (!first_err[0] && strstr(line, "error:")) snprintf(first_err, sizeof first_err, "%s", line);
+        if (!strstr(line, "error:")) continue;
+        if (!strncmp(line, "srun: ", 6)) {
+            if (!first_srun[0]) snprintf(first_srun, sizeof first_srun, "%s", line);
+        } else if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", line);
     }
+    if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", first_srun);
     if (tag[0]) { /* that rank's first error line */
         rewind(f);
         while (fgets(line, sizeof line, f))
@@ -310,12 +372,97 @@ static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSO
     if (report_write_atomic(path, rep) != RS_OK) log_warn("%s", rs_errmsg());
 }
 
-#define MATRIX_EXTRA_ARGS 14 /* the binary, "train", the driver's options after the cell's, NULL */
+/* ---- how a run starts: here, or as a Slurm job step ------------------------------------------- */
 
-/* Fills argv (room for c->nargs + MATRIX_EXTRA_ARGS) with the command line of a run of cell c
- * writing its report to report; probe adds what makes it a one-step check (--dry-run). */
-static void matrix_argv(const MatrixOpts *o, const MatrixCell *c, char *report, int probe, char **argv) {
+#define MATRIX_EXTRA_ARGS 14 /* the binary, "train", the driver's options after the cell's, NULL */
+#define MATRIX_STEP_ARGS (8 + MATRIX_SLURM_MAX) /* srun, its options and the user's, the task's shell */
+
+/* What a run's processes get besides its command line. */
+typedef struct {
+    int tasks, servers;      /* processes (ranks + dedicated servers), and those servers */
+    char ntasks[32], port[40], token[64], nservers[40];
+    char *env[4];            /* "NAME=VALUE" for the step's tasks, NULL-terminated (none for a local run) */
+} MatrixStep;
+
+/* The shell every task of a Slurm step runs before it execs ringside (argv after it): the last
+ * RINGSIDE_SERVERS tasks are the dedicated servers and the others the workers, with torchrun's
+ * variables for the worker count; MASTER_ADDR, unless given, is the step's first node, where task
+ * 0 runs. experiments/slurm/task.sh is the same for srun by hand: change both together. */
+static const char matrix_task_sh[] =
+    "w=$((SLURM_NTASKS - ${RINGSIDE_SERVERS:-0})); "
+    "[ -n \"${MASTER_ADDR:-}\" ] || MASTER_ADDR=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n 1); "
+    "export MASTER_ADDR; unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE; "
+    "if [ \"$SLURM_PROCID\" -ge \"$w\" ]; then "
+    "export RINGSIDE_ROLE=server RINGSIDE_SERVER_ID=$((SLURM_PROCID - w)) WORLD_SIZE=$w; "
+    "elif [ \"$w\" -lt \"$SLURM_NTASKS\" ]; then "
+    "export RINGSIDE_ROLE=worker RANK=$SLURM_PROCID WORLD_SIZE=$w LOCAL_RANK=$SLURM_LOCALID; fi; "
+    "exec \"$@\"";
+
+/* The dedicated servers a run of g starts beside its ranks (train's rule: ps, placement dedicated). */
+static int matrix_servers(const Config *g) {
+    return !strcmp(g->sync, "ps") && !strcmp(g->ps_placement, "dedicated") ? g->ps_servers : 0;
+}
+
+/* 128 random bits as 32 hex digits into out (at least 33 bytes). */
+static int matrix_token(char *out) {
+    unsigned char b[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, b, sizeof b) : -1;
+    if (fd >= 0) close(fd);
+    if (n != (ssize_t)sizeof b) return rs_error(RS_ERR_RUNTIME, "cannot read /dev/urandom for a job token: %s", strerror(errno));
+    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return RS_OK;
+}
+
+/* Prepares a run of tasks processes, servers of them dedicated servers: for Slurm, a job token
+ * of its own, MASTER_PORT (a port free here, unless the environment sets one) and the server count
+ * for its tasks. 0, or RS_ERR_RUNTIME (no random source, no free port). */
+static int matrix_step_prepare(const MatrixOpts *o, int tasks, int servers, MatrixStep *s) {
+    memset(s, 0, sizeof *s);
+    s->tasks = tasks;
+    s->servers = servers;
+    if (!o->slurm) return RS_OK;
     int k = 0;
+    snprintf(s->ntasks, sizeof s->ntasks, "--ntasks=%d", tasks);
+    char tok[40];
+    RS_TRY(matrix_token(tok));
+    snprintf(s->token, sizeof s->token, "RINGSIDE_JOB_TOKEN=%s", tok);
+    s->env[k++] = s->token;
+    snprintf(s->nservers, sizeof s->nservers, "RINGSIDE_SERVERS=%d", servers);
+    s->env[k++] = s->nservers;
+    const char *given = getenv("MASTER_PORT");
+    if (!given || !*given) {
+        int port = launch_free_port("127.0.0.1");
+        if (!port) return rs_error(RS_ERR_RUNTIME, "cannot find a free TCP port for MASTER_PORT");
+        snprintf(s->port, sizeof s->port, "MASTER_PORT=%d", port);
+        s->env[k++] = s->port;
+    }
+    s->env[k] = NULL;
+    return RS_OK;
+}
+
+/* Writes the words that start a run before its ringside command line into argv (room for
+ * MATRIX_STEP_ARGS): none for a local run; srun, the task count, the user's --slurm-args and the
+ * task's shell for Slurm. Returns how many. */
+static int matrix_step_argv(const MatrixOpts *o, MatrixStep *s, char **argv) {
+    if (!o->slurm) return 0;
+    int k = 0;
+    argv[k++] = (char *)o->srun;
+    argv[k++] = s->ntasks;
+    argv[k++] = "--kill-on-bad-exit=1";  /* one task failing stops the others, as the local launcher does */
+    for (int i = 0; i < o->nslurm; i++) argv[k++] = o->slurm_args[i];
+    argv[k++] = "/bin/sh";
+    argv[k++] = "-c";
+    argv[k++] = (char *)matrix_task_sh;
+    argv[k++] = "ringside-task";  /* $0 of that shell */
+    return k;
+}
+
+/* Fills argv (room for c->nargs + MATRIX_EXTRA_ARGS + MATRIX_STEP_ARGS) with the command line of
+ * a run of cell c writing its report to report, started as s says (matrix_step_prepare); probe
+ * adds what makes it a one-step check (--dry-run). */
+static void matrix_argv(const MatrixOpts *o, MatrixStep *s, const MatrixCell *c, char *report, int probe, char **argv) {
+    int k = matrix_step_argv(o, s, argv);
     argv[k++] = (char *)o->bin;
     argv[k++] = "train";
     for (int i = 0; i < c->nargs; i++) argv[k++] = c->args[i];
@@ -327,6 +474,12 @@ static void matrix_argv(const MatrixOpts *o, const MatrixCell *c, char *report, 
     argv[k++] = report;
     argv[k++] = "--quiet";
     argv[k] = NULL;
+}
+
+/* matrix_step_prepare for a run of cell c. */
+static int matrix_cell_step(const MatrixOpts *o, const MatrixCell *c, MatrixStep *s) {
+    int servers = matrix_servers(&c->cfg);
+    return matrix_step_prepare(o, c->cfg.nranks + servers, servers, s);
 }
 
 /* Runs (or, with --resume, keeps) run rep of cell c; returns its summary row (NULL when the run
@@ -357,11 +510,14 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     }
     unlink(path);  /* a stale report must not stand for this run */
     unlink(logp);
-    char *argv[c->nargs + MATRIX_EXTRA_ARGS];
-    matrix_argv(o, c, path, 0, argv);
+    char *argv[c->nargs + MATRIX_EXTRA_ARGS + MATRIX_STEP_ARGS];
+    MatrixStep step;
+    int prc = matrix_cell_step(o, c, &step);
+    if (prc == RS_OK) matrix_argv(o, &step, c, path, 0, argv);
     progress_draw(p, 0);
     ProcResult pr;
-    if (proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, progress_tick, p, 0.5, &pr) != RS_OK) {
+    if (prc != RS_OK ||
+        proc_run(argv, logp, step.env, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, progress_tick, p, 0.5, &pr) != RS_OK) {
         snprintf(err, sizeof err, "%s", rs_errmsg());
         out.status = "failed";
         out.exit_code = RS_ERR_RUNTIME;
@@ -483,6 +639,11 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
     cJSON_AddNumberToObject(s, "runs_done", done);
     cJSON_AddNumberToObject(s, "runs_failed", failed);
     cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
+    cJSON_AddStringToObject(s, "launcher", o->slurm ? "slurm" : "local");
+    if (o->slurm) {
+        cJSON *sa = cJSON_AddArrayToObject(s, "slurm_args");
+        for (int i = 0; i < o->nslurm; i++) cJSON_AddItemToArray(sa, cJSON_CreateString(o->slurm_args[i]));
+    }
     if (m->nlinks) {
         cJSON *pr = cJSON_AddObjectToObject(s, "prediction");
         cJSON_AddStringToObject(pr, "model", "alpha-beta");
@@ -577,14 +738,22 @@ static cJSON *matrix_auto_bench(const MatrixSpec *m, const MatrixOpts *o, const 
     }
     char topt[32];
     snprintf(topt, sizeof topt, "%.0f", top);
-    char *argv[] = {(char *)o->bin, "bench", "-n", "2", "--sync", (char *)sync, "--device", (char *)device, "-b", "1K", "-e", topt,
-                    "-f", "4", "-w", "2", "-i", "10", "--report", (char *)path, NULL};
+    char *bench[] = {(char *)o->bin, "bench", "-n", "2", "--sync", (char *)sync, "--device", (char *)device, "-b", "1K", "-e", topt,
+                     "-f", "4", "-w", "2", "-i", "10", "--report", (char *)path, NULL};
+    char *argv[sizeof bench / sizeof bench[0] + MATRIX_STEP_ARGS];
+    MatrixStep step;
+    why[0] = 0;
+    if (matrix_step_prepare(o, 2, 0, &step) != RS_OK) {
+        snprintf(why, len, "%s", rs_errmsg());
+        return NULL;
+    }
+    int k = matrix_step_argv(o, &step, argv);
+    memcpy(argv + k, bench, sizeof bench);
     printf("# links: auto: ringside bench -n 2 --sync %s --device %s -b 1K -e %s -f 4 -w 2 -i 10\n", sync, device, topt);
     fflush(stdout);
     unlink(path);
     ProcResult pr;
-    why[0] = 0;
-    if (proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr) != RS_OK)
+    if (proc_run(argv, logp, step.env, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr) != RS_OK)
         snprintf(why, len, "%s", rs_errmsg());
     else if (pr.outcome == PROC_STOPPED) *interrupted = 1;
     else if (pr.outcome == PROC_TIMED_OUT) snprintf(why, len, "timed out after %.0f s", m->timeout_s);
@@ -660,10 +829,14 @@ static int matrix_probe(const MatrixSpec *m, const MatrixOpts *o, const MatrixCe
     snprintf(report, sizeof report, "%.4000s/probe.json", dir);
     snprintf(logp, sizeof logp, "%.4000s/probe.log", dir);
     unlink(logp);
-    char *argv[c->nargs + MATRIX_EXTRA_ARGS];
-    matrix_argv(o, c, report, 1, argv);
-    ProcResult pr;
-    int rc = proc_run(argv, logp, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr);
+    char *argv[c->nargs + MATRIX_EXTRA_ARGS + MATRIX_STEP_ARGS];
+    MatrixStep step;
+    ProcResult pr = {0};
+    int rc = matrix_cell_step(o, c, &step);
+    if (rc == RS_OK) {
+        matrix_argv(o, &step, c, report, 1, argv);
+        rc = proc_run(argv, logp, step.env, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, NULL, NULL, 0.5, &pr);
+    }
     unlink(report);
     why[0] = 0;
     if (rc != RS_OK) snprintf(why, len, "%s", rs_errmsg());
@@ -699,7 +872,13 @@ static int matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
                 have = j != NULL;
                 cJSON_Delete(j);
             }
-            printf("%s r%d%s\tringside train", c->id, r, have ? " (kept: report exists)" : stale ? " (run again: report made with other options)" : "");
+            printf("%s r%d%s\t", c->id, r, have ? " (kept: report exists)" : stale ? " (run again: report made with other options)" : "");
+            if (o->slurm) {
+                printf("srun --ntasks=%d", c->cfg.nranks + matrix_servers(&c->cfg));
+                for (int a = 0; a < o->nslurm; a++) printf(" %s", o->slurm_args[a]);
+                printf(" ");
+            }
+            printf("ringside train");
             for (int a = 0; a < c->nargs; a++) printf(" %s", c->args[a]);
             printf(" --report %s --quiet\n", path);
         }
@@ -748,7 +927,7 @@ int matrix_main(int argc, char **argv) {
     }
     if (rc != RS_OK) {
         log_error("matrix: %s", rs_errmsg());
-        fprintf(stderr, "usage: ringside matrix FILE.json --out DIR [--resume] [--dry-run] [--only k=v,...] [--bin PATH]\n");
+        fprintf(stderr, MATRIX_USAGE);
         return rc;
     }
     MatrixSpec m;
@@ -780,8 +959,9 @@ int matrix_main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s\n", m.name, selected, selected == 1 ? "" : "s",
-           m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "");
+    printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s%s\n", m.name, selected, selected == 1 ? "" : "s",
+           m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "",
+           o.slurm ? ", each a Slurm job step (srun)" : "");
     fflush(stdout);
     if (m.links_auto && matrix_links_auto(&m, &o) == RS_ERR_INTERRUPTED) {
         printf("# interrupted before the cells\n");

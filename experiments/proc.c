@@ -6,14 +6,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The child's side: own group, default signals, output to the log, exec. Never returns. */
-static void proc_child(char *const argv[], const char *log_path) {
+/* The child's side: own group, default signals, output to the log, env added, exec. Never returns. */
+static void proc_child(char *const argv[], const char *log_path, char *const env[]) {
     setpgid(0, 0);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -28,6 +29,7 @@ static void proc_child(char *const argv[], const char *log_path) {
         dup2(fd, 1);
         dup2(fd, 2);
     }
+    for (int i = 0; env && env[i]; i++) putenv(env[i]);
     execv(argv[0], argv);
     dprintf(2, "ringside: error: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -44,9 +46,8 @@ static int proc_status_code(int st) {
     return 1;
 }
 
-int proc_run(char *const argv[], const char *log_path, double timeout_s, double grace_s,
-             volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s,
-             ProcResult *res) {
+int proc_run(char *const argv[], const char *log_path, char *const env[], double timeout_s, double grace_s,
+             volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s, ProcResult *res) {
     memset(res, 0, sizeof *res);
     double t0 = clock_now();
     pid_t pid = fork();
@@ -54,7 +55,7 @@ int proc_run(char *const argv[], const char *log_path, double timeout_s, double 
         res->outcome = PROC_SPAWN_FAILED;
         return rs_error(RS_ERR_RUNTIME, "fork: %s", strerror(errno));
     }
-    if (pid == 0) proc_child(argv, log_path);
+    if (pid == 0) proc_child(argv, log_path, env);
     setpgid(pid, pid);  /* also in the child: whichever runs first wins, the other gets EACCES */
 
     ProcOutcome why = PROC_EXITED;

@@ -26,14 +26,14 @@ typedef void (*ProcTick)(void *arg, double elapsed_s);
 /* ---- Prototypes ---- */
 
 /* Runs argv[0] (a path, argv NULL-terminated) in a new process group with stdout and stderr
- * appended to log_path (created; "/dev/null" when NULL), and waits for it: at most timeout_s
+ * appended to log_path (created; "/dev/null" when NULL) and env's "NAME=VALUE" strings (NULL-
+ * terminated; NULL for none) added to its environment, and waits for it: at most timeout_s
  * seconds, and only while *stop is 0. On timeout or stop the whole group gets SIGTERM, then
  * SIGKILL after grace_s; stragglers left in the group after the child exits get SIGKILL too.
  * Every wait is bounded: a child that survives SIGKILL for grace_s more is abandoned (outcome
  * kept, exit_code 137). Returns 0 with *res filled, or RS_ERR_RUNTIME when fork fails. */
-int proc_run(char *const argv[], const char *log_path, double timeout_s, double grace_s,
-             volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s,
-             ProcResult *res);
+int proc_run(char *const argv[], const char *log_path, char *const env[], double timeout_s, double grace_s,
+             volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s, ProcResult *res);
 
 /* The last non-empty line of a text file (at most len-1 characters, without the newline), or ""
  * when there is none. */
