@@ -1,4 +1,4 @@
-/* data.h - datasets (MNIST IDX files, raw or .gz, and synthetic class clusters) and the sampler */
+/* data.h - datasets (MNIST IDX files, raw or .gz, synthetic class clusters, text and synthetic token sequences) and the sampler */
 #ifndef RS_DATA_H
 #define RS_DATA_H
 
@@ -7,13 +7,17 @@
 
 /* ---- Types ---- */
 
-/* A dataset in host memory: n samples of dim floats in [0,1] (row-major) with labels. */
+/* A dataset in host memory: n samples of dim 32-bit values (row-major) with ylen labels each.
+ * Images: dim floats in [0,1] and one label. Token sequences: dim int32 token ids stored
+ * bit for bit in the float array (read them through dataset_tokens), and ylen = dim labels,
+ * the next token at every position. Copies move the values without looking at them. */
 typedef struct {
     int n;
     int dim;
-    int classes;      /* number of classes the labels range over */
+    int classes;      /* number of classes (or the vocabulary) the labels range over */
     float *x;         /* n * dim, owned */
-    int *y;           /* n, owned */
+    int *y;           /* n * ylen, owned */
+    int ylen;         /* labels per sample (0 means 1) */
 } Dataset;
 
 /* A train/eval pair and a sentence saying where it came from. */
@@ -61,6 +65,19 @@ int data_load_mnist(const char *dir, int want_dim, int classes, DataPair *out);
 int data_make_synthetic(int dim, int classes, int n_train, int n_eval, uint64_t seed,
                         DataPair *out);
 
+/* Text as tokens (--data text:FILE): every byte a token (vocabulary 256); the last 10% of the
+ * file (at least one sequence) evaluates, the rest trains; samples are the file's consecutive
+ * windows of seq_len + 1 bytes, seq_len apart (inputs the first seq_len, labels the last).
+ * 0, or RS_ERR_INPUT naming the file or --seq-len: unreadable or empty file, seq_len longer
+ * than the text, a text shorter than two sequences (one to train, one to evaluate). */
+int data_load_text(const char *path, int seq_len, DataPair *out);
+
+/* Deterministic learnable token sequences over vocab tokens (--data synthetic with --model gpt):
+ * each token has four successors drawn from seed, taken with probabilities 1/2, 1/4, 1/8, 1/8,
+ * so a model can learn the table (a loss floor of 1.75 bits). n_train + n_eval sequences of
+ * seq_len inputs and labels. 0, or RS_ERR_INPUT on non-positive sizes. */
+int data_make_tokens(int vocab, int seq_len, int n_train, int n_eval, uint64_t seed, DataPair *out);
+
 /* Free the arrays and zero the struct; safe on a zeroed or already freed one. */
 void dataset_free(Dataset *d);
 void datapair_free(DataPair *p);
@@ -86,6 +103,14 @@ static inline int sampler_global_index(const Sampler *s, int i) {
 }
 
 void sampler_free(Sampler *s);
+
+/* Labels per sample of d (1 for images). */
+static inline int dataset_ylen(const Dataset *d) { return d->ylen > 0 ? d->ylen : 1; }
+
+/* Sample i's values as int32 token ids (token datasets). */
+static inline const int *dataset_tokens(const Dataset *d, int i) {
+    return (const int *)(const void *)(d->x + (size_t)i * (size_t)d->dim);
+}
 
 /* DataParallel's scatter: the slice [*lo, *lo + *len) of a global batch B that rank gets out of
  * world, in chunks of ceil(B/world) (later ranks may get fewer or none). */

@@ -264,7 +264,7 @@ void engine_step_begin(Engine *e, int step) {
 static int engine_optimize(Engine *e, int global_samples, double *secs) {
     Model *m = e->a.model;
     double t0 = clock_now();
-    model_sgd(m, 0, m->nparams, e->a.cfg, global_samples > 0 ? 1.0f / (float)global_samples : 0.0f);
+    model_optimize(m, 0, m->nparams, e->a.cfg, global_samples > 0 ? 1.0f / (float)global_samples : 0.0f, e->step + 1);
     int rc = m->dev->k->sync(m->dev->kctx);
     *secs = clock_now() - t0;
     return rc;
@@ -460,7 +460,7 @@ int engine_create(Engine **out, const EngineArgs *a) {
         if ((rc = ctrl_clock_offsets(e->ctrl, a->world, 8, e->offset, e->uncert))) goto err;
     }
     if ((rc = engine_broadcast(e))) goto err;
-    if (a->rank != 0) m->dev->k->fill(m->dev->kctx, m->mom, 0.0f, m->nparams);
+    if (a->rank != 0) model_optimizer_reset(m);
     if ((rc = m->dev->k->sync(m->dev->kctx))) goto err;
     if (a->driver && a->driver->hello && (rc = a->driver->hello(e->dst))) goto err;
     if (a->ops->place == SYNC_ON_HOST && e->nb > 0) {

@@ -1,7 +1,7 @@
-/* model.c - the MLP's forward, loss, backward and optimizer step over the device's kernel table */
+/* model.c - the model table: finds a model by name, creates it (flat buffers, optimizer state), and runs its loss, optimizer and evaluation the same way for every model */
 #include "model.h"
 #include "err.h"
-#include "rng.h"
+#include "mem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +9,100 @@
 
 #define K(m) ((m)->dev->k)
 #define CTX(m) ((m)->dev->kctx)
+
+/* The models, one file each. */
+const ModelOps *model_mlp(void);
+const ModelOps *model_lenet(void);
+const ModelOps *model_gpt(void);
+
+static const ModelOps *model_table(int i) {
+    switch (i) {
+    case 0: return model_mlp();
+    case 1: return model_lenet();
+    case 2: return model_gpt();
+    default: return NULL;
+    }
+}
+
+const char *model_names(void) { return "mlp | lenet | gpt"; }
+
+const ModelOps *model_find(const char *name) {
+    for (int i = 0; model_table(i); i++)
+        if (!strcmp(model_table(i)->name, name)) return model_table(i);
+    rs_error(RS_ERR_INPUT, "--model '%s': expected %s", name, model_names());
+    return NULL;
+}
+
+int model_check(const Config *c) {
+    const ModelOps *o = model_find(c->model);
+    if (!o) return RS_ERR_INPUT;
+    if (strcmp(c->optimizer, "sgd") && strcmp(c->optimizer, "adamw"))
+        return rs_error(RS_ERR_INPUT, "--optimizer '%s': expected sgd or adamw", c->optimizer);
+    return o->check(c);
+}
+
+size_t model_param_count(const Config *c) {
+    const ModelOps *o = model_find(c->model);
+    return o ? o->count(c) : 0;
+}
+
+int model_load_data(const Config *c, DataPair *out) {
+    memset(out, 0, sizeof *out);
+    RS_TRY(model_check(c));
+    return model_find(c->model)->load_data(c, out);
+}
+
+/* ---- buffers -------------------------------------------------------------------------------- */
+
+void *model_scratch(Model *m, size_t bytes) {
+    if (m->nscratch == m->cap_scratch) {
+        int cap = m->cap_scratch ? 2 * m->cap_scratch : 32;
+        void **p = realloc(m->scratch, (size_t)cap * sizeof *p);
+        if (p) m->scratch = p;
+        size_t *b = p ? realloc(m->scratch_bytes, (size_t)cap * sizeof *b) : NULL;
+        if (b) m->scratch_bytes = b;
+        if (!p || !b) {
+            rs_error(RS_ERR_RUNTIME, "out of host memory");
+            return NULL;
+        }
+        m->cap_scratch = cap;
+    }
+    void *d = device_alloc(m->dev, bytes ? bytes : 4, MEM_ACTIVATIONS);
+    if (d) {
+        m->scratch[m->nscratch] = d;
+        m->scratch_bytes[m->nscratch++] = bytes ? bytes : 4;
+    }
+    return d;
+}
+
+int model_alloc_common(Model *m) {
+    size_t pb = m->nparams * sizeof(float), rows = (size_t)model_out_rows(m, m->max_batch);
+    m->params = device_alloc(m->dev, pb, MEM_PARAMS);
+    m->grads = m->params ? device_alloc(m->dev, pb, MEM_GRADS) : NULL;
+    int ok = m->grads != NULL;
+    if (ok && !m->no_optimizer) {
+        ok = (m->mom = device_alloc(m->dev, pb, MEM_OPTIMIZER)) != NULL;
+        if (ok && m->adamw) ok = (m->mom2 = device_alloc(m->dev, pb, MEM_OPTIMIZER)) != NULL;
+    }
+    if (ok) ok = (m->labels = model_scratch(m, rows * sizeof(int))) != NULL;
+    if (ok) ok = (m->stats = model_scratch(m, 2 * sizeof(float))) != NULL;
+    return ok ? RS_OK : RS_ERR_RUNTIME;
+}
+
+void model_fill_uniform(float *h, size_t n, float bound, Rng *r) {
+    for (size_t i = 0; i < n; i++) h[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
+}
+
+void model_fill_normal(float *h, size_t n, float sd, Rng *r) {
+    for (size_t i = 0; i < n; i += 2) {
+        double a, b;
+        rng_normal_pair(r, &a, &b);
+        h[i] = (float)a * sd;
+        if (i + 1 < n) h[i + 1] = (float)b * sd;
+    }
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
 
 int model_layer_of(const Model *m, size_t i) {
     int l = 0;
@@ -20,138 +114,102 @@ void model_free(Model *m) {
     if (!m->dev) return;
     Device *d = m->dev;
     size_t pb = m->nparams * sizeof(float);
+    if (m->ops && m->ops->release) m->ops->release(m);
     if (m->params) device_free(d, m->params, pb, MEM_PARAMS);
     if (m->grads) device_free(d, m->grads, pb, MEM_GRADS);
     if (m->mom) device_free(d, m->mom, pb, MEM_OPTIMIZER);
-    for (int l = 0; l <= m->nlayers; l++) {
-        size_t b = (size_t)m->max_batch * m->sizes[l] * sizeof(float);
-        if (m->act[l]) device_free(d, m->act[l], b, MEM_ACTIVATIONS);
-    }
-    for (int i = 0; i < 2; i++)
-        if (m->dbuf[i]) device_free(d, m->dbuf[i], m->dbuf_bytes, MEM_ACTIVATIONS);
-    if (m->labels) device_free(d, m->labels, (size_t)m->max_batch * sizeof(int), MEM_ACTIVATIONS);
-    if (m->stats) device_free(d, m->stats, 2 * sizeof(float), MEM_ACTIVATIONS);
+    if (m->mom2) device_free(d, m->mom2, pb, MEM_OPTIMIZER);
+    for (int i = 0; i < m->nscratch; i++) device_free(d, m->scratch[i], m->scratch_bytes[i], MEM_ACTIVATIONS);
+    free(m->scratch);
+    free(m->scratch_bytes);
     memset(m, 0, sizeof *m);
 }
 
-int model_init(Model *m, Device *dev, const int *sizes, int nsizes, int max_batch, uint64_t seed) {
+int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with_optimizer) {
     memset(m, 0, sizeof *m);
+    RS_TRY(model_check(c));
+    m->ops = model_find(c->model);
     m->dev = dev;
-    m->nlayers = nsizes - 1;
     m->max_batch = max_batch < 1 ? 1 : max_batch;
-    int maxw = 0;
-    for (int i = 0; i < nsizes; i++) {
-        m->sizes[i] = sizes[i];
-        if (sizes[i] > maxw) maxw = sizes[i];
+    m->adamw = !strcmp(c->optimizer, "adamw");
+    m->no_optimizer = !with_optimizer;
+    m->out_per_sample = 1;
+    int rc = m->ops->setup(m, c);
+    float *h = NULL;
+    if (rc == RS_OK && !(h = malloc(m->nparams * sizeof(float) + 4)))
+        rc = rs_error(RS_ERR_RUNTIME, "out of host memory for %zu parameters", m->nparams);
+    if (rc == RS_OK) {
+        Rng r;
+        rng_seed(&r, (uint64_t)c->seed);
+        m->ops->init(m, h, &r);
+        rc = device_h2d(dev, m->params, h, m->nparams * sizeof(float));
     }
-    for (int l = 0; l < m->nlayers; l++) {
-        m->off[l] = m->nparams;
-        m->nparams += (size_t)sizes[l] * sizes[l + 1] + (size_t)sizes[l + 1];
-    }
-    size_t pb = m->nparams * sizeof(float);
-    m->dbuf_bytes = (size_t)m->max_batch * maxw * sizeof(float);
-    m->params = device_alloc(dev, pb, MEM_PARAMS);
-    m->grads = device_alloc(dev, pb, MEM_GRADS);
-    m->mom = device_alloc(dev, pb, MEM_OPTIMIZER);
-    int ok = m->params && m->grads && m->mom;
-    for (int l = 0; l <= m->nlayers && ok; l++) {
-        m->act[l] = device_alloc(dev, (size_t)m->max_batch * sizes[l] * sizeof(float), MEM_ACTIVATIONS);
-        ok = m->act[l] != NULL;
-    }
-    for (int i = 0; i < 2 && ok; i++) ok = (m->dbuf[i] = device_alloc(dev, m->dbuf_bytes, MEM_ACTIVATIONS)) != NULL;
-    if (ok) ok = (m->labels = device_alloc(dev, (size_t)m->max_batch * sizeof(int), MEM_ACTIVATIONS)) != NULL;
-    if (ok) ok = (m->stats = device_alloc(dev, 2 * sizeof(float), MEM_ACTIVATIONS)) != NULL;
-    if (!ok) {
+    free(h);
+    if (rc != RS_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", rs_errmsg());
+        size_t np = m->nparams;
         model_free(m);
-        return rs_error(RS_ERR_RUNTIME, "model of %zu parameters, batch %d: %s", (size_t)0 + pb / 4,
-                        max_batch, why);
+        return rs_error(rc, "--model %s of %zu parameters, batch %d: %s", c->model, np, max_batch, why);
     }
-
-    float *h = malloc(pb);
-    if (!h) {
-        model_free(m);
-        return rs_error(RS_ERR_RUNTIME, "out of host memory for %zu parameters", m->nparams);
-    }
-    Rng r;
-    rng_seed(&r, seed);
-    for (int l = 0; l < m->nlayers; l++) {
-        float bound = 1.0f / sqrtf((float)sizes[l]);
-        size_t n = (size_t)sizes[l] * sizes[l + 1] + (size_t)sizes[l + 1];
-        for (size_t i = 0; i < n; i++) h[m->off[l] + i] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
-    }
-    int rc = device_h2d(dev, m->params, h, pb);
-    free(h);
-    if (rc) {
-        model_free(m);
-        return rc;
-    }
-    K(m)->fill(CTX(m), m->mom, 0.0f, m->nparams);
+    model_optimizer_reset(m);
     K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
     K(m)->fill(CTX(m), m->stats, 0.0f, 2);
     return K(m)->sync(CTX(m));
 }
 
-int model_forward(Model *m, int B) {
-    if (B <= 0) return RS_OK;
-    for (int l = 0; l < m->nlayers; l++) {
-        int in = m->sizes[l], out = m->sizes[l + 1];
-        const float *W = m->params + m->off[l], *b = W + (size_t)in * out;
-        RS_TRY(K(m)->gemm(CTX(m), 0, 0, B, out, in, 1.0f, m->act[l], in, W, out, 0.0f, m->act[l + 1], out));
-        K(m)->bias_forward(CTX(m), m->act[l + 1], b, B, out);
-        if (l + 1 < m->nlayers) K(m)->relu_forward(CTX(m), m->act[l + 1], m->act[l + 1], (size_t)B * out);
-    }
-    return RS_OK;
+int model_init(Model *m, Device *dev, const int *sizes, int nsizes, int max_batch, uint64_t seed) {
+    Config c;
+    config_defaults(&c);
+    if (nsizes < 2 || nsizes > CONFIG_MAX_LAYERS) return rs_error(RS_ERR_INPUT, "model: %d sizes (2 to %d)", nsizes, CONFIG_MAX_LAYERS);
+    memcpy(c.layers, sizes, (size_t)nsizes * sizeof *sizes);
+    c.nlayers = nsizes;
+    c.seed = (long long)seed;
+    return model_create(m, dev, &c, max_batch, 1);
 }
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+int model_forward(Model *m, int B) { return B <= 0 ? RS_OK : m->ops->forward(m, B); }
 
 void model_loss(Model *m, int B) {
     if (B <= 0) return;
-    K(m)->softmax_xent(CTX(m), m->act[m->nlayers], m->labels, B, m->sizes[m->nlayers], m->dbuf[0], m->stats);
+    K(m)->softmax_xent(CTX(m), m->out, m->labels, model_out_rows(m, B), m->out_width, m->dbuf[0], m->stats);
 }
 
 int model_backward(Model *m, int B, LayerDoneFn done, void *arg) {
-    if (B <= 0) {
-        K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
-        for (int l = m->nlayers - 1; l >= 0; l--)
-            if (done) RS_TRY(done(arg, l));
-        return RS_OK;
-    }
-    int cur = 0;
-    for (int l = m->nlayers - 1; l >= 0; l--) {
-        int in = m->sizes[l], out = m->sizes[l + 1];
-        const float *W = m->params + m->off[l];
-        float *dW = m->grads + m->off[l], *db = dW + (size_t)in * out;
-        float *dY = m->dbuf[cur];
-        /* dW = X^T dY ; db = sum_rows dY */
-        RS_TRY(K(m)->gemm(CTX(m), 1, 0, in, out, B, 1.0f, m->act[l], in, dY, out, 0.0f, dW, out));
-        K(m)->bias_backward(CTX(m), db, dY, B, out);
-        if (l > 0) {
-            float *dX = m->dbuf[1 - cur];
-            RS_TRY(K(m)->gemm(CTX(m), 0, 1, B, in, out, 1.0f, dY, out, W, out, 0.0f, dX, in));
-            K(m)->relu_backward(CTX(m), dX, dX, m->act[l], (size_t)B * in);
-            cur = 1 - cur;
-        }
+    if (B > 0) return m->ops->backward(m, B, done, arg);
+    K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
+    for (int l = m->nlayers - 1; l >= 0; l--)
         if (done) RS_TRY(done(arg, l));
-    }
     return RS_OK;
 }
 
-void model_sgd(Model *m, size_t lo, size_t hi, const Config *c, float grad_scale) {
-    if (hi <= lo) return;
-    K(m)->sgd_step(CTX(m), m->params + lo, m->grads + lo, m->mom + lo, hi - lo, (float)c->lr,
-                   (float)c->momentum, (float)c->weight_decay, grad_scale);
+void model_optimize(Model *m, size_t lo, size_t hi, const Config *c, float grad_scale, int t) {
+    if (hi <= lo || !m->mom) return;
+    if (m->adamw)
+        K(m)->adamw_step(CTX(m), m->params + lo, m->grads + lo, m->mom + lo, m->mom2 + lo, hi - lo, (float)c->lr,
+                         (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, grad_scale,
+                         t < 1 ? 1 : t);
+    else
+        K(m)->sgd_step(CTX(m), m->params + lo, m->grads + lo, m->mom + lo, hi - lo, (float)c->lr, (float)c->momentum,
+                       (float)c->weight_decay, grad_scale);
+}
+
+void model_optimizer_reset(Model *m) {
+    if (m->mom) K(m)->fill(CTX(m), m->mom, 0.0f, m->nparams);
+    if (m->mom2) K(m)->fill(CTX(m), m->mom2, 0.0f, m->nparams);
 }
 
 int model_evaluate(Model *m, const float *x, const int *y, int n, double *acc, double *loss) {
-    int in = m->sizes[0];
+    size_t in = (size_t)m->in_width, per = (size_t)m->out_per_sample;
     float st[2], zero[2] = {0, 0};
     double tl = 0, tc = 0;
     for (int s = 0; s < n; s += m->max_batch) {
         int B = n - s < m->max_batch ? n - s : m->max_batch;
         RS_TRY(device_h2d(m->dev, m->stats, zero, sizeof zero));
         RS_TRY(device_h2d(m->dev, m->act[0], x + (size_t)s * in, (size_t)B * in * sizeof(float)));
-        RS_TRY(device_h2d(m->dev, m->labels, y + s, (size_t)B * sizeof(int)));
+        RS_TRY(device_h2d(m->dev, m->labels, y + (size_t)s * per, (size_t)B * per * sizeof(int)));
         RS_TRY(model_forward(m, B));
         model_loss(m, B);
         RS_TRY(device_d2h(m->dev, st, m->stats, sizeof st));
@@ -159,7 +217,8 @@ int model_evaluate(Model *m, const float *x, const int *y, int n, double *acc, d
         tc += st[1];
     }
     RS_TRY(device_h2d(m->dev, m->stats, zero, sizeof zero));
-    *acc = n ? tc / n : 0;
-    *loss = n ? tl / n : 0;
+    double rows = (double)n * (double)per;
+    *acc = n ? tc / rows : 0;
+    *loss = n ? tl / rows : 0;
     return RS_OK;
 }
