@@ -3,6 +3,7 @@
 #include "err.h"
 #include "link.h"
 #include "zendpoint.h"
+#include "model.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -28,8 +29,14 @@ typedef struct {
 #define S(f) sizeof(((Config *)0)->f)
 static const Opt opts[] = {
     {"device", 0, OPT_STR, O(device), S(device), "auto", 0, "auto | cpu | cuda | cpu-async (auto: cuda:LOCAL_RANK%ngpu when a GPU is present; cpu-async: the CPU with a GPU's asynchronous copies, for tests)"},
-    {"data", 0, OPT_STR, O(data), S(data), "synthetic", 1, "synthetic, or a directory of MNIST IDX files (raw or .gz)"},
+    {"model", 0, OPT_STR, O(model), S(model), "mlp", 1, "mlp | lenet (LeNet-5, 28x28 images) | gpt (a GPT-2-style decoder)"},
+    {"data", 0, OPT_STR, O(data), S(data), "synthetic", 1, "synthetic, a directory of MNIST IDX files (raw or .gz), or text:FILE (gpt: bytes as tokens)"},
     {"layers", 0, OPT_LAYERS, O(layers), 0, "784,1024,1024,10", 1, "MLP sizes, input first, classes last"},
+    {"n-layer", 0, OPT_INT, O(n_layer), 0, "2", 1, "gpt: transformer blocks"},
+    {"n-head", 0, OPT_INT, O(n_head), 0, "4", 1, "gpt: attention heads (must divide --n-embd)"},
+    {"n-embd", 0, OPT_INT, O(n_embd), 0, "64", 1, "gpt: embedding width"},
+    {"seq-len", 0, OPT_INT, O(seq_len), 0, "64", 1, "gpt: tokens per sequence"},
+    {"vocab", 0, OPT_INT, O(vocab), 0, "256", 1, "gpt on synthetic data: vocabulary size (text: 256, bytes)"},
     {"train-samples", 0, OPT_INT, O(train_samples), 0, "8192", 1, "synthetic training set size"},
     {"eval-samples", 0, OPT_INT, O(eval_samples), 0, "2048", 1, "synthetic evaluation set size"},
     {"batch", 'b', OPT_INT, O(batch), 0, "64", 1, "samples per rank per step (DistributedDataParallel)"},
@@ -38,7 +45,11 @@ static const Opt opts[] = {
     {"epochs", 0, OPT_INT, O(epochs), 0, "0", 1, "passes over the training set (used when --steps is 0)"},
     {"lr", 0, OPT_DBL, O(lr), 0, "0.05", 1, "learning rate"},
     {"momentum", 0, OPT_DBL, O(momentum), 0, "0.9", 1, "SGD momentum"},
-    {"weight-decay", 0, OPT_DBL, O(weight_decay), 0, "0", 1, "L2 weight decay"},
+    {"weight-decay", 0, OPT_DBL, O(weight_decay), 0, "0", 1, "weight decay (SGD: L2 in the gradient; AdamW: decoupled)"},
+    {"optimizer", 0, OPT_STR, O(optimizer), S(optimizer), "sgd", 1, "sgd (with --momentum) | adamw"},
+    {"beta1", 0, OPT_DBL, O(beta1), 0, "0.9", 1, "AdamW: first moment's decay"},
+    {"beta2", 0, OPT_DBL, O(beta2), 0, "0.999", 1, "AdamW: second moment's decay"},
+    {"eps", 0, OPT_DBL, O(eps), 0, "1e-8", 1, "AdamW: epsilon"},
     {"seed", 0, OPT_I64, O(seed), 0, "1", 1, "seed of initialisation, data and shuffling"},
     {"drop-last", 0, OPT_FLAG, O(drop_last), 0, "0", 1, "drop the tail instead of padding to a multiple of the ranks"},
     {"no-shuffle", 0, OPT_NOFLAG, O(shuffle), 0, "1", 1, "keep the dataset's order"},
@@ -253,6 +264,10 @@ int config_validate(const Config *c) {
     if (link.bytes_per_s > 0 && !strcmp(c->sync, "nccl"))
         return rs_error(RS_ERR_INPUT, "--link %s with --sync nccl: the emulated link paces host data planes; NCCL moves "
                                       "device data itself (use ring or ps)", c->link);
+    if (!(c->beta1 >= 0 && c->beta1 < 1)) return rs_error(RS_ERR_INPUT, "--beta1 %g: must be in [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
+    if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);
+    RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
     for (int i = 0; i < c->nstragglers; i++)
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],
@@ -366,9 +381,4 @@ cJSON *config_json(const Config *c) {
     return o;
 }
 
-size_t config_param_count(const Config *c) {
-    size_t n = 0;
-    for (int i = 0; i + 1 < c->nlayers; i++)
-        n += (size_t)c->layers[i] * c->layers[i + 1] + (size_t)c->layers[i + 1];
-    return n;
-}
+size_t config_param_count(const Config *c) { return model_param_count(c); }

@@ -12,11 +12,13 @@
 typedef struct {
     /* model and data */
     char device[16];          /* auto | cpu | cuda */
-    char data[512];           /* synthetic | DIR */
+    char data[512];           /* synthetic | DIR | text:FILE */
+    char model[16];           /* mlp | lenet | gpt */
     int layers[CONFIG_MAX_LAYERS];
     int nlayers;
     int train_samples;        /* synthetic only */
     int eval_samples;         /* synthetic only */
+    int n_layer, n_head, n_embd, seq_len, vocab; /* gpt: blocks, heads, width, sequence, synthetic vocabulary */
     /* optimisation */
     int batch;                /* per rank (DDP) */
     int global_batch;         /* 0: unset; else DataParallel's scatter of one batch */
@@ -24,7 +26,9 @@ typedef struct {
     int epochs;
     double lr;
     double momentum;
-    double weight_decay;
+    double weight_decay;      /* SGD: L2 added to the gradient; AdamW: decoupled */
+    char optimizer[16];       /* sgd | adamw */
+    double beta1, beta2, eps; /* AdamW */
     long long seed;
     int drop_last;
     int shuffle;
@@ -92,7 +96,7 @@ double config_straggler_ms(const Config *c, int rank);
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);
 
-/* The model's parameter count for c->layers. */
+/* The parameter count of c->model with its options (0 for an unknown model). */
 size_t config_param_count(const Config *c);
 
 #endif

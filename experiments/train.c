@@ -62,13 +62,7 @@ typedef struct {
 
 /* ---- data ---------------------------------------------------------------------------------- */
 
-static int run_load_data(Run *r) {
-    Config *c = &r->cfg;
-    int in = c->layers[0], classes = c->layers[c->nlayers - 1];
-    if (!strcmp(c->data, "synthetic"))
-        return data_make_synthetic(in, classes, c->train_samples, c->eval_samples, (uint64_t)c->seed, &r->data);
-    return data_load_mnist(c->data, in, classes, &r->data);
-}
+static int run_load_data(Run *r) { return model_load_data(&r->cfg, &r->data); }
 
 /* The step's global batch size and this rank's [lo, lo+len) slice of the sampler's order
  * (DataParallel's step: rank 0's slice is the whole global batch, the others' empty). */
@@ -99,18 +93,18 @@ static int run_stage_batch(Run *r, int step) {
     int global, lo, len;
     if (step % r->steps_per_epoch == 0) sampler_set_epoch(&r->sampler, step / r->steps_per_epoch);
     run_step_slice(r, step, &global, &lo, &len);
-    int dim = r->data.train.dim;
+    int dim = r->data.train.dim, yl = dataset_ylen(&r->data.train);
     for (int i = 0; i < len; i++) {
         int idx = r->cfg.global_batch > 0 ? sampler_global_index(&r->sampler, lo + i)
                                           : sampler_index(&r->sampler, lo + i);
         memcpy(r->hx + (size_t)i * dim, r->data.train.x + (size_t)idx * dim, (size_t)dim * sizeof(float));
-        r->hy[i] = r->data.train.y[idx];
+        memcpy(r->hy + (size_t)i * yl, r->data.train.y + (size_t)idx * yl, (size_t)yl * sizeof(int));
     }
     r->samples[step] = len;
     r->global_samples[step] = global;
     if (len == 0 || (r->driver && r->driver->scatter)) return RS_OK; /* DataParallel: the driver scatters it */
     RS_TRY(device_h2d(&r->dev, r->model.act[0], r->hx, (size_t)len * dim * sizeof(float)));
-    return device_h2d(&r->dev, r->model.labels, r->hy, (size_t)len * sizeof(int));
+    return device_h2d(&r->dev, r->model.labels, r->hy, (size_t)len * yl * sizeof(int));
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -126,8 +120,9 @@ static int run_step(Run *r, int step) {
     r->samples[step] = local;
     float stats[2];
     RS_TRY(device_d2h(&r->dev, stats, r->model.stats, sizeof stats));
-    r->loss_sum[step] = stats[0];
-    r->correct[step] = stats[1];
+    double rows = model_out_rows(&r->model, 1); /* per sample: a gpt sample's loss is its positions' mean */
+    r->loss_sum[step] = stats[0] / rows;
+    r->correct[step] = stats[1] / rows;
     return RS_OK;
 }
 
@@ -350,7 +345,7 @@ static int run_setup(Run *r) {
     }
     RS_TRY(run_load_data(r));
     log_info("# data: %s (%d train, %d eval, %d values, %d classes)", r->data.source, r->data.train.n,
-             r->data.eval.n, r->data.train.dim, c->layers[c->nlayers - 1]);
+             r->data.eval.n, r->data.train.dim, r->data.train.classes);
     int sampler_world = c->global_batch > 0 ? 1 : r->world;
     int sampler_rank = c->global_batch > 0 ? 0 : r->rank;
     RS_TRY(sampler_init(&r->sampler, r->data.train.n, sampler_world, sampler_rank, c->shuffle, c->drop_last,
@@ -381,7 +376,11 @@ static int run_setup(Run *r) {
     int max_batch = c->global_batch > 0 ? (c->global_batch + r->world - 1) / r->world : c->batch;
     /* DataParallel: rank 0 stages the whole global batch on the host */
     int staged = r->driver && r->driver->scatter && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
-    RS_TRY(model_init(&r->model, &r->dev, c->layers, c->nlayers, max_batch, (uint64_t)c->seed));
+    /* the optimizer's state lives where the update runs: here, unless a server returns parameters */
+    RS_TRY(model_create(&r->model, &r->dev, c, max_batch, r->backend->ops()->result == SYNC_SUMS));
+    if (model_in_width(&r->model) != r->data.train.dim)
+        return rs_error(RS_ERR_INPUT, "--data %s: samples of %d values, --model %s takes %d", c->data, r->data.train.dim,
+                        c->model, model_in_width(&r->model));
 
     int S = r->steps;
     r->loss_sum = calloc((size_t)S, sizeof *r->loss_sum);
@@ -389,7 +388,7 @@ static int run_setup(Run *r) {
     r->samples = calloc((size_t)S, sizeof *r->samples);
     r->global_samples = calloc((size_t)S, sizeof *r->global_samples);
     r->hx = malloc((size_t)staged * r->data.train.dim * sizeof(float));
-    r->hy = malloc((size_t)staged * sizeof(int));
+    r->hy = malloc((size_t)staged * dataset_ylen(&r->data.train) * sizeof(int));
     r->eval_curve = cJSON_CreateArray();
     if (!r->loss_sum || !r->correct || !r->samples || !r->global_samples ||
         !r->hx || !r->hy || !r->eval_curve)
@@ -516,7 +515,7 @@ int train_main(int argc, char **argv) {
     config_defaults(&r->cfg);
     int help = 0, rc = config_parse(&r->cfg, argc, argv, &help);
     if (help) {
-        printf("usage: ringside train [options]\n\nTrains the MLP; with -n N, on N local ranks.\n\n");
+        printf("usage: ringside train [options]\n\nTrains a model (--model); with -n N, on N local ranks.\n\n");
         config_usage(stdout);
         free(r);
         return RS_OK;

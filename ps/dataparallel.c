@@ -42,6 +42,7 @@ typedef struct DpChannel {
     Device *dev;
     uint64_t token;
     int rank, N, dim, classes, cap;  /* cap: --global-batch, the most rows of a step */
+    int per;                         /* output rows (and labels) per sample: 1, or gpt's sequence length */
     int host_visible;
     void *sock;                      /* rank 0: ROUTER; others: DEALER "w<rank>" */
     char endpoint[512];
@@ -69,7 +70,7 @@ typedef struct DpChannel {
 /* ---- sizes ---------------------------------------------------------------------------------- */
 
 static size_t dp_gather_bytes(const DpChannel *ch, int what) {
-    size_t G = (size_t)ch->cap, C = (size_t)ch->classes;
+    size_t G = (size_t)ch->cap * (size_t)ch->per, C = (size_t)ch->classes;
     return what == 2 ? G * sizeof(int) : G * C * sizeof(float); /* 0 logits, 1 their gradient, 2 labels */
 }
 
@@ -79,7 +80,7 @@ static size_t dp_stage_bytes(const DpChannel *ch, int what) {
     const Model *m = ch->model;
     if (what == 0) return m->nparams * sizeof(float);
     if (what == 1) return dp_gather_bytes(ch, 1);
-    return (size_t)m->max_batch * (size_t)ch->classes * sizeof(float);
+    return (size_t)m->max_batch * (size_t)ch->per * (size_t)ch->classes * sizeof(float);
 }
 
 /* Pinned host memory for communication, counted under MEM_COMM. */
@@ -130,7 +131,7 @@ static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payloa
 /* Rank 0: rank r's BATCH, rows of x then rows of y in one payload frame (a copy). */
 static int dp_send_batch(DpChannel *ch, int r, const WireHeader *h, const float *x, const int *y, int rows) {
     if (rows == 0) return dp_send(ch, r, h, NULL, 0);
-    size_t xb = (size_t)rows * (size_t)ch->dim * sizeof(float), yb = (size_t)rows * sizeof(int);
+    size_t xb = (size_t)rows * (size_t)ch->dim * sizeof(float), yb = (size_t)rows * (size_t)ch->per * sizeof(int);
     double stamp = link_send(WIRE_HEADER_BYTES + xb + yb); /* the emulated interface (--link) */
     unsigned char sb[LINK_STAMP_BYTES];
     link_stamp_encode(stamp, sb);
@@ -176,7 +177,7 @@ static int dp_on_rank0(DpChannel *ch, int r, const WireHeader *h, const void *da
         if (h->op != WIRE_PULL || h->step != WIRE_STEP_INIT) return dp_drop(ch, "not a pull at the start");
     } else if (ch->phase == DP_WAIT_LOGITS) {
         int lo, len;
-        size_t C = (size_t)ch->classes;
+        size_t C = (size_t)ch->per * (size_t)ch->classes; /* output values per sample */
         scatter_chunk(ch->rows, ch->N, r, &lo, &len);
         if (h->op != WIRE_LOGITS || h->step != ch->step) return dp_drop(ch, "not this step's logits");
         if (h->total != (uint64_t)ch->rows * C || h->offset != (uint64_t)lo * C || h->count != (uint64_t)len * C ||
@@ -195,7 +196,7 @@ static int dp_on_rank0(DpChannel *ch, int r, const WireHeader *h, const void *da
 /* Other ranks: a message from rank 0. */
 static int dp_on_worker(DpChannel *ch, const WireHeader *h, const void *data, int *applied) {
     Model *m = ch->model;
-    size_t C = (size_t)ch->classes;
+    size_t C = (size_t)ch->per * (size_t)ch->classes; /* output values per sample */
     int bit = h->op == WIRE_PARAMS ? DP_GOT_PARAMS : h->op == WIRE_BATCH ? DP_GOT_BATCH
               : h->op == WIRE_DLOGITS ? DP_GOT_DLOGITS : 0;
     int want = ch->phase == DP_WAIT_SCATTER ? DP_GOT_PARAMS | DP_GOT_BATCH
@@ -211,11 +212,11 @@ static int dp_on_worker(DpChannel *ch, const WireHeader *h, const void *data, in
         if (h->total < 1 || h->total > (uint64_t)ch->cap) return dp_drop(ch, "a batch of another size");
         scatter_chunk((int)h->total, ch->N, ch->rank, &lo, &len);
         if (h->offset != (uint64_t)lo || h->samples != (uint32_t)len || len > m->max_batch ||
-            h->count != (uint64_t)len * (uint64_t)(ch->dim + 1))
+            h->count != (uint64_t)len * (uint64_t)(ch->dim + ch->per))
             return dp_drop(ch, "a batch chunk of other rows");
         size_t xb = (size_t)len * (size_t)ch->dim * sizeof(float);
         RS_TRY(dp_h2d(ch, m->act[0], data, xb));
-        RS_TRY(dp_h2d(ch, m->labels, (const char *)data + xb, (size_t)len * sizeof(int)));
+        RS_TRY(dp_h2d(ch, m->labels, (const char *)data + xb, (size_t)len * (size_t)ch->per * sizeof(int)));
         ch->rows = (int)h->total;
         ch->lo = lo;
         ch->len = len;
@@ -367,12 +368,12 @@ static int dp_scatter(void *state, int step, const float *x, const int *y, int g
             h.offset = (uint64_t)lo;
             h.total = (uint64_t)global_rows;
             h.samples = (uint32_t)len;
-            h.count = (uint64_t)len * (uint64_t)(ch->dim + 1);
-            RS_TRY(dp_send_batch(ch, r, &h, x + (size_t)lo * ch->dim, y + lo, len));
+            h.count = (uint64_t)len * (uint64_t)(ch->dim + ch->per);
+            RS_TRY(dp_send_batch(ch, r, &h, x + (size_t)lo * ch->dim, y + (size_t)lo * ch->per, len));
         }
         RS_TRY(dp_h2d(ch, m->act[0], x, (size_t)ch->len * ch->dim * sizeof(float)));
-        RS_TRY(dp_h2d(ch, m->labels, y, (size_t)ch->len * sizeof(int)));
-        RS_TRY(dp_h2d(ch, ch->glabels, y, (size_t)global_rows * sizeof(int)));
+        RS_TRY(dp_h2d(ch, m->labels, y, (size_t)ch->len * (size_t)ch->per * sizeof(int)));
+        RS_TRY(dp_h2d(ch, ch->glabels, y, (size_t)global_rows * (size_t)ch->per * sizeof(int)));
     } else {
         ch->phase = DP_WAIT_SCATTER;
         ch->got[0] = 0;
@@ -393,8 +394,8 @@ static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
     double t0 = clock_now(), blocked = 0, compute = 0;
     Device *d = ch->dev;
     Model *m = ch->model;
-    size_t C = (size_t)ch->classes;
-    const float *logits = m->act[m->nlayers];
+    size_t C = (size_t)ch->per * (size_t)ch->classes; /* output values per sample */
+    const float *logits = model_logits(m);
     if (local_rows != ch->len)
         return rs_error(RS_ERR_RUNTIME, "ps dataparallel: rank %d: loss over %d rows, scattered %d", ch->rank,
                         local_rows, ch->len);
@@ -408,7 +409,7 @@ static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
         if (!ps_zc_drain(&ch->zc, ch->job.timeout))
             return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0: sends still in flight after %g s", ch->job.timeout);
         double tc = clock_now();
-        d->k->softmax_xent(d->kctx, ch->glogits, ch->glabels, ch->rows, (int)C, ch->gdlogits, m->stats);
+        d->k->softmax_xent(d->kctx, ch->glogits, ch->glabels, ch->rows * ch->per, ch->classes, ch->gdlogits, m->stats);
         RS_TRY(d->ops->stream_sync(d, NULL));
         compute = clock_now() - tc;
         if (ch->len) RS_TRY(d->ops->copy(d, m->dbuf[0], ch->gdlogits, (size_t)ch->len * C * sizeof(float), 2, NULL));
@@ -467,9 +468,9 @@ static int dp_bind(DpChannel *ch) {
 static int dp_open_socket(DpChannel *ch) {
     const Model *m = ch->model;
     int linger = 1000, sndtimeo = (int)(ch->job.timeout * 1000), zero = 0, one = 1;
-    size_t chunk = (size_t)m->max_batch, most = chunk * (size_t)ch->classes * sizeof(float);
+    size_t chunk = (size_t)m->max_batch, most = chunk * (size_t)ch->per * (size_t)ch->classes * sizeof(float);
     if (ch->rank != 0) { /* parameters, a batch chunk or an output gradient */
-        size_t batch = chunk * (size_t)(ch->dim + 1) * sizeof(float), params = m->nparams * sizeof(float);
+        size_t batch = chunk * (size_t)(ch->dim + ch->per) * sizeof(float), params = m->nparams * sizeof(float);
         if (batch > most) most = batch;
         if (params > most) most = params;
     }
@@ -516,8 +517,9 @@ static void dp_destroy(void *state);
 
 /* Checks DataParallel's options, creates the channel: rank 0 binds its ROUTER on
  * tcp://job->addr:* (its endpoint text) and allocates the gathered logits, their gradient and
- * the global batch's labels on its device under MEM_GATHER: 4 x global_batch x (2 x classes +
- * 1) bytes; host staging (MEM_COMM) where the device is not host memory. check(arg) is polled
+ * the global batch's labels on its device under MEM_GATHER: 4 B R (2 C + 1) bytes for
+ * B = --global-batch, R output rows per sample (1; gpt: --seq-len) and C classes (gpt: the
+ * vocabulary); host staging (MEM_COMM) where the device is not host memory. check(arg) is polled
  * during waits. */
 static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, void **out, char *endpoint,
                    size_t len) {
@@ -536,8 +538,9 @@ static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, 
     ch->token = wire_token(job->token);
     ch->rank = job->rank;
     ch->N = job->world;
-    ch->dim = model->sizes[0];
-    ch->classes = model->sizes[model->nlayers];
+    ch->dim = model_in_width(model);
+    ch->classes = model_out_width(model);
+    ch->per = model_out_rows(model, 1);
     ch->cap = job->cfg->global_batch;
     ch->host_visible = job->dev->host_visible;
     ch->check = check;

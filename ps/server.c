@@ -51,7 +51,9 @@ struct PsServer {
     /* training */
     ShardRange range;
     ShardSlice *slice;       /* [nbuckets]: this server's part of each bucket (count 0: none) */
-    float *params, *mom;
+    float *params, *mom, *mom2; /* master parameters; SGD's momentum (server tag), or AdamW's two
+                                  * moments (optimizer tag: the optimizer's state where it runs) */
+    MemTag mom_tag;
     int init_left;           /* slices of initial parameters still to come from rank 0 */
     unsigned char *init_seen, *pull;
     PsPhase train, sum;
@@ -82,6 +84,14 @@ const float *ps_rule_sgd(const PsUpdate *u) {
     float scale = u->global_samples > 0 ? 1.0f / (float)u->global_samples : 0.0f;
     u->dev->k->sgd_step(u->dev->kctx, u->params, u->sum, u->mom, u->n, (float)c->lr, (float)c->momentum,
                         (float)c->weight_decay, scale);
+    return u->params;
+}
+
+const float *ps_rule_adamw(const PsUpdate *u) {
+    const Config *c = u->cfg;
+    float scale = u->global_samples > 0 ? 1.0f / (float)u->global_samples : 0.0f;
+    u->dev->k->adamw_step(u->dev->kctx, u->params, u->sum, u->mom, u->mom2, u->n, (float)c->lr, (float)c->beta1,
+                          (float)c->beta2, (float)c->eps, (float)c->weight_decay, scale, u->t < 1 ? 1 : u->t);
     return u->params;
 }
 
@@ -259,7 +269,8 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     for (int r = 1; r < s->a.nworkers; r++) d->k->axpy(d->kctx, sum, 1.0f, ph->recv + (size_t)r * ph->cap + at, n);
     PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = sum, .n = n, .global_samples = ph->samples,
                   .params = s->params ? s->params + (off - s->range.lo) : NULL,
-                  .mom = s->mom ? s->mom + (off - s->range.lo) : NULL};
+                  .mom = s->mom ? s->mom + (off - s->range.lo) : NULL,
+                  .mom2 = s->mom2 ? s->mom2 + (off - s->range.lo) : NULL, .t = (int)ph->step + 1};
     const float *out = ph->rule(&u);
     const void *payload = out;
     if (!s->host_visible) {
@@ -401,6 +412,7 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
     if (--s->init_left > 0) return RS_OK;
     size_t n = s->range.hi - s->range.lo;
     d->k->fill(d->kctx, s->mom, 0.0f, n);
+    if (s->mom2) d->k->fill(d->kctx, s->mom2, 0.0f, n);
     if (!s->host_visible) RS_TRY(d->ops->copy(d, s->train.stage, s->params, n * sizeof(float), 1, NULL));
     RS_TRY(d->ops->stream_sync(d, NULL));
     RS_TRY(d->k->sync(d->kctx));
@@ -633,7 +645,8 @@ void ps_server_destroy(PsServer *s) {
     phase_free(s, &s->train);
     phase_free(s, &s->sum);
     device_free(s->a.dev, s->params, n * sizeof(float), MEM_SERVER);
-    device_free(s->a.dev, s->mom, n * sizeof(float), MEM_SERVER);
+    device_free(s->a.dev, s->mom, n * sizeof(float), s->mom_tag);
+    device_free(s->a.dev, s->mom2, n * sizeof(float), s->mom_tag);
     free(s->slice);
     free(s->init_seen);
     free(s->pull);
@@ -690,8 +703,11 @@ static int server_alloc_train(PsServer *s) {
     s->init_left = ph->nslices;
     size_t n = s->range.hi - s->range.lo;
     s->params = device_alloc(a->dev, n * sizeof(float), MEM_SERVER);
-    s->mom = s->params ? device_alloc(a->dev, n * sizeof(float), MEM_SERVER) : NULL;
-    if (!s->mom) return RS_ERR_RUNTIME;
+    int adamw = !strcmp(a->cfg->optimizer, "adamw");
+    s->mom_tag = adamw ? MEM_OPTIMIZER : MEM_SERVER;
+    s->mom = s->params ? device_alloc(a->dev, n * sizeof(float), s->mom_tag) : NULL;
+    if (s->mom && adamw) s->mom2 = device_alloc(a->dev, n * sizeof(float), s->mom_tag);
+    if (!s->mom || (adamw && !s->mom2)) return RS_ERR_RUNTIME;
     return phase_reserve(s, ph, n, a->nbuckets);
 }
 
@@ -718,7 +734,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);
     s->per = per < 1 ? 1 : (size_t)per;
     s->train.op = WIRE_PUSH;
-    s->train.rule = ps_rule_sgd;
+    s->train.rule = !strcmp(a->cfg->optimizer, "adamw") ? ps_rule_adamw : ps_rule_sgd;
     s->train.needs_samples = 1;
     s->sum.op = WIRE_SUM;
     s->sum.rule = ps_rule_sum;
