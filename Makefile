@@ -3,6 +3,7 @@
 #   make              build build/ringside (CUDA=auto: CUDA when nvcc and NCCL are found)
 #   make CUDA=0       CPU-only build
 #   make deps         install missing Debian packages (apt-get; idempotent)
+#   make deps-slurm   install Slurm and munge for the one-node Slurm test (make test runs it)
 #   make demo         deps, build, run the main job
 #   make test         deps, build both variants, run the whole suite
 #   make asan         build with ASan + UBSan and run the suite
@@ -14,6 +15,7 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 DEB_PKGS  := pkg-config libzmq3-dev libcjson-dev libopenblas-dev zlib1g-dev python3-matplotlib \
              openmpi-bin libopenmpi-dev tcpdump valgrind
+SLURM_DEB := slurm-wlm munge
 SAN       ?=
 
 # ---- dependencies -------------------------------------------------------------------------
@@ -69,7 +71,7 @@ ifeq ($(USE_CUDA),1)   # CUDA-only probes (tests/test_*.cu), built with nvcc, in
 endif
 
 # ---- targets ------------------------------------------------------------------------------
-.PHONY: all deps demo test test-unit asan asan-quick clean info-build
+.PHONY: all deps deps-slurm demo test test-unit asan asan-quick clean info-build
 
 all: info-build $(BIN) $(TEST_BIN)
 
@@ -103,14 +105,23 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# $(call apt_install,PACKAGES,NAME,FAIL): installs the missing ones of PACKAGES with apt-get (as root;
+# otherwise prints the sudo line), saying which; FAIL is the exit status when that cannot be done
+apt_install = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "\# $(2): all Debian packages present ($(strip $(1)))"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "\# $(2): installing$$missing"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null)) \
+	  && echo "\# $(2): installed$$missing" || { echo "ringside: $(if $(filter 0,$(3)),note,error): apt-get install$$missing failed" >&2; exit $(3); }; \
+	else echo "ringside: $(if $(filter 0,$(3)),note,error): missing Debian packages:$$missing" >&2; \
+	  echo "  run: sudo apt-get install -y$$missing" >&2; exit $(3); fi
+
 deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -z "$$missing" ]; then echo "# deps: all Debian packages present"; \
-	elif [ "$$(id -u)" = 0 ]; then echo "# deps: installing$$missing"; \
-	  (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null)) \
-	  && echo "# deps: installed$$missing" || { echo "ringside: error: apt-get install$$missing failed" >&2; exit 1; }; \
-	else echo "ringside: error: missing Debian packages:$$missing" >&2; \
-	  echo "  run: sudo apt-get install -y$$missing" >&2; exit 1; fi
+	@$(call apt_install,$(DEB_PKGS),deps,1)
+
+# Slurm for tests/integration/slurm.sh only (not the demo): without it that test SKIPs, so a
+# failure here is said and not fatal
+deps-slurm:
+	@$(call apt_install,$(SLURM_DEB),deps-slurm,0)
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -126,7 +137,7 @@ plots:
 # the suite, then the bounded sanitizer checks: ThreadSanitizer's whole check, and ASan + UBSan over
 # the unit tests and the multi-rank scripts where threads, servers and the launcher live
 ASAN_QUICK = async_copies bench dataparallel equivalence launcher ps secure
-test: deps
+test: deps deps-slurm
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory BUILD=build/nocuda CUDA=0 all
 	@bash tests/run.sh $(BUILD)
