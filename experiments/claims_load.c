@@ -136,6 +136,9 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
     snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
     if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
+    const cJSON *emu = cJSON_GetObjectItemCaseSensitive(config, "link"), *how = cJSON_GetObjectItemCaseSensitive(sum, "transport");
+    snprintf(r->emulated, sizeof r->emulated, "%s", cJSON_IsString(emu) ? emu->valuestring : "");
+    snprintf(r->transport, sizeof r->transport, "%s", cJSON_IsString(how) ? how->valuestring : "");
     r->repeats = 1;
     return RS_OK;
 }

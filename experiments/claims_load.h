@@ -26,6 +26,8 @@ typedef struct {
     int nloss;
     double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
     char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
+    char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */
+    char transport[16];       /* summary.transport: how its data moved ("" unknown) */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */
 } ClaimsRun;
 

@@ -3,6 +3,7 @@
 #include "predict.h"
 #include "../common/atomicfile.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/sync.h"
 
 #include <cJSON.h>
@@ -58,12 +59,16 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     if (link) *link = l;
     if (!l) return -1;
     const Config *g = &c->cfg;
-    double n = 4.0 * (double)config_param_count(g);
-    double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n,
-                                 g->bucket_mb * 1048576.0, l->alpha_s, l->beta_s_per_byte);
+    double n = 4.0 * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
+    LinkSpec emu; /* an emulated link (--link): its latency adds to every message, its rate bounds every byte */
+    if (link_parse(g->link, &emu) == RS_OK && emu.bytes_per_s > 0) {
+        alpha += emu.latency_s;
+        if (1.0 / emu.bytes_per_s > beta) beta = 1.0 / emu.bytes_per_s;
+    }
+    double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n, g->bucket_mb * 1048576.0, alpha,
+                                 beta);
     if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
-        double d = predict_dp_data(g->nranks, g->global_batch, g->layers[0], g->layers[g->nlayers - 1], l->alpha_s,
-                                   l->beta_s_per_byte);
+        double d = predict_dp_data(g->nranks, g->global_batch, g->layers[0], g->layers[g->nlayers - 1], alpha, beta);
         t = d < 0 ? d : t + d;
     }
     return t;

@@ -62,6 +62,17 @@ for sync in ring ps student; do
         bad "$sync --link" "the parameters differ with a link"
 done
 
+# the demo's emulated matrix (experiments/matrices/quick-link.json): on this machine's cores, with
+# ranks up to 8, the time claims hold under the link, and the claims output names it
+if timeout 600 $BIN matrix experiments/matrices/quick-link.json --out "$T/ql" >"$T/ql.log" 2>&1; then
+    $BIN claims "$T/ql" >"$T/claims.log" 2>&1
+    for k in 3 6; do
+        if grep -Eq "^$k +PASS" "$T/claims.log" && grep -A40 -E "^$k +PASS" "$T/claims.log" | grep -q "link 1gbit\|emulated 1gbit"; then
+            ok "quick-link: claim $k PASSes at N = 2, 4, 8, decided on the emulated 1gbit link"
+        else bad "quick-link claim $k" "$(grep -A12 -E "^$k " "$T/claims.log")"; fi
+    done
+else bad "quick-link matrix" "$(tail -n 5 "$T/ql.log")"; fi
+
 # bad values: exit 2 naming the value, no report
 expect_status "--link 0gbit is exit 2" 2 $BIN train --link 0gbit --steps 1 --report "$T/x.json"
 expect_status "--link -5mbit is exit 2" 2 $BIN train --link -5mbit --steps 1 --report "$T/x.json"

@@ -193,14 +193,14 @@ printf '{"alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "links": {"tcp": "bench-tcp.j
 expect_status "links: a bench report for tcp beside the default" 0 "$BIN" matrix "$T/links.json" --dry-run
 if grep -q "alpha-beta, default: alpha 0.0001 s" "$T/last.log" && grep -q "alpha-beta, tcp: alpha 5e-05 s, beta 2e-09 s/byte" "$T/last.log"; then
     ok "each link printed with its source"; else bad "links" "$(cat "$T/last.log")"; fi
-# each run is predicted over the link it moved on: the ring over shm, ps over tcp
+# each run is predicted over the link it moved on: the ring over shm, ps over a Unix socket (ipc)
 cat >"$T/perlink.json" <<'EOF'
 {"name": "perlink", "base": {"device": "cpu", "layers": "64,16,10", "steps": 6, "train-samples": 256},
  "axes": {"sync": ["ring", "ps"], "ranks": [2]},
  "alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "links": {"shm": {"alpha_s": 2e-5, "beta_s_per_byte": 3e-10}}}
 EOF
 expect_status "a matrix with a link per transport runs" 0 "$BIN" matrix "$T/perlink.json" --out "$T/perlink"
-$PY - "$T/perlink" <<'EOF' && ok "ring predicted over shm, ps over the default (tcp)" || bad "per-link predictions" "$(cat "$T/last.log")"
+$PY - "$T/perlink" <<'EOF' && ok "ring predicted over shm, ps over the default (it moved over ipc, which the matrix gives no link)" || bad "per-link predictions" "$(cat "$T/last.log")"
 import json, sys, os
 d = sys.argv[1]
 ring = json.load(open(os.path.join(d, "sync=ring,ranks=2-r1.json")))["summary"]
@@ -208,11 +208,11 @@ ps = json.load(open(os.path.join(d, "sync=ps,ranks=2-r1.json")))["summary"]
 n = 4 * (64 * 16 + 16 + 16 * 10 + 10)
 assert ring["transport"] == "shm" and ring["prediction"]["link"] == "shm", ring["prediction"]
 assert abs(ring["prediction"]["step_comm_s"] - (2 * 2e-5 + n * 3e-10)) < 1e-12, ring["prediction"]
-assert ps["transport"] == "tcp" and ps["prediction"]["link"] == "tcp" and ps["prediction"]["alpha_s"] == 1e-4, ps["prediction"]
+assert ps["transport"] == "ipc" and ps["prediction"]["link"] == "ipc" and ps["prediction"]["alpha_s"] == 1e-4, ps["prediction"]
 assert "default link" in ps["prediction"]["source"]
 summ = json.load(open(os.path.join(d, "summary.json")))
 rows = {r["cell"]: r for r in summ["runs"]}
-assert rows["sync=ring,ranks=2"]["transport"] == "shm" and rows["sync=ps,ranks=2"]["transport"] == "tcp"
+assert rows["sync=ring,ranks=2"]["transport"] == "shm" and rows["sync=ps,ranks=2"]["transport"] == "ipc"
 links = summ["prediction"]["links"]
 assert links["shm"]["alpha_s"] == 2e-5 and links["default"]["alpha_s"] == 1e-4 and links["default"]["source"] == "matrix file", links
 assert rows["sync=ring,ranks=2"]["prediction_link"] == "shm" and rows["sync=ps,ranks=2"]["prediction_link"] == "default"
@@ -250,7 +250,7 @@ k2, col, ring = by["variant=ps-K2,ranks=2"], by["variant=ps-colocated,ranks=2"],
 assert k2["servers"] == 2 and k2["server_peak_max_bytes"] > 0 and k2["server_traffic_max_bytes"] > 0, k2
 assert k2["imbalance_traffic_with_servers"] >= k2["imbalance_traffic"] > 0, k2
 assert col["servers"] == 0 and col["server_peak_max_bytes"] is None and col["imbalance_traffic_with_servers"] is None, col
-assert ring["transport"] == "shm" and col["transport"] == "tcp" and ring["link"] == "", ring
+assert ring["transport"] == "shm" and col["transport"] == "ipc" and ring["link"] == "", ring
 for c in ("idle_s", "servers", "server_peak_max_bytes", "server_traffic_max_bytes", "imbalance_memory_with_servers",
           "imbalance_traffic_with_servers", "params", "buckets", "variant", "link", "prediction_link", "transport"):
     assert c in rows[0], c
@@ -274,7 +274,7 @@ d = sys.argv[1]
 s = json.load(open(os.path.join(d, "summary.json")))
 links = s["prediction"]["links"]
 fit = json.load(open(sys.argv[2]))["links"]
-assert sorted(links) == ["shm", "tcp"] == sorted(fit), (links, fit)
+assert sorted(links) == ["ipc", "shm"] == sorted(fit), (links, fit)
 for t, l in links.items():
     assert l["source"].startswith("auto: fitted on this machine") and 0 < l["r2"] <= 1 and "worst_relative_residual" in l, l
     assert l["alpha_s"] == fit[t]["alpha_s"] and l["beta_s_per_byte"] == fit[t]["beta_s_per_byte"], (l, fit[t])
@@ -287,11 +287,11 @@ EOF
 expect_status "links auto with --resume keeps the benches" 0 "$BIN" matrix "$T/auto.json" --out "$T/auto" --resume
 if [ "$(grep -c 'links: auto: kept' "$T/last.log")" = 2 ]; then ok "--resume keeps the links benches"; else bad "links auto resume" "$(cat "$T/last.log")"; fi
 # a `ringside fit --report` file names a link per transport: a matrix's links take it
-printf '{"links": {"shm": "%s", "tcp": "%s"}, "axes": {"ranks": [2]}, "base": {"layers": "64,16,10"}}\n' "$T/auto-fit.json" "$T/auto-fit.json" >"$T/withfit.json"
+printf '{"links": {"shm": "%s", "ipc": "%s"}, "axes": {"ranks": [2]}, "base": {"layers": "64,16,10"}}\n' "$T/auto-fit.json" "$T/auto-fit.json" >"$T/withfit.json"
 expect_status "links from a fit file" 0 "$BIN" matrix "$T/withfit.json" --dry-run --only ranks=2
-a=$($PY -c "import json,sys; print('%.3g' % json.load(open(sys.argv[1]))['links']['tcp']['alpha_s'])" "$T/auto-fit.json")
-if grep -q "alpha-beta, tcp: alpha $a s" "$T/last.log"; then ok "a fit file's tcp link read by transport"; else bad "fit file as link" "$(cat "$T/last.log")"; fi
-invalid "a fit file without the transport" '{"links": {"ipc": "'"$T"'/auto-fit.json"}}' "holds no fit for ipc (it has: shm, tcp)"
+a=$($PY -c "import json,sys; print('%.3g' % json.load(open(sys.argv[1]))['links']['ipc']['alpha_s'])" "$T/auto-fit.json")
+if grep -q "alpha-beta, ipc: alpha $a s" "$T/last.log"; then ok "a fit file's ipc link read by transport"; else bad "fit file as link" "$(cat "$T/last.log")"; fi
+invalid "a fit file without the transport" '{"links": {"tcp": "'"$T"'/auto-fit.json"}}' "holds no fit for tcp (it has: shm, ipc)"
 invalid "links neither auto nor an object" '{"links": "manual"}' "links: expected \"auto\" or an object"
 
 # a run past timeout_s is killed (its whole process group) and recorded as a timeout
