@@ -213,6 +213,7 @@ O="$T/mo"
 expect_status "matrix --launcher slurm (4 cells, one failing on purpose): exit 1" 1 \
     timeout -k 5 "$RUN_S" "$BIN" matrix "$T/sm.json" --out "$O" --launcher slurm --slurm-args "--overcommit --time=5"
 cp "$T/last.log" "$T/matrix1.log"
+grep "^# \[" "$T/matrix1.log" | sed 's/^/    /'   # each step's wall time, for the record
 grep -q "each a Slurm job step" "$T/matrix1.log" && grep -q "^# \[3/4\] variant=ps-dedicated r1: ok in" "$T/matrix1.log" \
     && ok "  ... progress lines" || bad "  ... progress lines" "$(head -n 6 "$T/matrix1.log")"
 if $PY - "$O" >"$T/py.log" 2>&1 <<'EOF'
