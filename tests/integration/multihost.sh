@@ -115,4 +115,44 @@ if [ -n "$shaping" ]; then
 else
     echo "skip slow link: this kernel has neither netem nor tbf queueing disciplines"
 fi
+
+# --link against the kernel's own shaping: the same job across hosts whose links a token bucket
+# (tc tbf) limits to R each way (on the host's side of its veth and on the switch's), and on one
+# host with --link R over TCP on the loopback: their comm_total per step agree within 25%
+R=100mbit
+shape_all() { # tbf at R both ways on hosts 0-2's links; 1 when tbf is missing
+    for i in 0 1 2; do
+        ip netns exec "${tag}h$i" tc qdisc add dev "${tag}e$i" root tbf rate $R burst 32kb latency 200ms 2>/dev/null || return 1
+        ip netns exec "$sw" tc qdisc add dev "${tag}p$i" root tbf rate $R burst 32kb latency 200ms 2>/dev/null || return 1
+    done
+}
+unshape_all() {
+    for i in 0 1 2; do
+        ip netns exec "${tag}h$i" tc qdisc del dev "${tag}e$i" root 2>/dev/null
+        ip netns exec "$sw" tc qdisc del dev "${tag}p$i" root 2>/dev/null
+    done
+}
+comm_per_step() { $PY -c '
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+print(statistics.mean(e["time_s"]["phases"]["comm_total"] for e in r["ranks"] if e.get("role") == "worker"))' "$1"; }
+if shape_all; then
+    unshape_all
+    for s in ring ps; do
+        shape_all
+        run_job "tbf$s" 3 "--sync $s --steps 20 --warmup 3"; rc=$?
+        unshape_all
+        timeout 120 "$BIN" train -n 3 --sync $s $SMALL --steps 20 --warmup 3 --link $R --transport tcp \
+            --report "$T/emu$s.json" >"$T/emu$s.log" 2>&1; erc=$?
+        if [ $rc = 0 ] && [ $erc = 0 ]; then
+            a=$(comm_per_step "$T/tbf$s.json"); b=$(comm_per_step "$T/emu$s.json")
+            if $PY -c "import sys; sys.exit(0 if abs($b - $a) <= 0.25 * $a else 1)"; then
+                ok "$s: --link $R on one host ($(printf %.1f "$($PY -c "print($b*1e3)")") ms comm per step) agrees with tc tbf at $R across hosts ($(printf %.1f "$($PY -c "print($a*1e3)")") ms) within 25%"
+            else bad "$s --link vs tbf" "comm per step: --link $b s, tbf $a s (more than 25% apart)"; fi
+        else bad "$s --link vs tbf" "rc $rc / $erc: $(tail -n 2 "$T"/tbf$s.*.log "$T/emu$s.log")"; fi
+    done
+else
+    unshape_all
+    echo "skip --link against tc: this kernel has no tbf queueing discipline"
+fi
 finish
