@@ -246,6 +246,22 @@ expect_status "matrix --launcher slurm --dry-run: every cell checked as a job st
 grep -q "srun --ntasks=3 --overcommit ringside train" "$T/last.log" && grep -q "every cell passed" "$T/last.log" \
     && ok "  ... srun --ntasks=3 for 2 ranks + 1 server" || bad "  ... dry run" "$(tail -n 4 "$T/last.log")"
 
+# "links": "auto": the benches that fit the links are job steps too (2 tasks)
+cat >"$T/auto.json" <<'EOF'
+{"name": "auto", "base": {"device": "cpu", "layers": "784,16,10", "steps": 4, "ranks": 2, "sync": "ring"}, "links": "auto", "timeout_s": 60}
+EOF
+expect_status "matrix --launcher slurm with links auto" 0 \
+    timeout -k 5 "$RUN_S" "$BIN" matrix "$T/auto.json" --out "$T/auto" --launcher slurm --slurm-args "--overcommit"
+if $PY - "$T/auto" >"$T/py.log" 2>&1 <<'EOF'
+import json, os, sys
+b = json.load(open(os.path.join(sys.argv[1], "links-bench-ring.json")))
+assert b["config"]["sync"] == "ring" and len(b["rows"]) >= 2, b["config"]
+s = json.load(open(os.path.join(sys.argv[1], "summary.json")))
+links = s["prediction"]["links"]
+assert any(l["source"].startswith("auto: fitted") for l in links.values()), links
+EOF
+then ok "  ... the bench ran as a step and its fit is in the summary"; else bad "  ... links auto" "$(tail -n 3 "$T/py.log")"; fi
+
 # a run past the matrix's timeout_s: recorded as a timeout, the step ended, nothing left running
 cat >"$T/slow.json" <<'EOF'
 {"name": "slow", "base": {"device": "cpu", "layers": "784,64,10", "steps": 1000000, "ranks": 2, "sync": "ring"}, "timeout_s": 4}
