@@ -227,7 +227,11 @@ int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *pat
         fputc(',', f);
         row_csv_text(f, m->axis_name[a]);
     }
-    for (int i = 0; ident[i]; i++) fprintf(f, ",%s", ident[i]);
+    for (int i = 0; ident[i]; i++) { /* a column the run reports, named like an axis (--transport, --link): "report_" */
+        int axis = 0;
+        for (int a = 0; a < m->naxes; a++) axis |= !strcmp(m->axis_name[a], ident[i]);
+        fprintf(f, ",%s%s", axis ? "report_" : "", ident[i]);
+    }
     for (int i = 0; row_metrics[i]; i++) fprintf(f, ",%s", row_metrics[i]);
     fputc('\n', f);
     const cJSON *row;

@@ -547,6 +547,16 @@ int train_main(int argc, char **argv) {
         return rc;
     }
     if (r->env.launched) {
+        /* srun / mpirun start workers and dedicated servers alike: the last `servers` tasks serve */
+        if (servers > 0 && !getenv("RINGSIDE_ROLE") && (!strcmp(r->env.source, "slurm") || !strcmp(r->env.source, "openmpi"))) {
+            if (r->env.world <= servers) {
+                log_error("--ps-servers %d: the job has %d tasks, none left to train (start workers + servers tasks)",
+                          servers, r->env.world);
+                free(r);
+                return RS_ERR_INPUT;
+            }
+            r->env.world -= servers;
+        }
         r->env.servers = servers;
         r->cfg.nranks = r->env.world;
         log_set_rank(r->env.member);
