@@ -7,6 +7,7 @@
 #include "../common/model.h"
 #include "../common/sync.h"
 #include "../common/engine.h"
+#include "../common/zendpoint.h"
 #include "../common/ctrl.h"
 #include "../experiments/backends.h"
 #include "../ps/ps.h"
@@ -271,12 +272,14 @@ static void fake_open(Fake *f, void *ctx, const char *ep, int rank, const char *
     char id[16];
     f->rank = rank;
     f->sock = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 0, rcv = 3000;
+    int linger = 0, rcv = 3000, snd = 3000; /* a fake that cannot reach the server fails, never hangs */
     zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(f->sock, ZMQ_RCVTIMEO, &rcv, sizeof rcv);
+    zmq_setsockopt(f->sock, ZMQ_SNDTIMEO, &snd, sizeof snd);
     if (identity) zmq_setsockopt(f->sock, ZMQ_ROUTING_ID, identity, strlen(identity));
     else if (rank >= 0) zmq_setsockopt(f->sock, ZMQ_ROUTING_ID, id, ps_identity(rank, id, sizeof id));
-    zmq_connect(f->sock, ep);
+    const char *via;
+    CHECK_MSG(zep_connect(f->sock, ep, "the server", &via) == RS_OK, "%s", rs_errmsg()); /* as a worker would */
 }
 
 static void fake_send(Fake *f, uint64_t token, int op, uint32_t step, int bucket, size_t off, size_t count,
