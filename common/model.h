@@ -23,7 +23,6 @@ typedef struct Model Model;
  * function returns 0 or RS_ERR_* with rs_errmsg() set, unless said otherwise. */
 typedef struct ModelOps {
     const char *name;  /* "mlp", "lenet", "gpt" */
-    const char *help;
     /* Whether the options fit the model (RS_ERR_INPUT naming the option), before any work. */
     int (*check)(const Config *c);
     /* The parameter count for the options. */

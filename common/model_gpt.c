@@ -10,7 +10,7 @@
  *            W [4C, C], b [C]                     (12 C^2 + 13 C)
  *   1 + L    final LayerNorm gamma, beta [C]
  * A sample's loss is the mean cross-entropy over its T positions: model_loss sums over the
- * N rows and the backward scales the output gradient by 1/T.
+ * N rows and the backward scales the head's two products by 1/T (dbuf[0] is left as it is).
  */
 #include "model.h"
 #include "err.h"
@@ -54,7 +54,8 @@ static int gpt_check(const Config *c) {
     if (c->n_layer < 1 || c->n_layer + 2 > MODEL_MAX_LAYERS)
         return rs_error(RS_ERR_INPUT, "--n-layer %d: must be in 1..%d", c->n_layer, MODEL_MAX_LAYERS - 2);
     if (c->n_head < 1) return rs_error(RS_ERR_INPUT, "--n-head %d: must be at least 1", c->n_head);
-    if (c->n_embd < 1) return rs_error(RS_ERR_INPUT, "--n-embd %d: must be at least 1", c->n_embd);
+    if (c->n_embd < 1 || c->n_embd > 65536)
+        return rs_error(RS_ERR_INPUT, "--n-embd %d: must be in 1..65536", c->n_embd);
     if (c->n_embd % c->n_head)
         return rs_error(RS_ERR_INPUT, "--n-embd %d is not divisible by --n-head %d (each head takes n-embd / n-head)",
                         c->n_embd, c->n_head);
@@ -236,10 +237,10 @@ static int gpt_backward(Model *m, int B, LayerDoneFn done, void *arg) {
     long long TD = (long long)T * D, TT = (long long)T * T, NC = (long long)N * C;
     const float *wte = m->params;
     float *dwte = m->grads, *dwpe = m->grads + (size_t)V * C, *dlogits = m->dbuf[0];
-    /* the head: a sample's loss is the mean over its positions */
-    k->scale(x, dlogits, 1.0f / (float)T, (size_t)N * V);
-    RS_TRY(k->gemm(x, 1, 0, V, C, N, 1.0f, dlogits, V, g->lnf, C, 0.0f, dwte, C));
-    RS_TRY(k->gemm(x, 0, 0, N, C, V, 1.0f, dlogits, V, wte, C, 0.0f, g->dtmp, C));
+    /* the head, scaled by 1/T: a sample's loss is the mean over its positions */
+    float inv_t = 1.0f / (float)T;
+    RS_TRY(k->gemm(x, 1, 0, V, C, N, inv_t, dlogits, V, g->lnf, C, 0.0f, dwte, C));
+    RS_TRY(k->gemm(x, 0, 0, N, C, V, inv_t, dlogits, V, wte, C, 0.0f, g->dtmp, C));
     const float *lnf = m->params + m->off[1 + g->L];
     float *dlnf = m->grads + m->off[1 + g->L];
     k->fill(x, g->dR, 0.0f, (size_t)NC);
@@ -283,7 +284,6 @@ static void gpt_release(Model *m) {
 
 static const ModelOps gpt_ops = {
     .name = "gpt",
-    .help = "a GPT-2-style decoder (--n-layer --n-head --n-embd --seq-len; --vocab on synthetic tokens)",
     .check = gpt_check,
     .count = gpt_count,
     .load_data = gpt_load_data,

@@ -187,7 +187,6 @@ static void lenet_release(Model *m) {
 
 static const ModelOps lenet_ops = {
     .name = "lenet",
-    .help = "LeNet-5 on 28x28 images (convolutions as im2col + GEMM)",
     .check = lenet_check,
     .count = lenet_count,
     .load_data = lenet_load_data,

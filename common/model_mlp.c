@@ -99,7 +99,6 @@ static int mlp_backward(Model *m, int B, LayerDoneFn done, void *arg) {
 
 static const ModelOps mlp_ops = {
     .name = "mlp",
-    .help = "fully connected layers (--layers), ReLU between them",
     .check = mlp_check,
     .count = mlp_count,
     .load_data = mlp_load_data,

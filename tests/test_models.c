@@ -119,8 +119,9 @@ static void grad_check(Config *c, int B, int per, double tol, float bias) {
     if (bias > 0) {
         float *h = malloc(m.nparams * sizeof *h);
         device_d2h(&dev, h, m.params, m.nparams * sizeof *h);
+        static const size_t lenet_bias[5] = {6, 16, 120, 84, 10};
         for (int l = 0; l < m.nlayers; l++) {
-            size_t nb = !strcmp(c->model, "mlp") ? (size_t)m.sizes[l + 1] : l < 2 ? (l ? 16u : 6u) : l == 2 ? 120u : l == 3 ? 84u : 10u;
+            size_t nb = !strcmp(c->model, "mlp") ? (size_t)m.sizes[l + 1] : lenet_bias[l];
             for (size_t i = m.off[l + 1] - nb; i < m.off[l + 1]; i++) h[i] = bias;
         }
         device_h2d(&dev, m.params, h, m.nparams * sizeof *h);
