@@ -41,6 +41,7 @@ typedef struct {
     char secure[512];
     char link[64];          /* --link BW[,LAT] ("": none) */
     char transport[8];      /* --transport auto|shm|ipc|tcp */
+    int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -70,6 +71,7 @@ typedef struct {
     BenchRow *rows;
     int nrows;
     long long wrong_here;  /* this rank's wrong elements over the sweep */
+    unsigned long long hash; /* --inputs random: this size's result, hashed */
     char cmdline[2048];
 } Bench;
 
@@ -96,6 +98,9 @@ static void bench_usage(FILE *f) {
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
             "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
             "      --transport T      auto | shm | ipc | tcp between ranks of one host (default auto)\n"
+            "      --inputs exact|random  exact: small integers, every element checked against the exact sum\n"
+            "                         (default); random: non-exact floats, every rank's result hashed and\n"
+            "                         compared with rank 0's (an all-reduce must leave the same bits everywhere)\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
             "\n"
@@ -162,7 +167,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport"};
+                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -202,6 +207,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--secure")) {
             if (!*v || strlen(v) >= sizeof o->secure) return rs_error(RS_ERR_INPUT, "bench: --secure '%s': not a usable path", v);
             snprintf(o->secure, sizeof o->secure, "%s", v);
+        } else if (!strcmp(name, "--inputs")) {
+            if (strcmp(v, "exact") && strcmp(v, "random"))
+                return rs_error(RS_ERR_INPUT, "bench: --inputs '%s': expected exact or random", v);
+            o->random = !strcmp(v, "random");
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -224,8 +233,24 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
 
 /* ---- the sweep (one rank) ---------------------------------------------------------------------- */
 
-/* Rank r's input element i: a small integer, so that the sum over ranks is exact in fp32. */
-static float bench_input(size_t i, int r) { return (float)((long)((i * 7 + (size_t)r * 13) % 17) - 8); }
+/* Rank r's input element i: a small integer, so that the sum over ranks is exact in fp32 (or,
+ * with --inputs random, a float in [-1, 1) with a full mantissa, whose sum depends on its order). */
+static float bench_input(size_t i, int r, int random) {
+    if (!random) return (float)((long)((i * 7 + (size_t)r * 13) % 17) - 8);
+    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r + 1) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    return (float)((double)(x >> 11) / 4503599627370496.0 - 1.0); /* 2^52: [0, 2) - 1 */
+}
+
+/* FNV-1a of count result floats (their bits). */
+static unsigned long long bench_hash(const float *x, size_t count) {
+    unsigned long long h = 1469598103934665603ULL;
+    const unsigned char *p = (const unsigned char *)x;
+    for (size_t i = 0; i < count * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -274,10 +299,10 @@ static int bench_setup(Bench *b) {
     b->times = calloc((size_t)o->iters, sizeof *b->times);
     if (!b->hin || !b->hout || !b->times) return rs_error(RS_ERR_RUNTIME, "bench: out of host memory for %zu bytes", bytes);
     mem_account(MEM_COMM, 2 * (long long)bytes);
-    for (size_t i = 0; i < b->max_count; i++) b->hin[i] = bench_input(i, b->rank);
+    for (size_t i = 0; i < b->max_count; i++) b->hin[i] = bench_input(i, b->rank, o->random);
     for (int k = 0; k < BENCH_PERIOD; k++) {
         float s = 0;
-        for (int r = 0; r < b->world; r++) s += bench_input((size_t)k, r);
+        for (int r = 0; r < b->world; r++) s += bench_input((size_t)k, r, 0);
         b->expect[k] = s;
     }
 
@@ -289,8 +314,8 @@ static int bench_setup(Bench *b) {
     char canon[8192];
     size_t k = config_canonical(&b->cfg, canon, sizeof canon);
     if (k < sizeof canon)
-        snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
-                 o->warmup, o->iters, o->check);
+        snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
+                 o->warmup, o->iters, o->check, o->random);
     RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
     return RS_OK;
 }
@@ -331,10 +356,9 @@ static int bench_size(Bench *b, size_t count, double *median_us, long long *wron
         double t1 = clock_now();
         if (it < o->warmup) continue;
         b->times[it - o->warmup] = t1 - t0;
-        if (o->check) {
-            RS_TRY(device_d2h(&b->dev, b->hout, b->dbuf, bytes));
-            *wrong += bench_count_wrong(b, count);
-        }
+        if (o->check || o->random) RS_TRY(device_d2h(&b->dev, b->hout, b->dbuf, bytes));
+        if (o->random) b->hash = bench_hash(b->hout, count); /* compared across ranks in bench_collect */
+        else if (o->check) *wrong += bench_count_wrong(b, count);
     }
     *median_us = bench_median(b->times, o->iters) * 1e6;
     return RS_OK;
@@ -347,21 +371,24 @@ static int bench_collect(Bench *b, BenchRow *row, double median_us, long long wr
     row->rank_us[0] = median_us;
     row->wrong = wrong;
     if (!b->ctrl) return RS_OK;
-    char mine[96], **all = NULL;
-    snprintf(mine, sizeof mine, "%.17g %lld", median_us, wrong);
+    char mine[128], **all = NULL;
+    snprintf(mine, sizeof mine, "%.17g %lld %llx", median_us, wrong, b->hash);
     RS_TRY(ctrl_gather(b->ctrl, mine, &all));
     if (!all) return RS_OK;
     int rc = RS_OK;
     row->wrong = 0;
+    unsigned long long h0 = 0;
     for (int r = 0; r < b->world; r++) {
         double us;
         long long w;
-        if (!all[r] || sscanf(all[r], "%lf %lld", &us, &w) != 2) {
+        unsigned long long h;
+        if (!all[r] || sscanf(all[r], "%lf %lld %llx", &us, &w, &h) != 3) {
             rc = rs_error(RS_ERR_PEER, "bench: rank %d sent an unreadable result", r);
             break;
         }
         row->rank_us[r] = us;
-        row->wrong += w;
+        if (r == 0) h0 = h;
+        row->wrong += b->o.random ? h != h0 : w; /* random: ranks whose bits differ from rank 0's */
     }
     ctrl_free_texts(all, ctrl_members(b->ctrl));
     return rc;
@@ -382,7 +409,11 @@ static void bench_print_header(Bench *b) {
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
-    printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: elements not bitwise equal to the exact sum\n");
+    if (o->random)
+        printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: ranks whose result's bits differ from rank 0's "
+               "(random inputs)\n");
+    else
+        printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: elements not bitwise equal to the exact sum\n");
     printf("#\n");
     printf("# %12s %12s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
            "#wrong");
@@ -444,8 +475,8 @@ static int bench_sweep(Bench *b) {
             row->time_us = t;
             row->algbw = t > 0 ? (double)row->bytes / (t * 1e-6) / 1e9 : 0;
             row->busbw = row->algbw * bench_bus_factor(b->world);
-            if (!o->check) row->wrong = -1;
-            bench_print_row(row, o->check);
+            if (!o->check && !o->random) row->wrong = -1;
+            bench_print_row(row, o->check || o->random);
         }
     }
     free(sizes);
@@ -498,7 +529,8 @@ static int bench_finish(Bench *b) {
         wrong += b->rows[i].wrong > 0 ? b->rows[i].wrong : 0;
     }
     avg = b->nrows ? avg / b->nrows : 0;
-    if (o->check) printf("# wrong elements : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
+    if (o->random) printf("# ranks with other bits than rank 0's : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
+    else if (o->check) printf("# wrong elements : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth : %.4f\n", avg);
     fflush(stdout);
     int rc = RS_OK;
@@ -534,6 +566,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);
+        cJSON_AddStringToObject(cfg, "inputs", o->random ? "random" : "exact");
         cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);
         cJSON_AddItemToObject(cfg, "link", report_link_json());
         cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
@@ -554,14 +587,17 @@ static int bench_finish(Bench *b) {
         }
         cJSON *summary = cJSON_AddObjectToObject(root, "summary");
         cJSON_AddNumberToObject(summary, "avg_busbw_gbps", avg);
-        cJSON_AddNumberToObject(summary, "wrong", o->check ? (double)wrong : -1);
+        cJSON_AddNumberToObject(summary, "wrong", o->check || o->random ? (double)wrong : -1);
         cJSON_AddItemToObject(summary, "traffic", traffic);
         rc = report_write_atomic(o->report, root);
         cJSON_Delete(root);
         if (rc == RS_OK) printf("# report: %s\n", o->report);
     }
     if (b->ctrl) ctrl_free_texts(all, ctrl_members(b->ctrl));
-    if (rc == RS_OK && wrong)
+    if (rc == RS_OK && wrong && o->random)
+        rc = rs_error(RS_ERR_WRONG, "bench: ranks hold different bits after the all-reduce (%lld rank-size%s differ from "
+                                    "rank 0's): the sum's order depends on the rank", wrong, wrong == 1 ? "" : "s");
+    else if (rc == RS_OK && wrong)
         rc = rs_error(RS_ERR_WRONG, "bench: %lld element%s not equal to the exact sum (all ranks)", wrong, wrong == 1 ? "" : "s");
     return rc;
 }

@@ -118,6 +118,11 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         r->forward[k] = load_num(e, "time_s", "phases", "forward");
         r->comm_total[k] = load_num(e, "time_s", "phases", "comm_total");
         r->comm_exposed[k] = load_num(e, "time_s", "phases", "comm_exposed");
+        /* the gradient is as large as the parameters, whatever the model (--layers is the MLP's) */
+        double pb = load_num(e, "memory", "by_tag", "params");
+        if (k == 0 && pb > 0) r->grad_bytes = pb;
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "params_hash");
+        if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
     r->steps_run = load_num(sum, "steps", NULL, NULL);
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);

@@ -28,6 +28,7 @@ typedef struct {
     char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
     char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */
     char transport[16];       /* summary.transport: how its data moved ("" unknown) */
+    char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */
 } ClaimsRun;
 
