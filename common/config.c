@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS, OPT_STRAGGLER } OptType;
+typedef enum { OPT_INT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS, OPT_STRAGGLER, OPT_CONSISTENCY } OptType;
 
 typedef struct {
     const char *name;   /* long name without "--" */
@@ -63,6 +63,10 @@ static const Opt opts[] = {
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process)"},
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
+    {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
+    {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32 | bf16 | fp16: gradients (and ps's parameters) rounded to this type on the wire, summed in fp32"},
+    {"loss-scale", 0, OPT_DBL, O(loss_scale), 0, "1", 1, "static loss scale: gradients multiplied by it before they are rounded to the wire type and divided after (fp16: keeps small gradients from underflowing)"},
+    {"time-budget", 0, OPT_DBL, O(time_budget), 0, "0", 1, "seconds of training: every rank stops at the same moment, whatever --steps allows (0: none)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
@@ -131,6 +135,28 @@ static int parse_straggler(const char *v, Config *c) {
     return RS_OK;
 }
 
+/* Parses --ps-consistency's sync | async | ssp:S into c->ps_staleness. */
+static int parse_consistency(const char *v, Config *c) {
+    if (!strcmp(v, "sync")) c->ps_staleness = 0;
+    else if (!strcmp(v, "async")) c->ps_staleness = CONFIG_ASYNC;
+    else if (!strncmp(v, "ssp:", 4)) {
+        char *end;
+        errno = 0;
+        long s = strtol(v + 4, &end, 10);
+        if (!v[4] || *end || errno || v[4] == '-' || v[4] == '+' || s < 0 || s > 1000000)
+            return rs_error(RS_ERR_INPUT, "--ps-consistency '%s': S in ssp:S must be an integer in 0..1000000", v);
+        c->ps_staleness = (int)s;
+    } else {
+        return rs_error(RS_ERR_INPUT, "--ps-consistency '%s': expected sync, async or ssp:S", v);
+    }
+    if (strlen(v) >= sizeof c->ps_consistency)
+        return rs_error(RS_ERR_INPUT, "--ps-consistency '%s': too long", v);
+    strcpy(c->ps_consistency, v);
+    return RS_OK;
+}
+
+int config_lockstep(const Config *c) { return strcmp(c->sync, "ps") || c->ps_staleness == 0; }
+
 double config_straggler_ms(const Config *c, int rank) {
     double ms = 0;
     for (int i = 0; i < c->nstragglers; i++)
@@ -171,6 +197,7 @@ static int opt_set(const Opt *o, Config *c, const char *v) {
     case OPT_NOFLAG: *(int *)base = atoi(v); return RS_OK;
     case OPT_LAYERS: return parse_layers(v, c);
     case OPT_STRAGGLER: return parse_straggler(v, c);
+    case OPT_CONSISTENCY: return parse_consistency(v, c);
     }
     return RS_ERR_INPUT;
 }
@@ -268,6 +295,16 @@ int config_validate(const Config *c) {
     if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
     if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);
     RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
+    if (strcmp(c->ps_consistency, "sync") && strcmp(c->sync, "ps"))
+        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a consistency "
+                                      "model (%s exchanges in lockstep)", c->ps_consistency, c->sync, c->sync);
+    if (c->ps_staleness != 0 && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
+                                      "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
+    if (strcmp(c->wire, "fp32") && strcmp(c->wire, "bf16") && strcmp(c->wire, "fp16"))
+        return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
+    if (!(c->loss_scale > 0)) return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be > 0", c->loss_scale);
+    if (!(c->time_budget >= 0)) return rs_error(RS_ERR_INPUT, "--time-budget %g: must be >= 0 seconds", c->time_budget);
     for (int i = 0; i < c->nstragglers; i++)
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],
@@ -293,7 +330,7 @@ static void opt_text(const Opt *o, const Config *c, char *buf, size_t len) {
     case OPT_INT: case OPT_FLAG: case OPT_NOFLAG: snprintf(buf, len, "%d", *(const int *)base); break;
     case OPT_I64: snprintf(buf, len, "%lld", *(const long long *)base); break;
     case OPT_DBL: snprintf(buf, len, "%.17g", *(const double *)base); break;
-    case OPT_STR: case OPT_STRAGGLER: snprintf(buf, len, "%s", base); break;
+    case OPT_STR: case OPT_STRAGGLER: case OPT_CONSISTENCY: snprintf(buf, len, "%s", base); break;
     case OPT_LAYERS: {
         size_t k = 0;
         buf[0] = 0;
@@ -372,7 +409,7 @@ cJSON *config_json(const Config *c) {
         case OPT_INT: cJSON_AddNumberToObject(o, op->name, *(const int *)base); break;
         case OPT_I64: cJSON_AddNumberToObject(o, op->name, (double)*(const long long *)base); break;
         case OPT_DBL: cJSON_AddNumberToObject(o, op->name, *(const double *)base); break;
-        case OPT_STR: case OPT_STRAGGLER: cJSON_AddStringToObject(o, op->name, base); break;
+        case OPT_STR: case OPT_STRAGGLER: case OPT_CONSISTENCY: cJSON_AddStringToObject(o, op->name, base); break;
         case OPT_FLAG: cJSON_AddBoolToObject(o, op->name, *(const int *)base); break;
         case OPT_NOFLAG: cJSON_AddBoolToObject(o, op->name + 3, *(const int *)base); break;
         case OPT_LAYERS: cJSON_AddItemToObject(o, op->name, cJSON_CreateIntArray(c->layers, c->nlayers)); break;

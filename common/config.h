@@ -7,6 +7,7 @@
 
 #define CONFIG_MAX_LAYERS 16
 #define CONFIG_MAX_STRAGGLERS 16
+#define CONFIG_ASYNC (-1)     /* ps_staleness of --ps-consistency async: no bound */
 
 /* ---- Types ---- */
 typedef struct {
@@ -43,6 +44,10 @@ typedef struct {
     char ps_placement[16];    /* colocated | dedicated */
     int ps_servers;
     char ps_mode[16];         /* push | dataparallel */
+    char ps_consistency[16];  /* sync | async | ssp:S */
+    int ps_staleness;         /* from ps_consistency: 0 sync (and ssp:0), S for ssp:S, CONFIG_ASYNC */
+    char wire[8];             /* fp32 | bf16 | fp16: the type gradients travel in */
+    double loss_scale;        /* static loss scale (fp16 wire: gradients scaled before rounding) */
     int threads;              /* BLAS threads per rank; 0: cores / local ranks */
     char secure[512];         /* CURVE key file: encrypt and authenticate every socket ("": off) */
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
@@ -53,6 +58,7 @@ typedef struct {
     int nstragglers;
     int straggler_rank[CONFIG_MAX_STRAGGLERS];
     double straggler_ms[CONFIG_MAX_STRAGGLERS];
+    double time_budget;       /* seconds of training for every rank (0: none) */
     /* output */
     char report[512];
     char trace[512];
@@ -92,6 +98,10 @@ unsigned long long config_hash(const char *text);
 /* Milliseconds rank sleeps after its forward in every step (--straggler; summed when a rank is
  * named twice), 0 for a rank not named. */
 double config_straggler_ms(const Config *c, int rank);
+
+/* 1 when every rank takes the same steps in lockstep (every back end but ps under async or
+ * ssp:S with S >= 1, whose workers each run at their own pace). */
+int config_lockstep(const Config *c);
 
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);

@@ -56,6 +56,8 @@ struct Engine {
     int err;
     char errmsg[1024];
     double *t0, *t1;           /* [nb] each bucket's communication interval (clock_now) */
+    double t_begin;            /* when the first step could start (--time-budget counts from it) */
+    float *vote;               /* --time-budget in lockstep: one float on the device (MEM_COMM) */
 };
 
 /* ---- pointers ------------------------------------------------------------------------------- */
@@ -470,6 +472,11 @@ int engine_create(Engine **out, const EngineArgs *a) {
         }
         e->started_thread = 1;
     }
+    if (a->cfg->time_budget > 0 && config_lockstep(a->cfg) && !(e->vote = device_alloc(a->dev, sizeof(float), MEM_COMM))) {
+        rc = RS_ERR_RUNTIME;
+        goto err;
+    }
+    e->t_begin = clock_now();
     *out = e;
     return RS_OK;
 err:
@@ -481,6 +488,29 @@ err:
         rs_error(rc, "%s", why);
     }
     return rc;
+}
+
+int engine_should_stop(Engine *e, int budget_spent, int *stop) {
+    double budget = e->a.cfg->time_budget;
+    int mine = budget_spent || (budget > 0 && clock_now() - e->t_begin >= budget);
+    *stop = mine;
+    if (!config_lockstep(e->a.cfg)) /* at its own pace: alone, and the servers stop counting on it */
+        return mine && e->ops->close ? e->ops->close(e->st) : RS_OK;
+    if (!e->vote || !e->ops->allreduce) return RS_OK;
+    float v = (float)mine; /* every rank's verdict summed: anyone past the budget stops everyone */
+    RS_TRY(device_h2d(e->a.dev, e->vote, &v, sizeof v));
+    RS_TRY(e->ops->allreduce(e->st, e->vote, 1));
+    RS_TRY(device_d2h(e->a.dev, &v, e->vote, sizeof v));
+    *stop = v > 0.5f;
+    return RS_OK;
+}
+
+int engine_progress(const Engine *e, long long *applied, int *staleness) {
+    *applied = 0;
+    *staleness = 0;
+    if (!e->st || !e->ops->progress) return 0;
+    e->ops->progress(e->st, applied, staleness);
+    return 1;
 }
 
 /* ---- accessors and the end ----------------------------------------------------------------- */
@@ -528,6 +558,7 @@ void engine_free(Engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL); /* at most one back-end wait (its timeout) when a peer died */
     }
+    device_free(e->a.dev, e->vote, sizeof(float), MEM_COMM);
     if (e->dst) e->a.driver->destroy(e->dst);
     if (e->st || e->ops) e->ops->destroy(e->st); /* before the staging: it waits for ZeroMQ to let go */
     ctrl_close(e->ctrl);

@@ -117,6 +117,18 @@ void engine_step_begin(Engine *e, int step);
 int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int global_samples,
                 int *local_rows);
 
+/* After a step: whether the run ends here, in *stop. budget_spent is the caller's verdict on
+ * its step budget (under async: the server has applied --steps updates' worth). With
+ * --time-budget, ranks that step in lockstep decide together (a one-float sum over the back
+ * end: every rank stops after the same step, once any rank's clock has passed the budget
+ * since the first step); a rank that runs at its own pace (ps async, ssp) decides alone and,
+ * stopping, says goodbye to its servers at once. 0 or RS_ERR_*. */
+int engine_should_stop(Engine *e, int budget_spent, int *stop);
+
+/* The back end's progress after the last step (SyncOps.progress): 1 with *applied and
+ * *staleness set, 0 for a back end without it. */
+int engine_progress(const Engine *e, long long *applied, int *staleness);
+
 /* The timeline so far: times[0..*n) (owned by the engine). */
 const StepTimes *engine_times(const Engine *e, int *n);
 

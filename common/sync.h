@@ -105,9 +105,16 @@ typedef struct SyncOps {
     /* 0 while the back end's own parts are well, else RS_ERR_* naming what failed (rank 0:
      * its colocated server). Thread-safe; polled by waits outside the back end. */
     int (*health)(void *state);
+    /* Back ends whose workers run at their own pace (ps under --ps-consistency async or ssp:S):
+     * after a step, the updates (pushes) the server had applied in all when this rank's new
+     * parameters left it, and their staleness in steps (this rank's next step minus the
+     * slowest worker's). Thread-safe; NULL where every rank steps in lockstep. */
+    void (*progress)(void *state, long long *applied, int *staleness);
     /* The run's last step is done: say goodbye to peers (dedicated servers then hand in their
-     * report entries). Called once, after the last step and before the report is gathered
-     * (bench: after the sweep); traffic counts what it sends. 0 or RS_ERR_*. */
+     * report entries). Called after the last step and before the report is gathered (bench:
+     * after the sweep), under async as soon as this rank stops stepping, so that a bounded
+     * server stops waiting for it; a second call does nothing. Traffic counts what it sends.
+     * 0 or RS_ERR_*. */
     int (*close)(void *state);
 
     /* ---- Collective use and the end ---- */

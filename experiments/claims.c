@@ -1,4 +1,4 @@
-/* claims.c - `ringside claims DIR`: decides the design's six claims on measured reports, prints the table */
+/* claims.c - `ringside claims DIR`: decides the design's seven claims on measured reports, prints the table */
 #include "claims.h"
 #include "claims_load.h"
 #include "../common/err.h"
@@ -22,6 +22,8 @@
 #define CL_IDLE_FWD_MAX      0.5    /* claim 4: idle ranks' forward time <= 0.5x the working ranks' */
 #define CL_LOSS_TOL          1e-4   /* claim 5: max relative difference of the loss curves */
 #define CL_PRED_FACTOR       3.0    /* claim 6: measured comm within 3x of the alpha-beta prediction */
+#define CL_ASYNC_LOSS_TAIL   0.25   /* claim 7: the last quarter of the steps is compared */
+#define CL_ASYNC_LOSS_TOL    0.25   /* claim 7: async's loss there at most 25% above the synchronous run's */
 
 #define MiB (1048576.0)
 
@@ -414,7 +416,9 @@ static void claim5(const ClaimsSet *s, Claim *c) {
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         /* lab 5's all-reduce (student) is held to the same rule as the ring's */
-        if (r->ranks < 2 || !(is_ring(r) || !strcmp(r->sync, "ps") || !strcmp(r->sync, "student"))) continue;
+        if (r->ranks < 2 || !(is_ring(r) || !strcmp(r->sync, "ps") || !strcmp(r->sync, "student")) ||
+            strcmp(r->consistency, "sync"))
+            continue;
         int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks;
         const ClaimsRun *base = NULL;
         for (int j = 0; j < s->nruns && !base; j++) {
@@ -511,21 +515,89 @@ static void claim6(const ClaimsSet *s, Claim *c) {
     else claim_verdict(c, "PASS", "%d run%s within %.0fx of the prediction", runs, runs > 1 ? "s" : "", CL_PRED_FACTOR);
 }
 
+/* ---- claim 7: a straggler, the asynchronous server against the synchronous ring --------------- */
+
+/* Whether a --straggler text ("3:30,2:30") slows any rank (a "0:0" cell has none). */
+static int has_straggler(const char *text) {
+    for (const char *p = strchr(text, ':'); p; p = strchr(p + 1, ':'))
+        if (strtod(p + 1, NULL) > 0) return 1;
+    return 0;
+}
+
+/* Mean of the last CL_ASYNC_LOSS_TAIL of the first n points of a loss curve. */
+static double loss_tail(const ClaimsRun *r, int n) {
+    int k = (int)ceil(n * CL_ASYNC_LOSS_TAIL);
+    if (k < 1) k = 1;
+    double s = 0;
+    for (int i = n - k; i < n; i++) s += r->loss[i];
+    return s / k;
+}
+
+static void claim7(const ClaimsSet *s, Claim *c) {
+    int pairs = 0, bad = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "pairs");
+    claim_line(c, "rule: with --straggler, ps --ps-consistency async's throughput > the synchronous ring's, and its mean loss over the "
+                  "last %.0f%% of the steps (loss against steps) <= %.0f%% above the ring's, same model, data, steps and link",
+               CL_ASYNC_LOSS_TAIL * 100, CL_ASYNC_LOSS_TOL * 100);
+    static WhereTally tally;
+    memset(&tally, 0, sizeof tally);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *a = &s->runs[i];
+        if (strcmp(a->sync, "ps") || strcmp(a->consistency, "async") || !has_straggler(a->straggler) || a->nloss < 1) continue;
+        for (int j = 0; j < s->nruns; j++) {
+            const ClaimsRun *r = &s->runs[j];
+            if (!is_ring(r) || r->ranks != a->ranks || strcmp(r->pair, a->pair) || r->nloss < 1) continue;
+            int n = a->nloss < r->nloss ? a->nloss : r->nloss; /* a time budget: the steps both took */
+            double la = loss_tail(a, n), lr = loss_tail(r, n), over = lr > 0 ? la / lr - 1 : NAN;
+            int fast = a->throughput > r->throughput, close = over <= CL_ASYNC_LOSS_TOL, ok = fast && close;
+            pairs++;
+            bad += !ok;
+            tally_add(&tally, a, ok);
+            char wa[96], wr[96];
+            run_where(a, wa, sizeof wa);
+            run_where(r, wr, sizeof wr);
+            cJSON *o = num_item(arr, a);
+            cJSON_AddStringToObject(o, "ring", r->label);
+            cJSON_AddStringToObject(o, "straggler", a->straggler);
+            cJSON_AddStringToObject(o, "where", wa);
+            cJSON_AddNumberToObject(o, "async_throughput", a->throughput);
+            cJSON_AddNumberToObject(o, "ring_throughput", r->throughput);
+            cJSON_AddNumberToObject(o, "async_loss", la);
+            cJSON_AddNumberToObject(o, "ring_loss", lr);
+            cJSON_AddNumberToObject(o, "loss_over", over);
+            cJSON_AddNumberToObject(o, "steps", n);
+            claim_line(c, "N=%-3d straggler %s%s: async %.0f vs ring %.0f samples/s (x%.2f)%s; loss over the last %.0f%% of %d steps %.4f vs %.4f (%+.1f%%)%s  on %s (ring on %s)  [%s vs %s]",
+                       a->ranks, a->straggler, a->time_budget > 0 ? " (time budget)" : "", a->throughput, r->throughput,
+                       r->throughput > 0 ? a->throughput / r->throughput : NAN, fast ? "" : "  <- not faster", CL_ASYNC_LOSS_TAIL * 100,
+                       n, la, lr, over * 100, close ? "" : "  <- trails by more", wa, wr, a->label, r->label);
+        }
+    }
+    tally_print(c, &tally);
+    if (bad) claim_verdict(c, "FAIL", "%d of %d async/ring pairs with a straggler do not hold", bad, pairs);
+    else if (!pairs)
+        claim_verdict(c, "NOT-RUN", "needs ps --ps-consistency async and ring runs with the same --straggler, N, model, data and steps "
+                                    "(experiments/matrices/stragglers.json)");
+    else claim_verdict(c, "PASS", "%d async/ring pair%s with a straggler: async faster, loss within %.0f%%", pairs, pairs > 1 ? "s" : "",
+                       CL_ASYNC_LOSS_TOL * 100);
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
-static const char *const claim_text[6] = {
+#define NCLAIMS 7
+static const char *const claim_text[NCLAIMS] = {
     "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
     "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
     "ps: comm time per step grows with N; ring: stays about flat",
     "a global batch smaller than N leaves ranks idle (DataParallel's scatter)",
     "ps and ring reach the same loss curve as one rank with the global batch (within 1e-4)",
     "measured comm time within 3x of the alpha-beta prediction",
+    "with a straggler, async ps's throughput exceeds the synchronous ring's, its loss against steps within 25% of the ring's",
 };
 
 int claims_main(int argc, char **argv) {
     if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         printf("usage: ringside claims DIR\n\n"
-               "Reads every report in DIR (a `ringside matrix` output folder), decides the six claims of\n"
+               "Reads every report in DIR (a `ringside matrix` output folder), decides the seven claims of\n"
                "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
                "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
         return RS_OK;
@@ -541,14 +613,14 @@ int claims_main(int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    void (*decide[6])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6};
-    static Claim claims[6];
+    void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7};
+    static Claim claims[NCLAIMS];
     int fails = 0, passes = 0;
     printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,
            set.nruns == 1 ? "" : "s");
     printf("# claim  verdict  text (numbers below each)\n");
     cJSON *out = cJSON_CreateArray();
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NCLAIMS; i++) {
         Claim *c = &claims[i];
         memset(c, 0, sizeof *c);
         c->id = i + 1;
@@ -568,7 +640,7 @@ int claims_main(int argc, char **argv) {
         cJSON_AddStringToObject(o, "why", c->why);
         cJSON_AddItemToArray(out, o);
     }
-    printf("# %d PASS, %d FAIL, %d NOT-RUN\n", passes, fails, 6 - passes - fails);
+    printf("# %d PASS, %d FAIL, %d NOT-RUN\n", passes, fails, NCLAIMS - passes - fails);
     char path[4200];
     snprintf(path, sizeof path, "%s/claims.json", dir);
     int wrc = report_write_atomic(path, out);

@@ -20,6 +20,10 @@ static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-ser
                                         "global-batch", "bucket-mb", "overlap", "threads", "eval-every",
                                         "warmup", "device", NULL};
 
+/* Options that name the back end and its own settings (left out of claim 7's pair key). */
+static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency",
+                                          "transport", "bucket-mb", "overlap", NULL};
+
 static int load_in(const char *k, const char *const *list) {
     for (int i = 0; list[i]; i++)
         if (!strcmp(k, list[i])) return 1;
@@ -103,6 +107,12 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     load_key(config, NULL, NULL, r->group, sizeof r->group);
     load_key(config, key_series, NULL, r->family, sizeof r->family);
     load_key(config, key_split, NULL, r->math, sizeof r->math);
+    load_key(config, key_backend, NULL, r->pair, sizeof r->pair);
+    load_str(config, "ps-consistency", r->consistency, sizeof r->consistency);
+    if (!r->consistency[0]) snprintf(r->consistency, sizeof r->consistency, "sync");
+    load_str(config, "straggler", r->straggler, sizeof r->straggler);
+    double tb = load_num(config, "time-budget", NULL, NULL);
+    r->time_budget = isnan(tb) ? 0 : tb;
     const cJSON *e;
     cJSON_ArrayForEach(e, ranks) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
@@ -137,6 +147,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
             r->loss[r->nloss++] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
         }
     }
+    r->throughput = load_num(sum, "throughput_samples_per_s", NULL, NULL);
     r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
     snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
@@ -166,6 +177,10 @@ static void load_fold(ClaimsRun **runs, int n) {
     for (int i = 0; i < n; i++)
         if (!isnan(runs[i]->pred_comm_s)) x[m++] = runs[i]->pred_comm_s;
     r->pred_comm_s = m ? report_percentile(x, m, 50) : NAN;
+    m = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(runs[i]->throughput)) x[m++] = runs[i]->throughput;
+    r->throughput = m ? report_percentile(x, m, 50) : NAN;
     r->repeats = n;
     for (int i = 1; i < n; i++) {
         free(runs[i]->loss);

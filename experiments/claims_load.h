@@ -30,6 +30,11 @@ typedef struct {
     char transport[16];       /* summary.transport: how its data moved ("" unknown) */
     char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */
+    char consistency[16];     /* config.ps-consistency ("sync" when absent) */
+    char straggler[256];      /* config.straggler ("": none) */
+    double time_budget;       /* config.time-budget (0: none) */
+    double throughput;        /* summary.throughput_samples_per_s, median over repeats */
+    char pair[4096];          /* the configuration less the back end and its options (claim 7's pairs) */
 } ClaimsRun;
 
 typedef struct {

@@ -43,9 +43,14 @@ typedef struct {
     const StepDriver *driver;
     Engine *engine;
     int steps, steps_per_epoch;
+    int lockstep;         /* every rank takes the same steps (config_lockstep) */
+    int maxsteps;         /* the most steps this rank may take: steps, or under async N x steps */
+    int done;             /* steps this rank took */
     /* per-step records */
     double *loss_sum, *correct;
     int *samples, *global_samples;
+    long long *pulled, *applied; /* async: pushes applied when the step's parameters left the server, and after its push */
+    int *stale;           /* async: the staleness of the step's parameters, in steps */
     /* eval curve */
     cJSON *eval_curve;
     double final_acc, final_eval_loss;
@@ -142,10 +147,40 @@ static int run_eval(Run *r, int step) {
 
 /* ---- metrics and the report ---------------------------------------------------------------- */
 
+/* Under async and ssp: the server's step each local step computed on and had its push applied
+ * in (pushes / N: the loss curve's x and the summary's pushes per step), this rank's timed
+ * seconds, and the entry's "staleness" of the parameters it computed on. */
+static void run_rank_async(Run *r, cJSON *o, cJSON *cv, const StepTimes *times, int n, int w) {
+    double *at = malloc((size_t)(r->done ? r->done : 1) * sizeof *at), *in = malloc((size_t)(r->done ? r->done : 1) * sizeof *in);
+    double timed = 0, mean = 0;
+    int mx = 0;
+    for (int s = 0; at && in && s < r->done; s++) {
+        at[s] = (double)(r->pulled[s] / r->world);
+        in[s] = (double)((r->applied[s] > 0 ? r->applied[s] - 1 : 0) / r->world);
+        mean += r->stale[s];
+        if (r->stale[s] > mx) mx = r->stale[s];
+    }
+    if (w < n) timed = times[n - 1].start + times[n - 1].step - times[w].start; /* wall time, gaps included */
+    if (at && in) {
+        cJSON_AddItemToObject(cv, "at", cJSON_CreateDoubleArray(at, r->done));
+        cJSON_AddItemToObject(cv, "applied_in", cJSON_CreateDoubleArray(in, r->done));
+    }
+    free(at);
+    free(in);
+    long long timed_samples = 0;
+    for (int s = w; s < r->done; s++) timed_samples += r->samples[s];
+    cJSON_AddNumberToObject(cv, "timed_s", timed); /* from its first timed step to its last step's end */
+    cJSON_AddNumberToObject(cv, "timed_samples", (double)timed_samples);
+    cJSON *st = cJSON_AddObjectToObject(o, "staleness");
+    cJSON_AddNumberToObject(st, "steps", r->done);
+    cJSON_AddNumberToObject(st, "mean", r->done ? mean / r->done : 0);
+    cJSON_AddNumberToObject(st, "max", mx);
+}
+
 /* This rank's entry of the report's "ranks" array (common/report.h), with its timeline. */
 static cJSON *run_rank_json(Run *r) {
     long long samples = 0;
-    for (int s = 0; s < r->steps; s++) samples += r->samples[s];
+    for (int s = 0; s < r->done; s++) samples += r->samples[s];
     SyncTraffic tr;
     engine_traffic(r->engine, &tr);
     cJSON *o = report_entry(r->rank, "worker", &r->dev, samples, &tr);
@@ -156,15 +191,16 @@ static cJSON *run_rank_json(Run *r) {
     long long ssteps;
     engine_server_busy(r->engine, &busy, &ssteps);
     report_entry_timeline(o, times, n, r->wall_offset, busy, ssteps);
-    int w = r->cfg.warmup < r->steps ? r->cfg.warmup : 0;
+    int w = r->cfg.warmup < r->done ? r->cfg.warmup : 0;
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
-    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->steps - w ? (r->gemm_s1 - r->gemm_s0) / (r->steps - w) : 0);
+    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->done - w ? (r->gemm_s1 - r->gemm_s0) / (r->done - w) : 0);
 
     /* per-step sums the report's loss curve is built from (removed before writing) */
     cJSON *cv = cJSON_AddObjectToObject(o, "_curve");
-    cJSON_AddItemToObject(cv, "loss_sum", cJSON_CreateDoubleArray(r->loss_sum, r->steps));
-    cJSON_AddItemToObject(cv, "correct", cJSON_CreateDoubleArray(r->correct, r->steps));
-    cJSON_AddItemToObject(cv, "samples", cJSON_CreateIntArray(r->samples, r->steps));
+    cJSON_AddItemToObject(cv, "loss_sum", cJSON_CreateDoubleArray(r->loss_sum, r->done));
+    cJSON_AddItemToObject(cv, "correct", cJSON_CreateDoubleArray(r->correct, r->done));
+    cJSON_AddItemToObject(cv, "samples", cJSON_CreateIntArray(r->samples, r->done));
+    if (!r->lockstep) run_rank_async(r, o, cv, times, n, w);
     if (r->trace) cJSON_AddItemToObject(o, "_trace", trace_json(r->trace));
     return o;
 }
@@ -240,49 +276,94 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddItemToObject(root, "config", config_json(&r->cfg));
     cJSON_AddItemToObject(root, "ranks", ranks);
 
-    /* global loss curve: sample-weighted over ranks */
-    int S = r->steps;
-    double *ls = calloc((size_t)S, sizeof *ls), *cs = calloc((size_t)S, sizeof *cs);
-    long long *ns = calloc((size_t)S, sizeof *ns), total = 0;
+    /* global loss curve: sample-weighted over ranks; under async a local step counts at the
+     * server's step its parameters came from (pushes applied / N) */
+    int S = r->done;
     cJSON *it;
+    if (!r->lockstep) {
+        S = 0;
+        cJSON_ArrayForEach(it, ranks) {
+            cJSON *x, *at = cJSON_GetObjectItem(cJSON_GetObjectItem(it, "_curve"), "at");
+            cJSON_ArrayForEach(x, at) if (cJSON_IsNumber(x) && x->valuedouble + 1 > S && x->valuedouble < 1e9) S = (int)x->valuedouble + 1;
+        }
+    }
+    double *ls = calloc((size_t)(S ? S : 1), sizeof *ls), *cs = calloc((size_t)(S ? S : 1), sizeof *cs);
+    long long *ns = calloc((size_t)(S ? S : 1), sizeof *ns), total = 0, all = 0;
+    double async_timed = 0;
+    int *pushes = r->lockstep ? NULL : calloc((size_t)(S ? S : 1) * (size_t)r->world, sizeof *pushes), past = 0;
     cJSON_ArrayForEach(it, ranks) {
         cJSON *cv = cJSON_GetObjectItem(it, "_curve");
         if (!cv) continue;
         cJSON *a = cJSON_GetObjectItem(cv, "loss_sum"), *b = cJSON_GetObjectItem(cv, "correct"),
-              *c = cJSON_GetObjectItem(cv, "samples");
-        for (int s = 0; s < S; s++) { /* a member's entry is outside input: missing values count 0 */
+              *c = cJSON_GetObjectItem(cv, "samples"), *at = cJSON_GetObjectItem(cv, "at"),
+              *in = cJSON_GetObjectItem(cv, "applied_in");
+        int n = cJSON_GetArraySize(c), rk = cJSON_GetObjectItem(it, "rank") ? cJSON_GetObjectItem(it, "rank")->valueint : 0;
+        for (int s = 0; s < n; s++) { /* a member's entry is outside input: missing values count 0 */
             const cJSON *x = cJSON_GetArrayItem(a, s), *y = cJSON_GetArrayItem(b, s), *z = cJSON_GetArrayItem(c, s);
-            ls[s] += cJSON_IsNumber(x) ? x->valuedouble : 0;
-            cs[s] += cJSON_IsNumber(y) ? y->valuedouble : 0;
-            ns[s] += cJSON_IsNumber(z) ? z->valueint : 0;
+            const cJSON *g = at ? cJSON_GetArrayItem(at, s) : NULL, *p = in ? cJSON_GetArrayItem(in, s) : NULL;
+            int k = r->lockstep ? s : cJSON_IsNumber(g) ? (int)g->valuedouble : -1;
+            all += cJSON_IsNumber(z) ? z->valueint : 0;
+            if (k < 0 || k >= S) continue;
+            ls[k] += cJSON_IsNumber(x) ? x->valuedouble : 0;
+            cs[k] += cJSON_IsNumber(y) ? y->valuedouble : 0;
+            ns[k] += cJSON_IsNumber(z) ? z->valueint : 0;
+            int q = cJSON_IsNumber(p) ? (int)p->valuedouble : -1;
+            if (pushes && rk >= 0 && rk < r->world && q >= 0 && q < S) pushes[(size_t)q * (size_t)r->world + (size_t)rk]++;
+            else if (pushes) past++;
         }
+        const cJSON *ta = cJSON_GetObjectItem(cv, "timed_s"), *tn = cJSON_GetObjectItem(cv, "timed_samples");
+        if (cJSON_IsNumber(ta) && ta->valuedouble > async_timed) async_timed = ta->valuedouble;
+        if (cJSON_IsNumber(tn)) total += (long long)tn->valuedouble;
         cJSON_DeleteItemFromObject(it, "_curve");
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON *curve = cJSON_CreateArray();
     for (int s = 0; s < S; s++) {
+        if (!r->lockstep && !ns[s] && s > 0) ls[s] = ls[s - 1], cs[s] = cs[s - 1], ns[s] = ns[s - 1] ? ns[s - 1] : 0;
         cJSON *pt = cJSON_CreateArray();
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(s));
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(ns[s] ? ls[s] / ns[s] : 0));
         cJSON_AddItemToArray(curve, pt);
     }
-    int w = r->cfg.warmup < S ? r->cfg.warmup : 0, nt;
+    int nt;
     const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
     if (!T) nt = 0;
-    double timed = 0, *step_s = malloc((size_t)(S > 0 ? S : 1) * sizeof *step_s);
-    for (int s = 0; s < S; s++) step_s[s] = s < nt ? T[s].step : 0;
-    for (int s = w; s < S; s++) {
+    int w = r->cfg.warmup < nt ? r->cfg.warmup : 0;
+    double timed = 0, *step_s = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *step_s);
+    for (int s = 0; s < nt; s++) step_s[s] = T[s].step;
+    for (int s = w; s < nt; s++) {
         timed += step_s[s];
-        total += ns[s];
+        if (r->lockstep) total += ns[s];
     }
-    cJSON_AddNumberToObject(sum, "samples", 0);
-    long long all = 0;
-    for (int s = 0; s < S; s++) all += ns[s];
-    cJSON_ReplaceItemInObject(sum, "samples", cJSON_CreateNumber((double)all));
+    if (!r->lockstep) timed = async_timed; /* samples applied per second of the slowest worker's time */
+    cJSON_AddNumberToObject(sum, "samples", (double)all);
     cJSON_AddNumberToObject(sum, "steps", S);
     cJSON_AddNumberToObject(sum, "throughput_samples_per_s", timed > 0 ? total / timed : 0);
-    cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(step_s + w, S - w, 50));
+    cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(step_s + w, nt - w, 50));
     free(step_s);
+    if (!r->lockstep) { /* every worker's staleness, and per step the pushes the server applied from each */
+        cJSON *st = cJSON_AddObjectToObject(sum, "staleness");
+        cJSON_AddStringToObject(st, "consistency", r->cfg.ps_consistency);
+        cJSON_AddNumberToObject(st, "bound", r->cfg.ps_staleness);
+        double mx = 0, mean = 0, nsteps = 0;
+        cJSON_ArrayForEach(it, ranks) {
+            cJSON *e = cJSON_GetObjectItem(it, "staleness");
+            if (!e) continue;
+            double m = cJSON_GetObjectItem(e, "max")->valuedouble, k = cJSON_GetObjectItem(e, "steps")->valuedouble;
+            if (m > mx) mx = m;
+            mean += cJSON_GetObjectItem(e, "mean")->valuedouble * k;
+            nsteps += k;
+        }
+        cJSON_AddNumberToObject(st, "max", mx);
+        cJSON_AddNumberToObject(st, "mean", nsteps ? mean / nsteps : 0);
+        cJSON *pp = cJSON_AddArrayToObject(st, "pushes_per_step");
+        for (int s = 0; pushes && s < S; s++)
+            cJSON_AddItemToArray(pp, cJSON_CreateIntArray(pushes + (size_t)s * (size_t)r->world, r->world));
+        cJSON_AddNumberToObject(st, "pushes_past_last_step", past);
+    }
+    free(pushes);
+    cJSON *last = cJSON_GetArrayItem(r->eval_curve, cJSON_GetArraySize(r->eval_curve) - 1);
+    if (last && S != r->steps) cJSON_ReplaceItemInArray(last, 0, cJSON_CreateNumber(S)); /* the run ended early */
     cJSON_AddNumberToObject(sum, "final_loss", S && ns[S - 1] ? ls[S - 1] / ns[S - 1] : 0);
     cJSON_AddNumberToObject(sum, "final_train_accuracy", S && ns[S - 1] ? cs[S - 1] / ns[S - 1] : 0);
     cJSON_AddNumberToObject(sum, "final_accuracy", r->final_acc);
@@ -319,6 +400,9 @@ static void run_free(Run *r) {
     free(r->correct);
     free(r->samples);
     free(r->global_samples);
+    free(r->pulled);
+    free(r->applied);
+    free(r->stale);
     free(r->hx);
     free(r->hy);
     cJSON_Delete(r->eval_curve);
@@ -382,7 +466,16 @@ static int run_setup(Run *r) {
         return rs_error(RS_ERR_INPUT, "--data %s: samples of %d values, --model %s takes %d", c->data, r->data.train.dim,
                         c->model, model_in_width(&r->model));
 
-    int S = r->steps;
+    /* under async and ssp --steps counts the server's updates (N pushes each): a worker alone
+     * could take N times as many */
+    r->lockstep = config_lockstep(c);
+    r->maxsteps = r->lockstep ? r->steps : r->steps * r->world;
+    int S = r->maxsteps;
+    r->pulled = r->lockstep ? NULL : calloc((size_t)S, sizeof *r->pulled);
+    r->applied = r->lockstep ? NULL : calloc((size_t)S, sizeof *r->applied);
+    r->stale = r->lockstep ? NULL : calloc((size_t)S, sizeof *r->stale);
+    if (!r->lockstep && (!r->pulled || !r->applied || !r->stale))
+        return rs_error(RS_ERR_RUNTIME, "out of host memory for %d steps", S);
     r->loss_sum = calloc((size_t)S, sizeof *r->loss_sum);
     r->correct = calloc((size_t)S, sizeof *r->correct);
     r->samples = calloc((size_t)S, sizeof *r->samples);
@@ -411,17 +504,30 @@ static int run_train(Run *r) {
              r->cfg.global_batch > 0 ? "a global batch" : "a per-rank batch", device_name(d, name, sizeof name),
              r->world, r->world > 1 ? "s" : "", r->cfg.sync, r->model.nparams, nb, nb > 1 ? "s" : "");
     int every = r->steps >= 10 ? r->steps / 10 : 1;
-    for (int s = 0; s < r->steps && rc == RS_OK; s++) {
+    long long pulled = 0; /* async: the server's pushes applied when this rank's parameters left it */
+    int stale = 0;
+    for (int s = 0; s < r->maxsteps && rc == RS_OK; s++) {
         if (s == (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_s0 = kernels_cpu_gemm_seconds();
+        if (!r->lockstep) r->pulled[s] = pulled, r->stale[s] = stale;
         rc = run_step(r, s);
         if (rc) break;
-        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps)
+        r->done = s + 1;
+        int spent = s + 1 >= r->steps, stop = spent;
+        if (!r->lockstep) {
+            engine_progress(r->engine, &pulled, &stale);
+            r->applied[s] = pulled;
+            spent = pulled >= (long long)r->steps * r->world;
+        }
+        if (!r->lockstep || r->cfg.time_budget > 0) rc = engine_should_stop(r->engine, spent, &stop);
+        if (rc) break;
+        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop)
             rc = run_eval(r, s + 1);
         /* rank 0's loss sum covers the global batch under DataParallel's step */
         int n = r->driver && r->driver->loss ? r->global_samples[s] : r->samples[s];
-        if ((s + 1) % every == 0 || s + 1 == r->steps)
+        if ((s + 1) % every == 0 || s + 1 == r->steps || stop)
             log_info("step %5d/%d  loss %.4f  (rank-local)  %.1f ms/step", s + 1, r->steps,
                      n ? r->loss_sum[s] / n : 0.0, engine_times(r->engine, &nb)[s].step * 1e3);
+        if (stop) break;
     }
     r->gemm_s1 = kernels_cpu_gemm_seconds();
     if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
@@ -585,7 +691,20 @@ int train_main(int argc, char **argv) {
             double u;
             engine_clock_offset(r->engine, i, &off[i], &u);
         }
-        report_phases(ranks, r->cfg.warmup, off, off ? r->world : 0);
+        if (r->lockstep) {
+            report_phases(ranks, r->cfg.warmup, off, off ? r->world : 0);
+        } else { /* each at its own pace: no step is shared, nobody idles for a peer's arrival */
+            cJSON *all = cJSON_CreateArray(), *e;
+            while ((e = cJSON_DetachItemFromArray(ranks, 0))) {
+                cJSON *one = cJSON_CreateArray();
+                cJSON_AddItemToArray(one, e);
+                report_phases(one, r->cfg.warmup, NULL, 0);
+                cJSON_AddItemToArray(all, cJSON_DetachItemFromArray(one, 0));
+                cJSON_Delete(one);
+            }
+            while ((e = cJSON_DetachItemFromArray(all, 0))) cJSON_AddItemToArray(ranks, e);
+            cJSON_Delete(all);
+        }
         free(off);
     }
     if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);

@@ -52,6 +52,7 @@
 #include "../common/mem.h"
 #include "../common/zmq_check.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,13 @@ typedef struct {
     size_t sum_total, per;
     PsZeroCopy zc;
     SyncTraffic tr;
+    /* --ps-consistency async / ssp:S: this worker's own pace */
+    int async;
+    uint32_t samples;          /* the step's global samples, carried by each push (the server scales by it) */
+    long long version;         /* the fewest pushes applied any server reported for this step's replies */
+    int stale;                 /* the largest staleness they reported */
+    _Atomic long long last_version; /* after the last step: what progress reports */
+    _Atomic int last_stale;
     int said_bye;
     char id[16];
     size_t idlen;
@@ -188,8 +196,14 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         at = a;
     } else {
         uint32_t want = c->kind == WAIT_INIT ? WIRE_STEP_INIT : c->step;
-        if (h.op != WIRE_PARAMS || h.step != want || h.total != c->plan.total || h.bucket >= (uint32_t)c->plan.nbuckets)
+        int any = c->async && c->kind == WAIT_STEP; /* async replies carry the server's version instead */
+        if (h.op != WIRE_PARAMS || (!any && h.step != want) || h.total != c->plan.total ||
+            h.bucket >= (uint32_t)c->plan.nbuckets)
             return client_drop(c);
+        if (any) {
+            if ((long long)h.step < c->version) c->version = h.step;
+            if ((int)h.samples > c->stale) c->stale = (int)h.samples;
+        }
         idx = -1;
         for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++)
             if (c->plan.slices[j].server == k) idx = j;
@@ -307,6 +321,9 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     c->K = dedicated ? cfg->ps_servers : 1;
     c->dedicated = dedicated;
     c->dp = job->dataparallel;
+    c->async = !c->dp && cfg->ps_staleness != 0 && job->nbuckets > 0;
+    atomic_init(&c->last_version, 0);
+    atomic_init(&c->last_stale, 0);
     c->token = wire_token(job->token);
     c->host_visible = job->dev->host_visible;
     atomic_init(&c->zc.out, 0);
@@ -444,6 +461,12 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
     for (int b = 0; b < c->plan.nbuckets; b++) c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
+    if (c->async) { /* no step sizes: each push says its own */
+        c->samples = global_samples > 0 ? (uint32_t)global_samples : 0;
+        c->version = LLONG_MAX;
+        c->stale = 0;
+        return RS_OK;
+    }
     return c->rank == 0 ? client_tell_step(c, global_samples) : RS_OK;
 }
 
@@ -458,6 +481,7 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
     for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++) {
         const ShardSlice *sl = &c->plan.slices[j];
         WireHeader h = client_header(c, WIRE_PUSH, c->step);
+        h.samples = c->samples; /* async: the server scales this push alone (0 under sync: STEP says it) */
         h.bucket = (uint32_t)b;
         h.offset = sl->off;
         h.count = sl->count;
@@ -490,8 +514,21 @@ static int ps_poll(void *state, int b, int wait_ms) {
 
 static int ps_end_step(void *state, int step) {
     PsClient *c = state;
+    (void)step;
     c->step++;
+    if (c->async) {
+        atomic_store(&c->last_version, c->version == LLONG_MAX ? 0 : c->version);
+        atomic_store(&c->last_stale, c->stale);
+    }
     return RS_OK;
+}
+
+/* Under async and ssp: the pushes the servers had applied when this step's parameters left
+ * them (the fewest over the servers) and their staleness (the most). Thread-safe. */
+static void ps_progress(void *state, long long *applied, int *staleness) {
+    PsClient *c = state;
+    *applied = atomic_load(&c->last_version);
+    *staleness = atomic_load(&c->last_stale);
 }
 
 static void ps_server_busy_op(void *state, double *busy_s, long long *steps) {
@@ -546,7 +583,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
 
 /* Tells every dedicated server this worker is done (they then hand rank 0 their report entry). */
 static void client_bye(PsClient *c) {
-    if (!c->dedicated || c->said_bye) return;
+    if (!(c->dedicated || c->async) || c->said_bye) return;
     c->said_bye = 1;
     for (int k = 0; k < c->K; k++) {
         if (!c->sock[k]) continue;
@@ -614,6 +651,7 @@ static const SyncOps ps_ops = {
     .begin_step = ps_begin_step,
     .end_step = ps_end_step,
     .server_busy = ps_server_busy_op,
+    .progress = ps_progress,
     .health = ps_health,
     .close = ps_close,
     .allreduce = ps_allreduce,

@@ -63,6 +63,14 @@ struct PsServer {
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double t_last;
     PsZeroCopy zc;
+    /* --ps-consistency async / ssp:S (S >= 1): each push applied as it arrives */
+    int async;               /* 1: the path below; 0: the synchronous step */
+    int bound;               /* S, or CONFIG_ASYNC: no bound */
+    long long *clock;        /* [nworkers] pushes of each worker applied (its next step) */
+    int *push_left;          /* [nworkers] slices of the worker's open push still to come */
+    unsigned char *held;     /* [nworkers] its push is applied; its reply waits for the bound */
+    double *t_held, *t_seen; /* [nworkers] since when held; its last message */
+    long long version;       /* pushes applied in all */
     /* counters, read by other threads */
     pthread_mutex_t lock;
     SyncTraffic tr;
@@ -299,6 +307,153 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     return server_reply_all(s, &h, payload, n * sizeof(float));
 }
 
+/* ---- async and ssp: every push applied as it arrives, replies held to the bound ---------------- */
+
+/* The slowest clock among the workers still training (LLONG_MAX when none is). */
+static long long async_min_clock(const PsServer *s, int *who) {
+    long long m = LLONG_MAX;
+    *who = -1;
+    for (int w = 0; w < s->a.nworkers; w++)
+        if (!s->bye[w] && s->clock[w] < m) m = s->clock[w], *who = w;
+    return m;
+}
+
+/* Sends worker r every slice of the parameters this server holds, from src (host memory), with
+ * step and samples in each header; zc NULL copies them at the send. */
+static int server_send_slices(PsServer *s, int r, const float *src, uint32_t step, uint32_t samples, PsZeroCopy *zc) {
+    char id[16];
+    size_t idlen = ps_identity(r, id, sizeof id);
+    for (int b = 0; b < s->a.nbuckets; b++) {
+        const ShardSlice *sl = &s->slice[b];
+        if (!sl->count) continue;
+        WireHeader h = wire_header(s->token, WIRE_PARAMS);
+        h.step = step;
+        h.samples = samples;
+        h.bucket = (uint32_t)b;
+        h.offset = sl->off;
+        h.count = sl->count;
+        h.total = s->a.nparams;
+        h.sender = (uint16_t)s->a.id;
+        size_t bytes = sl->count * sizeof(float);
+        double stamp = server_pace(s, r, bytes);
+        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, zc, stamp) < 0)
+            return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
+                            zmq_strerror(zmq_errno()));
+        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
+    }
+    return RS_OK;
+}
+
+/* Sends worker r every slice of the parameters (the start-of-run broadcast). */
+static int server_send_params(PsServer *s, int r) {
+    return server_send_slices(s, r, s->host_visible ? s->params : s->train.stage, WIRE_STEP_INIT, 0, &s->zc);
+}
+
+/* Sends worker r every slice this server holds, as they are now: step = the pushes applied in
+ * all, samples = the staleness of these parameters for r's next step. Copied at the send: later
+ * pushes change the parameters while the message is queued. */
+static int async_reply(PsServer *s, int r, long long staleness) {
+    Device *d = s->dev;
+    const float *src = s->params;
+    if (!s->host_visible) {
+        RS_TRY(d->ops->copy(d, s->train.stage, s->params, (s->range.hi - s->range.lo) * sizeof(float), 1, NULL));
+        RS_TRY(d->ops->stream_sync(d, NULL));
+        src = s->train.stage;
+    }
+    return server_send_slices(s, r, src, (uint32_t)s->version, (uint32_t)(staleness < 0 ? 0 : staleness), NULL);
+}
+
+/* Answers every held worker the bound lets go: ssp:S holds a worker whose next step would be
+ * more than S ahead of the slowest worker still training; async holds nobody. */
+static int async_release(PsServer *s) {
+    int slow;
+    long long m = async_min_clock(s, &slow);
+    for (int r = 0; r < s->a.nworkers; r++) {
+        if (!s->held[r]) continue;
+        long long ahead = m == LLONG_MAX ? 0 : s->clock[r] - m;
+        if (s->bound != CONFIG_ASYNC && ahead > s->bound) continue;
+        s->held[r] = 0;
+        RS_TRY(async_reply(s, r, ahead));
+    }
+    return RS_OK;
+}
+
+/* WIRE_PUSH under async or ssp: worker r's slice of its step clock[r], applied at once (the
+ * update rule on this one gradient, scaled by the step's global samples: N pushes make one
+ * step's update). Once r's whole push is in, its reply goes when the bound lets it. */
+static int on_push_async(PsServer *s, int r, const WireHeader *h, const void *data) {
+    PsPhase *ph = &s->train;
+    char why[160];
+    if (!s->params) return server_drop(s, "a training push to a server without parameters");
+    if (s->init_left > 0) return server_drop(s, "a push before the initial parameters");
+    if (h->total != s->a.nparams) return server_drop(s, "a push over another number of parameters");
+    if (s->bye[r]) return server_drop(s, "a push after the worker's goodbye");
+    if (s->held[r] || h->step != (uint32_t)s->clock[r]) {
+        snprintf(why, sizeof why, "push from rank %d for step %u (its step is %lld)", r, h->step, s->clock[r]);
+        return server_drop(s, why);
+    }
+    if (h->bucket >= (uint32_t)ph->nchunks) return server_drop(s, "no such bucket");
+    int b = (int)h->bucket;
+    size_t off, n;
+    phase_slice(s, ph, b, &off, &n);
+    if (n == 0 || h->offset != off || h->count != n) return server_drop(s, "a slice this server does not hold");
+    unsigned char *seen = ph->seen + (size_t)b * (size_t)s->a.nworkers + (size_t)r;
+    if (s->push_left[r] == 0) { /* r's next push opens */
+        for (int k = 0; k < ph->nchunks; k++) ph->seen[(size_t)k * (size_t)s->a.nworkers + (size_t)r] = 0;
+        s->push_left[r] = ph->nslices;
+    }
+    if (*seen) return server_drop(s, "a second contribution to the same slice");
+    server_accept(s, r);
+    s->t_seen[r] = clock_now();
+    double t0 = clock_now();
+    Device *d = s->dev;
+    size_t at = off - ph->range.lo;
+    float *g = ph->recv + (size_t)r * ph->cap + at;
+    /* complete before the message is released */
+    RS_TRY(device_h2d(d, g, data, n * sizeof(float)));
+    *seen = 1;
+    PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = g, .n = n, .global_samples = h->samples,
+                  .params = s->params + (off - s->range.lo), .mom = s->mom + (off - s->range.lo),
+                  .mom2 = s->mom2 ? s->mom2 + (off - s->range.lo) : NULL,
+                  .t = (int)(s->version / s->a.nworkers) + 1};
+    ph->rule(&u);
+    RS_TRY(d->k->sync(d->kctx));
+    double t1 = clock_now();
+    if (s->a.trace) trace_span(s->a.trace, "server: update", 2, t0 + s->wall_offset, t1 + s->wall_offset);
+    int whole = --s->push_left[r] == 0;
+    if (whole) {
+        s->clock[r]++;
+        s->version++;
+        s->held[r] = 1;
+        s->t_held[r] = t1;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->busy_s += t1 - t0;
+    s->steps = s->version / s->a.nworkers; /* N pushes make one step */
+    pthread_mutex_unlock(&s->lock);
+    return whole ? async_release(s) : RS_OK;
+}
+
+/* Fails when, under ssp, a held worker has waited the timeout for the slowest, or a worker
+ * still training has sent nothing for it. */
+static int async_check_time(PsServer *s, double now) {
+    double T = s->a.timeout;
+    int slow;
+    long long m = async_min_clock(s, &slow);
+    for (int r = 0; r < s->a.nworkers; r++) {
+        if (s->bye[r]) continue;
+        if (s->held[r] && now - s->t_held[r] > T)
+            return rs_error(RS_ERR_PEER,
+                            "%s: rank %d fell more than %g s behind under --ps-consistency %s (at step %lld; rank %d "
+                            "waits at step %lld)",
+                            s->name, slow, T, s->a.cfg->ps_consistency, m, r, s->clock[r]);
+        if (!s->held[r] && s->known[r] && now - s->t_seen[r] > T)
+            return rs_error(RS_ERR_PEER, "%s: no push from rank %d within %g s (its step %lld)", s->name, r, T,
+                            s->clock[r]);
+    }
+    return RS_OK;
+}
+
 /* ---- handlers: RS_OK (accepted), PS_DROP, or RS_ERR_* (fatal) ----------------------------------- */
 
 /* WIRE_PUSH / WIRE_SUM: worker r's contribution to one slice. */
@@ -370,31 +525,6 @@ static int on_step(PsServer *s, int r, const WireHeader *h) {
     return RS_OK;
 }
 
-/* Sends worker r every slice of the parameters (the start-of-run broadcast). */
-static int server_send_params(PsServer *s, int r) {
-    char id[16];
-    size_t idlen = ps_identity(r, id, sizeof id);
-    const float *src = s->host_visible ? s->params : s->train.stage;
-    for (int b = 0; b < s->a.nbuckets; b++) {
-        const ShardSlice *sl = &s->slice[b];
-        if (!sl->count) continue;
-        WireHeader h = wire_header(s->token, WIRE_PARAMS);
-        h.step = WIRE_STEP_INIT;
-        h.bucket = (uint32_t)b;
-        h.offset = sl->off;
-        h.count = sl->count;
-        h.total = s->a.nparams;
-        h.sender = (uint16_t)s->a.id;
-        size_t bytes = sl->count * sizeof(float);
-        double stamp = server_pace(s, r, bytes);
-        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, &s->zc, stamp) < 0)
-            return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
-                            zmq_strerror(zmq_errno()));
-        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
-    }
-    return RS_OK;
-}
-
 /* WIRE_INIT from rank 0: one slice of the initial parameters. */
 static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
     if (r != 0) return server_drop(s, "initial parameters not from rank 0");
@@ -459,8 +589,9 @@ static int server_handle(PsServer *s, PsMsg *m) {
     s->cur_bytes = pb;
     s->cur_stamp = m->stamp;
     int rc;
+    if (r >= 0 && s->async) s->t_seen[r] = clock_now();
     switch (h.op) {
-    case WIRE_PUSH: rc = on_contribution(s, &s->train, r, &h, data); break;
+    case WIRE_PUSH: rc = s->async ? on_push_async(s, r, &h, data) : on_contribution(s, &s->train, r, &h, data); break;
     case WIRE_SUM: rc = on_contribution(s, &s->sum, r, &h, data); break;
     case WIRE_STEP: rc = on_step(s, r, &h); break;
     case WIRE_INIT: rc = on_init(s, r, &h, data); break;
@@ -470,7 +601,7 @@ static int server_handle(PsServer *s, PsMsg *m) {
         server_accept(s, r);
         s->bye[r] = 1;
         s->nbye++;
-        rc = RS_OK;
+        rc = s->async ? async_release(s) : RS_OK; /* the slowest may have been the one leaving */
         break;
     default: return server_drop(s, "an op servers do not take");
     }
@@ -508,6 +639,7 @@ static void phase_missing(const PsServer *s, const PsPhase *ph, char *out, size_
 static int server_check_time(PsServer *s) {
     double now = clock_now(), T = s->a.timeout;
     char who[256];
+    if (s->async && !s->init_left) RS_TRY(async_check_time(s, now));
     PsPhase *phs[2] = {&s->train, &s->sum};
     for (int i = 0; i < 2; i++) {
         PsPhase *ph = phs[i];
@@ -652,6 +784,11 @@ void ps_server_destroy(PsServer *s) {
     free(s->pull);
     free(s->known);
     free(s->bye);
+    free(s->clock);
+    free(s->push_left);
+    free(s->held);
+    free(s->t_held);
+    free(s->t_seen);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -741,7 +878,17 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     s->known = calloc((size_t)a->nworkers, 1);
     s->bye = calloc((size_t)a->nworkers, 1);
     s->pull = calloc((size_t)a->nworkers, 1);
-    int rc = s->known && s->bye && s->pull ? RS_OK : rs_error(RS_ERR_RUNTIME, "out of memory");
+    s->bound = a->cfg->ps_staleness;
+    s->async = a->nparams > 0 && !a->dataparallel && s->bound != 0;
+    size_t nw = (size_t)a->nworkers;
+    s->clock = calloc(nw, sizeof *s->clock);
+    s->push_left = calloc(nw, sizeof *s->push_left);
+    s->held = calloc(nw, 1);
+    s->t_held = calloc(nw, sizeof *s->t_held);
+    s->t_seen = calloc(nw, sizeof *s->t_seen);
+    int rc = s->known && s->bye && s->pull && s->clock && s->push_left && s->held && s->t_held && s->t_seen
+                 ? RS_OK
+                 : rs_error(RS_ERR_RUNTIME, "out of memory");
     size_t maxmsg = s->per;
     for (int b = 0; b < a->nbuckets; b++)
         if (a->buckets[b].hi - a->buckets[b].lo > maxmsg) maxmsg = a->buckets[b].hi - a->buckets[b].lo;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON
+# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON; claim 7 on real straggler runs
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 
 # make.py DIR VARIANT: writes a folder of synthetic reports that pass every claim, with one claim
-# broken on purpose when VARIANT is fail1..fail6
+# broken on purpose when VARIANT is fail1..fail7
 cat >"$T/make.py" <<'EOF'
 import json, os, sys
 out, variant = sys.argv[1], sys.argv[2]
@@ -14,13 +14,13 @@ LAYERS = [784, 64, 10]
 n = 4 * sum(a * b + b for a, b in zip(LAYERS, LAYERS[1:]))
 STEPS, G, MiB = 20, 64, 1048576.0
 
-def curve(sync, N):
-    c = [[s, 2.3 - 0.01 * s] for s in range(STEPS)]
+def curve(sync, N, how="sync"):
+    c = [[s, 2.3 - 0.01 * s + (0.005 if how == "async" else 0)] for s in range(STEPS)]
     if variant == "fail5" and sync == "ring" and N == 4:
         c[7][1] *= 1.001
     return c
 
-def report(sync, N, gb=G, rep=1):
+def report(sync, N, gb=G, rep=1, how="sync", straggler=""):
     ranks = []
     chunk = -(-gb // N)
     for k in range(N):
@@ -55,9 +55,15 @@ def report(sync, N, gb=G, rep=1):
                                  "busy": fwd + 4e-4, "timed_steps": STEPS - 2}})
     cfg = {"device": "cpu", "data": "synthetic", "layers": LAYERS, "batch": 64, "global-batch": gb, "steps": STEPS,
            "seed": 1, "lr": 0.05, "ranks": N, "sync": sync, "bucket-mb": 25, "overlap": True,
-           "ps-placement": "colocated", "ps-servers": 1, "ps-mode": "push", "report": "x.json", "quiet": True}
-    summary = {"samples": G * STEPS, "steps": STEPS, "throughput_samples_per_s": 1e4, "step_time_s": 2e-3,
-               "final_loss": 2.1, "final_accuracy": 0.5, "loss_curve": curve(sync, N), "eval_curve": [],
+           "ps-placement": "colocated", "ps-servers": 1, "ps-mode": "push", "report": "x.json", "quiet": True,
+           "ps-consistency": how, "straggler": straggler, "link": "1gbit" if straggler else ""}
+    thr = 1e4
+    if straggler:  # a slow rank holds the ring back, not the asynchronous server
+        thr = 2e4 if how == "async" else 5e3
+        if variant == "fail7" and how == "async":
+            thr = 4e3
+    summary = {"samples": G * STEPS, "steps": STEPS, "throughput_samples_per_s": thr, "step_time_s": 2e-3,
+               "final_loss": 2.1, "final_accuracy": 0.5, "loss_curve": curve(sync, N, how), "eval_curve": [],
                "imbalance": {"memory": 1, "traffic": 1, "busy_time": 1}}
     pred = ranks[0]["time_s"]["phases"]["comm_total"] * 1.2 if sync != "none" else None
     if pred:
@@ -70,7 +76,7 @@ def report(sync, N, gb=G, rep=1):
             summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
     env = {"cores": 2} if variant == "crowded" else {}
     r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "ranks": ranks, "summary": summary}
-    name = "sync=%s,ranks=%d,global-batch=%d-r%d.json" % (sync, N, gb, rep)
+    name = "sync=%s,ranks=%d,global-batch=%d%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", rep)
     json.dump(r, open(os.path.join(out, name), "w"))
 
 if variant == "ringonly":
@@ -83,6 +89,8 @@ for sync in ("ps", "ring"):
         report(sync, N)
     report(sync, 8, gb=4)
 report("ring", 4, rep=2)   # a repeat: averaged with r1
+report("ring", 4, straggler="3:30")            # claim 7: a straggler under a link
+report("ps", 4, how="async", straggler="3:30")
 # files that are not training reports: skipped
 json.dump({"schema": "ringside.matrix/1", "runs": []}, open(os.path.join(out, "summary.json"), "w"))
 json.dump({"schema": "ringside.bench/1", "rows": []}, open(os.path.join(out, "bench.json"), "w"))
@@ -95,15 +103,16 @@ $PY "$T/make.py" "$T/pass" pass
 expect_status "every claim passes: exit 0" 0 "$BIN" claims "$T/pass"
 cp "$T/last.log" "$T/pass.log"
 v=$(verdicts "$T/pass")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS" ]; then ok "six PASS verdicts"; else bad "six PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
-if grep -vE '^#|^[1-6] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-6] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS" ]; then ok "seven PASS verdicts"; else bad "seven PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
+if grep -vE '^#|^[1-7] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-7] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
 else ok "every non-data line starts with #"; fi
-if grep -q "10 reports, 9 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+if grep -q "12 reports, 11 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
 else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
 if $PY -c "
 import json,sys
 c=json.load(open(sys.argv[1]))
-assert [x['claim'] for x in c]==[1,2,3,4,5,6]
+assert [x['claim'] for x in c]==[1,2,3,4,5,6,7]
+assert c[6]['numbers']['pairs'][0]['async_throughput'] == 2e4
 for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
 assert c[1]['numbers']['ps'][0]['r2'] > 0.99
 " "$T/pass/claims.json"; then ok "claims.json: claim, text, verdict, numbers, why"; else bad "claims.json" "$(head -c 500 "$T/pass/claims.json")"; fi
@@ -112,7 +121,7 @@ assert c[1]['numbers']['ps'][0]['r2'] > 0.99
 # parameters once in the fixture) is out of the measured figure as it is out of the formula's
 if $PY - "$T/pass.log" <<'EOF'
 import re, sys
-lines = [l for l in open(sys.argv[1]) if re.search(r"ring N=\d+ +sent per rank per step", l)]
+lines = [l for l in open(sys.argv[1]) if re.search(r"ring N=\d+ +sent per rank per step", l) and "slow]" not in l]
 assert len(lines) == 4, lines
 for l in lines:
     m = re.search(r"per step ([0-9.]+) MiB \(start-up broadcast excluded\), 2\(N-1\)/N n = ([0-9.]+) MiB", l)
@@ -121,11 +130,11 @@ EOF
 then ok "claim 2: the ring's measured bytes per step and the formula's agree to the digit (broadcast out of both)"
 else bad "claim 2's ring line" "$(grep 'ring N=' "$T/pass.log")"; fi
 
-for k in 1 2 3 4 5 6; do
+for k in 1 2 3 4 5 6 7; do
     $PY "$T/make.py" "$T/fail$k" "fail$k"
     expect_status "claim $k broken: exit 4" 4 "$BIN" claims "$T/fail$k"
     v=$(verdicts "$T/fail$k")
-    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,7)))" "$k")
+    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,8)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
 done
 
@@ -140,13 +149,14 @@ else bad "claim 6 on a crowded machine" "$(grep -A12 '^6 ' "$T/last.log")"; fi
 mkdir -p "$T/empty"
 expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
 v=$(verdicts "$T/empty")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log"; then
-    ok "empty folder: six NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+   && grep -q "needs ps --ps-consistency async and ring runs with the same --straggler" "$T/last.log"; then
+    ok "empty folder: seven NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
 
 $PY "$T/make.py" "$T/partial" ringonly
 expect_status "partial folder (ring only): exit 0" 0 "$BIN" claims "$T/partial"
 v=$(verdicts "$T/partial")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
 
 mkdir -p "$T/future"
 cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/future/"
@@ -164,6 +174,26 @@ printf '{\n  "schema": "ringside.report/1",\n  "config": {,}\n}\n' >"$T/broken/b
 "$BIN" claims "$T/broken" >"$T/last.log" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "b.json:3:[0-9]*: malformed JSON" "$T/last.log"; then ok "malformed report: exit 2 with file:line:col"
 else bad "malformed report" "exit $rc: $(cat "$T/last.log")"; fi
+
+# claim 7 on real reports: a straggler at N = 3 under an emulated link, ring and async ps, the
+# same model, data and steps; then the async run alone made slower than the ring: only 7 FAILs
+mkdir -p "$T/real"
+SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3 --batch 32 --steps 30 --straggler 2:20 --link 1gbit"
+"$BIN" train -n 3 --sync ring $SMALL -q --report "$T/real/ring.json" >"$T/real.log" 2>&1 \
+  && "$BIN" train -n 3 --sync ps --ps-consistency async $SMALL -q --report "$T/real/async.json" >>"$T/real.log" 2>&1 \
+  || bad "claim 7's runs" "$(tail -n 3 "$T/real.log")"
+"$BIN" claims "$T/real" >"$T/last.log" 2>&1
+v=$(verdicts "$T/real")
+if [ "${v##* }" = PASS ] && grep -q "^#.*N=3 .*straggler 2:20: async .* on link 1gbit over ipc (ring on link 1gbit over shm)" "$T/last.log"; then
+    ok "claim 7 on real reports: PASS, naming the link and transports"
+else bad "claim 7 on real reports" "$v: $(grep -A4 '^7 ' "$T/last.log")"; fi
+$PY -c "
+import json, sys
+r = json.load(open(sys.argv[1])); r['summary']['throughput_samples_per_s'] = 1.0; json.dump(r, open(sys.argv[1], 'w'))" "$T/real/async.json"
+expect_status "claim 7 broken on real reports: exit 4" 4 "$BIN" claims "$T/real"
+v=$(verdicts "$T/real")
+if [ "${v##* }" = FAIL ] && ! echo "${v% *}" | grep -q FAIL; then ok "real reports, async made slow: only claim 7 FAILs ($v)"
+else bad "real reports, claim 7 broken" "$v"; fi
 
 expect_status "missing folder: exit 2" 2 "$BIN" claims "$T/nowhere"
 expect_status "no folder given: exit 2" 2 "$BIN" claims
