@@ -204,6 +204,9 @@ def lab5(d, log):
               "lab 5: rank 0 sends that plus the start-up broadcast, (N-1)(P+40) once, as the page says")
         check(ri["summary"]["transport"] == st["summary"]["transport"] == "tcp", "lab 5: student and ring trained over tcp, like for like")
         check(f"final loss {a:.6f}" in text, "lab 5: show.py prints the final loss to 6 decimals")
+        hashes = {k.get("params_hash") for k in workers(st)}
+        check(len(hashes) == 1 and None not in hashes,
+              "lab 5: every rank ends with the same parameters, bit for bit (params_hash: %s)" % ", ".join(sorted(map(str, hashes))))
     f = load(d, "results/lab5/figures.json")
     if f:
         check(f.get("busbw", {}).get("status") == "drawn", "lab 5: busbw figure drawn")
