@@ -68,7 +68,15 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n, g->bucket_mb * 1048576.0, alpha,
                                  beta);
     if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
-        double d = predict_dp_data(g->nranks, g->global_batch, g->layers[0], g->layers[g->nlayers - 1], alpha, beta);
+        /* per sample: D inputs and `labels` labels out, C outputs in and their gradient out
+         * (predict_dp_data counts one label: the others ride as inputs) */
+        int D = g->layers[0], labels = 1, C = g->layers[g->nlayers - 1];
+        if (!strcmp(g->model, "lenet")) D = 28 * 28, C = 10;
+        if (!strcmp(g->model, "gpt")) {
+            int V = !strncmp(g->data, "text:", 5) ? 256 : g->vocab;
+            D = g->seq_len, labels = g->seq_len, C = g->seq_len * V;
+        }
+        double d = predict_dp_data(g->nranks, g->global_batch, D + labels - 1, C, alpha, beta);
         t = d < 0 ? d : t + d;
     }
     return t;
