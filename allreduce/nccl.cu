@@ -521,6 +521,7 @@ static const SyncOps nccl_ops = {
     /* .bucket_time */ nccl_bucket_time,
     /* .server_busy */ NULL,
     /* .health */ NULL,
+    /* .progress */ NULL, /* every rank in lockstep */
     /* .close */ NULL, /* nothing to say goodbye to */
     /* .allreduce */ nccl_allreduce,
     /* .traffic */ nccl_traffic,
