@@ -357,30 +357,50 @@ def check_ranks(c, rep, cfg, run, expect):
 
 def check_gather(c, cfg, workers):
     """by_tag.gather: DataParallel's gathered logits, their gradient and the global batch's labels on
-    rank 0, 4 B (2C + 1) bytes (B = --global-batch, C = classes); 0 everywhere else."""
-    layers = cfg.get("layers") or []
+    rank 0, 4 B R (2C + 1) bytes (B = --global-batch, R output rows per sample, C classes); 0
+    everywhere else."""
+    rows, classes = output_shape(cfg)
     dp = cfg.get("sync") == "ps" and cfg.get("ps-mode") == "dataparallel"
     B = cfg.get("global-batch")
     for e in workers:
         g = ((e.get("memory") or {}).get("by_tag") or {}).get("gather")
-        if not isinstance(g, int) or not layers or not isinstance(B, int):
+        if not isinstance(g, int) or not classes or not isinstance(B, int):
             continue
-        want = 4 * B * (2 * layers[-1] + 1) if dp and e.get("rank") == 0 else 0
-        why = ("4 x global batch x (2 x classes + 1)" if e.get("rank") == 0 else "only rank 0 gathers") if dp \
-            else "no DataParallel step"
+        want = 4 * B * rows * (2 * classes + 1) if dp and e.get("rank") == 0 else 0
+        why = ("4 x global batch x rows per sample (%d) x (2 x classes + 1)" % rows if e.get("rank") == 0
+               else "only rank 0 gathers") if dp else "no DataParallel step"
         c.expect(g == want, "ranks[rank %s].memory.by_tag.gather" % e.get("rank"),
                  "%d bytes, expected %d (%s)" % (g, want, why))
 
 
-def param_bytes(cfg):
+def output_shape(cfg):
+    """(output rows per sample, classes per row) of the run's model: the MLP's last layer, lenet's
+    10 digits, gpt's --seq-len rows over the --vocab tokens. (1, 0) where the config says neither."""
+    model = cfg.get("model", "mlp")
+    if model == "gpt":
+        T, V = cfg.get("seq-len"), cfg.get("vocab")
+        return (T, V) if isinstance(T, int) and isinstance(V, int) else (1, 0)
+    if model == "lenet":
+        return 1, 10
     layers = cfg.get("layers") or []
-    return 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
+    return 1, (layers[-1] if layers else 0)
+
+
+def param_bytes(cfg, workers=()):
+    """The gradient's bytes: the MLP's from its layers; another model's from by_tag.params, which
+    every worker holds exactly once (the smallest, so that no server's copy is counted)."""
+    if cfg.get("model", "mlp") == "mlp":
+        layers = cfg.get("layers") or []
+        return 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
+    held = [((e.get("memory") or {}).get("by_tag") or {}).get("params") for e in workers]
+    held = [p for p in held if isinstance(p, int) and p > 0]
+    return min(held) if held else 0
 
 
 def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     """Units sanity: a back end that moves the gradient every step moves at least that many bytes."""
     sync, steps = cfg.get("sync"), (rep.get("summary") or {}).get("steps")
-    G = param_bytes(cfg)
+    G = param_bytes(cfg, workers)
     if not isinstance(steps, int) or not G or not isinstance(n, int):
         return
     floors = {}  # rank -> (bytes_sent floor, bytes_received floor)
