@@ -165,6 +165,11 @@ static void lazy_bias_forward(KernelCtx *c, float *Y, const float *b, int rows, 
     INNER->bias_forward(c->inner, Y, b, rows, cols);
 }
 
+static void lazy_bias_relu_forward(KernelCtx *c, float *Y, const float *b, int rows, int cols) {
+    lazy_drain(c->lq);
+    INNER->bias_relu_forward(c->inner, Y, b, rows, cols);
+}
+
 static void lazy_bias_backward(KernelCtx *c, float *db, const float *dY, int rows, int cols) {
     lazy_drain(c->lq);
     INNER->bias_backward(c->inner, db, dY, rows, cols);
@@ -355,6 +360,7 @@ static const KernelOps lazy_kernel_ops = {
     .heads_merge = lazy_heads_merge,
     .add = lazy_add,
     .adamw_step = lazy_adamw_step,
+    .bias_relu_forward = lazy_bias_relu_forward,
 };
 
 /* ---- Public ---- */

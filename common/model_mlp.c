@@ -70,8 +70,8 @@ static int mlp_forward(Model *m, int B) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *W = m->params + m->off[l], *b = W + (size_t)in * out;
         RS_TRY(K(m)->gemm(CTX(m), 0, 0, B, out, in, 1.0f, m->act[l], in, W, out, 0.0f, m->act[l + 1], out));
-        K(m)->bias_forward(CTX(m), m->act[l + 1], b, B, out);
-        if (l + 1 < m->nlayers) K(m)->relu_forward(CTX(m), m->act[l + 1], m->act[l + 1], (size_t)B * out);
+        if (l + 1 < m->nlayers) K(m)->bias_relu_forward(CTX(m), m->act[l + 1], b, B, out);
+        else K(m)->bias_forward(CTX(m), m->act[l + 1], b, B, out);
     }
     return RS_OK;
 }

@@ -169,6 +169,10 @@ typedef struct KernelOps {
     void (*adamw_step)(KernelCtx *ctx, float *param, const float *grad, float *m, float *v,
                        size_t n, float lr, float beta1, float beta2, float eps,
                        float weight_decay, float grad_scale, int t);
+
+    /* Y[r,c] = max(Y[r,c] + b[c], 0): bias_forward then relu_forward in one pass over Y, the
+     * same bits. */
+    void (*bias_relu_forward)(KernelCtx *ctx, float *Y, const float *b, int rows, int cols);
 } KernelOps;
 
 /* ---- Macros ---- */

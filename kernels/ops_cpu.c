@@ -71,81 +71,6 @@ static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int 
     return 0;
 }
 
-static void cpu_bias_forward(KernelCtx *ctx, float *Y, const float *b, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) Y[(size_t)r * cols + c] += b[c];
-}
-
-/* Sums down each column in row order: the order the CUDA kernel uses too. */
-static void cpu_bias_backward(KernelCtx *ctx, float *db, const float *dY, int rows, int cols) {
-    if (rows <= 0 || cols <= 0) return;
-    for (int c = 0; c < cols; c++) db[c] = 0.0f;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) db[c] += dY[(size_t)r * cols + c];
-}
-
-static void cpu_relu_forward(KernelCtx *ctx, float *Y, const float *X, size_t n) {
-    for (size_t i = 0; i < n; i++) Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
-}
-
-static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const float *Y,
-                              size_t n) {
-    for (size_t i = 0; i < n; i++) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
-}
-
-/* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
- * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that bad data cannot pass
- * unnoticed. The per-row losses are summed in double and added to stats[0] once. */
-static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *labels, int rows,
-                             int cols, float *dlogits, float *stats) {
-    if (rows <= 0 || cols <= 0) return;
-    double loss_sum = 0.0;
-    int correct = 0;
-    for (int r = 0; r < rows; r++) {
-        const float *x = logits + (size_t)r * cols;
-        float *dx = dlogits + (size_t)r * cols;
-        int label = labels[r];
-        float m = x[0];
-        int arg = 0;
-        for (int c = 1; c < cols; c++)
-            if (x[c] > m) {
-                m = x[c];
-                arg = c;
-            }
-        double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
-        for (int c = 0; c < cols; c++) sum += expf(x[c] - m);
-        float s = (float)sum;
-        int valid = label >= 0 && label < cols;
-        loss_sum += valid ? (double)(logf(s) - (x[label] - m)) : (double)NAN;
-        correct += valid && arg == label;
-        for (int c = 0; c < cols; c++) dx[c] = expf(x[c] - m) / s - (c == label ? 1.0f : 0.0f);
-    }
-    stats[0] += (float)loss_sum;
-    stats[1] += (float)correct;
-}
-
-static void cpu_sgd_step(KernelCtx *ctx, float *param, const float *grad, float *mom, size_t n,
-                         float lr, float momentum, float weight_decay, float grad_scale) {
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale + weight_decay * param[i];
-        float m = momentum * mom[i] + g;
-        mom[i] = m;
-        param[i] -= lr * m;
-    }
-}
-
-static void cpu_scale(KernelCtx *ctx, float *x, float a, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] *= a;
-}
-
-static void cpu_axpy(KernelCtx *ctx, float *y, float a, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-static void cpu_fill(KernelCtx *ctx, float *x, float v, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = v;
-}
-
 static int cpu_sync(KernelCtx *ctx) { return 0; }
 
 /* ---- Threads for the elementwise ops ----
@@ -373,6 +298,182 @@ typedef struct {
     int a, b, c, d, e, f;
     float s;
 } RowJob;
+
+/* ---- The MLP's elementwise ops ----
+ * Each splits along an axis whose elements are independent (rows, columns or flat indices), so
+ * every element is computed by the same expression in the same order on any thread count. */
+
+/* Rows in [lo, hi): Y[r][:] += b, then ReLU where f. (a = cols) */
+static void bias_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    size_t cols = (size_t)j->a;
+    const float *b = j->i0;
+    for (size_t r = lo; r < hi; r++) {
+        float *y = j->o0 + r * cols;
+        if (j->f)
+            for (size_t c = 0; c < cols; c++) {
+                float v = y[c] + b[c];
+                y[c] = v > 0.0f ? v : 0.0f;
+            }
+        else
+            for (size_t c = 0; c < cols; c++) y[c] += b[c];
+    }
+}
+
+static void cpu_bias_forward(KernelCtx *ctx, float *Y, const float *b, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    RowJob j = {.o0 = Y, .i0 = b, .a = cols, .f = 0};
+    par_run((size_t)rows, par_rows((size_t)cols), bias_forward_range, &j);
+}
+
+/* Y = max(Y + b, 0) in one pass: bias_forward then relu_forward, the same bits. */
+static void cpu_bias_relu_forward(KernelCtx *ctx, float *Y, const float *b, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    RowJob j = {.o0 = Y, .i0 = b, .a = cols, .f = 1};
+    par_run((size_t)rows, par_rows((size_t)cols), bias_forward_range, &j);
+}
+
+/* Columns in [lo, hi) of db, each summed over every row in row order, BIAS_COLS at a time so
+ * that a pass over the rows reads whole cache lines. (i0 dY, a = cols, b = rows) */
+#define BIAS_COLS 256
+static void bias_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    size_t cols = (size_t)j->a;
+    for (size_t c0 = lo; c0 < hi; c0 += BIAS_COLS) {
+        size_t c1 = c0 + BIAS_COLS < hi ? c0 + BIAS_COLS : hi;
+        float *db = j->o0;
+        for (size_t c = c0; c < c1; c++) db[c] = 0.0f;
+        for (int r = 0; r < j->b; r++) {
+            const float *dy = j->i0 + (size_t)r * cols;
+            for (size_t c = c0; c < c1; c++) db[c] += dy[c];
+        }
+    }
+}
+
+/* Sums down each column in row order: the order the CUDA kernel uses too. */
+static void cpu_bias_backward(KernelCtx *ctx, float *db, const float *dY, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    RowJob j = {.o0 = db, .i0 = dY, .a = cols, .b = rows};
+    size_t grain = (PAR_GRAIN + (size_t)rows - 1) / (size_t)rows;
+    par_run((size_t)cols, grain < 16 ? 16 : grain, bias_backward_range, &j);
+}
+
+static void relu_forward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->o0[i] = j->i0[i] > 0.0f ? j->i0[i] : 0.0f;
+}
+
+static void cpu_relu_forward(KernelCtx *ctx, float *Y, const float *X, size_t n) {
+    RowJob j = {.o0 = Y, .i0 = X};
+    par_run(n, PAR_GRAIN, relu_forward_range, &j);
+}
+
+/* (i0 dY, i1 Y) */
+static void relu_backward_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->o0[i] = j->i1[i] > 0.0f ? j->i0[i] : 0.0f;
+}
+
+static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const float *Y,
+                              size_t n) {
+    RowJob j = {.o0 = dX, .i0 = dY, .i1 = Y};
+    par_run(n, PAR_GRAIN, relu_backward_range, &j);
+}
+
+/* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
+ * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that
+ * bad data cannot pass unnoticed. The per-row losses are summed in double, in row order, and
+ * added to stats[0] once. (Single-threaded: a batch of logits is a few thousand floats.) */
+static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *labels, int rows,
+                             int cols, float *dlogits, float *stats) {
+    if (rows <= 0 || cols <= 0) return;
+    double loss_sum = 0.0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *x = logits + (size_t)r * cols;
+        float *dx = dlogits + (size_t)r * cols;
+        int label = labels[r];
+        float m = x[0];
+        int arg = 0;
+        for (int c = 1; c < cols; c++)
+            if (x[c] > m) {
+                m = x[c];
+                arg = c;
+            }
+        int valid = label >= 0 && label < cols;
+        float xl = valid ? x[label] - m : 0.0f; /* read before dx (which may be x) is written */
+        double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
+        for (int c = 0; c < cols; c++) {
+            float e = expf(x[c] - m);
+            dx[c] = e; /* kept for the gradient: one expf per element instead of two */
+            sum += e;
+        }
+        float s = (float)sum;
+        loss_sum += valid ? (double)(logf(s) - xl) : (double)NAN;
+        correct += valid && arg == label;
+        for (int c = 0; c < cols; c++) dx[c] = dx[c] / s - (c == label ? 1.0f : 0.0f);
+    }
+    stats[0] += (float)loss_sum;
+    stats[1] += (float)correct;
+}
+
+/* Arguments of the flat vector ops: SGD's (p, m, g and its constants), scale's, axpy's and
+ * fill's (y, x, a). */
+typedef struct {
+    float *p, *m, *y;
+    const float *g, *x;
+    float lr, momentum, decay, grad_scale, a;
+} VecJob;
+
+/* PyTorch's SGD with momentum and weight decay, element by element. */
+static void sgd_range(void *arg, size_t lo, size_t hi) {
+    const VecJob *j = arg;
+    float *p = j->p, *mom = j->m;
+    const float *grad = j->g;
+    for (size_t i = lo; i < hi; i++) {
+        float g = grad[i] * j->grad_scale + j->decay * p[i];
+        float m = j->momentum * mom[i] + g;
+        mom[i] = m;
+        p[i] -= j->lr * m;
+    }
+}
+
+static void cpu_sgd_step(KernelCtx *ctx, float *param, const float *grad, float *mom, size_t n,
+                         float lr, float momentum, float weight_decay, float grad_scale) {
+    VecJob j = {.p = param, .m = mom, .g = grad, .lr = lr, .momentum = momentum,
+                .decay = weight_decay, .grad_scale = grad_scale};
+    par_run(n, PAR_GRAIN, sgd_range, &j);
+}
+
+static void scale_range(void *arg, size_t lo, size_t hi) {
+    const VecJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->y[i] *= j->a;
+}
+
+static void cpu_scale(KernelCtx *ctx, float *x, float a, size_t n) {
+    VecJob j = {.y = x, .a = a};
+    par_run(n, PAR_GRAIN, scale_range, &j);
+}
+
+static void axpy_range(void *arg, size_t lo, size_t hi) {
+    const VecJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->y[i] += j->a * j->x[i];
+}
+
+static void cpu_axpy(KernelCtx *ctx, float *y, float a, const float *x, size_t n) {
+    VecJob j = {.y = y, .x = x, .a = a};
+    par_run(n, PAR_GRAIN, axpy_range, &j);
+}
+
+static void fill_range(void *arg, size_t lo, size_t hi) {
+    const VecJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->y[i] = j->a;
+}
+
+static void cpu_fill(KernelCtx *ctx, float *x, float v, size_t n) {
+    VecJob j = {.y = x, .a = v};
+    par_run(n, PAR_GRAIN, fill_range, &j);
+}
 
 /* Planes p = b*C + c in [lo, hi): Y[p][:] += bias[c]. (a = C, b = HW) */
 static void channel_bias_forward_range(void *arg, size_t lo, size_t hi) {
@@ -777,6 +878,7 @@ static const KernelOps cpu_ops = {
     .heads_merge = cpu_heads_merge,
     .add = cpu_add,
     .adamw_step = cpu_adamw_step,
+    .bias_relu_forward = cpu_bias_relu_forward,
 };
 
 /* The plain-C table. Never NULL. */

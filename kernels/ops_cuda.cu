@@ -31,6 +31,14 @@ __global__ void bias_forward_kernel(float *Y, const float *b, size_t n, int cols
         Y[i] += b[i % cols];
 }
 
+__global__ void bias_relu_forward_kernel(float *Y, const float *b, size_t n, int cols) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = Y[i] + b[i % cols];
+        Y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 /* One thread per column summing down the rows in order: deterministic, and the CPU's order. */
 __global__ void bias_backward_kernel(float *db, const float *dY, int rows, int cols) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -503,6 +511,13 @@ static void cuda_bias_forward(KernelCtx *ctx, float *Y, const float *b, int rows
     OPS_LAUNCH_CHECK(ctx);
 }
 
+static void cuda_bias_relu_forward(KernelCtx *ctx, float *Y, const float *b, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    size_t n = (size_t)rows * cols;
+    bias_relu_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(Y, b, n, cols);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
 static void cuda_bias_backward(KernelCtx *ctx, float *db, const float *dY, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
     unsigned blocks = (unsigned)((cols + OPS_THREADS - 1) / OPS_THREADS);
@@ -789,6 +804,7 @@ static const KernelOps cuda_ops = {
     cuda_heads_merge,
     cuda_add,
     cuda_adamw_step,
+    cuda_bias_relu_forward,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's

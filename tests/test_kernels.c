@@ -219,6 +219,13 @@ static void test_cpu_relu(void) {
     float *G2 = dup_vec(G, n); /* dX aliasing dY */
     k->relu_backward(ctx, G2, G2, Y, n);
     CHECK(memcmp(G2, dX, n * sizeof *dX) == 0);
+    /* bias_relu_forward: bias_forward then relu_forward, bit for bit (7 rows of 43) */
+    float *B1 = dup_vec(X, n), *B2 = dup_vec(X, n);
+    k->bias_forward(ctx, B1, G, 7, 43);
+    k->relu_forward(ctx, B1, B1, 7 * 43);
+    k->bias_relu_forward(ctx, B2, G, 7, 43);
+    CHECK(memcmp(B1, B2, n * sizeof *B1) == 0);
+    free(B1), free(B2);
     free(X), free(G), free(Y), free(Y2), free(dX), free(fd), free(G2);
     k->ctx_destroy(ctx);
 }
@@ -480,6 +487,14 @@ static void test_cuda_relu(void) {
     CHECK_CLOSE(hY, Y, n, 1.0, "relu_forward");
     CHECK_CLOSE(hX, Y, n, 1.0, "relu_forward in place");
     CHECK_CLOSE(hdX, dX, n, 1.0, "relu_backward");
+    /* bias_relu_forward over 1000 rows of 100 (n - 3 elements untouched) */
+    float *BR = dup_vec(X, n), *gB = gpu_put(X, n * 4), *gb = gpu_put(dY, 100 * 4);
+    c->bias_relu_forward(cpu_ctx, BR, dY, 1000, 100);
+    gpu.k->bias_relu_forward(gpu.kctx, gB, gb, 1000, 100);
+    float *hB = gpu_take(gB, n * 4);
+    CHECK_CLOSE(hB, BR, n, 1.0, "bias_relu_forward");
+    device_free(&gpu, gb, 100 * 4, MEM_ACTIVATIONS);
+    free(BR), free(hB);
     free(X), free(dY), free(Y), free(dX), free(hY), free(hX), free(hdX);
 }
 

@@ -750,6 +750,26 @@ static void run_all_big(Outs *o, const float *x, const int *tok) {
     memset(m, 0, 200000 * 4);
     CPU->adamw_step(c, p, x + 5, m, v, 100000, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f, 1);
     CPU->adamw_step(c, p, x + 9, m, v, 100000, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f, 2);
+    /* the MLP's: a 128 x 1024 layer, an odd 333 x 517 one, SGD and the vector ops */
+    float *y1 = o2 + 1000000, *y2 = o2 + 1200000;
+    memcpy(y1, x, 131072 * 4);
+    memcpy(y2, x, 131072 * 4);
+    CPU->bias_forward(c, y1, x + 7, 128, 1024);
+    CPU->bias_relu_forward(c, y2, x + 7, 128, 1024);
+    CPU->relu_forward(c, o2 + 1400000, x, 131072);
+    CPU->relu_backward(c, o2 + 1600000, x + 3, y2, 131072);
+    CPU->bias_backward(c, o3 + 1000000, x + 11, 128, 1024);
+    CPU->bias_backward(c, o3 + 1001100, x, 333, 517);
+    CPU->softmax_xent(c, x, tok, 256, 300, o3 + 1002000, o3 + 1080000);
+    float *sp = o3 + 1100000, *sm = o3 + 1400000, *sv = o3 + 1700000;
+    memcpy(sp, x, 300000 * 4);
+    memset(sm, 0, 300000 * 4);
+    CPU->sgd_step(c, sp, x + 13, sm, 300000, 0.1f, 0.9f, 1e-4f, 0.5f);
+    CPU->sgd_step(c, sp, x + 17, sm, 300000, 0.1f, 0.9f, 1e-4f, 0.5f);
+    memcpy(sv, x, 200000 * 4);
+    CPU->scale(c, sv, 0.37f, 200000);
+    CPU->axpy(c, sv, -1.5f, x + 19, 200000);
+    CPU->fill(c, sv + 100000, 0.25f, 50000);
 }
 
 static void test_cpu_threads(void) {
