@@ -62,8 +62,9 @@ typedef struct KernelOps {
      * and an op with an empty shape does nothing (NULL pointers welcome). Integer arrays
      * (tokens, argmax indices) are device memory like the floats. Every result is
      * deterministic: the same inputs give the same bits from run to run, and on the CPU
-     * whatever kernels_cpu_set_threads says (work is split only where results are independent;
-     * the GEMMs are the BLAS library's). None allocates. */
+     * whatever kernels_cpu_set_threads says (work is split only where results are independent:
+     * a GEMM into blocks of C, each one single-threaded BLAS call over the whole K). None
+     * allocates. */
 
     /* For b in [0, batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b, as gemm, with
      * X_b = X + b * strideX (in floats). strideA or strideB may be 0 (one matrix for every b);
@@ -196,9 +197,10 @@ const KernelOps *kernels_cpu(void);
 /* The CUDA table (cuBLAS for GEMM); NULL in a build without CUDA. */
 const KernelOps *kernels_cuda(void);
 
-/* Sets the number of threads the CPU table uses, for BLAS and for its own elementwise ops
- * (n <= 0: leave both as they are; before any call BLAS has the library's default and the
- * elementwise ops run on the calling thread alone). Results do not depend on it. */
+/* Sets the number of threads the CPU table uses, for GEMM (split into blocks of C, BLAS itself
+ * kept single-threaded, so that no BLAS thread spins beside them) and for its elementwise ops
+ * (n <= 0: leave it as it is; before any call every op runs on the calling thread alone).
+ * Results do not depend on it, bit for bit. */
 void kernels_cpu_set_threads(int n);
 
 /* Checks a row-major GEMM's shapes and strides (op(A) M x K with row stride lda, and so on)

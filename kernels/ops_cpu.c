@@ -59,23 +59,12 @@ int kernels_gemm_batched_check(int ta, int tb, int M, int N, int K, int lda, int
     return 0;
 }
 
-static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc) {
-    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
-    if (M == 0 || N == 0) return 0;
-    double t0 = clock_now();
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    cpu_gemm_seconds += clock_now() - t0;
-    return 0;
-}
-
-static int cpu_sync(KernelCtx *ctx) { return 0; }
-
-/* ---- Threads for the elementwise ops ----
+/* ---- Threads for GEMM and the elementwise ops ----
  * One pool per process: a parallel region splits [0, n) into contiguous parts, one per thread,
- * the caller running the first. Ops split only along an axis whose elements are computed
+ * which the caller and the workers claim one at a time; the caller claims the first and then
+ * any that no worker has taken yet, so a region whose workers are slow to wake (a busy
+ * machine) finishes on the caller instead of waiting for them. Which thread runs a part never
+ * changes what it computes: ops split only along an axis whose elements are computed
  * independently (never through a shared sum), so results do not depend on the thread count,
  * and a caller that finds the pool busy (another thread's context) runs the region alone. */
 
@@ -89,10 +78,9 @@ static struct {
     pthread_mutex_t use; /* held by the one caller running a region */
     pthread_mutex_t mu;  /* guards the fields below */
     pthread_cond_t go, done;
-    int nworkers;        /* workers started, ids 1..nworkers (none in a forked child) */
-    unsigned long gen;   /* regions started */
-    unsigned long gen0[PAR_MAX_THREADS]; /* gen when each worker was started */
-    int parts, pending;
+    int nworkers;        /* workers started (none in a forked child) */
+    int parts, next;     /* the region's parts, and the first not yet claimed */
+    int pending;         /* parts not yet finished */
     ParFn fn;
     void *arg;
     size_t n;
@@ -105,21 +93,26 @@ static atomic_int par_threads = 1;
 /* Start of part i of parts over [0, n). */
 static size_t par_lo(size_t n, int parts, int i) { return n / parts * i + (n % parts) * i / parts; }
 
-static void *par_worker(void *p) {
-    int id = (int)(intptr_t)p;
-    pthread_mutex_lock(&pool.mu);
-    unsigned long seen = pool.gen0[id];
-    for (;;) {
-        while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.mu);
-        seen = pool.gen;
+/* Runs unclaimed parts of the current region until none is left (called with `mu` held, and
+ * returns with it held). */
+static void par_claim(void) {
+    while (pool.next < pool.parts) {
+        int i = pool.next++, parts = pool.parts;
         ParFn fn = pool.fn;
         void *arg = pool.arg;
         size_t n = pool.n;
-        int parts = pool.parts;
         pthread_mutex_unlock(&pool.mu);
-        if (id < parts) fn(arg, par_lo(n, parts, id), par_lo(n, parts, id + 1));
+        fn(arg, par_lo(n, parts, i), par_lo(n, parts, i + 1));
         pthread_mutex_lock(&pool.mu);
-        if (id < parts && --pool.pending == 0) pthread_cond_signal(&pool.done);
+        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+    }
+}
+
+static void *par_worker(void *p) {
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.next >= pool.parts) pthread_cond_wait(&pool.go, &pool.mu);
+        par_claim();
     }
     return NULL;
 }
@@ -154,18 +147,16 @@ static void par_fork_register(void) {
 static void par_grow(int workers) {
     pthread_once(&par_fork_once, par_fork_register);
     while (pool.nworkers < workers && pool.nworkers < PAR_MAX_THREADS - 1) {
-        int id = pool.nworkers + 1;
         pthread_t th;
-        pool.gen0[id] = pool.gen; /* gen changes only under `use`, which this thread holds */
-        if (pthread_create(&th, NULL, par_worker, (void *)(intptr_t)id) != 0) break;
+        if (pthread_create(&th, NULL, par_worker, NULL) != 0) break;
         pthread_detach(th);
-        pool.nworkers = id;
+        pool.nworkers++;
     }
 }
 
 /* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. The
  * workers are started by kernels_cpu_set_threads (or at first need, in a forked child); should
- * one fail to start, the region runs on fewer. */
+ * one fail to start, or be slow to wake, the caller runs its parts. */
 static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
     int threads = atomic_load_explicit(&par_threads, memory_order_relaxed);
     size_t most = grain ? n / grain : n;
@@ -175,18 +166,19 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
         return;
     }
     par_grow(parts - 1);
-    if (parts > pool.nworkers + 1) parts = pool.nworkers + 1;
     pthread_mutex_lock(&pool.mu);
     pool.fn = fn;
     pool.arg = arg;
     pool.n = n;
     pool.parts = parts;
-    pool.pending = parts - 1;
-    pool.gen++;
+    pool.pending = parts;
+    pool.next = 1; /* part 0 is the caller's */
     pthread_cond_broadcast(&pool.go);
     pthread_mutex_unlock(&pool.mu);
     fn(arg, 0, par_lo(n, parts, 1));
     pthread_mutex_lock(&pool.mu);
+    pool.pending--;
+    par_claim();
     while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
     pthread_mutex_unlock(&pool.mu);
     pthread_mutex_unlock(&pool.use);
@@ -194,6 +186,91 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
 
 /* Rows per part so that a part touches at least PAR_GRAIN floats. */
 static size_t par_rows(size_t cols) { return cols ? (PAR_GRAIN + cols - 1) / cols : PAR_GRAIN; }
+
+/* ---- GEMM ----
+ * BLAS runs single-threaded, always: a GEMM is split over the pool into parts of C (row blocks
+ * or column blocks), each one cblas_sgemm call over the whole K, so that every element of C is
+ * the same dot product in the same order whatever the thread count (OpenBLAS's own threading
+ * gives other bits on 1 and 2 threads), and so that no BLAS thread spins on a core that the
+ * pool's elementwise ops need (OpenBLAS's idle workers sched_yield in a loop for a while after
+ * every call). */
+
+/* Smallest part worth a thread (multiply-adds) and the unit parts are cut in (rows or columns:
+ * whole register blocks of the sgemm kernels). */
+#define GEMM_GRAIN ((double)(1 << 20))
+#define GEMM_UNIT 16
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} GemmJob;
+
+/* Units [lo, hi) of C's rows (by_rows) or columns. */
+static void gemm_range(void *arg, size_t lo, size_t hi) {
+    const GemmJob *j = arg;
+    size_t r0 = lo * GEMM_UNIT, r1 = hi * GEMM_UNIT;
+    int extent = j->by_rows ? j->M : j->N;
+    if (r1 > (size_t)extent) r1 = (size_t)extent;
+    int n = (int)(r1 - r0);
+    const float *A = j->A, *B = j->B;
+    float *C = j->C;
+    if (j->by_rows) { /* rows r0.. of op(A) and of C */
+        A += j->ta ? r0 : r0 * (size_t)j->lda;
+        C += r0 * (size_t)j->ldc;
+    } else { /* columns r0.. of op(B) and of C */
+        B += j->tb ? r0 * (size_t)j->ldb : r0;
+        C += r0;
+    }
+    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                j->by_rows ? n : j->M, j->by_rows ? j->N : n, j->K, j->alpha, A, j->lda, B, j->ldb,
+                j->beta, C, j->ldc);
+}
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void) { openblas_set_num_threads(1); }
+
+/* One GEMM, split along C's longer side when it is worth a thread per part. */
+static void gemm_split(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
+    pthread_once(&blas_once, blas_single);
+    GemmJob j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
+    int extent = j.by_rows ? M : N;
+    size_t units = ((size_t)extent + GEMM_UNIT - 1) / GEMM_UNIT;
+    double per_unit = (double)(j.by_rows ? N : M) * K * GEMM_UNIT;
+    size_t grain = per_unit >= GEMM_GRAIN ? 1 : (size_t)(GEMM_GRAIN / per_unit) + 1;
+    par_run(units, grain, gemm_range, &j);
+}
+
+/* A strided batch of GEMMs: its items in [lo, hi), each whole. */
+typedef struct {
+    GemmJob g;
+    long long sa, sb, sc;
+} BatchJob;
+
+static void gemm_batch_range(void *arg, size_t lo, size_t hi) {
+    const BatchJob *j = arg;
+    const GemmJob *g = &j->g;
+    for (size_t b = lo; b < hi; b++)
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, g->alpha,
+                    g->A + b * j->sa, g->lda, g->B + b * j->sb, g->ldb, g->beta, g->C + b * j->sc,
+                    g->ldc);
+}
+
+static int cpu_gemm(KernelCtx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc) {
+    RS_TRY(kernels_gemm_check(trans_a, trans_b, M, N, K, lda, ldb, ldc));
+    if (M == 0 || N == 0) return 0;
+    double t0 = clock_now();
+    gemm_split(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cpu_gemm_seconds += clock_now() - t0;
+    return 0;
+}
+
+static int cpu_sync(KernelCtx *ctx) { return 0; }
 
 /* ---- Neural-network ops ---- */
 
@@ -205,10 +282,17 @@ static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, in
                                       strideC, batch));
     if (M == 0 || N == 0 || batch == 0) return 0;
     double t0 = clock_now();
-    for (int b = 0; b < batch; b++)
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A + b * strideA, lda,
-                    B + b * strideB, ldb, beta, C + b * strideC, ldc);
+    double work = (double)M * N * K;
+    if (batch > 1 && work < GEMM_GRAIN * 4) { /* small matrices: whole ones per thread */
+        BatchJob j = {{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1, alpha, beta, A, B, C},
+                      strideA, strideB, strideC};
+        pthread_once(&blas_once, blas_single);
+        par_run((size_t)batch, (size_t)(GEMM_GRAIN / (work + 1.0)) + 1, gemm_batch_range, &j);
+    } else {
+        for (int b = 0; b < batch; b++)
+            gemm_split(trans_a, trans_b, M, N, K, alpha, A + b * strideA, lda, B + b * strideB,
+                       ldb, beta, C + b * strideC, ldc);
+    }
     cpu_gemm_seconds += clock_now() - t0;
     return 0;
 }
@@ -884,11 +968,12 @@ static const KernelOps cpu_ops = {
 /* The plain-C table. Never NULL. */
 const KernelOps *kernels_cpu(void) { return &cpu_ops; }
 
-/* Sets OpenBLAS's thread count and the elementwise ops' when n > 0 (starting the pool's
- * workers, which then sleep until a region needs them); n <= 0 leaves both. */
+/* Sets the pool's thread count, for GEMM and the elementwise ops, when n > 0 (starting its
+ * workers, which then sleep until a region needs them; BLAS itself stays single-threaded);
+ * n <= 0 leaves it. */
 void kernels_cpu_set_threads(int n) {
     if (n <= 0) return;
-    openblas_set_num_threads(n);
+    pthread_once(&blas_once, blas_single);
     if (n > PAR_MAX_THREADS) n = PAR_MAX_THREADS;
     pthread_mutex_lock(&pool.use); /* the workers start now, not inside the first step */
     par_grow(n - 1);

@@ -770,6 +770,13 @@ static void run_all_big(Outs *o, const float *x, const int *tok) {
     CPU->scale(c, sv, 0.37f, 200000);
     CPU->axpy(c, sv, -1.5f, x + 19, 200000);
     CPU->fill(c, sv + 100000, 0.25f, 50000);
+    /* GEMM, split over the pool: the MLP's three kinds, an odd shape, a batch of small ones */
+    CHECK(CPU->gemm(c, 0, 0, 128, 1024, 784, 1, x, 784, x + 1000, 1024, 0, o0 + 1300000, 1024) == 0);
+    CHECK(CPU->gemm(c, 1, 0, 784, 1024, 128, 1, x, 784, x + 3, 1024, 0, o1 + 1000000, 1024) == 0);
+    CHECK(CPU->gemm(c, 0, 1, 128, 512, 1024, 1, x, 1024, x + 5, 1024, 0, o0 + 1500000, 512) == 0);
+    CHECK(CPU->gemm(c, 0, 0, 333, 77, 517, 0.5f, x, 517, x + 11, 77, 0, o3 + 1800000, 77) == 0);
+    CHECK(CPU->gemm_strided_batched(c, 0, 1, 64, 64, 16, 1, x, 16, 1024, x + 7, 16, 1024, 0,
+                                    o0 + 1600000, 64, 4096, 32) == 0);
 }
 
 static void test_cpu_threads(void) {
