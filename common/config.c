@@ -60,8 +60,8 @@ static const Opt opts[] = {
     {"bucket-mb", 0, OPT_DBL, O(bucket_mb), 0, "25", 1, "gradient bucket size in MiB (last layer first)"},
     {"no-overlap", 0, OPT_NOFLAG, O(overlap), 0, "1", 1, "wait for the whole backward before communicating"},
     {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
-    {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process)"},
-    {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range"},
+    {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process) | sharded (a server shard in every worker, 1/N of the keys each)"},
+    {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32 (bf16 and fp16, gradients rounded to 16 bits on the wire, are not available yet)"},
@@ -271,8 +271,8 @@ int config_validate(const Config *c) {
     if (c->nranks > 256) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: at most 256 local ranks", c->nranks);
     if (!(c->bucket_mb > 0)) return rs_error(RS_ERR_INPUT, "--bucket-mb %g: must be > 0", c->bucket_mb);
     if (!(c->timeout > 0)) return rs_error(RS_ERR_INPUT, "--timeout %g: must be > 0 seconds", c->timeout);
-    if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated"))
-        return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated or dedicated", c->ps_placement);
+    if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated") && strcmp(c->ps_placement, "sharded"))
+        return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
     if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))
         return rs_error(RS_ERR_INPUT, "--ps-mode '%s': expected push or dataparallel", c->ps_mode);
     if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
@@ -301,6 +301,13 @@ int config_validate(const Config *c) {
     if (c->ps_staleness != 0 && !strcmp(c->ps_mode, "dataparallel"))
         return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
                                       "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one server, "
+                                      "rank 0 (its GPU 0 gathers, reduces and updates); use --ps-placement colocated");
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->ps_staleness != 0)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
+                                      "lockstep (sync) only; use colocated or dedicated servers for %s",
+                        c->ps_consistency, c->ps_consistency);
     if (strcmp(c->wire, "fp32") && strcmp(c->wire, "bf16") && strcmp(c->wire, "fp16"))
         return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
     if (strcmp(c->wire, "fp32")) /* the option and its checks are in place; the back ends move fp32 only so far */

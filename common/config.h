@@ -41,7 +41,7 @@ typedef struct {
     double bucket_mb;
     int overlap;
     double timeout;           /* seconds, every blocking wait */
-    char ps_placement[16];    /* colocated | dedicated */
+    char ps_placement[16];    /* colocated | dedicated | sharded */
     int ps_servers;
     char ps_mode[16];         /* push | dataparallel */
     char ps_consistency[16];  /* sync | async | ssp:S */

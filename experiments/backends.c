@@ -23,8 +23,10 @@ static int cost_ring(const char *placement, int servers, int nranks, double n, d
     return 0;
 }
 
-/* A parameter server: colocated (rank 0's link carries every other rank's push and pull), or K
- * dedicated servers (a push and a pull; the busier of a worker's and a server's link bounds). */
+/* A parameter server: colocated (rank 0's link carries every other rank's push and pull), K
+ * dedicated servers (a push and a pull; the busier of a worker's and a server's link bounds), or
+ * sharded, a shard in every worker (each link carries the ring's 2(N-1)/N n, in N-1 messages each
+ * way sent at once: a push round and a pull round). */
 static int cost_ps(const char *placement, int servers, int nranks, double n, double *a, double *b) {
     double N = nranks;
     *a = *b = 0;
@@ -32,6 +34,12 @@ static int cost_ps(const char *placement, int servers, int nranks, double n, dou
         if (nranks < 2) return 0;
         *a = 2 * (N - 1);
         *b = 2 * (N - 1) * n;
+        return 0;
+    }
+    if (!strcmp(placement, "sharded")) { /* a shard in every worker: the ring's bytes, in one round each way */
+        if (nranks < 2) return 0;
+        *a = 2;
+        *b = 2 * (N - 1) / N * n;
         return 0;
     }
     if (!strcmp(placement, "dedicated")) {

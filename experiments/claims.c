@@ -59,7 +59,13 @@ static void claim_verdict(Claim *c, const char *v, const char *fmt, ...) {
 }
 
 static int is_ring(const ClaimsRun *r) { return !strcmp(r->sync, "ring") || !strcmp(r->sync, "nccl"); }
-static int is_ps_colocated(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && strcmp(r->placement, "dedicated"); }
+/* DataParallel's server in rank 0 (dedicated servers and sharded ones, a shard in every worker,
+ * are not the claims' imbalanced ps). */
+static int is_ps_colocated(const ClaimsRun *r) {
+    return !strcmp(r->sync, "ps") && strcmp(r->placement, "dedicated") && strcmp(r->placement, "sharded");
+}
+/* A shard of the server in every worker: balanced, as the ring (claims 1 and 2 hold it to the ring's rule). */
+static int is_ps_sharded(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && !strcmp(r->placement, "sharded"); }
 static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
 
 static double run_mean(const double *x, int n) {
@@ -146,8 +152,9 @@ static int families(const ClaimsSet *s, const char **out) {
 /* ---- claim 1: memory ------------------------------------------------------------------------- */
 
 static void claim1(const ClaimsSet *s, Claim *c) {
-    int nps = 0, nring = 0, bad = 0;
+    int nps = 0, nring = 0, nsharded = 0, bad = 0;
     cJSON *ps = cJSON_AddArrayToObject(c->numbers, "ps"), *ring = cJSON_AddArrayToObject(c->numbers, "ring");
+    cJSON *sharded = cJSON_AddArrayToObject(c->numbers, "ps_sharded");
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         if (r->ranks < 2 || r->nw < 2) continue;
@@ -162,16 +169,18 @@ static void claim1(const ClaimsSet *s, Claim *c) {
             cJSON_AddNumberToObject(o, "max_other_peak_bytes", mo);
             claim_line(c, "ps   N=%-3d rank 0 %.2f MiB vs max other %.2f MiB (%.2fx)%s  [%s]", r->ranks, r->peak[0] / MiB,
                        mo / MiB, mo > 0 ? r->peak[0] / mo : INFINITY, ok ? "" : "  <- not above", r->label);
-        } else if (is_ring(r)) {
+        } else if (is_ring(r) || is_ps_sharded(r)) {
             double mean = run_mean(r->peak, r->nw), dev = mean > 0 ? fabs(r->peak[0] - mean) / mean : 0;
-            int ok = dev <= CL_RING_MEM_TOL;
+            int ok = dev <= CL_RING_MEM_TOL, sh = is_ps_sharded(r);
             bad += !ok;
-            nring++;
-            cJSON *o = num_item(ring, r);
+            nring += !sh;
+            nsharded += sh;
+            cJSON *o = num_item(sh ? sharded : ring, r);
             cJSON_AddNumberToObject(o, "rank0_peak_bytes", r->peak[0]);
             cJSON_AddNumberToObject(o, "mean_peak_bytes", mean);
             cJSON_AddNumberToObject(o, "deviation", dev);
-            claim_line(c, "ring N=%-3d rank 0 %.2f MiB vs mean %.2f MiB (%+.1f%%, limit %.0f%%)%s  [%s]", r->ranks,
+            claim_line(c, "%s N=%-3d rank 0 %.2f MiB vs mean %.2f MiB (%+.1f%%, limit %.0f%%)%s  [%s]",
+                       sh ? "ps sharded" : "ring", r->ranks,
                        r->peak[0] / MiB, mean / MiB, 100 * (r->peak[0] - mean) / (mean > 0 ? mean : 1), 100 * CL_RING_MEM_TOL,
                        ok ? "" : "  <- off", r->label);
         }
@@ -179,8 +188,8 @@ static void claim1(const ClaimsSet *s, Claim *c) {
     if (bad) claim_verdict(c, "FAIL", "%d run%s off the claim", bad, bad > 1 ? "s" : "");
     else if (!nps || !nring)
         claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs with >= 2 ranks (have %d ps, %d ring)", nps, nring);
-    else claim_verdict(c, "PASS", "ps: rank 0 above every other rank in %d run%s; ring: rank 0 within %.0f%% of the mean in %d", nps,
-                       nps > 1 ? "s" : "", 100 * CL_RING_MEM_TOL, nring);
+    else claim_verdict(c, "PASS", "ps: rank 0 above every other rank in %d run%s; ring: rank 0 within %.0f%% of the mean in %d%s", nps,
+                       nps > 1 ? "s" : "", 100 * CL_RING_MEM_TOL, nring, nsharded ? " (and sharded ps, balanced as the ring)" : "");
 }
 
 /* ---- claim 2: traffic ------------------------------------------------------------------------ */
@@ -274,11 +283,37 @@ static void claim2(const ClaimsSet *s, Claim *c) {
             if (!(hi / lo < 2.0)) bad++;
         }
     }
+    /* sharded ps (a shard in every worker) is balanced as the ring: every rank's bytes sent per step
+     * within the same tolerance of 2(N-1)/N n; the start-up (rank 0 hands out the parameters and
+     * every server answers the pulls, at most one step's worth) may come on top */
+    cJSON *sharded = cJSON_AddArrayToObject(c->numbers, "ps_sharded");
+    int sharded_runs = 0;
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (!is_ps_sharded(r) || r->ranks < 2 || r->nw < 2) continue;
+        double steps = r->steps_run > 0 ? r->steps_run : r->steps;
+        double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps, worst = 0, sum = 0;
+        for (int k = 0; k < r->nw; k++) {
+            double mine = r->sent[k], d = mine < total ? total - mine : mine > total + want ? mine - total - want : 0;
+            worst = d / total > worst ? d / total : worst;
+            sum += mine;
+        }
+        int ok = worst <= CL_RING_TRAFFIC_TOL;
+        bad += !ok;
+        sharded_runs++;
+        cJSON *o = num_item(sharded, r);
+        cJSON_AddNumberToObject(o, "sent_per_rank_per_step_bytes", sum / r->nw / steps);
+        cJSON_AddNumberToObject(o, "expected_bytes", want);
+        cJSON_AddNumberToObject(o, "worst_rank_deviation", worst);
+        claim_line(c, "ps sharded N=%-3d sent per rank per step %.3f MiB (start-up included), 2(N-1)/N n = %.3f MiB (worst rank %.2f%% outside)%s  [%s]",
+                   r->ranks, sum / r->nw / steps / MiB, want / MiB, 100 * worst, ok ? "" : "  <- off", r->label);
+    }
     if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
     else if (!ps_series || !ring_series)
         claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at >= 2 values of N >= 2 with the same model (have %d ps series, %d ring series)",
                       ps_series, ring_series);
-    else claim_verdict(c, "PASS", "ps rank 0 traffic linear in N in %d series; ring traffic matches 2(N-1)/N n in %d runs", ps_series, ring_runs);
+    else claim_verdict(c, "PASS", "ps rank 0 traffic linear in N in %d series; ring traffic matches 2(N-1)/N n in %d runs%s", ps_series,
+                       ring_runs, sharded_runs ? " (and sharded ps, as the ring)" : "");
 }
 
 /* ---- claim 3: comm time per step ------------------------------------------------------------- */

@@ -16,6 +16,10 @@
  *                                     (a push and a pull; each worker link moves n each way,
  *                                      each server link N*n/K; the busier link bounds the time;
  *                                      the K shard messages go out in parallel: one latency)
+ *   ps sharded (a shard in every worker, BytePS's colocated PS): A = 2,  Bc = 2(N-1)/N * n
+ *                                     (each worker pushes N-1 shards of n/N and its shard
+ *                                      answers N-1 pushes: the ring's bytes on every link,
+ *                                      but in one round of N-1 parallel messages each way)
  * ps-mode dataparallel: the colocated formula for the gradients (the push, and the replicate
  * in place of the pull), plus, once per step, rank 0's data messages (predict_dp_data):
  *   A = 3(N-1),  Bc = (B - ceil(B/N)) * (4D + 4 + 8C)   (the batch out, D inputs and a label per
@@ -27,7 +31,7 @@
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
  * nranks ranks with back end sync (its registry row's cost model: "none", "ring", "nccl",
- * "student", "ps"; placement "colocated" or "dedicated", servers K for dedicated). Returns 0,
+ * "student", "ps"; placement "colocated", "dedicated" or "sharded", servers K for dedicated). Returns 0,
  * or -1 for an unknown sync or placement (*a = *b = 0). */
 int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
                    double n_bytes, double *a, double *b);

@@ -140,6 +140,8 @@ def backend(rep):
         if cfg.get("ps-placement") == "dedicated":
             k = cfg.get("ps-servers", 1)
             name += "-dedicated" + ("x%d" % k if k and k > 1 else "")
+        elif cfg.get("ps-placement") == "sharded":
+            name += "-sharded"
     return name
 
 

@@ -18,6 +18,14 @@
  *     sends and receives (N - 1) times what one other rank receives and sends.
  *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives (S + 1)(P + nsl H); rank 0
  *     sends S(P + nsl H) + SKH + (P + nsl H) + KH, receives S(P + nsl H).
+ *   sharded (K = N: server k is a thread of rank k holding keys shard_range(n, N, k), nsl_k
+ *     slices of them; Q_k = P_k + nsl_k H its part of a step, Q = P + nsl H the whole, the own
+ *     shard over inproc, not counted): per step rank r pushes Q - Q_r and its server answers the
+ *     N - 1 others, (N - 1) Q_r, so each way it moves Q - Q_r + (N - 1) Q_r, about
+ *     2(N-1)/N P; rank 0 also tells the N - 1 other servers the step size (H each). At the
+ *     start rank 0 sends Q - Q_0 (INIT) and answers N - 1 pulls ((N - 1) Q_0, receiving their
+ *     (N - 1) H); rank r > 0 sends N - 1 pulls, receives Q - Q_r, and its server receives
+ *     rank 0's Q_r and N - 2 pulls and answers them ((N - 2) Q_r). No goodbyes.
  *
  * --ps-mode dataparallel (DataParallel's whole step; colocated only; its step driver,
  * ps/dataparallel.c, carries what DataParallel adds): the server answers rank 0 alone.
@@ -64,11 +72,12 @@ typedef struct {
     const Config *cfg;
     uint64_t token;
     int rank, N, K, dedicated;
+    int sharded;               /* --ps-placement sharded: server k lives in worker k (K = N) */
     int dp;                    /* DataParallel's step drives the pushes: only rank 0 gets replies */
     size_t nparams;            /* training keys (0: collective use only) */
     float *out;                /* where training replies land: the parameters' base (host memory) */
     double t_last;             /* the last sign of progress (a reply, a start) */
-    PsServer *server;          /* colocated: rank 0 runs it in a thread */
+    PsServer *server;          /* colocated: rank 0 runs it in a thread; sharded: every rank its shard */
     void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
     const char *via;           /* the slowest of this rank's links ("tcp", "ipc", "inproc", a static string) */
@@ -303,8 +312,19 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     const Config *cfg = job->cfg;
     *state = NULL;
     if (endpoint && len) endpoint[0] = 0;
-    int dedicated = !strcmp(cfg->ps_placement, "dedicated");
-    if (!dedicated && cfg->ps_servers > 1)
+    int dedicated = !strcmp(cfg->ps_placement, "dedicated"), sharded = !strcmp(cfg->ps_placement, "sharded");
+    if (sharded && cfg->ps_servers != 1 && cfg->ps_servers != job->world)
+        return rs_error(RS_ERR_INPUT,
+                        "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the job has %d "
+                        "servers (leave --ps-servers at 1, or say %d)",
+                        cfg->ps_servers, job->world, job->world);
+    if (sharded && job->dataparallel)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one "
+                                      "server, rank 0 (use --ps-placement colocated)");
+    if (sharded && cfg->ps_staleness != 0 && job->nbuckets > 0)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
+                                      "lockstep (sync) only", cfg->ps_consistency);
+    if (!dedicated && !sharded && cfg->ps_servers > 1)
         return rs_error(RS_ERR_INPUT,
                         "--ps-servers %d needs --ps-placement dedicated: the colocated server is one thread inside "
                         "rank 0 (DataParallel's GPU 0)",
@@ -318,8 +338,9 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     c->nparams = job->nbuckets > 0 ? job->nparams : 0;
     c->rank = job->rank;
     c->N = job->world;
-    c->K = dedicated ? cfg->ps_servers : 1;
+    c->K = dedicated ? cfg->ps_servers : sharded ? job->world : 1;
     c->dedicated = dedicated;
+    c->sharded = sharded;
     c->dp = job->dataparallel;
     c->async = !c->dp && cfg->ps_staleness != 0 && job->nbuckets > 0;
     atomic_init(&c->last_version, 0);
@@ -335,6 +356,9 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     c->split = calloc((size_t)c->K, sizeof *c->split);
     if (!c->sock || !c->local || !c->split) return rs_error(RS_ERR_RUNTIME, "out of memory");
     if (c->nparams) {
+        if (sharded && (size_t)c->K > c->nparams)
+            return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
+                                          "parameters", c->K, c->nparams);
         RS_TRY(shard_plan(&c->plan, c->nparams, c->K, job->buckets, job->nbuckets));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
@@ -342,22 +366,27 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
     }
-    if (c->rank != 0 || dedicated) { /* this worker's host: a server names the transport its workers use */
+    if ((c->rank != 0 || dedicated) && !sharded) { /* this worker's host: a server names the transport its workers use */
         char host[40];
         zep_host_key(host, sizeof host);
         if (endpoint && len && host[0]) snprintf(endpoint, len, "host=%s", host);
     }
-    if (!dedicated && c->rank == 0) {
+    if (sharded || (!dedicated && c->rank == 0)) { /* sharded: shard `rank` of the keys, in this worker */
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
-                          .id = 0, .nservers = 1, .nworkers = c->N, .nparams = c->nparams,
+                          .id = sharded ? c->rank : 0, .nservers = c->K, .nworkers = c->N, .nparams = c->nparams,
                           .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
-                          .timeout = job->timeout, .dataparallel = c->dp, .trace = job->trace};
+                          .local_rank = sharded ? c->rank : 0, .timeout = job->timeout, .dataparallel = c->dp,
+                          .trace = job->trace};
         RS_TRY(ps_server_create(&c->server, &a));
         RS_TRY(ps_server_start(c->server));
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
         char dn[32];
-        log_info("# ps server: colocated in rank 0 on %s, listening on %s", device_name(job->dev, dn, sizeof dn),
-                 ps_server_endpoint(c->server));
+        if (sharded)
+            log_info("# ps server %d of %d: sharded, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,
+                     device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
+        else
+            log_info("# ps server: colocated in rank 0 on %s, listening on %s", device_name(job->dev, dn, sizeof dn),
+                     ps_server_endpoint(c->server));
     }
     return RS_OK;
 }
@@ -369,18 +398,19 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
                         "--ps-placement dedicated --ps-servers %d: the job has %d server processes (the launcher "
                         "starts them with RINGSIDE_ROLE=server)",
                         c->K, nmembers - c->N < 0 ? 0 : nmembers - c->N);
+    if (c->sharded && nmembers != c->N)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded: the job has %d server processes (the shards live in "
+                                      "the workers: start none)", nmembers - c->N < 0 ? 0 : nmembers - c->N);
     if (!c->dedicated && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
     for (int k = 0; k < c->K; k++) {
-        const char *ep = c->dedicated ? endpoints[c->N + k] : endpoints[0];
-        if (c->server) {
-            ep = ps_server_inproc(c->server);
-            c->local[k] = 1;
-        }
+        const char *ep = c->dedicated ? endpoints[c->N + k] : c->sharded ? endpoints[k] : endpoints[0];
+        c->local[k] = c->server && (!c->sharded || k == c->rank); /* this process's own server */
+        if (c->local[k]) ep = ps_server_inproc(c->server);
         if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
         if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
-        if (!c->server && zep_get() == ZEP_SHM)
+        if (!c->local[k] && zep_get() == ZEP_SHM)
             return rs_error(RS_ERR_INPUT, "--transport shm: ps has no shared-memory path (use auto, ipc or tcp)");
         RS_TRY(secure_socket(c->sock[k], SECURE_CONNECTS));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
@@ -388,7 +418,7 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_RCVHWM, &zero, sizeof zero))); /* see server_bind */
         const char *via = "inproc";
-        if (c->server) {
+        if (c->local[k]) {
             if (zmq_connect(c->sock[k], ep) != 0)
                 return rs_error(RS_ERR_PEER, "ps: rank %d cannot connect to its server at %s: %s", c->rank, ep,
                                 zmq_strerror(zmq_errno()));
@@ -399,9 +429,9 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         }
         c->via = sync_transport_slower(c->via, via);
     }
-    if (c->server) /* rank 0's server answers the others over what they chose: the same rule, from their hosts */
-        for (int r = 1; r < c->N && r < nmembers; r++)
-            c->via = sync_transport_slower(c->via, zep_peer_via(endpoints[r]));
+    if (c->server) /* this server answers the others over what they chose: the same rule, from their hosts */
+        for (int r = 0; r < c->N && r < nmembers; r++)
+            if (r != c->rank) c->via = sync_transport_slower(c->via, zep_peer_via(endpoints[r]));
     return RS_OK;
 }
 

@@ -527,6 +527,9 @@ static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, 
     if (endpoint && len) endpoint[0] = 0;
     const Config *cfg = job->cfg;
     if (!strcmp(cfg->ps_placement, "dedicated")) return rs_error(RS_ERR_INPUT, PS_DP_NO_DEDICATED);
+    if (!strcmp(cfg->ps_placement, "sharded"))
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one "
+                                      "server, rank 0 (use --ps-placement colocated)");
     if (cfg->global_batch < 1)
         return rs_error(RS_ERR_INPUT, "--ps-mode dataparallel needs --global-batch B: rank 0 scatters one batch of B "
                                       "rows (DataParallel has no per-rank batch)");

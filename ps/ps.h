@@ -7,7 +7,8 @@
 #include "../common/sync.h"
 
 /* The "ps" back end is sync_ps() (common/sync.h; ps/client.c): with --ps-placement colocated
- * rank 0 also runs the server in a thread of its own. */
+ * rank 0 also runs the server in a thread of its own; with --ps-placement sharded every rank runs
+ * one shard of it (1/N of the keys) in a thread. */
 
 /* DataParallel's step (--ps-mode dataparallel, ps/dataparallel.c): rank 0 scatters the global
  * batch and its parameters, gathers the logits, computes the loss and scatters its gradient,

@@ -107,8 +107,8 @@ const float *ps_rule_sum(const PsUpdate *u) { return u->sum; }
 
 /* ---- counters ------------------------------------------------------------------------------- */
 
-/* Rank 0's own messages to its colocated server stay inside the process: not traffic. */
-static int server_counted(const PsServer *s, int r) { return !(s->a.colocated && r == 0); }
+/* The host worker's own messages to its colocated server stay inside the process: not traffic. */
+static int server_counted(const PsServer *s, int r) { return !(s->a.colocated && r == s->a.local_rank); }
 
 static void server_count(PsServer *s, int r, int sent, size_t bytes) {
     if (!server_counted(s, r)) return;
@@ -250,8 +250,8 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
 static int server_reply_all(PsServer *s, const WireHeader *h, const void *payload, size_t bytes) {
     char id[16];
     for (int i = 0; i < s->a.nworkers; i++) {
-        /* colocated, rank 0 goes last: once it has its reply, every other send is counted */
-        int r = s->a.colocated ? (i + 1) % s->a.nworkers : i;
+        /* colocated, the host worker goes last: once it has its reply, every other send is counted */
+        int r = s->a.colocated ? (s->a.local_rank + 1 + i) % s->a.nworkers : i;
         if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
         size_t idlen = ps_identity(r, id, sizeof id);
         double stamp = server_pace(s, r, bytes);
@@ -673,7 +673,7 @@ static int server_fail(PsServer *s, int rc) {
     h.sender = (uint16_t)s->a.id;
     if (h.count == 0) h.count = 1, why = "?";
     for (int r = 0; r < s->a.nworkers; r++)
-        if (s->known[r] && !s->bye[r] && !(s->a.colocated && r == 0)) {
+        if (s->known[r] && !s->bye[r] && server_counted(s, r)) {
             size_t idlen = ps_identity(r, id, sizeof id);
             ps_send(s->router, id, idlen, &h, why, h.count, NULL, 0);
         }
@@ -850,7 +850,8 @@ static int server_alloc_train(PsServer *s) {
 
 int ps_server_create(PsServer **out, const PsServerArgs *a) {
     *out = NULL;
-    if (a->nworkers < 1 || a->nservers < 1 || a->id < 0 || a->id >= a->nservers || !a->dev || !a->zctx || !a->cfg)
+    if (a->nworkers < 1 || a->nservers < 1 || a->id < 0 || a->id >= a->nservers || !a->dev || !a->zctx || !a->cfg ||
+        a->local_rank < 0 || a->local_rank >= a->nworkers)
         return rs_error(RS_ERR_INPUT, "ps server: bad arguments (server %d of %d, %d workers)", a->id, a->nservers,
                         a->nworkers);
     if (a->nparams > 0 && (size_t)a->nservers > a->nparams)

@@ -33,8 +33,10 @@ typedef struct {
     size_t nparams;         /* training keys (0: collective use only, no optimizer state) */
     const Bucket *buckets;  /* the trainer's buckets over nparams (nbuckets of them) */
     int nbuckets;
-    int colocated;          /* 1: a thread of rank 0: rank 0 comes over inproc (not counted as
-                             * traffic), and waiting between steps never times out */
+    int colocated;          /* 1: a thread of worker local_rank (rank 0's, or under --ps-placement
+                             * sharded every worker's shard): that worker comes over inproc (not
+                             * counted as traffic), and waiting between steps never times out */
+    int local_rank;         /* colocated: the worker this server lives in (0 unless sharded) */
     double timeout;         /* seconds a step may wait for a missing worker, counted from its
                              * first contribution (rank 0's early STEP starts no clock) */
     int dataparallel;       /* 1 (--ps-mode dataparallel): a step's new parameters go back to
@@ -112,7 +114,7 @@ int ps_server_status(PsServer *s, char *why, size_t len);
 /* Asks the serving loop to end (it notices within 100 ms). Thread-safe. */
 void ps_server_stop(PsServer *s);
 
-/* Cumulative traffic with other processes (rank 0's own inproc messages are not counted) and
+/* Cumulative traffic with other processes (its host worker's inproc messages are not counted) and
  * dropped messages. Thread-safe. */
 void ps_server_traffic(PsServer *s, SyncTraffic *out);
 

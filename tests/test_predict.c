@@ -23,6 +23,10 @@ static void test_ps_formulas(void) {
     CHECK(near(predict_comm("ps", "dedicated", 1, 4, n, al, be), 2 * al + 2 * 4 * n * be));
     CHECK(near(predict_comm("ps", "dedicated", 2, 4, n, al, be), 2 * al + 2 * 2 * n * be));
     CHECK(near(predict_comm("ps", "dedicated", 8, 4, n, al, be), 2 * al + 2 * n * be));
+    /* sharded: the ring's bytes per link, one push round and one pull round */
+    CHECK(near(predict_comm("ps", "sharded", 1, 4, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
+    CHECK(predict_comm("ps", "sharded", 1, 1, n, al, be) == 0);
+    CHECK(predict_comm("ps", "nowhere", 1, 4, n, al, be) < 0);
     CHECK(predict_comm("none", NULL, 1, 8, n, al, be) == 0);
     CHECK(predict_comm("carrier-pigeon", NULL, 1, 8, n, al, be) < 0);
     CHECK(predict_comm("ps", "orbit", 1, 8, n, al, be) < 0);

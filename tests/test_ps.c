@@ -672,6 +672,25 @@ static void test_backend_allreduce(void) {
         run_allreduce_job(3, "dedicated", K, &rc, &wrong, tr);
         CHECK_MSG(rc == 0 && wrong == 0, "dedicated K %d: rc %d (%s), #wrong %llu", K, rc, rs_errmsg(), wrong);
     }
+    /* sharded: a shard in every rank; what one rank sends the others receive, and every rank
+     * moves the sum's bytes about 2(N-1)/N times (its own shard stays in-process) */
+    for (int world = 1; world <= 5; world++) {
+        int rc;
+        unsigned long long wrong, sent = 0, recv = 0;
+        SyncTraffic tr[8];
+        run_allreduce_job(world, "sharded", 1, &rc, &wrong, tr);
+        CHECK_MSG(rc == 0 && wrong == 0, "sharded world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(), wrong);
+        for (int r = 0; r < world; r++) {
+            sent += tr[r].bytes_sent;
+            recv += tr[r].bytes_received;
+        }
+        CHECK_MSG(sent == recv, "sharded world %d: %llu sent, %llu received", world, sent, recv);
+        unsigned long long elems = 1 + 2 + 5 + 999 + 1000 + 1001 + 70000;
+        for (int r = 0; r < world; r++)
+            CHECK_MSG(tr[r].bytes_sent >= 2 * (world - 1) * (70000ull / world) * 4 &&
+                          tr[r].bytes_sent <= 2 * elems * 4 * (world - 1) / (world > 1 ? world : 1) + 400 * WIRE_HEADER_BYTES,
+                      "sharded world %d rank %d: %llu bytes sent", world, r, tr[r].bytes_sent);
+    }
 }
 
 /* One rank through "ps" (colocated) computes bit for bit what "none" does, both driven by the

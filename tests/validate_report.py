@@ -421,6 +421,11 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     elif sync == "ps" and cfg.get("ps-mode", "push") == "push":
         if cfg.get("ps-placement") == "dedicated":
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers}
+        elif cfg.get("ps-placement") == "sharded":
+            # a shard in every worker: each pushes the others' N-1 shards and answers their N-1
+            # pushes to its own, 2(N-1)/N of the gradient each way per step, as the ring
+            per = 2 * (n - 1) / n * G * steps
+            floors = {e.get("rank"): (per, per) for e in workers}
         else:
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
             floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
