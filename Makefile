@@ -54,7 +54,7 @@ ifeq ($(USE_CUDA),1)
   CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
   NVFLAGS   := -O2 -g -std=c++17 $(CUDA_ARCH) -I. $(PKG_CFLAGS) -Xcompiler "-Wall -Wextra -Wno-unused-parameter -fPIC" -MMD -MP
   CFLAGS    += -I$(CUDA_HOME)/include -DRS_HAVE_CUDA=1
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(dir $(NCCL_LIB)) -lnccl -lcublas -lcudart_static -ldl -lrt -lstdc++ \
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(dir $(NCCL_LIB)) -lnccl -lcudart_static -ldl -lrt -lstdc++ \
                -Wl,-rpath,$(CUDA_HOME)/lib64
   LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 else

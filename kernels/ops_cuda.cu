@@ -1,14 +1,82 @@
-/* ops_cuda.cu - the model's math on the GPU: CUDA kernels, then their launchers, and cuBLAS for GEMM */
+/* ops_cuda.cu - the model's math on the GPU: CUDA kernels, then their launchers, and cuBLAS (loaded at the first context) for GEMM */
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 extern "C" {
 #include "ops.h"
+#include "../common/err.h"
 }
+
+/* ---- cuBLAS, loaded when the first context is made ----
+ * The program does not link cuBLAS: loading it (its Lt library's pages and .bss) costs a CUDA
+ * build 138 MiB even where no GPU is ever used. These names stand for the calls of the library
+ * opened by lazy_cublas_load; nothing below calls cuBLAS before it has succeeded. */
+#define RS_CUBLAS_STR2(x) #x
+#define RS_CUBLAS_STR(x) RS_CUBLAS_STR2(x)
+#define RS_CUBLAS_FNS(X)                                                                          \
+    X(cublasStatus_t, cublasCreate, (cublasHandle_t *))                                           \
+    X(cublasStatus_t, cublasDestroy, (cublasHandle_t))                                            \
+    X(cublasStatus_t, cublasSetStream, (cublasHandle_t, cudaStream_t))                            \
+    X(cublasStatus_t, cublasSetMathMode, (cublasHandle_t, cublasMath_t))                          \
+    X(const char *, cublasGetStatusString, (cublasStatus_t))                                      \
+    X(cublasStatus_t, cublasSgemm,                                                                \
+      (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,        \
+       const float *, int, const float *, int, const float *, float *, int))                      \
+    X(cublasStatus_t, cublasSgemmStridedBatched,                                                  \
+      (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,        \
+       const float *, int, long long, const float *, int, long long, const float *, float *, int, \
+       long long, int))
+
+static struct {
+#define RS_CUBLAS_FIELD(ret, name, params) ret(*name) params;
+    RS_CUBLAS_FNS(RS_CUBLAS_FIELD)
+} lazy_cublas;
+static pthread_once_t lazy_cublas_once = PTHREAD_ONCE_INIT;
+static char lazy_cublas_err[512];
+
+/* Opens libcublas (the major version the build saw, else any) and resolves every call (the
+ * headers' names: cublasSgemm is cublasSgemm_v2). On failure lazy_cublas_err says why. */
+static void lazy_cublas_open(void) {
+    void *h = dlopen("libcublas.so." RS_CUBLAS_STR(CUBLAS_VER_MAJOR), RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(lazy_cublas_err, sizeof lazy_cublas_err, "cannot load cuBLAS: %s", dlerror());
+        return;
+    }
+#define RS_CUBLAS_SYM(ret, name, params)                                                          \
+    if (!(*(void **)&lazy_cublas.name = dlsym(h, RS_CUBLAS_STR(name)))) {                          \
+        snprintf(lazy_cublas_err, sizeof lazy_cublas_err, "cuBLAS has no %s", RS_CUBLAS_STR(name)); \
+        return;                                                                                   \
+    }
+    RS_CUBLAS_FNS(RS_CUBLAS_SYM)
+}
+
+/* 0 once cuBLAS is loaded, else RS_ERR_RUNTIME saying why. */
+static int lazy_cublas_load(void) {
+    pthread_once(&lazy_cublas_once, lazy_cublas_open);
+    if (lazy_cublas_err[0]) return rs_error(RS_ERR_RUNTIME, "kernels cuda: %s", lazy_cublas_err);
+    return 0;
+}
+
+#undef cublasCreate
+#undef cublasDestroy
+#undef cublasSetStream
+#undef cublasSgemm
+#define cublasCreate lazy_cublas.cublasCreate_v2 /* the fields have the symbols' names */
+#define cublasDestroy lazy_cublas.cublasDestroy_v2
+#define cublasSetStream lazy_cublas.cublasSetStream_v2
+#define cublasSetMathMode lazy_cublas.cublasSetMathMode
+#define cublasGetStatusString lazy_cublas.cublasGetStatusString
+#define cublasSgemm lazy_cublas.cublasSgemm_v2
+#define cublasSgemmStridedBatched lazy_cublas.cublasSgemmStridedBatched
+
 #include "../common/cuda_check.h"
 
 /* A context: the stream every op is ordered on, a cuBLAS handle bound to it, and whether a
@@ -472,7 +540,7 @@ static KernelCtx *cuda_ctx_create(void *stream) {
         return NULL;
     }
     ctx->stream = (cudaStream_t)stream;
-    if (cublasCheck(cublasCreate(&ctx->blas))) {
+    if (lazy_cublas_load() || cublasCheck(cublasCreate(&ctx->blas))) {
         free(ctx);
         return NULL;
     }

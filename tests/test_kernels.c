@@ -564,6 +564,22 @@ static void test_cuda_scale_axpy_fill(void) {
     free(x), free(y), free(f), free(hx), free(hy), free(hf);
 }
 
+/* A CUDA build links no cuBLAS: its first context loads it. Without a GPU that context fails
+ * (cublasCreate has no device), but only after every call was found in the library. */
+static void test_cuda_blas_loads(void) {
+    if (!kernels_cuda()) {
+        SKIP("CPU-only build: kernels_cuda() is NULL");
+        return;
+    }
+    KernelCtx *ctx = kernels_cuda()->ctx_create(NULL);
+    if (ctx) { /* a GPU: loaded and working */
+        kernels_cuda()->ctx_destroy(ctx);
+        return;
+    }
+    CHECK_MSG(!strstr(rs_errmsg(), "load cuBLAS") && !strstr(rs_errmsg(), "cuBLAS has no"),
+              "cuBLAS did not load: %s", rs_errmsg());
+}
+
 static void test_cuda_empty(void) {
     if (!gpu_get()) return;
     const KernelOps *k = gpu.k;
@@ -782,6 +798,7 @@ int main(void) {
     RUN_CLEAN(test_cuda_sgd_step);
     RUN_CLEAN(test_cuda_scale_axpy_fill);
     RUN_CLEAN(test_cuda_empty);
+    RUN_CLEAN(test_cuda_blas_loads);
 
     RUN_CLEAN(test_device_cpu);
     RUN_CLEAN(test_device_cpu_async);
