@@ -32,8 +32,34 @@ static int port_free(const char *addr, int port) {
     return ok;
 }
 
+/* The first port of the kernel's ephemeral range (the source ports of outgoing connections and
+ * of binds to port 0): /proc/sys/net/ipv4/ip_local_port_range, 32768 where it cannot be read. */
+static int ephemeral_low(void) {
+    int lo = 0, hi = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 0;
+        fclose(f);
+    }
+    return lo > 1024 && lo <= 65535 ? lo : 32768;
+}
+
+/* Picks a port below the ephemeral range, at random, that binds now: a port the kernel never hands
+ * out by itself, so that between this check and rank 0's bind no other process's connection can
+ * take it as its source port (as a port from bind(addr:0) could, on a machine busy with TCP).
+ * Falls back to the kernel's choice where that range is too narrow or every try is taken. */
 int launch_free_port(const char *addr) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int lo = 10000, hi = ephemeral_low(); /* [lo, hi) */
+    unsigned seed = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, &seed, sizeof seed) != (ssize_t)sizeof seed) seed = (unsigned)getpid() ^ (unsigned)(clock_wall() * 1e6);
+    if (fd >= 0) close(fd);
+    for (int i = 0; hi - lo >= 256 && i < 64; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = lo + (int)((seed >> 8) % (unsigned)(hi - lo));
+        if (port_free(addr, port)) return port;
+    }
+    fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return 0;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
     inet_pton(AF_INET, addr, &sa.sin_addr);

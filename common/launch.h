@@ -17,7 +17,9 @@ int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s
  * with the args that followed cmd. Same returns as launch_run (RS_ERR_RUNTIME on OOM). */
 int launch_command(const char *cmd, int nworkers, int nservers, int argc, char **args);
 
-/* A free TCP port on addr (bound, read, released). 0 on failure. */
+/* A TCP port on addr that binds now, chosen at random below the kernel's ephemeral range (so no
+ * outgoing connection takes it before rank 0 binds it); the kernel's choice where that fails. 0 on
+ * failure. */
 int launch_free_port(const char *addr);
 
 #endif
