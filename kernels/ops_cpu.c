@@ -239,7 +239,9 @@ static void gemm_split(int ta, int tb, int M, int N, int K, float alpha, const f
     int extent = j.by_rows ? M : N;
     size_t units = ((size_t)extent + GEMM_UNIT - 1) / GEMM_UNIT;
     double per_unit = (double)(j.by_rows ? N : M) * K * GEMM_UNIT;
-    size_t grain = per_unit >= GEMM_GRAIN ? 1 : (size_t)(GEMM_GRAIN / per_unit) + 1;
+    size_t grain = per_unit >= GEMM_GRAIN ? 1
+                   : per_unit > 0      ? (size_t)(GEMM_GRAIN / per_unit) + 1
+                                       : units; /* K = 0: C = beta C, not worth a thread */
     par_run(units, grain, gemm_range, &j);
 }
 
