@@ -276,7 +276,9 @@ links = s["prediction"]["links"]
 fit = json.load(open(sys.argv[2]))["links"]
 assert sorted(links) == ["ipc", "shm"] == sorted(fit), (links, fit)
 for t, l in links.items():
-    assert l["source"].startswith("auto: fitted on this machine") and 0 < l["r2"] <= 1 and "worst_relative_residual" in l, l
+    # the fit's quality is the machine's (a busy machine's small sizes can give R^2 < 0): only its form
+    assert l["source"].startswith("auto: fitted on this machine") and isinstance(l["r2"], (int, float)) \
+        and l["r2"] <= 1 and "worst_relative_residual" in l and l["alpha_s"] >= 0 and l["beta_s_per_byte"] >= 0, l
     assert l["alpha_s"] == fit[t]["alpha_s"] and l["beta_s_per_byte"] == fit[t]["beta_s_per_byte"], (l, fit[t])
 for r in s["runs"]:
     assert r["predicted_comm_s"] > 0 and r["prediction_link"] == r["transport"], r
