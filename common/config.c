@@ -72,7 +72,7 @@ static const Opt opts[] = {
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
     {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message"},
     {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
-    {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "BLAS threads per rank (0: cores / local ranks)"},
+    {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "threads per rank, for GEMM blocks and the elementwise ops (BLAS itself single-threaded; 0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},
     {"trace", 0, OPT_STR, O(trace), S(trace), "", 0, "write Chrome trace events to this file"},
     {"save-params", 0, OPT_STR, O(save_params), S(save_params), "", 0, "write the final parameters to this file (raw little-endian float32, layer by layer: W then b)"},

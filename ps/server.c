@@ -610,29 +610,21 @@ static int server_handle(PsServer *s, PsMsg *m) {
 
 /* ---- the loop ---------------------------------------------------------------------------------- */
 
-/* Lists the ranks missing from ph's open step into out. */
+/* Lists the ranks missing from ph's open step into out ("rank 2", "ranks 1, 3"; cut at len). */
 static void phase_missing(const PsServer *s, const PsPhase *ph, char *out, size_t len) {
+    char list[256] = "";
     size_t k = 0;
     int n = 0;
-    out[0] = 0;
-    for (int r = 0; r < s->a.nworkers && k < len; r++) {
+    for (int r = 0; r < s->a.nworkers && k < sizeof list; r++) {
         int miss = 0;
         for (int b = 0; b < ph->nchunks && !miss; b++) {
             size_t off, cnt;
             phase_slice(s, ph, b, &off, &cnt);
             miss = cnt > 0 && !ph->seen[(size_t)b * (size_t)s->a.nworkers + (size_t)r];
         }
-        if (miss) k += (size_t)snprintf(out + k, len - k, "%s%d", n++ ? ", " : "", r);
+        if (miss) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", n++ ? ", " : "", r);
     }
-    if (n > 1) {
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "ranks %s", out);
-        snprintf(out, len, "%s", tmp);
-    } else if (n == 1) {
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "rank %s", out);
-        snprintf(out, len, "%s", tmp);
-    }
+    snprintf(out, len, "%s%s", n > 1 ? "ranks " : n ? "rank " : "", list);
 }
 
 /* Fails when a step (or the start) has waited longer than the timeout. */
