@@ -118,6 +118,11 @@ for run in $(seq 1 20); do
             ((m == victim)) || grep -h -m1 "error" $T/chaos-$run-m$m.log | sed "s/^/#         member $m: /"
         done
     fi
+    ((hung)) && why="$why; a process outlived the limit (killed: exit 137)"
+    if [ -n "$why" ]; then  # every member's last lines, to tell what happened
+        if [ $mode = by-hand ]; then logs=$(ls $T/chaos-$run-m*.log); else logs=$T/chaos-$run.log; fi
+        for f in $logs; do tail -n 4 "$f" | sed "s|^|#         $(basename "$f"): |"; done
+    fi
     if [ -z "$why" ]; then ok "run $run"; else bad "run $run" "$why"; fi
 done
 echo "# chaos: seed $SEED: 20 runs, $kills kills landed, $finished ended first, $hangs hangs, $partial partial reports, $((SECONDS - t_all)) s"
