@@ -86,10 +86,17 @@ void report_entry_timeline(cJSON *entry, const StepTimes *times, int n, double w
     cJSON_AddNumberToObject(tl, "server_steps", (double)server_steps);
 }
 
-/* Value s of the timeline's array f (0 when missing: a member's entry is outside input). */
-static double tl_at(const cJSON *tl, const char *f, int s) {
-    const cJSON *v = cJSON_GetArrayItem(cJSON_GetObjectItem(tl, f), s);
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : 0;
+/* The first S values of the timeline's array f into out, walking the list once (cJSON's indexed
+ * access walks it from the head each time); 0 where missing or not finite (a member's entry is
+ * outside input). */
+static void tl_column(const cJSON *tl, const char *f, int S, double *out) {
+    int s = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(tl, f)) {
+        if (s >= S) break;
+        out[s++] = cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : 0;
+    }
+    while (s < S) out[s++] = 0;
 }
 
 static int tl_len(const cJSON *tl) {
@@ -133,11 +140,17 @@ int report_phases(cJSON *ranks, int warmup, const double *offset, int noffset) {
     }
     if (nw == 0) return 0;
     /* the last arrival of each step, on rank 0's clock */
-    double *last = calloc((size_t)(S > 0 ? S : 1), sizeof *last);
-    double *step = malloc((size_t)(S > 0 ? S : 1) * sizeof *step);
-    if (!last || !step) {
+    enum { C_STEP, C_BLOCKED, C_ARRIVAL, C_DATA, C_FORWARD, C_BACKWARD, C_OPTIMIZER, C_TOTAL, C_N };
+    static const char *const cname[C_N] = {"step", "blocked", "arrival", "data", "forward", "backward", "optimizer",
+                                           "comm_total"};
+    size_t S1 = (size_t)(S > 0 ? S : 1);
+    double *last = calloc(S1, sizeof *last);
+    double *step = malloc(S1 * sizeof *step);
+    double *col = malloc(C_N * S1 * sizeof *col); /* one member's columns at a time */
+    if (!last || !step || !col) {
         free(last);
         free(step);
+        free(col);
         return 0;
     }
     for (int s = 0; s < S; s++) last[s] = -INFINITY;
@@ -146,10 +159,9 @@ int report_phases(cJSON *ranks, int warmup, const double *offset, int noffset) {
         if (!cJSON_IsObject(tl)) continue;
         int r = cJSON_GetObjectItem(it, "rank") ? cJSON_GetObjectItem(it, "rank")->valueint : 0;
         double off = offset && r >= 0 && r < noffset ? offset[r] : 0;
-        for (int s = 0; s < S; s++) {
-            double a = tl_at(tl, "arrival", s) - off;
-            if (a > last[s]) last[s] = a;
-        }
+        tl_column(tl, "arrival", S, col);
+        for (int s = 0; s < S; s++)
+            if (col[s] - off > last[s]) last[s] = col[s] - off;
     }
     int w = warmup < S ? warmup : 0, n = S - w;
     cJSON_ArrayForEach(it, ranks) {
@@ -160,14 +172,17 @@ int report_phases(cJSON *ranks, int warmup, const double *offset, int noffset) {
         const cJSON *wo = cJSON_GetObjectItem(tl, "wall_offset");
         if (cJSON_IsNumber(wo)) wall = wo->valuedouble;
         double sum[PH_N] = {0};
+        for (int c = 0; c < C_N; c++) tl_column(tl, cname[c], S, col + (size_t)c * S1);
         for (int s = 0; s < S; s++) {
-            double st = tl_at(tl, "step", s), blocked = tl_at(tl, "blocked", s), arrival = tl_at(tl, "arrival", s);
+#define COL(c) col[(size_t)(c) * S1 + (size_t)s]
+            double st = COL(C_STEP), blocked = COL(C_BLOCKED), arrival = COL(C_ARRIVAL);
             double p[PH_N] = {0};
-            p[PH_DATA] = tl_at(tl, "data", s);
-            p[PH_FORWARD] = tl_at(tl, "forward", s);
-            p[PH_BACKWARD] = tl_at(tl, "backward", s);
-            p[PH_OPTIMIZER] = tl_at(tl, "optimizer", s);
-            p[PH_TOTAL] = tl_at(tl, "comm_total", s);
+            p[PH_DATA] = COL(C_DATA);
+            p[PH_FORWARD] = COL(C_FORWARD);
+            p[PH_BACKWARD] = COL(C_BACKWARD);
+            p[PH_OPTIMIZER] = COL(C_OPTIMIZER);
+            p[PH_TOTAL] = COL(C_TOTAL);
+#undef COL
             double idle = last[s] - (arrival - off);
             if (idle > blocked) idle = blocked;
             if (idle < 0) idle = 0;
@@ -207,5 +222,6 @@ int report_phases(cJSON *ranks, int warmup, const double *offset, int noffset) {
     }
     free(last);
     free(step);
+    free(col);
     return nw;
 }

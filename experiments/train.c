@@ -298,9 +298,14 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
               *c = cJSON_GetObjectItem(cv, "samples"), *at = cJSON_GetObjectItem(cv, "at"),
               *in = cJSON_GetObjectItem(cv, "applied_in");
         int n = cJSON_GetArraySize(c), rk = cJSON_GetObjectItem(it, "rank") ? cJSON_GetObjectItem(it, "rank")->valueint : 0;
-        for (int s = 0; s < n; s++) { /* a member's entry is outside input: missing values count 0 */
-            const cJSON *x = cJSON_GetArrayItem(a, s), *y = cJSON_GetArrayItem(b, s), *z = cJSON_GetArrayItem(c, s);
-            const cJSON *g = at ? cJSON_GetArrayItem(at, s) : NULL, *p = in ? cJSON_GetArrayItem(in, s) : NULL;
+        /* the arrays walked side by side (cJSON's indexed access walks from the head each time);
+         * a member's entry is outside input: missing values count 0 */
+#define FIRST(arr) (cJSON_IsArray(arr) ? (arr)->child : NULL)
+#define NEXT(v) ((v) ? (v)->next : NULL)
+        const cJSON *x = FIRST(a), *y = FIRST(b), *z = FIRST(c), *g = FIRST(at), *p = FIRST(in);
+        for (int s = 0; s < n; s++, x = NEXT(x), y = NEXT(y), z = NEXT(z), g = NEXT(g), p = NEXT(p)) {
+#undef FIRST
+#undef NEXT
             int k = r->lockstep ? s : cJSON_IsNumber(g) ? (int)g->valuedouble : -1;
             all += cJSON_IsNumber(z) ? z->valueint : 0;
             if (k < 0 || k >= S) continue;
