@@ -19,19 +19,18 @@ r = json.load(open(sys.argv[1]))
 print(statistics.median(x["busbw_gbps"] for x in r["rows"]))' "$T/bench-$sync-$n.json"
 }
 
+# check_busbw SYNC N DIVISOR NAME WHAT: SYNC's busbw at N ranks within 15% of the link's rate / DIVISOR
+check_busbw() {
+    local sync=$1 n=$2 div=$3 name=$4 what=$5 got want
+    if ! got=$(bench_busbw "$sync" "$n"); then bad "$sync N=$n bench" "$(tail -n 3 "$T/bench-$sync-$n.log")"; return; fi
+    want=$($PY -c "print($BW / 1e9 / $div)")
+    if $PY -c "import sys; sys.exit(0 if abs($got - $want) <= 0.15 * $want else 1)"; then
+        ok "$name N=$n --link 1gbit: busbw $got GB/s, $what $want GB/s"
+    else bad "$name N=$n --link 1gbit" "busbw $got GB/s, want $what $want GB/s within 15%"; fi
+}
 for n in 2 3; do
-    if got=$(bench_busbw ring $n); then
-        want=$($PY -c "print($BW / 1e9)")
-        if $PY -c "import sys; sys.exit(0 if abs($got - $want) <= 0.15 * $want else 1)"; then
-            ok "ring N=$n --link 1gbit: busbw $got GB/s, the link's $want GB/s"
-        else bad "ring N=$n --link 1gbit" "busbw $got GB/s, want $want GB/s within 15%"; fi
-    else bad "ring N=$n bench" "$(tail -n 3 "$T/bench-ring-$n.log")"; fi
-    if got=$(bench_busbw ps $n); then
-        want=$($PY -c "print($BW / 1e9 / $n)")
-        if $PY -c "import sys; sys.exit(0 if abs($got - $want) <= 0.15 * $want else 1)"; then
-            ok "ps colocated N=$n --link 1gbit: busbw $got GB/s, BW/N = $want GB/s"
-        else bad "ps N=$n --link 1gbit" "busbw $got GB/s, want BW/N = $want GB/s within 15%"; fi
-    else bad "ps N=$n bench" "$(tail -n 3 "$T/bench-ps-$n.log")"; fi
+    check_busbw ring $n 1 ring "the link's"
+    check_busbw ps $n $n "ps colocated" "BW/N ="
 done
 
 # the DataParallel imbalance where the network sets the pace: rank 0's interface carries every
