@@ -1,0 +1,104 @@
+/* codec.c - bulk rounding of fp32 gradients to bf16 / fp16 for the wire, and decoding back (common/codec.h) */
+#include "codec.h"
+
+#include <math.h>
+
+int codec_parse(const char *name, CodecType *out) {
+    if (!name) return -1;
+    if (!strcmp(name, "fp32")) *out = CODEC_F32;
+    else if (!strcmp(name, "bf16")) *out = CODEC_BF16;
+    else if (!strcmp(name, "fp16")) *out = CODEC_F16;
+    else return -1;
+    return 0;
+}
+
+const char *codec_name(CodecType t) {
+    return t == CODEC_F32 ? "fp32" : t == CODEC_BF16 ? "bf16" : t == CODEC_F16 ? "fp16" : "?";
+}
+
+Codec codec_from_options(const char *wire, double loss_scale) {
+    CodecType t = CODEC_F32;
+    if (codec_parse(wire, &t) != 0) t = CODEC_F32;
+    return codec_make(t, t == CODEC_F32 ? 1.0f : (float)loss_scale);
+}
+
+/* Elements go through small aligned blocks (memcpy to and from the unaligned wire), so that the
+ * compiler vectorises the conversions. */
+#define CODEC_BLOCK 64
+
+void codec_encode(const Codec *c, const float *src, void *dst, size_t n) {
+    unsigned char *out = dst;
+    if (c->type == CODEC_F32 && c->scale == 1.0f) {
+        memcpy(out, src, n * sizeof(float));
+        return;
+    }
+    const float s = c->scale;
+    for (size_t i = 0; i < n; i += CODEC_BLOCK) {
+        size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
+        if (c->type == CODEC_F32) {
+            float v[CODEC_BLOCK];
+            for (size_t j = 0; j < k; j++) v[j] = src[i + j] * s;
+            memcpy(out + i * 4, v, k * 4);
+            continue;
+        }
+        uint16_t h[CODEC_BLOCK];
+        if (c->type == CODEC_BF16)
+            for (size_t j = 0; j < k; j++) h[j] = codec_f32_to_bf16(src[i + j] * s);
+        else
+            for (size_t j = 0; j < k; j++) h[j] = codec_f32_to_f16(src[i + j] * s);
+        memcpy(out + i * 2, h, k * 2);
+    }
+}
+
+/* Decodes one block of k <= CODEC_BLOCK elements at in into v (unscaled). */
+static void codec_block(CodecType t, const unsigned char *in, float *v, size_t k) {
+    if (t == CODEC_F32) {
+        memcpy(v, in, k * 4);
+        return;
+    }
+    uint16_t h[CODEC_BLOCK];
+    memcpy(h, in, k * 2);
+    if (t == CODEC_BF16)
+        for (size_t j = 0; j < k; j++) v[j] = codec_bf16_to_f32(h[j]);
+    else
+        for (size_t j = 0; j < k; j++) v[j] = codec_f16_to_f32(h[j]);
+}
+
+void codec_decode(const Codec *c, const void *src, float *dst, size_t n) {
+    const unsigned char *in = src;
+    const size_t eb = codec_elem_bytes(c->type);
+    const float inv = 1.0f / c->scale;
+    for (size_t i = 0; i < n; i += CODEC_BLOCK) {
+        size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
+        float v[CODEC_BLOCK];
+        codec_block(c->type, in + i * eb, v, k);
+        if (inv == 1.0f) memcpy(dst + i, v, k * sizeof(float));
+        else
+            for (size_t j = 0; j < k; j++) dst[i + j] = v[j] * inv;
+    }
+}
+
+void codec_decode_add(const Codec *c, const void *src, float *dst, size_t n) {
+    const unsigned char *in = src;
+    const size_t eb = codec_elem_bytes(c->type);
+    const float inv = 1.0f / c->scale;
+    for (size_t i = 0; i < n; i += CODEC_BLOCK) {
+        size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
+        float v[CODEC_BLOCK];
+        codec_block(c->type, in + i * eb, v, k);
+        if (inv == 1.0f)
+            for (size_t j = 0; j < k; j++) dst[i + j] += v[j];
+        else
+            for (size_t j = 0; j < k; j++) dst[i + j] += v[j] * inv;
+    }
+}
+
+void codec_round(const Codec *c, float *x, size_t n) {
+    if (c->type == CODEC_F32 && c->scale == 1.0f) return;
+    for (size_t i = 0; i < n; i += CODEC_BLOCK) {
+        size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
+        unsigned char w[CODEC_BLOCK * 4];
+        codec_encode(c, x + i, w, k);
+        codec_decode(c, w, x + i, k);
+    }
+}
