@@ -11,21 +11,44 @@
  *          are in, runs the update rule (SGD with momentum, scaled 1/samples), answers every
  *          worker with the new slice (PARAMS).
  *   end    close: with dedicated servers each worker says BYE to every server.
- * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56, P = parameter
- * bytes, S steps), each step moves P + nsl*H each way per worker:
+ * --wire fp32|bf16|fp16 (common/codec.h; the header's dtype says which, and a receiver drops,
+ * counted in `dropped`, a message whose dtype is not the one the run uses for its op):
+ *   PUSH, SUM  every worker encodes its slice with the gradients' codec, round(x * S) in the
+ *          wire's type for --loss-scale S (every push, the colocated or sharded server's own rank
+ *          over inproc too, so that the result does not depend on the placement); the server
+ *          decodes each contribution to fp32 (/ S) and sums in fp32 in rank order; master
+ *          parameters and optimizer state stay fp32.
+ *   PARAMS after a step (sync, async and ssp) go in the wire's type with the parameters' codec
+ *          (scale 1): every worker, the server's own rank too, receives and trains on
+ *          round(params).
+ *   SUMMED (the allreduce's result) goes in the wire's type with the gradients' codec: the sum is
+ *          rounded once, on its way back, the same for every rank.
+ *   the start  INIT and the answers to PULL (step WIRE_STEP_INIT) stay fp32: the run starts from
+ *          the exact initial parameters, like the ring's fp32 broadcast.
+ *   Under fp32 every payload is the floats themselves (the same bits as without the option).
+ *   Encode buffers are allocated once (a worker's pushes at init, its allreduce's at first use,
+ *   growing; a server's with its buffers), counted under MEM_COMM (workers) and MEM_SERVER
+ *   (servers), and lent zero-copy as the fp32 payloads are: rewritten only after every receiver
+ *   has answered.
+ * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56; P = parameter
+ * bytes on the wire, 4 per parameter under fp32 and 2 under bf16 or fp16; P4 = 4 per parameter,
+ * the fp32 start; S steps), each step moves P + nsl*H each way per worker:
  *   colocated (K = 1, nsl = buckets): rank r > 0 sends S(P + nsl H) + H and receives
- *     (S + 1)(P + nsl H); rank 0 (whose own messages go over inproc and are not counted)
- *     sends and receives (N - 1) times what one other rank receives and sends.
- *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives (S + 1)(P + nsl H); rank 0
- *     sends S(P + nsl H) + SKH + (P + nsl H) + KH, receives S(P + nsl H).
+ *     S(P + nsl H) + (P4 + nsl H); rank 0 (whose own messages go over inproc and are not
+ *     counted) sends and receives (N - 1) times what one other rank receives and sends.
+ *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives S(P + nsl H) + (P4 + nsl H);
+ *     rank 0 sends S(P + nsl H) + SKH + (P4 + nsl H) + KH, receives S(P + nsl H).
  *   sharded (K = N: server k is a thread of rank k holding keys shard_range(n, N, k), nsl_k
- *     slices of them; Q_k = P_k + nsl_k H its part of a step, Q = P + nsl H the whole, the own
- *     shard over inproc, not counted): per step rank r pushes Q - Q_r and its server answers the
- *     N - 1 others, (N - 1) Q_r, so each way it moves Q - Q_r + (N - 1) Q_r, about
- *     2(N-1)/N P; rank 0 also tells the N - 1 other servers the step size (H each). At the
- *     start rank 0 sends Q - Q_0 (INIT) and answers N - 1 pulls ((N - 1) Q_0, receiving their
- *     (N - 1) H); rank r > 0 sends N - 1 pulls, receives Q - Q_r, and its server receives
- *     rank 0's Q_r and N - 2 pulls and answers them ((N - 2) Q_r). No goodbyes.
+ *     slices of them; Q_k = P_k + nsl_k H its part of a step, Q = P + nsl H the whole, R_k and
+ *     R the same with P4 (the start), the own shard over inproc, not counted): per step rank r
+ *     pushes Q - Q_r and its server answers the N - 1 others, (N - 1) Q_r, so each way it moves
+ *     Q - Q_r + (N - 1) Q_r, about 2(N-1)/N P; rank 0 also tells the N - 1 other servers the
+ *     step size (H each). At the start rank 0 sends R - R_0 (INIT) and answers N - 1 pulls
+ *     ((N - 1) R_0, receiving their (N - 1) H); rank r > 0 sends N - 1 pulls, receives R - R_r,
+ *     and its server receives rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No
+ *     goodbyes.
+ *   allreduce (bench): each contribution and each sum moves c x the element size (4, or 2 on a
+ *     16-bit wire) + H per slice.
  *
  * --ps-mode dataparallel (DataParallel's whole step; colocated only; its step driver,
  * ps/dataparallel.c, carries what DataParallel adds): the server answers rank 0 alone.
@@ -35,14 +58,19 @@
  *          runs forward, sends rank 0 its logits (LOGITS, L_r x C); rank 0 runs the loss over
  *          all B rows and sends each rank its rows' gradient (DLOGITS, L_r x C); every rank
  *          runs backward and pushes to rank 0's server as above; only rank 0 gets PARAMS.
- * Each message goes every step even when L_r = 0 (its header alone). With B the step's
- * global batch, L_r = min(ceil(B/N), max(0, B - r ceil(B/N))), D inputs, C classes and nb
- * buckets, per step:
+ * Each message goes every step even when L_r = 0 (its header alone). Under a 16-bit --wire the
+ * pushes and the replicate are encoded (the replicate with the parameters' codec, scale 1),
+ * except the first replicate, the run's start, which is fp32 like the colocated INIT and PULL
+ * answers; BATCH, LOGITS and DLOGITS always travel in fp32 (inputs, activations and the loss's
+ * gradient, not the parameters' gradients). With B the step's global batch,
+ * L_r = min(ceil(B/N), max(0, B - r ceil(B/N))), D inputs, C classes, nb buckets and P, P4 as
+ * above, per step:
  *   rank r > 0 sends P + nb H (pushes) + H + 4 L_r C (logits) and receives
  *     (P + H) (replicate) + (H + 4 L_r (D + 1)) (batch) + (H + 4 L_r C) (gradient),
- *     and once at the start sends H (PULL);
+ *     and once at the start sends H (PULL) and receives P4 - P more (the first replicate);
  *   rank 0 sends what all the others receive, (N - 1)(P + 3H) + 4 (B - L_0)(D + 1 + C), and
- *     receives what they send, (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C, plus (N - 1) H once.
+ *     receives what they send, (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C, plus (N - 1) H once
+ *     (and sends (N - 1)(P4 - P) more once).
  * Rank 0's device also holds the gathered logits, their gradient and the labels of the
  * global batch (MEM_GATHER): 4 G (2C + 1) bytes for --global-batch G.
  * Refused messages are counted in `dropped`, not in bytes or messages.
@@ -53,6 +81,7 @@
 #include "wire.h"
 #include "../common/secure.h"
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/err.h"
 #include "../common/link.h"
 #include "../common/log.h"
@@ -101,6 +130,16 @@ typedef struct {
     size_t sum_total, per;
     PsZeroCopy zc;
     SyncTraffic tr;
+    /* --wire: the gradients' codec (pushes, allreduce contributions, the allreduce's sum) and the
+     * parameters' (training replies: scale 1) */
+    Codec gc, pc;
+    int coded;                 /* a 16-bit wire: those payloads are encoded */
+    uint16_t dtype;            /* their dtype (WIRE_F32 under fp32) */
+    size_t el;                 /* bytes of one of their elements */
+    unsigned char *enc;        /* [nparams * el] pushes encoded at their keys (MEM_COMM; zero-copy
+                                * like the gradients they come from: rewritten a step later) */
+    unsigned char *enc_sum;    /* [enc_sum_cap * el] allreduce's contributions encoded (MEM_COMM) */
+    size_t enc_sum_cap;
     /* --ps-consistency async / ssp:S: this worker's own pace */
     int async;
     uint32_t samples;          /* the step's global samples, carried by each push (the server scales by it) */
@@ -154,6 +193,23 @@ static int client_stage(PsClient *c, size_t n) {
     return RS_OK;
 }
 
+/* Grows the allreduce's encode buffer to n elements (counted under MEM_COMM); the old one is
+ * freed once no zero-copy contribution references it. */
+static int client_enc_sum(PsClient *c, size_t n) {
+    if (n <= c->enc_sum_cap) return RS_OK;
+    if (c->enc_sum) {
+        if (!ps_zc_drain(&c->zc, c->job.timeout))
+            return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
+        free(c->enc_sum);
+        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->el));
+    }
+    c->enc_sum_cap = 0;
+    if (!(c->enc_sum = malloc(n * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    mem_account(MEM_COMM, (long long)(n * c->el));
+    c->enc_sum_cap = n;
+    return RS_OK;
+}
+
 /* Host pointer to n floats of device memory at src (staged through c->stage + at). */
 static int client_host_view(PsClient *c, const float *src, size_t at, size_t n, const float **out) {
     if (c->host_visible) {
@@ -174,6 +230,18 @@ static int client_drop(PsClient *c) {
     return RS_OK;
 }
 
+/* The allreduce's sum, n elements of the wire for keys [at, at + n), decoded into the caller's
+ * buffer (through the host staging where the device is not host memory: the contributions
+ * left from the encode buffer, so the staging is free). Complete when it returns. */
+static int client_decode_sum(PsClient *c, const void *data, size_t at, size_t n) {
+    if (c->host_visible) {
+        codec_decode(&c->gc, data, c->sum_buf + at, n);
+        return RS_OK;
+    }
+    codec_decode(&c->gc, data, c->stage + at, n);
+    return device_h2d(c->job.dev, c->sum_buf + at, c->stage + at, n * sizeof(float));
+}
+
 /* Applies one message from server k, setting *applied when it was an awaited reply; a refused
  * one is counted. 0, or RS_ERR_* (an ABORT from the server is RS_ERR_PEER with its reason). */
 static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
@@ -189,6 +257,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         int len = (int)(pb > 400 ? 400 : pb);
         return rs_error(RS_ERR_PEER, "ps: rank %d: server %d failed: %.*s", c->rank, k, len, (const char *)data);
     }
+    if (h.dtype != (c->kind == WAIT_INIT ? WIRE_F32 : c->dtype)) return client_drop(c); /* the start is fp32 */
     float *dst;
     size_t at;
     int idx, b = (int)h.bucket;
@@ -222,7 +291,9 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         at = (size_t)h.offset;
     }
     if (c->got[idx]) return client_drop(c);
-    if (c->kind == WAIT_SUM) RS_TRY(device_h2d(c->job.dev, dst + at, data, pb)); /* complete before the release */
+    if (c->kind == WAIT_SUM && c->coded) RS_TRY(client_decode_sum(c, data, at, (size_t)h.count));
+    else if (c->kind == WAIT_SUM) RS_TRY(device_h2d(c->job.dev, dst + at, data, pb)); /* complete before the release */
+    else if (c->kind == WAIT_STEP && c->coded) codec_decode(&c->pc, data, dst + at, (size_t)h.count);
     else memcpy(dst + at, data, pb); /* training: host memory (the engine stages a GPU's) */
     c->got[idx] = 1;
     c->left--;
@@ -347,6 +418,11 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     atomic_init(&c->last_stale, 0);
     c->token = wire_token(job->token);
     c->host_visible = job->dev->host_visible;
+    c->gc = codec_from_options(cfg->wire, cfg->loss_scale);
+    c->pc = codec_make(c->gc.type, 1.0f);
+    c->coded = c->gc.type != CODEC_F32;
+    c->dtype = (uint16_t)wire_dtype_of(c->gc.type);
+    c->el = codec_elem_bytes(c->gc.type);
     atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
@@ -365,6 +441,10 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
+        if (c->coded) { /* once: every push of the run is encoded here */
+            if (!(c->enc = malloc(c->nparams * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+            mem_account(MEM_COMM, (long long)(c->nparams * c->el));
+        }
     }
     if ((c->rank != 0 || dedicated) && !sharded) { /* this worker's host: a server names the transport its workers use */
         char host[40];
@@ -515,7 +595,15 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
         h.bucket = (uint32_t)b;
         h.offset = sl->off;
         h.count = sl->count;
-        RS_TRY(client_send(c, sl->server, &h, grad + (sl->off - bk->lo), sl->count * sizeof(float)));
+        const float *g = grad + (sl->off - bk->lo);
+        if (c->coded) { /* x * scale in the wire's type, at the slice's keys */
+            unsigned char *e = c->enc + sl->off * c->el;
+            codec_encode(&c->gc, g, e, sl->count);
+            h.dtype = c->dtype;
+            RS_TRY(client_send(c, sl->server, &h, e, sl->count * c->el));
+        } else {
+            RS_TRY(client_send(c, sl->server, &h, g, sl->count * sizeof(float)));
+        }
     }
     return RS_OK;
 }
@@ -583,6 +671,10 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     RS_TRY(client_stage(c, count));
     const float *src;
     RS_TRY(client_host_view(c, buf, 0, count, &src));
+    if (c->coded) { /* the whole contribution encoded once; its slices leave from there */
+        RS_TRY(client_enc_sum(c, count));
+        codec_encode(&c->gc, src, c->enc_sum, count);
+    }
     c->kind = WAIT_SUM;
     c->sum_buf = buf;
     c->sum_total = count;
@@ -598,7 +690,13 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
             h.bucket = (uint32_t)b;
             h.offset = c->split[j].off;
             h.count = c->split[j].count;
-            RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off, c->split[j].count * sizeof(float)));
+            if (c->coded) {
+                h.dtype = c->dtype;
+                RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->el,
+                                   c->split[j].count * c->el));
+            } else {
+                RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off, c->split[j].count * sizeof(float)));
+            }
             c->left++;
         }
     }
@@ -657,6 +755,14 @@ static void ps_destroy(void *state) {
     if (c->stage && drained) {
         c->job.dev->ops->host_free(c->job.dev, c->stage);
         mem_account(MEM_COMM, -(long long)(c->stage_cap * sizeof(float)));
+    }
+    if (c->enc && drained) {
+        free(c->enc);
+        mem_account(MEM_COMM, -(long long)(c->nparams * c->el));
+    }
+    if (c->enc_sum && drained) {
+        free(c->enc_sum);
+        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->el));
     }
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);

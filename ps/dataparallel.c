@@ -7,7 +7,12 @@
  *   loss     every other rank -> rank 0: LOGITS (its rows); rank 0 runs softmax cross-entropy
  *            over the whole batch, then -> every other rank: DLOGITS (its rows' gradient)
  * Every rank sends and receives each message every step, even with no rows (header only), so
- * a rank without data still takes part. Zero-copy sends are safe without extra waits: a
+ * a rank without data still takes part. Under a 16-bit --wire the replicate travels in the
+ * wire's type (the parameters' codec, scale 1: rank 0 holds the server's rounded parameters, so
+ * every rank trains on the same bits), except the first, the run's start, which is fp32 (exact,
+ * like the colocated start's INIT and PULL answers: rank 0 still holds its own initial values);
+ * BATCH, LOGITS and DLOGITS stay fp32 (inputs, activations and the loss's gradient, not the
+ * parameters' gradients). Zero-copy sends are safe without extra waits: a
  * buffer is rewritten only after its receiver has answered (rank 0's parameters once every
  * rank's logits are in, a worker's logits once its gradient is back); each side also drains
  * its zero-copy counter there.
@@ -19,6 +24,7 @@
 #include "wire.h"
 #include "../common/secure.h"
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/data.h"
 #include "../common/err.h"
 #include "../common/link.h"
@@ -55,6 +61,15 @@ typedef struct DpChannel {
     float *hparams, *hdlogits;
     /* other ranks: host staging of the logits where the device is not host memory */
     float *hlogits;
+    /* --wire: the replicate after the first in the wire's type (the parameters' codec) */
+    Codec pc;
+    int coded;
+    uint16_t dtype;                  /* the wire's dtype */
+    size_t el;                       /* bytes of one wire element */
+    unsigned char *enc;              /* rank 0: the replicate encoded (nparams elements, MEM_COMM) */
+    float *hdec;                     /* others: the replicate decoded where the device is not host
+                                      * memory (nparams floats, MEM_COMM) */
+    long long replicas;              /* replicates sent (rank 0) or received (others): the first is fp32 */
     /* the step */
     uint32_t step;
     int rows;                        /* the step's global rows */
@@ -82,6 +97,9 @@ static size_t dp_stage_bytes(const DpChannel *ch, int what) {
     if (what == 1) return dp_gather_bytes(ch, 1);
     return (size_t)m->max_batch * (size_t)ch->per * (size_t)ch->classes * sizeof(float);
 }
+
+/* Rank 0's encoded replicate under a 16-bit --wire. */
+static size_t dp_enc_bytes(const DpChannel *ch) { return ch->model->nparams * ch->el; }
 
 /* Pinned host memory for communication, counted under MEM_COMM. */
 static float *dp_host_alloc(DpChannel *ch, size_t bytes) {
@@ -206,7 +224,17 @@ static int dp_on_worker(DpChannel *ch, const WireHeader *h, const void *data, in
     if (bit == DP_GOT_PARAMS) {
         if (h->offset != 0 || h->count != m->nparams || h->total != m->nparams)
             return dp_drop(ch, "parameters of another shape");
-        RS_TRY(dp_h2d(ch, m->params, data, m->nparams * sizeof(float)));
+        if (h->dtype != (ch->replicas ? ch->dtype : WIRE_F32))
+            return dp_drop(ch, "parameters in another number format than this run's --wire");
+        if (h->dtype == WIRE_F32) {
+            RS_TRY(dp_h2d(ch, m->params, data, m->nparams * sizeof(float)));
+        } else if (ch->host_visible) {
+            codec_decode(&ch->pc, data, m->params, m->nparams);
+        } else {
+            codec_decode(&ch->pc, data, ch->hdec, m->nparams);
+            RS_TRY(dp_h2d(ch, m->params, ch->hdec, m->nparams * sizeof(float)));
+        }
+        ch->replicas++;
     } else if (bit == DP_GOT_BATCH) {
         int lo, len;
         if (h->total < 1 || h->total > (uint64_t)ch->cap) return dp_drop(ch, "a batch of another size");
@@ -358,11 +386,21 @@ static int dp_scatter(void *state, int step, const float *x, const int *y, int g
             RS_TRY(d->ops->stream_sync(d, NULL));
             params = ch->hparams;
         }
+        const void *payload = params;
+        size_t bytes = m->nparams * sizeof(float);
+        int coded = ch->coded && ch->replicas > 0 && ch->N > 1; /* the first replicate is the exact start */
+        if (coded) { /* once for every rank; lossless (rank 0 holds the server's rounded values) */
+            codec_encode(&ch->pc, params, ch->enc, m->nparams);
+            payload = ch->enc;
+            bytes = m->nparams * ch->el;
+        }
+        ch->replicas++;
         for (int r = 1; r < ch->N; r++) {
             int lo, len;
             WireHeader h = dp_header(ch, WIRE_PARAMS, ch->step);
             h.count = h.total = m->nparams;
-            RS_TRY(dp_send(ch, r, &h, params, m->nparams * sizeof(float)));
+            if (coded) h.dtype = ch->dtype;
+            RS_TRY(dp_send(ch, r, &h, payload, bytes));
             scatter_chunk(global_rows, ch->N, r, &lo, &len);
             h = dp_header(ch, WIRE_BATCH, ch->step);
             h.offset = (uint64_t)lo;
@@ -503,12 +541,17 @@ static int dp_alloc(DpChannel *ch) {
         if (!ch->glabels)
             return rs_error(RS_ERR_RUNTIME, "ps dataparallel: the gathered outputs of %d rows x %d classes: %s", ch->cap,
                             ch->classes, rs_errmsg());
+        if (ch->coded && ch->N > 1) {
+            if (!(ch->enc = malloc(dp_enc_bytes(ch)))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+            mem_account(MEM_COMM, (long long)dp_enc_bytes(ch));
+        }
         if (ch->host_visible || ch->N == 1) return RS_OK;
         ch->hparams = dp_host_alloc(ch, dp_stage_bytes(ch, 0));
         ch->hdlogits = ch->hparams ? dp_host_alloc(ch, dp_stage_bytes(ch, 1)) : NULL;
         return ch->hdlogits ? RS_OK : RS_ERR_RUNTIME;
     }
     if (ch->host_visible) return RS_OK;
+    if (ch->coded && !(ch->hdec = dp_host_alloc(ch, ch->model->nparams * sizeof(float)))) return RS_ERR_RUNTIME;
     ch->hlogits = dp_host_alloc(ch, dp_stage_bytes(ch, 2));
     return ch->hlogits ? RS_OK : RS_ERR_RUNTIME;
 }
@@ -546,6 +589,10 @@ static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, 
     ch->per = model_out_rows(model, 1);
     ch->cap = job->cfg->global_batch;
     ch->host_visible = job->dev->host_visible;
+    ch->pc = codec_make(codec_from_options(cfg->wire, cfg->loss_scale).type, 1.0f);
+    ch->coded = ch->pc.type != CODEC_F32;
+    ch->dtype = (uint16_t)wire_dtype_of(ch->pc.type);
+    ch->el = codec_elem_bytes(ch->pc.type);
     ch->check = check;
     ch->check_arg = arg;
     atomic_init(&ch->zc.out, 0);
@@ -604,6 +651,9 @@ static void dp_destroy(void *state) {
     dp_host_free(ch, ch->hparams, dp_stage_bytes(ch, 0));
     dp_host_free(ch, ch->hdlogits, dp_stage_bytes(ch, 1));
     dp_host_free(ch, ch->hlogits, dp_stage_bytes(ch, 2));
+    dp_host_free(ch, ch->hdec, ch->model->nparams * sizeof(float));
+    if (ch->enc) mem_account(MEM_COMM, -(long long)dp_enc_bytes(ch));
+    free(ch->enc);
     free(ch->got);
     free(ch);
 }

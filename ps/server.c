@@ -3,7 +3,9 @@
 #include "shard.h"
 #include "../common/secure.h"
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/err.h"
+#include "../common/mem.h"
 #include "../common/link.h"
 #include "../common/log.h"
 #include "../common/zendpoint.h"
@@ -33,6 +35,9 @@ typedef struct {
     size_t cap;              /* keys the buffers hold */
     float *recv, *sum;       /* device: nworkers * cap, cap */
     float *stage;            /* host staging of replies (cap) where the device is not host memory */
+    unsigned char *enc;      /* a 16-bit wire: the replies encoded (cap elements, host, MEM_SERVER) */
+    float *dec;              /* a 16-bit wire on a device that is not host memory: one contribution
+                              * decoded on its way to recv (cap, host, MEM_SERVER) */
     long long samples;       /* the step's global samples (-1: not known yet) */
     int pushed;              /* a contribution of the open step is in: its timeout runs (a step
                               * opened by rank 0's early STEP waits for the workers' compute) */
@@ -63,6 +68,12 @@ struct PsServer {
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double t_last;
     PsZeroCopy zc;
+    /* --wire (ps/client.c's head comment): contributions arrive in the gradients' codec and are
+     * decoded to fp32; replies leave in the parameters' (PARAMS) or the gradients' (SUMMED) */
+    Codec gc, pc;
+    int coded;               /* a 16-bit wire */
+    uint16_t dtype;          /* the wire's dtype (WIRE_F32 under fp32) */
+    size_t el;               /* bytes of one wire element */
     /* --ps-consistency async / ssp:S (S >= 1): each push applied as it arrives */
     int async;               /* 1: the path below; 0: the synchronous step */
     int bound;               /* S, or CONFIG_ASYNC: no bound */
@@ -149,8 +160,30 @@ static int server_drop(PsServer *s, const char *why) {
 
 /* ---- buffers -------------------------------------------------------------------------------- */
 
+/* Frees ph's wire buffers (enc, dec), counted down under MEM_SERVER. */
+static void phase_free_wire(PsServer *s, PsPhase *ph) {
+    if (ph->enc) mem_account(MEM_SERVER, -(long long)(ph->cap * s->el));
+    if (ph->dec) mem_account(MEM_SERVER, -(long long)(ph->cap * sizeof(float)));
+    free(ph->enc);
+    free(ph->dec);
+    ph->enc = NULL;
+    ph->dec = NULL;
+}
+
+/* A 16-bit wire: allocates ph's wire buffers for keys keys (MEM_SERVER). 0 or RS_ERR_RUNTIME. */
+static int phase_alloc_wire(PsServer *s, PsPhase *ph, size_t keys) {
+    if (!s->coded) return RS_OK;
+    if (!(ph->enc = malloc(keys * s->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    mem_account(MEM_SERVER, (long long)(keys * s->el));
+    if (s->host_visible) return RS_OK;
+    if (!(ph->dec = malloc(keys * sizeof(float)))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    mem_account(MEM_SERVER, (long long)(keys * sizeof(float)));
+    return RS_OK;
+}
+
 static void phase_free(PsServer *s, PsPhase *ph) {
     size_t N = (size_t)s->a.nworkers;
+    phase_free_wire(s, ph);
     device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
     device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
     if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
@@ -174,12 +207,17 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
         device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
         device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
         if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
+        phase_free_wire(s, ph);
         ph->recv = ph->sum = ph->stage = NULL;
         ph->cap = 0;
         ph->recv = device_alloc(s->dev, N * keys * sizeof(float), MEM_SERVER);
         ph->sum = ph->recv ? device_alloc(s->dev, keys * sizeof(float), MEM_SERVER) : NULL;
         if (ph->sum && !s->host_visible) ph->stage = s->a.dev->ops->host_alloc(s->a.dev, keys * sizeof(float));
-        if (!ph->recv || !ph->sum || (!s->host_visible && !ph->stage)) {
+        int wired = ph->sum && (s->host_visible || ph->stage) ? phase_alloc_wire(s, ph, keys) == RS_OK : 0;
+        if (!ph->recv || !ph->sum || (!s->host_visible && !ph->stage) || !wired) {
+            ph->cap = keys; /* what phase_free_wire counts down */
+            phase_free_wire(s, ph);
+            ph->cap = 0;
             char why[512];
             snprintf(why, sizeof why, "%s", rs_errmsg());
             device_free(s->a.dev, ph->recv, N * keys * sizeof(float), MEM_SERVER);
@@ -287,6 +325,12 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     }
     RS_TRY(d->ops->stream_sync(d, NULL));
     RS_TRY(d->k->sync(d->kctx));
+    size_t bytes = n * sizeof(float);
+    if (s->coded) { /* the parameters rounded (scale 1), or the sum x scale rounded once, for every rank */
+        codec_encode(ph->op == WIRE_PUSH ? &s->pc : &s->gc, payload, ph->enc + at * s->el, n);
+        payload = ph->enc + at * s->el;
+        bytes = n * s->el;
+    }
     ph->waiting[b] = 0;
     ph->done++;
     if (ph->done == ph->nslices) ph->active = 0;
@@ -304,7 +348,8 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     h.count = n;
     h.total = ph->total;
     h.sender = (uint16_t)s->a.id;
-    return server_reply_all(s, &h, payload, n * sizeof(float));
+    h.dtype = s->dtype;
+    return server_reply_all(s, &h, payload, bytes);
 }
 
 /* ---- async and ssp: every push applied as it arrives, replies held to the bound ---------------- */
@@ -319,8 +364,11 @@ static long long async_min_clock(const PsServer *s, int *who) {
 }
 
 /* Sends worker r every slice of the parameters this server holds, from src (host memory), with
- * step and samples in each header; zc NULL copies them at the send. */
-static int server_send_slices(PsServer *s, int r, const float *src, uint32_t step, uint32_t samples, PsZeroCopy *zc) {
+ * step and samples in each header; zc NULL copies them at the send. coded: in the wire's type
+ * (the parameters' codec, through the training phase's encode buffer: zc must be NULL), else
+ * fp32. */
+static int server_send_slices(PsServer *s, int r, const float *src, uint32_t step, uint32_t samples, PsZeroCopy *zc,
+                              int coded) {
     char id[16];
     size_t idlen = ps_identity(r, id, sizeof id);
     for (int b = 0; b < s->a.nbuckets; b++) {
@@ -334,9 +382,16 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
         h.count = sl->count;
         h.total = s->a.nparams;
         h.sender = (uint16_t)s->a.id;
-        size_t bytes = sl->count * sizeof(float);
+        size_t at = sl->off - s->range.lo, bytes = sl->count * sizeof(float);
+        const void *payload = src + at;
+        if (coded) {
+            codec_encode(&s->pc, src + at, s->train.enc + at * s->el, sl->count);
+            payload = s->train.enc + at * s->el;
+            bytes = sl->count * s->el;
+            h.dtype = s->dtype;
+        }
         double stamp = server_pace(s, r, bytes);
-        if (ps_send(s->router, id, idlen, &h, src + (sl->off - s->range.lo), bytes, zc, stamp) < 0)
+        if (ps_send(s->router, id, idlen, &h, payload, bytes, zc, stamp) < 0)
             return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
                             zmq_strerror(zmq_errno()));
         server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
@@ -346,7 +401,7 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
 
 /* Sends worker r every slice of the parameters (the start-of-run broadcast). */
 static int server_send_params(PsServer *s, int r) {
-    return server_send_slices(s, r, s->host_visible ? s->params : s->train.stage, WIRE_STEP_INIT, 0, &s->zc);
+    return server_send_slices(s, r, s->host_visible ? s->params : s->train.stage, WIRE_STEP_INIT, 0, &s->zc, 0);
 }
 
 /* Sends worker r every slice this server holds, as they are now: step = the pushes applied in
@@ -360,7 +415,8 @@ static int async_reply(PsServer *s, int r, long long staleness) {
         RS_TRY(d->ops->stream_sync(d, NULL));
         src = s->train.stage;
     }
-    return server_send_slices(s, r, src, (uint32_t)s->version, (uint32_t)(staleness < 0 ? 0 : staleness), NULL);
+    return server_send_slices(s, r, src, (uint32_t)s->version, (uint32_t)(staleness < 0 ? 0 : staleness), NULL,
+                              s->coded);
 }
 
 /* Answers every held worker the bound lets go: ssp:S holds a worker whose next step would be
@@ -378,6 +434,20 @@ static int async_release(PsServer *s) {
     return RS_OK;
 }
 
+/* Puts a contribution's n elements (data: the message, host) at dst, ph->recv's keys from at of
+ * the phase's range: fp32 as it came, or decoded from the wire with the gradients' codec (÷
+ * scale; through ph->dec where the device is not host memory). Complete when it returns: the
+ * message (or a worker's buffer lent zero-copy) is released next. */
+static int server_take(PsServer *s, PsPhase *ph, float *dst, size_t at, const void *data, size_t n) {
+    if (!s->coded) return device_h2d(s->dev, dst, data, n * sizeof(float));
+    if (s->host_visible) {
+        codec_decode(&s->gc, data, dst, n);
+        return RS_OK;
+    }
+    codec_decode(&s->gc, data, ph->dec + at, n);
+    return device_h2d(s->dev, dst, ph->dec + at, n * sizeof(float));
+}
+
 /* WIRE_PUSH under async or ssp: worker r's slice of its step clock[r], applied at once (the
  * update rule on this one gradient, scaled by the step's global samples: N pushes make one
  * step's update). Once r's whole push is in, its reply goes when the bound lets it. */
@@ -387,6 +457,7 @@ static int on_push_async(PsServer *s, int r, const WireHeader *h, const void *da
     if (!s->params) return server_drop(s, "a training push to a server without parameters");
     if (s->init_left > 0) return server_drop(s, "a push before the initial parameters");
     if (h->total != s->a.nparams) return server_drop(s, "a push over another number of parameters");
+    if (h->dtype != s->dtype) return server_drop(s, "a push in another number format than this run's --wire");
     if (s->bye[r]) return server_drop(s, "a push after the worker's goodbye");
     if (s->held[r] || h->step != (uint32_t)s->clock[r]) {
         snprintf(why, sizeof why, "push from rank %d for step %u (its step is %lld)", r, h->step, s->clock[r]);
@@ -410,7 +481,7 @@ static int on_push_async(PsServer *s, int r, const WireHeader *h, const void *da
     size_t at = off - ph->range.lo;
     float *g = ph->recv + (size_t)r * ph->cap + at;
     /* complete before the message is released */
-    RS_TRY(device_h2d(d, g, data, n * sizeof(float)));
+    RS_TRY(server_take(s, ph, g, at, data, n));
     *seen = 1;
     PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = g, .n = n, .global_samples = h->samples,
                   .params = s->params + (off - s->range.lo), .mom = s->mom + (off - s->range.lo),
@@ -459,6 +530,9 @@ static int async_check_time(PsServer *s, double now) {
 /* WIRE_PUSH / WIRE_SUM: worker r's contribution to one slice. */
 static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h, const void *data) {
     char why[160];
+    if (h->dtype != s->dtype)
+        return server_drop(s, ph->op == WIRE_PUSH ? "a push in another number format than this run's --wire"
+                                                  : "a contribution in another number format than this run's --wire");
     if (ph->op == WIRE_PUSH) {
         if (!s->params) return server_drop(s, "a training push to a server without parameters");
         if (s->init_left > 0) return server_drop(s, "a push before the initial parameters");
@@ -492,9 +566,8 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     unsigned char *seen = ph->seen + (size_t)b * (size_t)s->a.nworkers + (size_t)r;
     if (*seen) return server_drop(s, "a second contribution to the same slice");
     server_accept(s, r);
-    Device *d = s->dev;
     /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
-    RS_TRY(device_h2d(d, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), data, n * sizeof(float)));
+    RS_TRY(server_take(s, ph, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), off - ph->range.lo, data, n));
     *seen = 1;
     ph->pushed = 1;
     ph->t_progress = clock_now();
@@ -531,6 +604,7 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
     if (!s->params || s->init_left == 0) return server_drop(s, "initial parameters not expected");
     if (h->step != WIRE_STEP_INIT || h->total != s->a.nparams || h->bucket >= (uint32_t)s->a.nbuckets)
         return server_drop(s, "initial parameters for another step or bucket");
+    if (h->dtype != WIRE_F32) return server_drop(s, "initial parameters not in fp32 (the start is exact)");
     const ShardSlice *sl = &s->slice[h->bucket];
     if (!sl->count || h->offset != sl->off || h->count != sl->count || s->init_seen[h->bucket])
         return server_drop(s, "initial parameters for a slice this server does not hold");
@@ -859,6 +933,11 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     s->token = wire_token(a->token);
     s->dev = a->dev;
     s->host_visible = a->dev->host_visible;
+    s->gc = codec_from_options(a->cfg->wire, a->cfg->loss_scale);
+    s->pc = codec_make(s->gc.type, 1.0f);
+    s->coded = s->gc.type != CODEC_F32;
+    s->dtype = (uint16_t)wire_dtype_of(s->gc.type);
+    s->el = codec_elem_bytes(s->gc.type);
     if (a->nservers > 1) snprintf(s->name, sizeof s->name, "ps server %d", a->id);
     else snprintf(s->name, sizeof s->name, "ps server");
     double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);

@@ -1,5 +1,6 @@
 /* wire.c - encode, decode and check the parameter server's header frame (the protocol, apart from the transport) */
 #include "wire.h"
+#include "../common/codec.h"
 
 #include <string.h>
 
@@ -85,13 +86,27 @@ WireErr wire_decode(const void *buf, size_t len, WireHeader *h) {
     if (h->magic != WIRE_MAGIC) return WIRE_E_MAGIC;
     if (h->version != WIRE_VERSION) return WIRE_E_VERSION;
     if (h->op < 1 || h->op >= WIRE_NOPS) return WIRE_E_OP;
-    int want = h->op == WIRE_ABORT ? WIRE_TEXT : WIRE_F32;
-    if (h->dtype != want) return WIRE_E_DTYPE;
+    if (!wire_dtype_allowed(h->op, h->dtype)) return WIRE_E_DTYPE;
     return WIRE_OK;
 }
 
+size_t wire_dtype_bytes(int dtype) {
+    return dtype == WIRE_F32 ? 4 : dtype == WIRE_BF16 || dtype == WIRE_F16 ? 2 : dtype == WIRE_TEXT ? 1 : 0;
+}
+
+int wire_dtype_allowed(int op, int dtype) {
+    if (op == WIRE_ABORT) return dtype == WIRE_TEXT;
+    if (op == WIRE_INIT || op == WIRE_PUSH || op == WIRE_PARAMS || op == WIRE_SUM || op == WIRE_SUMMED)
+        return dtype == WIRE_F32 || dtype == WIRE_BF16 || dtype == WIRE_F16;
+    return dtype == WIRE_F32;
+}
+
+WireDtype wire_dtype_of(int codec_type) {
+    return codec_type == CODEC_BF16 ? WIRE_BF16 : codec_type == CODEC_F16 ? WIRE_F16 : WIRE_F32;
+}
+
 size_t wire_payload_bytes(const WireHeader *h) {
-    size_t el = h->dtype == WIRE_F32 ? 4 : h->dtype == WIRE_TEXT ? 1 : 0;
+    size_t el = wire_dtype_bytes(h->dtype);
     if (el && h->count > SIZE_MAX / el) return 0;
     return (size_t)h->count * el;
 }
@@ -101,8 +116,8 @@ WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t 
     if (wire_op_may_be_empty(h->op) && h->count == 0) {
         if (has_payload) return WIRE_E_PAYLOAD;
     } else if (wire_op_has_payload(h->op)) {
-        size_t el = h->dtype == WIRE_TEXT ? 1 : 4;
-        if (!has_payload || h->count == 0 || h->count > SIZE_MAX / el || payload_bytes != wire_payload_bytes(h))
+        size_t el = wire_dtype_bytes(h->dtype);
+        if (!el || !has_payload || h->count == 0 || h->count > SIZE_MAX / el || payload_bytes != wire_payload_bytes(h))
             return WIRE_E_PAYLOAD;
     } else if (has_payload || h->count != 0) {
         return WIRE_E_PAYLOAD;

@@ -14,13 +14,17 @@
  *    4 u16 version                  32 u64 count   elements in the payload
  *    6 u16 op                       40 u64 total   keys of the whole space (nparams, or the
  *    8 u64 token   hash of the job token              allreduce's element count)
- *   16 u32 step    step (or allreduce call)     48 u16 dtype   WIRE_F32 or WIRE_TEXT
+ *   16 u32 step    step (or allreduce call)     48 u16 dtype   WIRE_F32, WIRE_BF16, WIRE_F16
+ *                                                              or WIRE_TEXT
  *   20 u32 bucket  bucket (or allreduce chunk)  50 u16 sender  worker rank (server id in replies)
  *                                               52 u32 samples the step's global samples (WIRE_STEP)
  *
  * The payload frame holds exactly count elements of dtype, or is absent (count 0). Ops with a
  * payload need count > 0, except BATCH, LOGITS and DLOGITS: a rank's chunk of a DataParallel
- * batch may be empty (count 0, no payload frame).
+ * batch may be empty (count 0, no payload frame). ABORT's payload is text; the parameters' and
+ * gradients' ops (INIT, PUSH, PARAMS, SUM, SUMMED) carry f32, bf16 or f16 elements (--wire:
+ * which one a run uses for which op is the receiver's check, ps/client.c); every other op is
+ * f32 (BATCH's labels are int32 words of f32's size).
  *
  * --ps-mode dataparallel adds a channel between rank 0 (a ROUTER of its own) and every other
  * rank: PULL (once, so rank 0 can address the rank), then per step PARAMS (the replicate: all
@@ -49,7 +53,8 @@ typedef enum {
     WIRE_NOPS
 } WireOp;
 
-typedef enum { WIRE_F32 = 1, WIRE_TEXT = 2 } WireDtype;
+/* An element's type: 4 bytes (f32), 2 (bf16, f16: common/codec.h's formats) or 1 (text). */
+typedef enum { WIRE_F32 = 1, WIRE_TEXT = 2, WIRE_BF16 = 3, WIRE_F16 = 4 } WireDtype;
 
 /* Why a header was refused (0: accepted). */
 typedef enum {
@@ -100,6 +105,16 @@ int wire_op_may_be_empty(int op);
 
 /* Payload bytes the header announces (count * element size); 0 for an unknown dtype. */
 size_t wire_payload_bytes(const WireHeader *h);
+
+/* Bytes of one element of dtype: 4 (f32), 2 (bf16, f16), 1 (text); 0 for an unknown dtype. */
+size_t wire_dtype_bytes(int dtype);
+
+/* 1 when op may carry dtype: text for ABORT; f32, bf16 or f16 for INIT, PUSH, PARAMS, SUM and
+ * SUMMED; f32 for every other op. */
+int wire_dtype_allowed(int op, int dtype);
+
+/* The dtype of a codec type (common/codec.h's CodecType: 0 f32, 1 bf16, 2 f16; f32 otherwise). */
+WireDtype wire_dtype_of(int codec_type);
 
 /* The 64-bit token every header carries: FNV-1a of the job token text ("" allowed). */
 uint64_t wire_token(const char *text);

@@ -1,5 +1,6 @@
 /* test_ps.c - the parameter server: wire header, range slicer, update rules, a server against fake workers, the "ps" back end in threads */
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/config.h"
 #include "../common/device.h"
 #include "../common/err.h"
@@ -130,6 +131,37 @@ static void test_wire_rejects(void) {
     for (int op = 1; op < WIRE_NOPS; op++)
         CHECK(!wire_op_may_be_empty(op) || op == WIRE_BATCH || op == WIRE_LOGITS || op == WIRE_DLOGITS);
     for (int e = 0; e < WIRE_NERRS; e++) CHECK(strcmp(wire_strerror((WireErr)e), "?"));
+}
+
+/* The 16-bit dtypes: on the parameters' and gradients' ops only, 2 bytes an element. */
+static void test_wire_dtypes(void) {
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    CHECK(wire_dtype_bytes(WIRE_F32) == 4 && wire_dtype_bytes(WIRE_BF16) == 2 && wire_dtype_bytes(WIRE_F16) == 2 &&
+          wire_dtype_bytes(WIRE_TEXT) == 1 && wire_dtype_bytes(0) == 0 && wire_dtype_bytes(5) == 0);
+    CHECK(wire_dtype_of(CODEC_F32) == WIRE_F32 && wire_dtype_of(CODEC_BF16) == WIRE_BF16 &&
+          wire_dtype_of(CODEC_F16) == WIRE_F16);
+    int coded[] = {WIRE_INIT, WIRE_PUSH, WIRE_PARAMS, WIRE_SUM, WIRE_SUMMED};
+    for (int op = 1; op < WIRE_NOPS; op++) {
+        int is = 0;
+        for (int i = 0; i < 5; i++) is |= op == coded[i];
+        int dts[2] = {WIRE_BF16, WIRE_F16};
+        for (int i = 0; i < 2; i++) {
+            WireHeader h = wire_header(tok, (WireOp)op), g;
+            h.dtype = (uint16_t)dts[i];
+            h.count = 5;
+            unsigned char b[WIRE_HEADER_BYTES];
+            wire_encode(&h, b);
+            WireErr e = wire_decode(b, sizeof b, &g);
+            CHECK_MSG(is ? e == WIRE_OK : e == WIRE_E_DTYPE, "%s in dtype %d: %s", wire_op_name(op), dts[i],
+                      wire_strerror(e));
+            if (!is) continue;
+            CHECK(wire_payload_bytes(&g) == 10);
+            CHECK(wire_check(&g, tok, 1, 10) == WIRE_OK);
+            CHECK(wire_check(&g, tok, 1, 20) == WIRE_E_PAYLOAD); /* fp32's size */
+        }
+        CHECK(wire_dtype_allowed(op, WIRE_F32) == (op != WIRE_ABORT));
+        CHECK(wire_dtype_allowed(op, WIRE_TEXT) == (op == WIRE_ABORT));
+    }
 }
 
 /* Random bytes and single-bit flips of a good header: never a crash, never accepted unless
@@ -504,6 +536,160 @@ static void test_server_fake_workers(void) {
     device_close(&dev);
 }
 
+/* Sends op's count elements of data encoded with codec c (the header says the wire's dtype). */
+static void fake_send_coded(Fake *f, uint64_t token, int op, uint32_t step, int bucket, size_t off, size_t count,
+                            size_t total, const float *data, const Codec *c, uint32_t samples) {
+    unsigned char enc[64];
+    WireHeader h = wire_header(token, (WireOp)op);
+    h.step = step;
+    h.bucket = (uint32_t)bucket;
+    h.offset = off;
+    h.count = count;
+    h.total = total;
+    h.samples = samples;
+    h.sender = (uint16_t)f->rank;
+    h.dtype = (uint16_t)wire_dtype_of(c->type);
+    codec_encode(c, data, enc, count);
+    CHECK(ps_send(f->sock, NULL, 0, &h, enc, count * codec_elem_bytes(c->type), NULL, 0) == 0);
+}
+
+/* Receives one reply and decodes its payload with c into out + its offset (room for cap):
+ * 1, or 0 on timeout, a payload of another dtype or size, or keys past cap. */
+static int fake_recv_coded(Fake *f, WireHeader *h, float *out, size_t cap, const Codec *c) {
+    PsMsg m;
+    if (ps_recv(f->sock, &m, 0) < 0) return 0;
+    int ok = m.n == 2 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK &&
+             h->dtype == wire_dtype_of(c->type) && h->offset + h->count <= cap &&
+             zmq_msg_size(&m.part[1]) == h->count * codec_elem_bytes(c->type);
+    if (ok) codec_decode(c, zmq_msg_data(&m.part[1]), out + h->offset, (size_t)h->count);
+    ps_msg_close(&m);
+    return ok;
+}
+
+/* A server on a 16-bit wire against fake workers: the start in fp32, pushes and sums decoded
+ * and summed in fp32, replies rounded once; 56 + 2 bytes an element on the wire; a push in
+ * another dtype dropped. wire "fp16" at scale 1 and 1024: a gradient of 1e-8 lost and kept. */
+static void server_wire_round(const char *wire, double loss_scale, float tiny, float *tiny_update) {
+    void *ctx = zmq_ctx_new();
+    Device dev;
+    CHECK(device_open(&dev, "cpu", 0, NULL) == RS_OK);
+    Config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.wire, sizeof cfg.wire, "%s", wire);
+    cfg.loss_scale = loss_scale;
+    cfg.momentum = 0;
+    cfg.weight_decay = 0;
+    if (tiny != 0) cfg.lr = 1000; /* the update of a tiny gradient, large enough for fp16 to show */
+    const int N = 2;
+    const size_t P = 6;
+    Bucket bk = {0, P};
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    Codec gc = codec_from_options(cfg.wire, cfg.loss_scale), pc = codec_make(gc.type, 1), f32 = codec_make(CODEC_F32, 1);
+    PsServerArgs a = {.cfg = &cfg, .dev = &dev, .zctx = ctx, .addr = "127.0.0.1", .token = TOKEN_TEXT, .id = 0,
+                      .nservers = 1, .nworkers = N, .nparams = P, .buckets = &bk, .nbuckets = 1, .timeout = 10};
+    PsServer *s;
+    CHECK(ps_server_create(&s, &a) == RS_OK);
+    CHECK(ps_server_start(s) == RS_OK);
+    Fake w[2];
+    for (int r = 0; r < N; r++) fake_open(&w[r], ctx, ps_server_endpoint(s), r, NULL);
+    float p0[6] = {0.1f, -0.3f, 1.0f / 3.0f, 2, 0, 0}, got[6] = {0};
+    if (tiny != 0) memset(p0, 0, sizeof p0);
+    /* the start: exact (fp32 both ways; an INIT in the wire's type is refused) */
+    SyncTraffic t1;
+    fake_send_coded(&w[0], tok, WIRE_INIT, WIRE_STEP_INIT, 0, 0, P, P, p0, &pc, 0);
+    fake_send(&w[0], tok, WIRE_INIT, WIRE_STEP_INIT, 0, 0, P, P, p0);
+    fake_send(&w[1], tok, WIRE_PULL, WIRE_STEP_INIT, 0, 0, 0, P, NULL);
+    WireHeader h;
+    CHECK(fake_recv_coded(&w[1], &h, got, P, &f32) && h.op == WIRE_PARAMS && h.step == WIRE_STEP_INIT);
+    CHECK(!memcmp(got, p0, sizeof p0));
+    /* step 0: small integers (exact in 16 bits), or a tiny gradient; a push in fp32 refused */
+    float g[2][6] = {{1, -2, 3, 4, 0, 5}, {2, 2, -7, 8, 0, 0}};
+    if (tiny != 0)
+        for (int r = 0; r < N; r++)
+            for (size_t i = 0; i < P; i++) g[r][i] = tiny;
+    fake_send(&w[1], tok, WIRE_PUSH, 0, 0, 0, P, P, g[1]); /* fp32 on a 16-bit wire: dropped */
+    for (int r = 0; r < N; r++) fake_send_coded(&w[r], tok, WIRE_PUSH, 0, 0, 0, P, P, g[r], &gc, 0);
+    {
+        WireHeader st = wire_header(tok, WIRE_STEP);
+        st.samples = 1;
+        st.total = P;
+        CHECK(ps_send(w[0].sock, NULL, 0, &st, NULL, 0, NULL, 0) == 0);
+    }
+    /* the reference: decode (what the server sees), sum in fp32, SGD, then round (what it sends) */
+    float dec[2][6], sum[6], ref[6], mom[6] = {0};
+    for (int r = 0; r < N; r++) {
+        unsigned char e[12];
+        codec_encode(&gc, g[r], e, P);
+        codec_decode(&gc, e, dec[r], P);
+    }
+    for (size_t i = 0; i < P; i++) sum[i] = dec[0][i] + dec[1][i];
+    memcpy(ref, p0, sizeof ref);
+    kernels_cpu()->sgd_step(dev.kctx, ref, sum, mom, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay, 1.0f);
+    codec_round(&pc, ref, P);
+    for (int r = 0; r < N; r++) {
+        memset(got, 0xff, sizeof got);
+        CHECK(fake_recv_coded(&w[r], &h, got, P, &pc) && h.op == WIRE_PARAMS && h.step == 0);
+        CHECK_MSG(!memcmp(got, ref, sizeof ref), "%s rank %d: got %g %g %g want %g %g %g", wire, r, got[0], got[1],
+                  got[2], ref[0], ref[1], ref[2]);
+    }
+    if (tiny_update) *tiny_update = got[0] - p0[0];
+    if (tiny == 0) { /* the integers came through exact: the sum is the fp32 one */
+        float fsum[6];
+        for (size_t i = 0; i < P; i++) fsum[i] = g[0][i] + g[1][i];
+        CHECK(!memcmp(sum, fsum, sizeof sum));
+    }
+    /* an allreduce: exact sums come back exact, 256 + 1 = 257 as codec_round(257) */
+    float x[2][3] = {{256, 3, 1.0f / 3.0f}, {1, -5, 1}}, y[3], want[3];
+    for (int r = 0; r < N; r++) fake_send_coded(&w[r], tok, WIRE_SUM, 0, 0, 0, 3, 3, x[r], &gc, 0);
+    for (int i = 0; i < 3; i++) {
+        unsigned char e0[2], e1[2];
+        float d0, d1;
+        codec_encode(&gc, &x[0][i], e0, 1);
+        codec_encode(&gc, &x[1][i], e1, 1);
+        codec_decode(&gc, e0, &d0, 1);
+        codec_decode(&gc, e1, &d1, 1);
+        want[i] = d0 + d1;
+    }
+    codec_round(&gc, want, 3);
+    for (int r = 0; r < N; r++) {
+        CHECK(fake_recv_coded(&w[r], &h, y, 3, &gc) && h.op == WIRE_SUMMED);
+        CHECK_MSG(!memcmp(y, want, sizeof y), "%s sum: %g %g %g want %g %g %g", wire, y[0], y[1], y[2], want[0], want[1],
+                  want[2]);
+        CHECK(y[1] == -2.0f);
+        if (gc.type == CODEC_BF16) CHECK(y[0] == 256.0f); /* 257 has 9 significant bits: rounds to even */
+    }
+    /* traffic: the start in fp32 (INIT, PULL and its answer), then every message 56 + 2 bytes an
+     * element (pushes, STEP, sums); the coded INIT and the fp32 push dropped */
+    unsigned long long H = WIRE_HEADER_BYTES, el = codec_elem_bytes(gc.type);
+    for (int i = 0; i < 1000; i++) { /* the server counts a reply just after sending it */
+        ps_server_traffic(s, &t1);
+        if (t1.bytes_sent >= (H + 4 * P) + 2 * (H + el * P) + 2 * (H + el * 3)) break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_MSG(t1.bytes_received == (H + 4 * P) + H + 2 * (H + el * P) + H + 2 * (H + el * 3), "%s: received %llu",
+              wire, t1.bytes_received);
+    CHECK_MSG(t1.bytes_sent == (H + 4 * P) + 2 * (H + el * P) + 2 * (H + el * 3), "%s: sent %llu", wire, t1.bytes_sent);
+    CHECK_MSG(t1.dropped == 2, "%s: dropped %llu", wire, t1.dropped);
+    for (int r = 0; r < N; r++) zmq_close(w[r].sock);
+    ps_server_destroy(s);
+    MemStats ms;
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_SERVER] == 0);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
+static void test_server_wire(void) {
+    server_wire_round("bf16", 1, 0, NULL);
+    server_wire_round("fp16", 1, 0, NULL);
+    server_wire_round("fp16", 1024, 0, NULL);
+    float lost = 1, kept = 0;
+    server_wire_round("fp16", 1, 1e-8f, &lost);    /* 1e-8 < 2^-25: rounds to 0 in fp16 */
+    server_wire_round("fp16", 1024, 1e-8f, &kept); /* x 1024: a subnormal, kept */
+    CHECK_MSG(lost == 0 && kept != 0 && kept < 0, "fp16 1e-8: update %g at scale 1, %g at 1024", lost, kept);
+}
+
 /* A worker that never pushes: the server names it, tells the others, and fails. */
 static void test_server_timeout(void) {
     void *ctx = zmq_ctx_new();
@@ -586,7 +772,20 @@ static void *rank_thread(void *p) {
         for (size_t i = 0; i < cnt; i++) x[i] = (float)((a->rank + 1) * (int)(i % 1000));
         a->rc = ops->allreduce(st, x, cnt);
         float f = (float)(a->world * (a->world + 1) / 2);
-        for (size_t i = 0; i < cnt && a->rc == RS_OK; i++) a->wrong += x[i] != f * (float)(int)(i % 1000);
+        Codec gc = codec_from_options(a->cfg->wire, a->cfg->loss_scale);
+        for (size_t i = 0; i < cnt && a->rc == RS_OK; i++) {
+            float want = f * (float)(int)(i % 1000);
+            if (gc.type != CODEC_F32) { /* each contribution rounded, summed in fp32 in rank order, rounded */
+                want = 0;
+                for (int r = 0; r < a->world; r++) {
+                    float v = (float)((r + 1) * (int)(i % 1000));
+                    codec_round(&gc, &v, 1);
+                    want += v;
+                }
+                codec_round(&gc, &want, 1);
+            }
+            a->wrong += x[i] != want;
+        }
         free(x);
     }
     if (st && ops->close) CHECK(ops->close(st) == RS_OK);
@@ -598,10 +797,11 @@ static void *rank_thread(void *p) {
 }
 
 static void run_allreduce_job(int world, const char *placement, int K, int *rc, unsigned long long *wrong,
-                              SyncTraffic *tr) {
+                              SyncTraffic *tr, const char *wire) {
     void *ctx = zmq_ctx_new();
     Config cfg;
     config_defaults(&cfg);
+    snprintf(cfg.wire, sizeof cfg.wire, "%s", wire);
     snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "%s", placement);
     cfg.ps_servers = K;
     cfg.bucket_mb = 1000.0 * sizeof(float) / 1048576.0;
@@ -651,7 +851,7 @@ static void test_backend_allreduce(void) {
         int rc;
         unsigned long long wrong;
         SyncTraffic tr[8];
-        run_allreduce_job(world, "colocated", 1, &rc, &wrong, tr);
+        run_allreduce_job(world, "colocated", 1, &rc, &wrong, tr, "fp32");
         CHECK_MSG(rc == 0 && wrong == 0, "colocated world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(),
                   wrong);
         /* traffic: rank 0 serves everyone else; each other rank moves its bytes twice */
@@ -669,7 +869,7 @@ static void test_backend_allreduce(void) {
         int rc;
         unsigned long long wrong;
         SyncTraffic tr[8];
-        run_allreduce_job(3, "dedicated", K, &rc, &wrong, tr);
+        run_allreduce_job(3, "dedicated", K, &rc, &wrong, tr, "fp32");
         CHECK_MSG(rc == 0 && wrong == 0, "dedicated K %d: rc %d (%s), #wrong %llu", K, rc, rs_errmsg(), wrong);
     }
     /* sharded: a shard in every rank; what one rank sends the others receive, and every rank
@@ -678,7 +878,7 @@ static void test_backend_allreduce(void) {
         int rc;
         unsigned long long wrong, sent = 0, recv = 0;
         SyncTraffic tr[8];
-        run_allreduce_job(world, "sharded", 1, &rc, &wrong, tr);
+        run_allreduce_job(world, "sharded", 1, &rc, &wrong, tr, "fp32");
         CHECK_MSG(rc == 0 && wrong == 0, "sharded world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(), wrong);
         for (int r = 0; r < world; r++) {
             sent += tr[r].bytes_sent;
@@ -691,6 +891,32 @@ static void test_backend_allreduce(void) {
                           tr[r].bytes_sent <= 2 * elems * 4 * (world - 1) / (world > 1 ? world : 1) + 400 * WIRE_HEADER_BYTES,
                       "sharded world %d rank %d: %llu bytes sent", world, r, tr[r].bytes_sent);
     }
+}
+
+/* The collective on a 16-bit wire: every contribution rounded, summed in fp32, the sum rounded
+ * once, the same for every placement; 56 + 2 bytes an element on the wire. */
+static void test_backend_allreduce_wire(void) {
+    unsigned long long elems = 1 + 2 + 5 + 999 + 1000 + 1001 + 70000, msgs = 1 + 1 + 1 + 1 + 1 + 2 + 70;
+    const char *wires[2] = {"bf16", "fp16"};
+    for (int w = 0; w < 2; w++) {
+        int rc;
+        unsigned long long wrong;
+        SyncTraffic tr[8];
+        run_allreduce_job(3, "colocated", 1, &rc, &wrong, tr, wires[w]);
+        CHECK_MSG(rc == 0 && wrong == 0, "%s colocated: rc %d (%s), #wrong %llu", wires[w], rc, rs_errmsg(), wrong);
+        unsigned long long each = elems * 2 + msgs * WIRE_HEADER_BYTES;
+        for (int r = 1; r < 3; r++)
+            CHECK_MSG(tr[r].bytes_sent == each && tr[r].bytes_received == each && tr[r].dropped == 0,
+                      "%s rank %d: %llu / %llu, want %llu", wires[w], r, tr[r].bytes_sent, tr[r].bytes_received, each);
+        CHECK(tr[0].bytes_sent == 2 * each && tr[0].bytes_received == 2 * each);
+        run_allreduce_job(3, "sharded", 1, &rc, &wrong, tr, wires[w]);
+        CHECK_MSG(rc == 0 && wrong == 0, "%s sharded: rc %d (%s), #wrong %llu", wires[w], rc, rs_errmsg(), wrong);
+        run_allreduce_job(3, "dedicated", 2, &rc, &wrong, tr, wires[w]);
+        CHECK_MSG(rc == 0 && wrong == 0, "%s dedicated: rc %d (%s), #wrong %llu", wires[w], rc, rs_errmsg(), wrong);
+    }
+    MemStats ms;
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_SERVER] == 0 && ms.cur[MEM_COMM] == 0);
 }
 
 /* One rank through "ps" (colocated) computes bit for bit what "none" does, both driven by the
@@ -812,13 +1038,16 @@ int main(void) {
     RUN(test_wire_roundtrip);
     RUN(test_wire_rejects);
     RUN(test_wire_fuzz);
+    RUN(test_wire_dtypes);
     RUN(test_shard_ranges);
     RUN(test_shard_plan);
     RUN(test_rules);
     RUN(test_server_fake_workers);
     RUN(test_server_timeout);
+    RUN(test_server_wire);
     RUN(test_backend_matches_none);
     RUN(test_backend_allreduce);
+    RUN(test_backend_allreduce_wire);
     RUN(test_backend_refuses);
     return test_summary("test_ps");
 }

@@ -1,4 +1,4 @@
-/* fuzz_wire.c - libFuzzer harness: the parameter server's header frame (wire_decode, wire_check) and its encode/decode round trip */
+/* fuzz_wire.c - libFuzzer harness: the parameter server's header frame (wire_decode, wire_check, the dtypes f32, bf16, f16 and text) and its encode/decode round trip */
 #include "fuzz.h"
 #include "../../ps/wire.h"
 
@@ -24,7 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         wire_encode(&h, copy);
         if (memcmp(copy, buf, WIRE_HEADER_BYTES) != 0) abort();
         (void)wire_op_name(h.op);
-        size_t want = wire_payload_bytes(&h);
+        if (!wire_dtype_allowed(h.op, h.dtype)) abort(); /* text for abort; 16 bits only on float ops */
+        size_t want = wire_payload_bytes(&h), el = wire_dtype_bytes(h.dtype);
+        if (el != 4 && el != 2 && el != 1) abort();
+        if (h.count <= SIZE_MAX / el && want != (size_t)h.count * el) abort();
         WireErr c = wire_check(&h, h.token, has_payload, pbytes);
         int empty = wire_op_may_be_empty(h.op) && h.count == 0; /* a DataParallel chunk of no rows */
         if (c == WIRE_OK && empty && has_payload) abort();
