@@ -17,6 +17,13 @@
  * Every event poll goes through cudaEventPoll (common/cuda_check.h), which clears the
  * cudaErrorNotReady a poll may leave in the runtime's last-error slot.
  *
+ * --wire bf16 | fp16: the bucket is encoded (x loss scale, rounded to nearest even) into a
+ * 16-bit device buffer, all-reduced as ncclBfloat16 / ncclHalf, and decoded back (/ scale) into
+ * the fp32 gradient, all on the comm stream and inside the bucket's timed interval. NCCL adds in
+ * fp32 and rounds every partial sum to 16 bits, as the host ring does, but its buffer holds every
+ * rank's own contribution rounded too (the host ring adds its own in fp32): the two agree within
+ * the wire's tolerance, not bit for bit. The counted traffic is 2 bytes per element.
+ *
  * Several ranks on one GPU (a classroom, a workstation, a test). NCCL refuses it ("Duplicate
  * GPU detected") unless told otherwise; when this host's ranks outnumber its GPUs and the user
  * has set neither variable, init sets, before the communicator exists:
@@ -38,6 +45,8 @@
 
 extern "C" {
 #include "../common/clock.h"
+#include "../common/codec.h"
+#include "../kernels/ops.h"
 #include "../common/sync.h"
 }
 #include "../common/cuda_check.h"
@@ -65,6 +74,13 @@ typedef struct {
     /* algorithmic traffic (see nccl_count_allreduce) */
     double bytes_sent, bytes_received;
     unsigned long long messages_sent, messages_received;
+    /* --wire bf16 | fp16: each bucket is encoded into its slice of wbuf (device memory, 2 bytes
+     * per element, MEM_COMM) on the comm stream, all-reduced as ncclBfloat16 / ncclHalf, and
+     * decoded back into the fp32 gradient, by kernels on a context of the comm stream's own */
+    Codec wire;
+    KernelCtx *kctx;             /* NULL with an fp32 wire */
+    void *wbuf;
+    size_t wbuf_bytes;
 } NcclState;
 
 /* ---- The check macro: file:line, the rank, NCCL's error string and its last-error text ---- */
@@ -266,6 +282,39 @@ static int nccl_id_decode(const char *text, ncclUniqueId *id) {
     return RS_OK;
 }
 
+/* Grows the 16-bit staging to bytes (collective use: the training buckets' is made at init). */
+static int nccl_wire_reserve(NcclState *s, size_t bytes) {
+    if (bytes <= s->wbuf_bytes) return RS_OK;
+    if (s->wbuf) {
+        RS_TRY(cudaCheck(cudaStreamSynchronize((cudaStream_t)s->comm_stream))); /* nothing may still use it */
+        device_free(s->dev, s->wbuf, s->wbuf_bytes, MEM_COMM);
+    }
+    s->wbuf_bytes = 0;
+    if (!(s->wbuf = device_alloc(s->dev, bytes, MEM_COMM)))
+        return rs_error(RS_ERR_RUNTIME, "nccl: no device memory for the %s wire's %zu bytes", codec_name(s->wire.type), bytes);
+    s->wbuf_bytes = bytes;
+    return RS_OK;
+}
+
+/* Enqueues the in-place sum of count floats at p (device memory) on the comm stream: ncclFloat,
+ * or with a 16-bit wire encode into wbuf + at elements, the 16-bit all-reduce, decode back. */
+static int nccl_enqueue_sum(NcclState *s, float *p, size_t count, size_t at) {
+    cudaStream_t cs = (cudaStream_t)s->comm_stream;
+    if (s->wire.type == CODEC_F32) {
+        RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
+        nccl_count_allreduce(s, count * sizeof(float));
+        return RS_OK;
+    }
+    const KernelOps *k = s->dev->k;
+    void *w = (unsigned char *)s->wbuf + at * 2;
+    k->wire_encode(s->kctx, w, p, count, s->wire.type, s->wire.scale);
+    ncclDataType_t t = s->wire.type == CODEC_BF16 ? ncclBfloat16 : ncclHalf;
+    RS_TRY(ncclCheck(s, ncclAllReduce(w, w, count, t, ncclSum, s->comm, cs)));
+    k->wire_decode(s->kctx, p, w, count, s->wire.type, s->wire.scale);
+    nccl_count_allreduce(s, count * 2);
+    return RS_OK;
+}
+
 /* Enqueues the all-reduce of bucket b (count floats at p, device memory) on the comm stream,
  * ordered after the compute stream. */
 static int nccl_issue_bucket(NcclState *s, int b, float *p) {
@@ -275,10 +324,9 @@ static int nccl_issue_bucket(NcclState *s, int b, float *p) {
     RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b], cs)));
     size_t count = bk->hi - bk->lo;
     s->t_issue[b] = clock_now();
-    RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
+    RS_TRY(nccl_enqueue_sum(s, p, count, bk->lo));
     RS_TRY(cudaCheck(cudaEventRecord(s->ev_b[2 * b + 1], cs)));
     s->issued[b] = 1;
-    nccl_count_allreduce(s, count * sizeof(float));
     return RS_OK;
 }
 
@@ -351,6 +399,14 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
                  proto && *proto ? proto : "auto");
     }
     if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
+    s->wire = codec_from_options(job->cfg->wire, job->cfg->loss_scale);
+    if (s->wire.type != CODEC_F32) {
+        if (!(s->kctx = s->dev->k->ctx_create(s->comm_stream))) {
+            rc = RS_ERR_RUNTIME;
+            goto err;
+        }
+        if (job->nparams && (rc = nccl_wire_reserve(s, job->nparams * 2))) goto err;
+    }
     if ((rc = cudaCheck(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)))) goto err;
     if (job->nbuckets > 0) {
         s->ev_b = (cudaEvent_t *)calloc(2 * (size_t)job->nbuckets, sizeof *s->ev_b);
@@ -459,10 +515,9 @@ static int nccl_allreduce(void *state, float *buf, size_t count) {
     NcclState *s = (NcclState *)state;
     if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: allreduce before connect (or after an abort)");
     if (count == 0) return RS_OK;
+    if (s->wire.type != CODEC_F32) RS_TRY(nccl_wire_reserve(s, count * 2));
     RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
-    RS_TRY(ncclCheck(s, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, s->comm,
-                                      (cudaStream_t)s->comm_stream)));
-    nccl_count_allreduce(s, count * sizeof(float));
+    RS_TRY(nccl_enqueue_sum(s, buf, count, 0));
     char what[96];
     snprintf(what, sizeof what, "an all-reduce of %zu floats", count);
     return nccl_wait(s, s->comm_stream, what);
@@ -503,6 +558,8 @@ static void nccl_destroy(void *state) {
     free(s->issued);
     free(s->t_issue);
     if (s->ev_done) cudaEventDestroy(s->ev_done);
+    if (s->wbuf) device_free(s->dev, s->wbuf, s->wbuf_bytes, MEM_COMM); /* after the communicator: nothing runs on it */
+    if (s->kctx) s->dev->k->ctx_destroy(s->kctx);
     if (s->comm_stream) s->dev->ops->stream_destroy(s->dev, s->comm_stream);
     free(s);
 }

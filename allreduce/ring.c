@@ -3,6 +3,7 @@
 #include "ring.h"
 #include "../common/secure.h"
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/config.h"
 #include "../common/device.h"
 #include "../common/err.h"
@@ -149,6 +150,7 @@ struct Ring {
     RingQueued *q;       /* sends waiting for room in the right lane: q[qhead..qlen) */
     size_t qhead, qlen, qcap;
     RingCounters c;      /* updated with __atomic builtins, read from any thread */
+    Codec wire;          /* what all-reduce segments travel in (ring_set_wire); broadcast: fp32 */
 };
 
 /* ZeroMQ's free function for zero-copy frames (runs on its I/O thread, or in ours when a send
@@ -234,6 +236,18 @@ static const char *ring_kind_name(uint32_t kind) {
     return kind == RING_KIND_RS ? "reduce-scatter" : kind == RING_KIND_AG ? "all-gather" : kind == RING_KIND_BC ? "broadcast" : "?";
 }
 
+/* The codec a message of this kind travels in: the all-reduce's wire type, fp32 for broadcast
+ * (parameters leave rank 0 exact). */
+static const Codec *ring_codec(const Ring *r, uint32_t kind) {
+    static const Codec f32 = {CODEC_F32, 1.0f};
+    return kind == RING_KIND_BC ? &f32 : &r->wire;
+}
+
+/* Bytes n elements of a message of this kind take on the wire. */
+static size_t ring_wire_bytes(const Ring *r, uint32_t kind, size_t n) {
+    return n * codec_elem_bytes(ring_codec(r, kind)->type);
+}
+
 /* dst[i] += src[i] (src: a received frame or a lane, at any byte offset: read through memcpy,
  * an unaligned load, in blocks of 8 so that the compiler vectorises). */
 static void ring_add(float *restrict dst, const unsigned char *restrict src, size_t n) {
@@ -250,12 +264,23 @@ static void ring_add(float *restrict dst, const unsigned char *restrict src, siz
     }
 }
 
+/* Takes n received elements at src (wire bytes, any alignment) into dst: added (reduce) or
+ * copied, decoded from the kind's codec; fp32 straight through. */
+static void ring_take(const Ring *r, uint32_t kind, float *dst, const unsigned char *src, size_t n, int reduce) {
+    const Codec *c = ring_codec(r, kind);
+    if (c->type == CODEC_F32 && c->scale == 1.0f) {
+        if (reduce) ring_add(dst, src, n);
+        else memcpy(dst, src, n * sizeof(float));
+    } else if (reduce) codec_decode_add(c, src, dst, n);
+    else codec_decode(c, src, dst, n);
+}
+
 /* The header check shared by both transports: 0 when h is exactly the expected segment,
  * else RS_ERR_RUNTIME (the ring is broken, the message names both). */
 static int ring_check_header(Ring *r, const RingHeader *h, size_t got, uint32_t kind, uint32_t step, size_t off,
                              size_t n) {
     if (h->seq == r->seq && h->kind == kind && h->step == step && h->offset == off && h->count == n &&
-        h->from == (uint32_t)r->left && got == n * sizeof(float))
+        h->from == (uint32_t)r->left && got == ring_wire_bytes(r, kind, n))
         return RS_OK;
     return ring_fail(r, RS_ERR_RUNTIME,
                      "ring: out-of-order data from rank %u: %s step %u, elements [%llu, +%llu), %zu bytes, "
@@ -267,8 +292,9 @@ static int ring_check_header(Ring *r, const RingHeader *h, size_t got, uint32_t 
 
 /* ---- shared-memory lanes ---- */
 
-static size_t lane_msg_bytes(size_t n) {
-    return RING_MSG_ALIGN + (n * sizeof(float) + RING_MSG_ALIGN - 1) / RING_MSG_ALIGN * RING_MSG_ALIGN;
+/* A lane message's footprint for bytes of data: the header block and the data, 64-aligned. */
+static size_t lane_msg_bytes(size_t bytes) {
+    return RING_MSG_ALIGN + (bytes + RING_MSG_ALIGN - 1) / RING_MSG_ALIGN * RING_MSG_ALIGN;
 }
 
 static unsigned char *lane_data(RingLane *l) { return (unsigned char *)l + RING_LANE_HEAD; }
@@ -281,11 +307,13 @@ static void lane_ring(RingLane *l) {
         syscall(SYS_futex, &l->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Copies len bytes from mem into the lane's ring at position pos (wrapping at the end). */
-static void lane_put(RingLane *l, uint64_t pos, const void *mem, size_t len) {
-    size_t p = (size_t)(pos % RING_LANE_BYTES), k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
-    memcpy(lane_data(l) + p, mem, k);
-    if (k < len) memcpy(lane_data(l), (const unsigned char *)mem + k, len - k);
+/* Writes n floats at src, encoded by c, into the lane's ring at position pos (wrapping at the
+ * end: pos and the lane's size are multiples of 64, so the wrap falls between elements). */
+static void lane_put(RingLane *l, uint64_t pos, const Codec *c, const float *src, size_t n) {
+    size_t eb = codec_elem_bytes(c->type), len = n * eb, p = (size_t)(pos % RING_LANE_BYTES);
+    size_t k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
+    codec_encode(c, src, lane_data(l) + p, k / eb);
+    if (k < len) codec_encode(c, src + k / eb, lane_data(l), (len - k) / eb);
 }
 
 /* Moves queued sends into the right neighbour's lane while they fit; never blocks. */
@@ -294,14 +322,14 @@ static void lane_push(Ring *r) {
     int wrote = 0;
     while (r->qhead < r->qlen) {
         RingQueued *m = &r->q[r->qhead];
-        size_t need = lane_msg_bytes(m->n), bytes = m->n * sizeof(float);
+        size_t bytes = ring_wire_bytes(r, m->kind, m->n), need = lane_msg_bytes(bytes);
         uint64_t head = l->head, tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
         if (RING_LANE_BYTES - (head - tail) < need) break;
         RingHeader h = {RING_MAGIC, m->kind, r->token, r->seq, m->step, (uint32_t)r->rank, m->off, m->n};
         memcpy(lane_data(l) + head % RING_LANE_BYTES, &h, sizeof h); /* 64-aligned: never wraps */
         if (m->stamp > 0) /* the emulated link's stamp rides in the header's padding (not counted) */
             link_stamp_encode(m->stamp, lane_data(l) + head % RING_LANE_BYTES + sizeof h);
-        lane_put(l, head + RING_MSG_ALIGN, m->src + m->off, bytes);
+        lane_put(l, head + RING_MSG_ALIGN, ring_codec(r, m->kind), m->src + m->off, m->n);
         __atomic_store_n(&l->head, head + need, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&m->pending->n, 1, __ATOMIC_RELAXED);
         ring_count(&r->c.bytes_sent, sizeof h + bytes);
@@ -372,28 +400,23 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     uint64_t tail = l->tail, head = __atomic_load_n(&l->head, __ATOMIC_ACQUIRE);
     RingHeader h;
     memcpy(&h, lane_data(l) + tail % RING_LANE_BYTES, sizeof h);
-    if (h.magic != RING_MAGIC || h.token != r->token || head - tail < lane_msg_bytes(h.count) ||
-        h.count > RING_SEG_MAX / sizeof(float))
+    if (h.magic != RING_MAGIC || h.token != r->token || h.count > RING_SEG_MAX / sizeof(float) ||
+        head - tail < lane_msg_bytes(ring_wire_bytes(r, h.kind, h.count)))
         return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt message in the shared-memory lane from rank %d", r->left);
-    RS_TRY(ring_check_header(r, &h, h.count * sizeof(float), kind, step, off, n));
+    RS_TRY(ring_check_header(r, &h, ring_wire_bytes(r, h.kind, h.count), kind, step, off, n));
     double stamp = 0;
     if (link_get()->bytes_per_s > 0)
         link_stamp_decode(lane_data(l) + tail % RING_LANE_BYTES + sizeof h, LINK_STAMP_BYTES, &stamp);
-    link_recv(sizeof h + n * sizeof(float), stamp); /* the emulated interface (--link) */
+    size_t bytes = ring_wire_bytes(r, kind, n), p = (size_t)((tail + RING_MSG_ALIGN) % RING_LANE_BYTES);
+    link_recv(sizeof h + bytes, stamp); /* the emulated interface (--link) */
     if (r->first_pending) {
         r->last_wait = clock_now() - t0;
         r->first_pending = 0;
     }
-    size_t bytes = n * sizeof(float), p = (size_t)((tail + RING_MSG_ALIGN) % RING_LANE_BYTES);
-    size_t k = bytes < RING_LANE_BYTES - p ? bytes : RING_LANE_BYTES - p;
-    if (reduce) {
-        ring_add(buf + off, lane_data(l) + p, k / sizeof(float));
-        if (k < bytes) ring_add(buf + off + k / sizeof(float), lane_data(l), (bytes - k) / sizeof(float));
-    } else {
-        memcpy(buf + off, lane_data(l) + p, k);
-        if (k < bytes) memcpy((unsigned char *)(buf + off) + k, lane_data(l), bytes - k);
-    }
-    __atomic_store_n(&l->tail, tail + lane_msg_bytes(n), __ATOMIC_RELEASE);
+    size_t k = bytes < RING_LANE_BYTES - p ? bytes : RING_LANE_BYTES - p, eb = bytes / (n ? n : 1);
+    ring_take(r, kind, buf + off, lane_data(l) + p, k / eb, reduce);
+    if (k < bytes) ring_take(r, kind, buf + off + k / eb, lane_data(l), (bytes - k) / eb, reduce);
+    __atomic_store_n(&l->tail, tail + lane_msg_bytes(bytes), __ATOMIC_RELEASE);
     lane_ring(r->from_bell);
     ring_count(&r->c.bytes_received, sizeof h + bytes);
     ring_count(&r->c.messages_received, 1);
@@ -410,7 +433,7 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         r->q = q;
         r->qcap = cap;
     }
-    double stamp = link_send(sizeof(RingHeader) + n * sizeof(float)); /* the emulated interface (--link) */
+    double stamp = link_send(sizeof(RingHeader) + ring_wire_bytes(r, kind, n)); /* the emulated interface (--link) */
     r->q[r->qlen++] = (RingQueued){base, off, n, kind, step, pending, stamp};
     __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
     lane_push(r);
@@ -428,7 +451,9 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
 static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, size_t off, size_t n, RingPending *pending) {
     if (r->to) return lane_send(r, kind, step, base, off, n, pending);
     RingHeader h = {RING_MAGIC, kind, r->token, r->seq, step, (uint32_t)r->rank, off, n};
-    size_t bytes = n * sizeof(float);
+    const Codec *c = ring_codec(r, kind);
+    int raw = c->type == CODEC_F32 && c->scale == 1.0f; /* the floats themselves: may go without a copy */
+    size_t bytes = ring_wire_bytes(r, kind, n);
     zmq_msg_t m;
     double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
     if (zmq_send(r->push, &h, sizeof h, ZMQ_SNDMORE) < 0) {
@@ -436,7 +461,7 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
             return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
         return ring_fail_zmq(r, "zmq_send(header)");
     }
-    if (bytes >= RING_ZEROCOPY_MIN) {
+    if (raw && bytes >= RING_ZEROCOPY_MIN) {
         __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
         if (zmq_msg_init_data(&m, (void *)(base + off), bytes, ring_release, pending) != 0) {
             __atomic_sub_fetch(&pending->n, 1, __ATOMIC_RELAXED);
@@ -444,7 +469,7 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         }
     } else {
         if (zmq_msg_init_size(&m, bytes) != 0) return ring_fail_zmq(r, "zmq_msg_init_size");
-        memcpy(zmq_msg_data(&m), base + off, bytes);
+        codec_encode(c, base + off, zmq_msg_data(&m), n);
     }
     if (zmq_msg_send(&m, r->push, stamp > 0 ? ZMQ_SNDMORE : 0) < 0) {
         int e = zmq_errno();
@@ -548,9 +573,7 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
             r->last_wait = clock_now() - t0;
             r->first_pending = 0;
         }
-        const unsigned char *src = zmq_msg_data(&dm);
-        if (reduce) ring_add(buf + off, src, n);
-        else memcpy(buf + off, src, got);
+        ring_take(r, kind, buf + off, zmq_msg_data(&dm), n, reduce);
         ring_count(&r->c.bytes_received, sizeof h + got);
         ring_count(&r->c.messages_received, 1);
         zmq_msg_close(&hm);
@@ -709,6 +732,7 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     if (world < 1 || rank < 0 || rank >= world) return rs_error(RS_ERR_INPUT, "ring: rank %d outside a world of %d", rank, world);
     if (!addr || !*addr) addr = "127.0.0.1";
     Ring *r = calloc(1, sizeof *r);
+    if (r) r->wire = codec_make(CODEC_F32, 1.0f);
     if (r) r->pending = calloc((size_t)world, sizeof *r->pending);
     if (!r || !r->pending) {
         free(r);
@@ -859,6 +883,8 @@ int ring_connect(Ring *r, char *const *endpoints) {
 
 const char *ring_transport(const Ring *r) { return r->transport; }
 
+void ring_set_wire(Ring *r, Codec wire) { r->wire = wire; }
+
 void ring_set_segment(Ring *r, size_t bytes) {
     if (bytes == 0) {
         r->seg = 0;
@@ -888,7 +914,10 @@ int ring_allreduce(Ring *r, float *buf, size_t count) {
             size_t n = hi - off < seg ? hi - off : seg;
             RS_TRY(ring_recv(r, RING_KIND_RS, (uint32_t)s, buf, off, n, 1));
             if (s < N - 2) RS_TRY(ring_send(r, RING_KIND_RS, (uint32_t)s + 1, buf, off, n, &r->pending[s + 1]));
-            else RS_TRY(ring_send(r, RING_KIND_AG, 0, buf, off, n, tail));
+            else {
+                codec_round(&r->wire, buf + off, n); /* hold what the others will receive */
+                RS_TRY(ring_send(r, RING_KIND_AG, 0, buf, off, n, tail));
+            }
         }
     }
     /* all-gather: receive chunk me-s (which reduce-scatter step s sent: wait until that left
@@ -1009,6 +1038,7 @@ static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size
             ring_sync_destroy(s);
             return rc;
         }
+        ring_set_wire(s->ring, codec_from_options(job->cfg->wire, job->cfg->loss_scale));
     }
     *state = s;
     return RS_OK;

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/codec.h"
+
 /* ---- Types ---- */
 
 /* One rank's end of the ring: what its left neighbour sends arrives in its shared-memory lane
@@ -119,6 +121,14 @@ int ring_connect(Ring *r, char *const *endpoints);
 /* Sets the segment size in bytes (rounded to whole floats, clamped to [4, RING_SEG_MAX]);
  * every rank must use the same. For tests; 0 restores the default (by collective size). */
 void ring_set_segment(Ring *r, size_t bytes);
+
+/* Sets what all-reduce segments travel in (default fp32, scale 1); every rank must use the same.
+ * With a 16-bit codec a rank encodes what it sends (its chunk, then each partial sum it
+ * forwards) and decodes what it receives, adding in fp32; the owner of a fully reduced chunk
+ * rounds it as the others will receive it, so every rank still ends with the same bits.
+ * Segments then carry 2 bytes per element and are always copied (never zero-copy). Broadcast
+ * always moves fp32. */
+void ring_set_wire(Ring *r, Codec wire);
 
 /* The transport ring_connect chose to the right neighbour: "shm", "ipc" or "tcp" ("" before). */
 const char *ring_transport(const Ring *r);

@@ -321,6 +321,16 @@ static void lazy_adamw_step(KernelCtx *c, float *p, const float *g, float *m, fl
     INNER->adamw_step(c->inner, p, g, m, v, n, lr, beta1, beta2, eps, wd, scale, t);
 }
 
+static void lazy_wire_encode(KernelCtx *c, void *dst, const float *src, size_t n, int type, float scale) {
+    lazy_drain(c->lq);
+    INNER->wire_encode(c->inner, dst, src, n, type, scale);
+}
+
+static void lazy_wire_decode(KernelCtx *c, float *dst, const void *src, size_t n, int type, float scale) {
+    lazy_drain(c->lq);
+    INNER->wire_decode(c->inner, dst, src, n, type, scale);
+}
+
 static int lazy_sync(KernelCtx *c) {
     lazy_drain(c->lq);
     return INNER->sync(c->inner);
@@ -361,6 +371,8 @@ static const KernelOps lazy_kernel_ops = {
     .add = lazy_add,
     .adamw_step = lazy_adamw_step,
     .bias_relu_forward = lazy_bias_relu_forward,
+    .wire_encode = lazy_wire_encode,
+    .wire_decode = lazy_wire_decode,
 };
 
 /* ---- Public ---- */

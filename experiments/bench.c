@@ -2,6 +2,7 @@
 #include "bench.h"
 #include "backends.h"
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/config.h"
 #include "../common/ctrl.h"
 #include "../common/device.h"
@@ -42,6 +43,7 @@ typedef struct {
     char link[64];          /* --link BW[,LAT] ("": none) */
     char transport[8];      /* --transport auto|shm|ipc|tcp */
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
+    char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -67,6 +69,7 @@ typedef struct {
     float *hin, *hout;     /* pinned host: this rank's input, a result to check (MEM_COMM) */
     size_t max_count;
     float expect[BENCH_PERIOD];
+    int input_max;         /* exact inputs lie in [-input_max, input_max]: every partial sum exact on the wire */
     double *times;         /* iters */
     BenchRow *rows;
     int nrows;
@@ -101,6 +104,10 @@ static void bench_usage(FILE *f) {
             "      --inputs exact|random  exact: small integers, every element checked against the exact sum\n"
             "                         (default); random: non-exact floats, every rank's result hashed and\n"
             "                         compared with rank 0's (an all-reduce must leave the same bits everywhere)\n"
+            "      --wire fp32|bf16|fp16  what the back end's messages carry (default fp32); sums stay fp32.\n"
+            "                         size and busbw count the fp32 buffer, so a 16-bit wire can show up to\n"
+            "                         2x busbw; exact inputs are then chosen so that every partial sum is exact\n"
+            "                         in 16 bits, and #wrong still compares bitwise with the exact sum\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
             "\n"
@@ -167,7 +174,8 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs"};
+                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
+                                      "--wire"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -211,6 +219,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (strcmp(v, "exact") && strcmp(v, "random"))
                 return rs_error(RS_ERR_INPUT, "bench: --inputs '%s': expected exact or random", v);
             o->random = !strcmp(v, "random");
+        } else if (!strcmp(name, "--wire")) {
+            CodecType t;
+            if (codec_parse(v, &t) != 0) return rs_error(RS_ERR_INPUT, "bench: --wire '%s': expected fp32, bf16 or fp16", v);
+            snprintf(o->wire, sizeof o->wire, "%s", v);
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -233,10 +245,14 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
 
 /* ---- the sweep (one rank) ---------------------------------------------------------------------- */
 
-/* Rank r's input element i: a small integer, so that the sum over ranks is exact in fp32 (or,
- * with --inputs random, a float in [-1, 1) with a full mantissa, whose sum depends on its order). */
-static float bench_input(size_t i, int r, int random) {
-    if (!random) return (float)((long)((i * 7 + (size_t)r * 13) % 17) - 8);
+/* Rank r's input element i: an integer in [-max, max] (max <= 8), so that the sum over ranks, and
+ * every partial sum on the way, is exact (or, with --inputs random, a float in [-1, 1) with a full
+ * mantissa, whose sum depends on its order). Either way periodic in i with BENCH_PERIOD. */
+static float bench_input(size_t i, int r, int random, int max) {
+    if (!random) {
+        long v = (long)((i * 7 + (size_t)r * 13) % 17) - 8;
+        return (float)(v < -max ? -max : v > max ? max : v);
+    }
     uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r + 1) * 0xbf58476d1ce4e5b9ull;
     x ^= x >> 31;
     x *= 0x94d049bb133111ebull;
@@ -272,6 +288,9 @@ static int bench_setup(Bench *b) {
     snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
     snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
     b->cfg.timeout = o->timeout;
+    snprintf(b->cfg.wire, sizeof b->cfg.wire, "%s", o->wire[0] ? o->wire : "fp32");
+    if (strcmp(b->cfg.wire, "fp32") && !strcmp(o->sync, "student"))
+        return rs_error(RS_ERR_INPUT, "bench: --wire %s with --sync student: the lab's all-reduce moves fp32", b->cfg.wire);
     snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
     snprintf(b->cfg.link, sizeof b->cfg.link, "%s", o->link);
     snprintf(b->cfg.transport, sizeof b->cfg.transport, "%s", o->transport[0] ? o->transport : "auto");
@@ -299,10 +318,16 @@ static int bench_setup(Bench *b) {
     b->times = calloc((size_t)o->iters, sizeof *b->times);
     if (!b->hin || !b->hout || !b->times) return rs_error(RS_ERR_RUNTIME, "bench: out of host memory for %zu bytes", bytes);
     mem_account(MEM_COMM, 2 * (long long)bytes);
-    for (size_t i = 0; i < b->max_count; i++) b->hin[i] = bench_input(i, b->rank, o->random);
+    /* integers are exact up to 2^24 in fp32, 2048 in fp16, 256 in bf16: keep N x max within it */
+    CodecType wire = CODEC_F32;
+    codec_parse(b->cfg.wire, &wire);
+    int limit = wire == CODEC_BF16 ? 256 : 2048;
+    b->input_max = limit / b->world < 8 ? limit / b->world : 8;
+    if (b->input_max < 1) b->input_max = 1;
+    for (size_t i = 0; i < b->max_count; i++) b->hin[i] = bench_input(i, b->rank, o->random, b->input_max);
     for (int k = 0; k < BENCH_PERIOD; k++) {
         float s = 0;
-        for (int r = 0; r < b->world; r++) s += bench_input((size_t)k, r, 0);
+        for (int r = 0; r < b->world; r++) s += bench_input((size_t)k, r, 0, b->input_max);
         b->expect[k] = s;
     }
 
@@ -414,6 +439,9 @@ static void bench_print_header(Bench *b) {
                "(random inputs)\n");
     else
         printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: elements not bitwise equal to the exact sum\n");
+    if (strcmp(b->cfg.wire, "fp32"))
+        printf("# wire: %s, 2 bytes per element on the wire, summed in fp32; size and busbw count the fp32 buffer; exact "
+               "inputs in [-%d, %d]\n", b->cfg.wire, b->input_max, b->input_max);
     printf("#\n");
     printf("# %12s %12s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
            "#wrong");
@@ -554,6 +582,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddStringToObject(cfg, "collective", "allreduce");
         cJSON_AddStringToObject(cfg, "op", "sum");
         cJSON_AddStringToObject(cfg, "type", "float");
+        cJSON_AddStringToObject(cfg, "wire", b->cfg.wire);
         cJSON_AddStringToObject(cfg, "sync", o->sync);
         cJSON_AddNumberToObject(cfg, "ranks", b->world);
         const char *slowest;

@@ -174,6 +174,16 @@ typedef struct KernelOps {
     /* Y[r,c] = max(Y[r,c] + b[c], 0): bias_forward then relu_forward in one pass over Y, the
      * same bits. */
     void (*bias_relu_forward)(KernelCtx *ctx, float *Y, const float *b, int rows, int cols);
+
+    /* The wire's number formats (common/codec.h: type a CodecType, scale a power of two):
+     * wire_encode writes n elements of type at dst (2 bytes each for bf16 / fp16, 4 for fp32)
+     * = round(src * scale), to nearest even; wire_decode writes dst = element / scale. Bit for
+     * bit codec_encode / codec_decode (a NaN stays a NaN; its payload may differ). dst and src
+     * must not overlap. */
+    void (*wire_encode)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type,
+                        float scale);
+    void (*wire_decode)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type,
+                        float scale);
 } KernelOps;
 
 /* ---- Macros ---- */

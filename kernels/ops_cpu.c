@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/clock.h"
+#include "../common/codec.h"
 #include "../common/err.h"
 
 /* Seconds this process has spent inside cblas_sgemm (the GEMM share of a step). */
@@ -188,16 +189,21 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
 static size_t par_rows(size_t cols) { return cols ? (PAR_GRAIN + cols - 1) / cols : PAR_GRAIN; }
 
 /* ---- GEMM ----
- * BLAS runs single-threaded, always: a GEMM is split over the pool into parts of C (row blocks
- * or column blocks), each one cblas_sgemm call over the whole K, so that every element of C is
- * the same dot product in the same order whatever the thread count (OpenBLAS's own threading
- * gives other bits on 1 and 2 threads), and so that no BLAS thread spins on a core that the
- * pool's elementwise ops need (OpenBLAS's idle workers sched_yield in a loop for a while after
- * every call). */
+ * BLAS runs single-threaded, always: a GEMM is cut into parts of C (row blocks or column
+ * blocks), each one cblas_sgemm call over the whole K, and the pool's threads take the parts.
+ * The cut is a function of the shape alone, never of the thread count: OpenBLAS does not promise
+ * that a block of C computed by a call of its own has the bits it has inside a larger call (with
+ * 0.3.21's Haswell kernels on an AMD Zen 4, 128 x 1024 x 784 split into two column halves gives
+ * other bits in about 6% of C), so every thread count makes the same calls and gets the same bits
+ * (OpenBLAS's own threading gives other bits on 1 and 2 threads too). And no BLAS thread spins
+ * on a core that the pool's elementwise ops need (OpenBLAS's idle workers sched_yield in a loop
+ * for a while after every call). */
 
-/* Smallest part worth a thread (multiply-adds) and the unit parts are cut in (rows or columns:
- * whole register blocks of the sgemm kernels). */
+/* The smallest part (multiply-adds), the most parts of one GEMM, and the unit parts are cut in
+ * (rows or columns: whole register blocks of the sgemm kernels). */
 #define GEMM_GRAIN ((double)(1 << 20))
+#define GEMM_PART_MIN (4.0 * GEMM_GRAIN)
+#define GEMM_MAX_PARTS 8
 #define GEMM_UNIT 16
 
 typedef struct {
@@ -205,44 +211,53 @@ typedef struct {
     float alpha, beta;
     const float *A, *B;
     float *C;
+    size_t per;     /* units per part */
 } GemmJob;
 
-/* Units [lo, hi) of C's rows (by_rows) or columns. */
+/* Parts [lo, hi): part p is units [p * per, (p + 1) * per) of C's rows (by_rows) or columns,
+ * one BLAS call each. */
 static void gemm_range(void *arg, size_t lo, size_t hi) {
     const GemmJob *j = arg;
-    size_t r0 = lo * GEMM_UNIT, r1 = hi * GEMM_UNIT;
     int extent = j->by_rows ? j->M : j->N;
-    if (r1 > (size_t)extent) r1 = (size_t)extent;
-    int n = (int)(r1 - r0);
-    const float *A = j->A, *B = j->B;
-    float *C = j->C;
-    if (j->by_rows) { /* rows r0.. of op(A) and of C */
-        A += j->ta ? r0 : r0 * (size_t)j->lda;
-        C += r0 * (size_t)j->ldc;
-    } else { /* columns r0.. of op(B) and of C */
-        B += j->tb ? r0 * (size_t)j->ldb : r0;
-        C += r0;
+    for (size_t p = lo; p < hi; p++) {
+        size_t r0 = p * j->per * GEMM_UNIT, r1 = (p + 1) * j->per * GEMM_UNIT;
+        if (r1 > (size_t)extent) r1 = (size_t)extent;
+        if (r0 >= r1) continue;
+        int n = (int)(r1 - r0);
+        const float *A = j->A, *B = j->B;
+        float *C = j->C;
+        if (j->by_rows) { /* rows r0.. of op(A) and of C */
+            A += j->ta ? r0 : r0 * (size_t)j->lda;
+            C += r0 * (size_t)j->ldc;
+        } else { /* columns r0.. of op(B) and of C */
+            B += j->tb ? r0 * (size_t)j->ldb : r0;
+            C += r0;
+        }
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                    j->by_rows ? n : j->M, j->by_rows ? j->N : n, j->K, j->alpha, A, j->lda, B, j->ldb,
+                    j->beta, C, j->ldc);
     }
-    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
-                j->by_rows ? n : j->M, j->by_rows ? j->N : n, j->K, j->alpha, A, j->lda, B, j->ldb,
-                j->beta, C, j->ldc);
 }
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
 
-/* One GEMM, split along C's longer side when it is worth a thread per part. */
+/* One GEMM, cut along C's longer side into parts of at least GEMM_PART_MIN multiply-adds (at
+ * most GEMM_MAX_PARTS), whatever the thread count. */
 static void gemm_split(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
     pthread_once(&blas_once, blas_single);
-    GemmJob j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
+    GemmJob j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C, 0};
     int extent = j.by_rows ? M : N;
     size_t units = ((size_t)extent + GEMM_UNIT - 1) / GEMM_UNIT;
-    double per_unit = (double)(j.by_rows ? N : M) * K * GEMM_UNIT;
-    size_t grain = per_unit >= GEMM_GRAIN ? 1
-                   : per_unit > 0      ? (size_t)(GEMM_GRAIN / per_unit) + 1
-                                       : units; /* K = 0: C = beta C, not worth a thread */
-    par_run(units, grain, gemm_range, &j);
+    double work = (double)M * N * K;
+    size_t parts = (size_t)(work / GEMM_PART_MIN);
+    if (parts > GEMM_MAX_PARTS) parts = GEMM_MAX_PARTS;
+    if (parts > units) parts = units;
+    if (parts < 1) parts = 1;
+    j.per = (units + parts - 1) / parts;
+    parts = (units + j.per - 1) / j.per;
+    par_run(parts, 1, gemm_range, &j);
 }
 
 /* A strided batch of GEMMs: its items in [lo, hi), each whole. */
@@ -286,7 +301,7 @@ static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, in
     double t0 = clock_now();
     double work = (double)M * N * K;
     if (batch > 1 && work < GEMM_GRAIN * 4) { /* small matrices: whole ones per thread */
-        BatchJob j = {{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1, alpha, beta, A, B, C},
+        BatchJob j = {{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1, alpha, beta, A, B, C, 0},
                       strideA, strideB, strideC};
         pthread_once(&blas_once, blas_single);
         par_run((size_t)batch, (size_t)(GEMM_GRAIN / (work + 1.0)) + 1, gemm_batch_range, &j);
@@ -930,6 +945,17 @@ static void cpu_adamw_step(KernelCtx *ctx, float *param, const float *grad, floa
     par_run(n, PAR_GRAIN, adamw_range, &j);
 }
 
+/* The wire's formats: common/codec.c's loops (the CUDA kernels' twins). */
+static void cpu_wire_encode(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
+    Codec c = codec_make((CodecType)type, scale);
+    codec_encode(&c, src, dst, n);
+}
+
+static void cpu_wire_decode(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
+    Codec c = codec_make((CodecType)type, scale);
+    codec_decode(&c, src, dst, n);
+}
+
 static const KernelOps cpu_ops = {
     .name = "cpu",
     .ctx_create = cpu_ctx_create,
@@ -965,6 +991,8 @@ static const KernelOps cpu_ops = {
     .add = cpu_add,
     .adamw_step = cpu_adamw_step,
     .bias_relu_forward = cpu_bias_relu_forward,
+    .wire_encode = cpu_wire_encode,
+    .wire_decode = cpu_wire_decode,
 };
 
 /* The plain-C table. Never NULL. */

@@ -5,12 +5,15 @@
 #include <cstdlib>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <pthread.h>
 
 extern "C" {
 #include "ops.h"
+#include "../common/codec.h"
 #include "../common/err.h"
 }
 
@@ -518,6 +521,23 @@ __global__ void adamw_kernel(float *p, const float *grad, float *m, float *v, si
     }
 }
 
+/* The wire's formats (twins: codec_encode / codec_decode, common/codec.c): round to nearest even. */
+__global__ void wire_encode_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n, float scale) {
+    OPS_FOR(i, n) dst[i] = __float2bfloat16_rn(src[i] * scale);
+}
+
+__global__ void wire_encode_f16_kernel(__half *dst, const float *src, size_t n, float scale) {
+    OPS_FOR(i, n) dst[i] = __float2half_rn(src[i] * scale);
+}
+
+__global__ void wire_decode_bf16_kernel(float *dst, const __nv_bfloat16 *src, size_t n, float inv) {
+    OPS_FOR(i, n) dst[i] = __bfloat162float(src[i]) * inv;
+}
+
+__global__ void wire_decode_f16_kernel(float *dst, const __half *src, size_t n, float inv) {
+    OPS_FOR(i, n) dst[i] = __half2float(src[i]) * inv;
+}
+
 /* ---- Launchers ---- */
 
 /* Blocks for n elements at OPS_THREADS each, capped (the kernels stride over the rest). */
@@ -828,6 +848,34 @@ static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, flo
     OPS_LAUNCH_CHECK(ctx);
 }
 
+/* fp32 on the wire is the floats times the scale (1: a copy). */
+static void cuda_wire_encode(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
+    if (n == 0) return;
+    if (type == CODEC_BF16)
+        wire_encode_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale);
+    else if (type == CODEC_F16)
+        wire_encode_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale);
+    else {
+        if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
+        if (scale != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((float *)dst, scale, n);
+    }
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_wire_decode(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
+    if (n == 0) return;
+    float inv = 1.0f / scale;
+    if (type == CODEC_BF16)
+        wire_decode_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, inv);
+    else if (type == CODEC_F16)
+        wire_decode_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, inv);
+    else {
+        if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
+        if (inv != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, inv, n);
+    }
+    OPS_LAUNCH_CHECK(ctx);
+}
+
 /* Waits for the stream; a launch that failed earlier on this context (sticky) is an error too. */
 static int cuda_sync(KernelCtx *ctx) {
     RS_TRY(cudaCheck(cudaStreamSynchronize(ctx->stream)));
@@ -873,6 +921,8 @@ static const KernelOps cuda_ops = {
     cuda_add,
     cuda_adamw_step,
     cuda_bias_relu_forward,
+    cuda_wire_encode,
+    cuda_wire_decode,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's

@@ -9,6 +9,7 @@
 #include "../common/err.h"
 #include "../common/mem.h"
 #include "../kernels/ops.h"
+#include "../common/codec.h"
 #include "test.h"
 
 /* ---- Helpers ---- */
@@ -564,6 +565,63 @@ static void test_cuda_scale_axpy_fill(void) {
     free(x), free(y), free(f), free(hx), free(hy), free(hf);
 }
 
+/* The wire's formats: the CUDA kernels give the CPU table's bits exactly (encode, and decode of
+ * every 16-bit code but the NaNs), at the loss scales the runs use; subnormal, overflowing and
+ * tie-breaking inputs included. */
+static void test_cuda_wire(void) {
+    if (!gpu_get()) return;
+    const KernelOps *c = kernels_cpu();
+    const size_t n = ((size_t)1 << 22) + 65536 + 7;
+    float *x = rnd_vec(n, -3, 3);
+    for (size_t i = 0; i < 65536; i++) { /* every bf16 bit pattern plus a half-ulp: ties and near-ties */
+        uint32_t u = ((uint32_t)i << 16) | (i % 3 == 0 ? 0x8000u : i % 3 == 1 ? 0x7fffu : 0x8001u);
+        float v;
+        memcpy(&v, &u, 4);
+        x[i] = isnan(v) ? 1.0f : v;
+    }
+    for (size_t i = 65536; i < 65536 + 1000; i++) x[i] = ldexpf((float)(i % 97), -30 + (int)(i % 20)); /* fp16 subnormals */
+    const int types[3] = {CODEC_BF16, CODEC_F16, CODEC_F32};
+    const float scales[2] = {1.0f, 1024.0f};
+    float *gx = gpu_put(x, n * 4);
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 2; k++) {
+            size_t eb = types[t] == CODEC_F32 ? 4 : 2;
+            unsigned char *want = malloc(n * eb);
+            float *back = malloc(n * 4);
+            c->wire_encode(cpu_ctx, want, x, n, types[t], scales[k]);
+            c->wire_decode(cpu_ctx, back, want, n, types[t], scales[k]);
+            void *gw = gpu_put(NULL, n * eb);
+            float *gb = gpu_put(NULL, n * 4);
+            gpu.k->wire_encode(gpu.kctx, gw, gx, n, types[t], scales[k]);
+            gpu.k->wire_decode(gpu.kctx, gb, gw, n, types[t], scales[k]);
+            float *hw = gpu_take(gw, n * eb), *hb = gpu_take(gb, n * 4);
+            size_t bad = 0, badb = 0;
+            for (size_t i = 0; i < n; i++) {
+                bad += memcmp((unsigned char *)hw + i * eb, want + i * eb, eb) != 0 && !(isnan(back[i]) && isnan(hb[i]));
+                badb += memcmp(&hb[i], &back[i], 4) != 0 && !(isnan(back[i]) && isnan(hb[i]));
+            }
+            CHECK_MSG(bad == 0 && badb == 0, "%s scale %g: %zu encoded, %zu decoded elements differ",
+                      codec_name((CodecType)types[t]), scales[k], bad, badb);
+            free(want), free(back), free(hw), free(hb);
+        }
+    free(gpu_take(gx, n * 4));
+    free(x);
+}
+
+/* The CPU table's wire ops are common/codec.c's (what every host back end uses). */
+static void test_cpu_wire(void) {
+    const KernelOps *c = kernels_cpu();
+    float x[5] = {1.0f, 1.00390625f, 3e-9f, -65520.0f, 0.1f}, y[5];
+    uint16_t w[5];
+    c->wire_encode(cpu_ctx, w, x, 5, CODEC_BF16, 1.0f);
+    CHECK(w[0] == 0x3f80 && w[1] == 0x3f80); /* 1 + 2^-8 is a tie: to even */
+    c->wire_encode(cpu_ctx, w, x, 5, CODEC_F16, 1.0f);
+    CHECK(w[2] == 0 && w[3] == 0xfc00); /* underflow to 0, overflow to -Inf */
+    c->wire_encode(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f);
+    c->wire_decode(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f);
+    CHECK(y[2] > 2.97e-9f && y[2] < 3.03e-9f && y[0] == 1.0f); /* a loss scale keeps what fp16 alone loses */
+}
+
 /* A CUDA build links no cuBLAS: its first context loads it. Without a GPU that context fails
  * (cublasCreate has no device), but only after every call was found in the library. */
 static void test_cuda_blas_loads(void) {
@@ -790,6 +848,7 @@ int main(void) {
     RUN_CLEAN(test_cpu_sgd_step);
     RUN_CLEAN(test_cpu_scale_axpy_fill);
     RUN_CLEAN(test_cpu_empty);
+    RUN_CLEAN(test_cpu_wire);
 
     RUN_CLEAN(test_cuda_gemm);
     RUN_CLEAN(test_cuda_bias);
@@ -798,6 +857,7 @@ int main(void) {
     RUN_CLEAN(test_cuda_sgd_step);
     RUN_CLEAN(test_cuda_scale_axpy_fill);
     RUN_CLEAN(test_cuda_empty);
+    RUN_CLEAN(test_cuda_wire);
     RUN_CLEAN(test_cuda_blas_loads);
 
     RUN_CLEAN(test_device_cpu);

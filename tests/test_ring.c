@@ -302,6 +302,97 @@ static void test_ring_bitwise_equal_inexact(void) {
     check_job(5, rank_random, NULL, 4, 1);
 }
 
+/* ---- a 16-bit wire ----------------------------------------------------------------------------- */
+
+typedef struct {
+    Codec wire;
+    const char *policy; /* RINGSIDE_RING_TRANSPORT or NULL */
+} WireArg;
+
+static float wire_input(size_t i, int r) {
+    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r + 1) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    x *= 0x94d049bb133111ebull;
+    return (float)((double)(x >> 11) / 9007199254740992.0 - 0.5) * 0.03f;
+}
+
+/* What the ring must give for element i of count over world ranks with codec w, by its
+ * definition: chunk c's sum starts at rank c and goes round the ring; every hop receives the
+ * partial sum as sent (rounded) and adds its own value in fp32; the owner rounds the total. */
+static float wire_expect(const Codec *w, size_t i, size_t count, int world) {
+    int c = 0;
+    for (int k = 0; k < world; k++) {
+        size_t lo, hi;
+        ring_chunk(count, world, k, &lo, &hi);
+        if (i >= lo && i < hi) c = k;
+    }
+    float acc = wire_input(i, c);
+    for (int k = 1; k < world; k++) {
+        codec_round(w, &acc, 1);
+        acc += wire_input(i, (c + k) % world);
+    }
+    codec_round(w, &acc, 1);
+    return acc;
+}
+
+/* All-reduce over a 16-bit wire: exact integer inputs stay exact; arbitrary inputs give, on
+ * every rank, exactly the bits of the rounding the definition prescribes; the bytes sent are
+ * the headers plus 2 per element; broadcast still moves fp32. */
+static int rank_wire(Child *c, void *argp) {
+    WireArg *a = argp;
+    if (a->policy) setenv("RINGSIDE_RING_TRANSPORT", a->policy, 1);
+    Ring *r = child_ring(c, 20);
+    if (!r) return 10;
+    ring_set_wire(r, a->wire);
+    size_t n = 300001;
+    float *buf = malloc(n * sizeof(float));
+    int fails = 0;
+    for (size_t i = 0; i < n; i++) buf[i] = exact_input(i, c->rank);
+    RingCounters before, after;
+    ring_counters(r, &before);
+    if (ring_allreduce(r, buf, n)) return fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg()), 11;
+    ring_counters(r, &after);
+    for (size_t i = 0; i < n && !(fails & 1); i++)
+        if (buf[i] != exact_sum(i, c->world)) fails |= 1;
+    unsigned long long msgs = after.messages_sent - before.messages_sent, sent = after.bytes_sent - before.bytes_sent;
+    size_t lo, hi, elems = 0;
+    for (int s = 0; s < c->world - 1; s++) { /* reduce-scatter sends chunk r-s, all-gather chunk r+1-s */
+        ring_chunk(n, c->world, ((c->rank - s) % c->world + c->world) % c->world, &lo, &hi);
+        elems += hi - lo;
+        ring_chunk(n, c->world, ((c->rank + 1 - s) % c->world + c->world) % c->world, &lo, &hi);
+        elems += hi - lo;
+    }
+    if (sent != msgs * sizeof(RingHeader) + 2 * elems) fails |= 2;
+    for (size_t i = 0; i < n; i++) buf[i] = wire_input(i, c->rank);
+    if (ring_allreduce(r, buf, n)) return 11;
+    for (size_t i = 0; i < n && !(fails & 4); i++) {
+        float want = wire_expect(&a->wire, i, n, c->world);
+        if (memcmp(&buf[i], &want, sizeof want)) {
+            fprintf(stderr, "  rank %d: element %zu is %a, expected %a\n", c->rank, i, buf[i], want);
+            fails |= 4;
+        }
+    }
+    child_report(c, hash_bits(buf, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++) buf[i] = c->rank ? 0 : wire_input(i, 0);
+    if (ring_broadcast(r, buf, n)) return 12;
+    for (size_t i = 0; i < n && !(fails & 8); i++)
+        if (buf[i] != wire_input(i, 0)) fails |= 8; /* not rounded */
+    if (fails) fprintf(stderr, "  rank %d of %d (%s, scale %g): fails 0x%x (sent %llu in %llu messages, %zu elements)\n",
+                       c->rank, c->world, codec_name(a->wire.type), a->wire.scale, fails, sent, msgs, elems);
+    ring_destroy(r);
+    free(buf);
+    return fails ? 1 : 0;
+}
+
+static void test_ring_wire_16bit(void) {
+    WireArg bf = {codec_make(CODEC_BF16, 1), NULL}, h = {codec_make(CODEC_F16, 1024), NULL};
+    WireArg bft = {codec_make(CODEC_BF16, 1), "tcp"}, ht = {codec_make(CODEC_F16, 1), "tcp"};
+    for (int n = 2; n <= 4; n++) check_job(n, rank_wire, &bf, 1, 1);
+    check_job(3, rank_wire, &h, 1, 1);
+    check_job(3, rank_wire, &bft, 1, 1);
+    check_job(2, rank_wire, &ht, 1, 1);
+}
+
 /* A stray sender with the wrong token connects to rank 0's PULL: its messages are dropped and
  * counted, the collective is still right. Over the socket transports (argp: the policy); with
  * shared memory the PULL is closed. */
@@ -621,6 +712,7 @@ int main(void) {
     RUN(test_ring_exact_1_to_5);
     RUN(test_ring_exact_small_segments);
     RUN(test_ring_bitwise_equal_inexact);
+    RUN(test_ring_wire_16bit);
     RUN(test_ring_stray_dropped);
     RUN(test_ring_transport);
     RUN(test_ring_dead_peer);

@@ -200,7 +200,26 @@ print("idle: rank 0 %.1f ms, rank 1 (the straggler) %.1f ms" % (i0 * 1e3, i1 * 1
 sys.exit(0 if 0.028 <= i0 <= 0.052 and i1 < 0.012 else 1)' "$log_dir/nccl_straggler.json"
 }
 
-export -f nccl_pinned nccl_four nccl_straggler
+# nccl_wire : a bf16 wire (ncclBfloat16) and an fp16 wire with a loss scale: bench's exact
+# inputs come back exact (#wrong 0), and training at 2 ranks ends with the ring's bf16 loss
+# within the bf16 tolerance (docs/benchmarks.md, "Compressed gradients").
+nccl_wire() {
+    ranks_one_gpu 2 bench --sync nccl --wire bf16 -b 8 -e 16M -f 16 || return
+    ranks_one_gpu 2 bench --sync nccl --wire fp16 -b 8 -e 16M -f 16 || return
+    ranks_one_gpu 2 train --sync nccl --device cuda --wire bf16 --layers 784,256,10 --steps 30 \
+        --report "$log_dir/nccl_wire.json" || return
+    timeout 120 "$build/ringside" train -n 2 --sync ring --device cuda --wire bf16 --layers 784,256,10 --steps 30 \
+        --report "$log_dir/ring_wire_cuda.json" || return
+    python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["summary"]["loss_curve"]
+b = json.load(open(sys.argv[2]))["summary"]["loss_curve"]
+d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
+print("max |loss(nccl bf16) - loss(ring bf16)| = %.3g over %d points" % (d, min(len(a), len(b))))
+sys.exit(0 if len(a) == len(b) and d <= 0.05 else 1)' "$log_dir/nccl_wire.json" "$log_dir/ring_wire_cuda.json"
+}
+
+export -f nccl_pinned nccl_four nccl_straggler nccl_wire
 check train_nccl train_nccl
 check bench_nccl bench_nccl
 check train_ring_cuda train_ring_cuda
@@ -209,5 +228,6 @@ check train_ps_cuda train_ps_cuda
 check nccl_pinned nccl_pinned
 check nccl_four nccl_four
 check nccl_straggler nccl_straggler
+check nccl_wire nccl_wire
 
 print_table
