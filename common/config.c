@@ -1,5 +1,6 @@
 /* config.c - the option table: parsing, defaults, help, validation, canonical text and JSON */
 #include "config.h"
+#include "codec.h"
 #include "err.h"
 #include "link.h"
 #include "zendpoint.h"
@@ -64,8 +65,8 @@ static const Opt opts[] = {
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
-    {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32 (bf16 and fp16, gradients rounded to 16 bits on the wire, are not available yet)"},
-    {"loss-scale", 0, OPT_DBL, O(loss_scale), 0, "1", 1, "static loss scale for a 16-bit --wire (1: none; not available yet)"},
+    {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16 or fp16: the type gradients (and a server's parameters) travel in; sums stay fp32"},
+    {"loss-scale", 0, OPT_DBL, O(loss_scale), 0, "1", 1, "static loss scale for a 16-bit --wire, a power of two: gradients x S before rounding, / S after (1: none)"},
     {"time-budget", 0, OPT_DBL, O(time_budget), 0, "0", 1, "seconds of training: every rank stops at the same moment, whatever --steps allows (0: none)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
@@ -308,13 +309,19 @@ int config_validate(const Config *c) {
         return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
                                       "lockstep (sync) only; use colocated or dedicated servers for %s",
                         c->ps_consistency, c->ps_consistency);
-    if (strcmp(c->wire, "fp32") && strcmp(c->wire, "bf16") && strcmp(c->wire, "fp16"))
+    CodecType wire;
+    if (codec_parse(c->wire, &wire) != 0)
         return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
-    if (strcmp(c->wire, "fp32")) /* the option and its checks are in place; the back ends move fp32 only so far */
-        return rs_error(RS_ERR_INPUT, "--wire %s: not available yet, every back end moves fp32 (--wire fp32)", c->wire);
-    if (!(c->loss_scale > 0)) return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be > 0", c->loss_scale);
-    if (c->loss_scale != 1)
-        return rs_error(RS_ERR_INPUT, "--loss-scale %g: only with a 16-bit --wire, which is not available yet", c->loss_scale);
+    if (wire != CODEC_F32 && !strcmp(c->sync, "student"))
+        return rs_error(RS_ERR_INPUT, "--wire %s with --sync student: the lab's all-reduce moves fp32 (use ring to "
+                                      "compare)", c->wire);
+    int exp2;
+    if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || frexp(c->loss_scale, &exp2) != 0.5 || exp2 < -60 || exp2 > 61)
+        return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be a power of two between 2^-60 and 2^60 (scaling and "
+                                      "unscaling are then exact)", c->loss_scale);
+    if (c->loss_scale != 1 && wire == CODEC_F32)
+        return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire fp32: the scale only protects 16-bit gradients "
+                                      "(--wire fp16 or bf16)", c->loss_scale);
     if (!(c->time_budget >= 0)) return rs_error(RS_ERR_INPUT, "--time-budget %g: must be >= 0 seconds", c->time_budget);
     for (int i = 0; i < c->nstragglers; i++)
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
