@@ -56,6 +56,7 @@ struct Engine {
     int err;
     char errmsg[1024];
     double *t0, *t1;           /* [nb] each bucket's communication interval (clock_now) */
+    double (*iv)[2];           /* [nb + 64] scratch of engine_comm_total (no allocation per step) */
     double t_begin;            /* when the first step could start (--time-budget counts from it) */
     float *vote;               /* --time-budget in lockstep: one float on the device (MEM_COMM) */
 };
@@ -211,14 +212,15 @@ static int engine_wait_device(Engine *e) {
 
 /* ---- the timeline ---------------------------------------------------------------------------- */
 
-static int ival_cmp(const void *a, const void *b) {
-    double x = ((const double *)a)[0], y = ((const double *)b)[0];
-    return (x > y) - (x < y);
-}
-
-/* Length of the union of n intervals iv[i] = {t0, t1} (sorted in place). */
+/* Length of the union of n intervals iv[i] = {t0, t1} (sorted in place by t0: an insertion
+ * sort, as they come nearly in order and qsort may allocate its buffer on every step). */
 static double engine_union(double (*iv)[2], int n) {
-    qsort(iv, (size_t)n, sizeof *iv, ival_cmp);
+    for (int i = 1; i < n; i++) {
+        double x0 = iv[i][0], x1 = iv[i][1];
+        int j = i;
+        for (; j > 0 && iv[j - 1][0] > x0; j--) iv[j][0] = iv[j - 1][0], iv[j][1] = iv[j - 1][1];
+        iv[j][0] = x0, iv[j][1] = x1;
+    }
     double total = 0, a = 0, b = 0;
     int open = 0;
     for (int i = 0; i < n; i++) {
@@ -240,13 +242,10 @@ static void engine_add_ival(Engine *e, double t0, double t1) {
 /* comm_total of the step: the buckets' intervals and the driver's. */
 static double engine_comm_total(Engine *e) {
     int n = e->nb + e->nivals;
-    double (*iv)[2] = malloc((size_t)(n ? n : 1) * sizeof *iv);
-    if (!iv) return 0;
+    double (*iv)[2] = e->iv;
     for (int b = 0; b < e->nb; b++) iv[b][0] = e->t0[b], iv[b][1] = e->t1[b];
     for (int i = 0; i < e->nivals; i++) iv[e->nb + i][0] = e->ivals[i][0], iv[e->nb + i][1] = e->ivals[i][1];
-    double u = engine_union(iv, n);
-    free(iv);
-    return u;
+    return engine_union(iv, n);
 }
 
 static void engine_trace(Engine *e, const char *name, int tid, double t0, double t1) {
@@ -417,10 +416,15 @@ int engine_create(Engine **out, const EngineArgs *a) {
     e->times = calloc((size_t)(a->steps > 0 ? a->steps : 1), sizeof *e->times);
     e->t0 = e->nb > 0 ? calloc((size_t)e->nb, sizeof *e->t0) : NULL;
     e->t1 = e->nb > 0 ? calloc((size_t)e->nb, sizeof *e->t1) : NULL;
-    if (e->nb < 0 || !e->times || !e->t0 || !e->t1) {
+    e->iv = e->nb >= 0 ? calloc((size_t)e->nb + 64, sizeof *e->iv) : NULL;
+    if (e->nb < 0 || !e->times || !e->t0 || !e->t1 || !e->iv) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory for %d steps", a->steps);
         goto err;
     }
+    /* the spans the steps will record (engine_step's up to 9 + a comm span per bucket, and a
+     * server's reduce+update per bucket and worker), reserved now rather than grown in the loop */
+    if (a->trace && e->nb > 0)
+        trace_reserve(a->trace, (long)(a->steps > 0 ? a->steps : 1) * (16 + (long)e->nb * (1 + (a->world > 0 ? a->world : 1))));
     for (int i = 0; i < 4; i++)
         if (!(e->ev[i] = a->dev->ops->event_create(a->dev))) {
             rc = RS_ERR_RUNTIME;
@@ -572,6 +576,7 @@ void engine_free(Engine *e) {
     free(e->times);
     free(e->t0);
     free(e->t1);
+    free(e->iv);
     free(e->offset);
     free(e->uncert);
     free(e);

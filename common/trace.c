@@ -32,6 +32,20 @@ Trace *trace_new(int pid, const char *label) {
     return t;
 }
 
+void trace_reserve(Trace *t, long spans) {
+    if (!t || spans <= 0) return;
+    if (spans > TRACE_CAP) spans = TRACE_CAP;
+    pthread_mutex_lock(&t->lock);
+    if (spans > t->cap) {
+        Span *s = realloc(t->spans, (size_t)spans * sizeof *s);
+        if (s) {
+            t->spans = s;
+            t->cap = (int)spans;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
 void trace_span(Trace *t, const char *name, int tid, double t0, double t1) {
     if (!t) return;
     pthread_mutex_lock(&t->lock);
