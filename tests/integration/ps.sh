@@ -127,16 +127,20 @@ int main(int argc, char **argv) {
         if (zmq_connect(s, argv[1])) return 1;
         sent += zmq_send(s, "garbage", 7, 0) == 7;
         zmq_send(s, "a", 1, ZMQ_SNDMORE); zmq_send(s, "b", 1, ZMQ_SNDMORE); sent += zmq_send(s, "c", 1, 0) == 1;
-        for (int op = WIRE_INIT; op < WIRE_NOPS; op++) {
-            WireHeader h = wire_header(wire_token("not-this-job"), (WireOp)op);
-            h.count = 4;
-            h.total = 4;
-            unsigned char b[WIRE_HEADER_BYTES];
-            float x[4] = {1e30f, -1e30f, 1e30f, -1e30f};
-            wire_encode(&h, b);
-            zmq_send(s, b, sizeof b, ZMQ_SNDMORE);
-            sent += zmq_send(s, x, sizeof x, 0) == sizeof x;
-        }
+        for (int op = WIRE_INIT; op < WIRE_NOPS; op++)
+            for (int dt = WIRE_F32; dt <= WIRE_F16; dt++) { /* every dtype, the 16-bit wires' too */
+                if (dt == WIRE_TEXT) continue;
+                WireHeader h = wire_header(wire_token("not-this-job"), (WireOp)op);
+                h.count = 4;
+                h.total = 4;
+                h.dtype = (uint16_t)dt;
+                unsigned char b[WIRE_HEADER_BYTES];
+                float x[4] = {1e30f, -1e30f, 1e30f, -1e30f};
+                size_t len = 4 * wire_dtype_bytes(dt);
+                wire_encode(&h, b);
+                zmq_send(s, b, sizeof b, ZMQ_SNDMORE);
+                sent += zmq_send(s, x, len, 0) == (int)len;
+            }
         zmq_close(s);
     }
     zmq_ctx_term(ctx);
