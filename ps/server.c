@@ -435,7 +435,7 @@ static int async_release(PsServer *s) {
 }
 
 /* Puts a contribution's n elements (data: the message, host) at dst, ph->recv's keys from at of
- * the phase's range: fp32 as it came, or decoded from the wire with the gradients' codec (÷
+ * the phase's range: fp32 as it came, or decoded from the wire with the gradients' codec (/
  * scale; through ph->dec where the device is not host memory). Complete when it returns: the
  * message (or a worker's buffer lent zero-copy) is released next. */
 static int server_take(PsServer *s, PsPhase *ph, float *dst, size_t at, const void *data, size_t n) {

@@ -89,7 +89,9 @@ const float *ps_rule_sum(const PsUpdate *u);
 /* Creates a server: binds a ROUTER (ZMQ_ROUTER_MANDATORY) on tcp://addr:* and, colocated, on an
  * inproc endpoint; allocates its buffers on a->dev under MEM_SERVER (a receive buffer per
  * worker, the sum, master parameters and SGD's momentum over its key range; AdamW's two moments
- * under MEM_OPTIMIZER instead). 0, or RS_ERR_INPUT
+ * under MEM_OPTIMIZER instead; on a 16-bit --wire (a->cfg->wire, ps/client.c's head comment),
+ * host buffers for the replies encoded, 2 bytes a key, and where the device is not host memory
+ * for a contribution decoded, 4). 0, or RS_ERR_INPUT
  * (bad arguments), RS_ERR_RUNTIME (bind, memory) with rs_errmsg() set; *out NULL on failure. */
 int ps_server_create(PsServer **out, const PsServerArgs *a);
 
