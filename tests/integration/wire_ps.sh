@@ -156,12 +156,12 @@ print("staleness max %s mean %.2f" % (st["max"], st["mean"]))
 EOF
 fi
 
-# ---- (f) DataParallel under bf16: runs; rank 0's bytes equal the formula ---------------------
+# ---- (f) DataParallel under bf16: runs; every rank's bytes equal the formula --------------------
 # Per step rank 0 sends (N - 1)(P + 3H) + 4 (B - L_0)(D + 1 + C) and receives
 # (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C; once (N - 1) H received (PULL) and (N - 1)(P4 - P) sent
 # (the first replicate is the fp32 start).
 if run dp --seed 3 --wire bf16 --ps-mode dataparallel --global-batch 96; then
-    $PY - $T/dp.json <<'EOF' >$T/dp.log 2>&1 && ok "dataparallel bf16: rank 0's bytes equal the formula ($(cat $T/dp.log))" || bad "dataparallel bf16 traffic" "$(cat $T/dp.log)"
+    $PY - $T/dp.json <<'EOF' >$T/dp.log 2>&1 && ok "dataparallel bf16: every rank's bytes equal the formula ($(cat $T/dp.log))" || bad "dataparallel bf16 traffic" "$(cat $T/dp.log)"
 import json, math, sys
 r = json.load(open(sys.argv[1]))
 c, S, N = r["config"], r["summary"]["steps"], r["run"]["world"]
@@ -179,6 +179,15 @@ recv = sum((N - 1) * (P + (nb + 1) * H) + 4 * (B - l) * C for B, l in zip(rows, 
 t = r["ranks"][0]["traffic"]
 got = (t["bytes_sent"], t["bytes_received"])
 assert got == (sent, recv) and all(e["traffic"]["dropped"] == 0 for e in r["ranks"]), "rank 0 sent/received %s, want %s" % (got, (sent, recv))
+def chunk(B, k):
+    per = math.ceil(B / N)
+    return min(per, max(0, B - k * per))
+for e in r["ranks"][1:]:  # rank k > 0: PULL, pushes, logits; replicates (the first fp32), batch, dlogits
+    k, lens = e["rank"], [chunk(B, e["rank"]) for B in rows]
+    w = (H + S * (P + nb * H) + sum(H + 4 * L * C for L in lens),
+         sum((H + P) + (H + 4 * L * (D + 1)) + (H + 4 * L * C) for L in lens) + P4 - P)
+    g = (e["traffic"]["bytes_sent"], e["traffic"]["bytes_received"])
+    assert g == w, "rank %d sent/received %s, want %s" % (k, g, w)
 # rank 0 holds the last update; the others the last replicate (a step behind, as under fp32): equal
 assert len({e["params_hash"] for e in r["ranks"] if e["rank"] > 0}) == 1, "the replicas differ"
 lc = r["summary"]["loss_curve"]
