@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# ps_vs_zmq.sh - the parameter server at N = 2 against ZeroMQ alone moving the same messages, on ipc and tcp
+# usage: experiments/benchmarks/ps_vs_zmq.sh [BIN [REPEATS]]   (needs cc and libzmq's headers)
+#
+# What is compared. `ringside bench --sync ps -n 2 --transport T` (colocated server in rank 0,
+# --bucket-mb 25): per all-reduce of S bytes rank 1 pushes S bytes to rank 0's server over T, in
+# messages [56-byte header][payload] of at most 25 MiB each, and gets S bytes back the same way;
+# rank 0's own share goes over inproc. Its time is the median of each rank's timed calls, then the
+# maximum over the two ranks. experiments/benchmarks/zmq_tput.c does only the ZeroMQ part: one
+# process's DEALER sends the same messages to another process's ROUTER, which answers each one
+# with a message of the same size; its time is the median of the round trips (first send to last
+# answer). For both, "bus bandwidth" is the bench's: busbw = algbw x 2(N-1)/N with algbw = S /
+# time, and at N = 2 busbw = algbw = S / time: the bytes that cross between the two processes each
+# way per all-reduce, over the time of one all-reduce. The same sizes, the same transport, the same
+# message cut, the same zero-copy rule (payloads >= 64 KiB lent, smaller ones copied), one
+# I/O thread per context on both sides. What ps does on top (copying the payloads into its receive
+# buffers, the sum, the copies of the result, the bench's barrier before every call) is what the
+# ratio prices.
+#
+# Two diagnostic rows of the same program go with it (zmq_tput's modes): "zmq+ps copies" adds
+# ps's user-space copies and sum to the bare pattern (does it land where ps does?), "zmq+fused"
+# keeps the results but sums from the received message in one pass (what removing the server's
+# copies would give), "fused, 1M slices" does that with the all-reduce cut into 1 MiB messages
+# instead of 25 MiB ones (transfers, sums and copies of successive slices overlap).
+#
+# Runs interleaved (ps ipc, ZeroMQ ipc, ps tcp, ZeroMQ tcp) REPEATS times (default 5) and prints,
+# per transport and size, the median busbw of each over the repeats and the ratio ps / ZeroMQ.
+set -euo pipefail
+bin=${1:-build/ringside}
+reps=${2:-5}
+sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
+mkdir -p build
+cc -O2 -o build/zmq_tput experiments/benchmarks/zmq_tput.c -lzmq
+out=$(mktemp -d /tmp/ps_vs_zmq-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, $(date -u +%FT%TZ)"
+for rep in $(seq "$reps"); do
+    for tr in ipc tcp; do
+        echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr ${sizes[*]}"
+        "$bin" bench --sync ps -n 2 --transport "$tr" "${sizes[@]}" | tee "$out/ps-$tr-$rep.txt" | grep -v '^#' || true
+        for mode in bare ps fused fused1m; do
+            chunk=26214400; [ "$mode" = fused1m ] && chunk=1048576
+            echo "## repeat $rep, $tr: zmq_tput $tr (mode ${mode%1m}, $chunk-byte slices)"
+            build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "${mode%1m}" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
+        done
+    done
+done
+# rows: "  size count float time algbw busbw wrong"; medians over the repeats per (program, transport, size)
+echo
+echo "# median busbw (GB/s) over $reps repeats; ratio = ps / ZeroMQ (goal: >= 0.70); then the diagnostic modes"
+printf '# %-9s %12s %10s %10s %7s %14s %10s %18s\n' transport "size(B)" ps zeromq ratio "zmq+ps copies" "zmq+fused" "fused, 1M slices"
+for tr in ipc tcp; do
+    for f in "$out"/ps-"$tr"-*.txt; do awk '/^ +[0-9]/ {print "ps", $1, $6}' "$f"; done >"$out/rows-$tr"
+    for mode in bare ps fused fused1m; do
+        for f in "$out"/zmq"$mode"-"$tr"-*.txt; do awk -v m="zmq$mode" '/^ +[0-9]/ {print m, $1, $6}' "$f"; done >>"$out/rows-$tr"
+    done
+    for size in $(awk '{print $2}' "$out/rows-$tr" | sort -n -u); do
+        med() { awk -v p="$1" -v s="$size" '$1 == p && $2 == s {print $3}' "$out/rows-$tr" | sort -g |
+                awk '{v[NR] = $1} END {if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+        p=$(med ps); z=$(med zmqbare); zp=$(med zmqps); zf=$(med zmqfused); z1=$(med zmqfused1m)
+        awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" \
+            'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1}'
+    done
+done
