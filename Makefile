@@ -93,12 +93,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-# The CPU kernels' loops vectorized (GCC's -O2 cost model leaves every one of them scalar; a
+# The CPU kernels' and the wire codec's loops vectorized (GCC's -O2 cost model leaves every one of them scalar; a
 # compiler without these options, clang, vectorizes at -O2 already); no -ffast-math, so no sum is
 # reordered and the bits stay the same
 VEC_CFLAGS := $(shell $(CC) -ftree-vectorize -fvect-cost-model=cheap -x c -c -o /dev/null /dev/null \
                 2>/dev/null && echo -ftree-vectorize -fvect-cost-model=cheap)
 $(BUILD)/obj/kernels/ops_cpu.o: CFLAGS += $(VEC_CFLAGS)
+$(BUILD)/obj/common/codec.o: CFLAGS += $(VEC_CFLAGS)
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

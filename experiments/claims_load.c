@@ -15,10 +15,12 @@
 static const char *const key_ignore[] = {"report", "trace", "quiet", "verbose", "timeout", NULL};
 /* Options a series over N varies (left out of the family key). */
 static const char *const key_series[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", NULL};
-/* Options that do not change the loss curve, or describe the split of one batch (claim 5). */
+/* Options that do not change the loss curve, or describe the split of one batch, or how the
+ * gradient travels (claim 5 holds a 16-bit --wire run against the fp32 1-rank curve with the
+ * wire's own tolerance). */
 static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "batch",
                                         "global-batch", "bucket-mb", "overlap", "threads", "eval-every",
-                                        "warmup", "device", NULL};
+                                        "warmup", "device", "wire", "loss-scale", NULL};
 
 /* Options that name the back end and its own settings (left out of claim 7's pair key). */
 static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency",
@@ -110,6 +112,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     load_key(config, key_backend, NULL, r->pair, sizeof r->pair);
     load_str(config, "ps-consistency", r->consistency, sizeof r->consistency);
     if (!r->consistency[0]) snprintf(r->consistency, sizeof r->consistency, "sync");
+    load_str(config, "wire", r->wire, sizeof r->wire);
+    if (!r->wire[0]) snprintf(r->wire, sizeof r->wire, "fp32");
     load_str(config, "straggler", r->straggler, sizeof r->straggler);
     double tb = load_num(config, "time-budget", NULL, NULL);
     r->time_budget = isnan(tb) ? 0 : tb;
@@ -134,6 +138,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "params_hash");
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
+    if (strcmp(r->wire, "fp32")) r->grad_bytes /= 2; /* a 16-bit wire moves 2 bytes per parameter */
     r->steps_run = load_num(sum, "steps", NULL, NULL);
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
     r->cores = isnan(cores) ? 0 : (int)cores;

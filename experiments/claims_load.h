@@ -12,7 +12,7 @@ typedef struct {
     char sync[16], placement[16], mode[16];
     int ranks, servers, batch, global_batch, steps;
     long long seed;
-    double grad_bytes;        /* 4 x the parameter count */
+    double grad_bytes;        /* the gradient on the wire: 4 (fp32) or 2 (bf16, fp16) x the parameter count */
     char group[4096];         /* the configuration (repeats share it) */
     char family[4096];        /* the configuration less ranks and the sync options (a series over N) */
     char math[4096];          /* what fixes the loss curve, less the batch split (claim 5) */
@@ -31,6 +31,7 @@ typedef struct {
     char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */
     char consistency[16];     /* config.ps-consistency ("sync" when absent) */
+    char wire[8];             /* config.wire ("fp32" when absent): grad_bytes counts the gradient on it */
     char straggler[256];      /* config.straggler ("": none) */
     double time_budget;       /* config.time-budget (0: none) */
     double throughput;        /* summary.throughput_samples_per_s, median over repeats */

@@ -59,14 +59,16 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     if (link) *link = l;
     if (!l) return -1;
     const Config *g = &c->cfg;
-    double n = 4.0 * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
+    /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire */
+    double eb = strcmp(g->wire, "fp32") ? 2.0 : 4.0;
+    double n = eb * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
     LinkSpec emu; /* an emulated link (--link): its latency adds to every message, its rate bounds every byte */
     if (link_parse(g->link, &emu) == RS_OK && emu.bytes_per_s > 0) {
         alpha += emu.latency_s;
         if (1.0 / emu.bytes_per_s > beta) beta = 1.0 / emu.bytes_per_s;
     }
-    double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n, g->bucket_mb * 1048576.0, alpha,
-                                 beta);
+    double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, n, g->bucket_mb * 1048576.0 * eb / 4,
+                                 alpha, beta);
     if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
         /* per sample: D inputs and `labels` labels out, C outputs in and their gradient out
          * (predict_dp_data counts one label: the others ride as inputs) */

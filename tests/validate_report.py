@@ -401,6 +401,8 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     """Units sanity: a back end that moves the gradient every step moves at least that many bytes."""
     sync, steps = cfg.get("sync"), (rep.get("summary") or {}).get("steps")
     G = param_bytes(cfg, workers)
+    if cfg.get("wire", "fp32") != "fp32":  # bf16 / fp16 on the wire: 2 bytes a parameter
+        G //= 2
     if not isinstance(steps, int) or not G or not isinstance(n, int):
         return
     floors = {}  # rank -> (bytes_sent floor, bytes_received floor)
