@@ -13,11 +13,11 @@
  *   end    close: with dedicated servers each worker says BYE to every server.
  * --wire fp32|bf16|fp16 (common/codec.h; the header's dtype says which, and a receiver drops,
  * counted in `dropped`, a message whose dtype is not the one the run uses for its op):
- *   PUSH, SUM  every worker encodes its slice with the gradients' codec, round(x * S) in the
- *          wire's type for --loss-scale S (every push, the colocated or sharded server's own rank
- *          over inproc too, so that the result does not depend on the placement); the server
- *          decodes each contribution to fp32 (/ S) and sums in fp32 in rank order; master
- *          parameters and optimizer state stay fp32.
+ *   PUSH, SUM  every worker encodes its slice with the gradients' codec, round(x * scale) in
+ *          the wire's type for --loss-scale scale (every push, the colocated or sharded server's
+ *          own rank over inproc too, so that the result does not depend on the placement); the
+ *          server decodes each contribution to fp32 (/ scale) and sums in fp32 in rank order;
+ *          master parameters and optimizer state stay fp32.
  *   PARAMS after a step (sync, async and ssp) go in the wire's type with the parameters' codec
  *          (scale 1): every worker, the server's own rank too, receives and trains on
  *          round(params).
@@ -26,10 +26,12 @@
  *   the start  INIT and the answers to PULL (step WIRE_STEP_INIT) stay fp32: the run starts from
  *          the exact initial parameters, like the ring's fp32 broadcast.
  *   Under fp32 every payload is the floats themselves (the same bits as without the option).
- *   Encode buffers are allocated once (a worker's pushes at init, its allreduce's at first use,
- *   growing; a server's with its buffers), counted under MEM_COMM (workers) and MEM_SERVER
- *   (servers), and lent zero-copy as the fp32 payloads are: rewritten only after every receiver
- *   has answered.
+ *   Encode buffers are allocated once (a worker's pushes at init, 2n bytes for n parameters;
+ *   its allreduce's at first use, growing, 2c for c elements; a server's with its buffers, 2
+ *   bytes a key it holds, and 4 more where its device is not host memory, to decode a
+ *   contribution on its way there), counted under MEM_COMM (workers) and MEM_SERVER (servers),
+ *   and lent zero-copy as the fp32 payloads are: rewritten only after every receiver has
+ *   answered.
  * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56; P = parameter
  * bytes on the wire, 4 per parameter under fp32 and 2 under bf16 or fp16; P4 = 4 per parameter,
  * the fp32 start; S steps), each step moves P + nsl*H each way per worker:
@@ -39,14 +41,14 @@
  *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives S(P + nsl H) + (P4 + nsl H);
  *     rank 0 sends S(P + nsl H) + SKH + (P4 + nsl H) + KH, receives S(P + nsl H).
  *   sharded (K = N: server k is a thread of rank k holding keys shard_range(n, N, k), nsl_k
- *     slices of them; Q_k = P_k + nsl_k H its part of a step, Q = P + nsl H the whole, R_k and
- *     R the same with P4 (the start), the own shard over inproc, not counted): per step rank r
- *     pushes Q - Q_r and its server answers the N - 1 others, (N - 1) Q_r, so each way it moves
- *     Q - Q_r + (N - 1) Q_r, about 2(N-1)/N P; rank 0 also tells the N - 1 other servers the
- *     step size (H each). At the start rank 0 sends R - R_0 (INIT) and answers N - 1 pulls
- *     ((N - 1) R_0, receiving their (N - 1) H); rank r > 0 sends N - 1 pulls, receives R - R_r,
- *     and its server receives rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No
- *     goodbyes.
+ *     slices of them; Q_k = P_k + nsl_k H its part of a step (P_k: its keys' bytes on the
+ *     wire), Q = P + nsl H the whole, R_k and R the same with P4 (the start), the own shard
+ *     over inproc, not counted): per step rank r pushes Q - Q_r and its server answers the
+ *     N - 1 others, (N - 1) Q_r, so each way it moves Q - Q_r + (N - 1) Q_r, about
+ *     2(N-1)/N P; rank 0 also tells the N - 1 other servers the step size (H each). At the
+ *     start rank 0 sends R - R_0 (INIT) and answers N - 1 pulls ((N - 1) R_0, receiving their
+ *     (N - 1) H); rank r > 0 sends N - 1 pulls, receives R - R_r, and its server receives
+ *     rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No goodbyes.
  *   allreduce (bench): each contribution and each sum moves c x the element size (4, or 2 on a
  *     16-bit wire) + H per slice.
  *
@@ -72,7 +74,9 @@
  *     receives what they send, (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C, plus (N - 1) H once
  *     (and sends (N - 1)(P4 - P) more once).
  * Rank 0's device also holds the gathered logits, their gradient and the labels of the
- * global batch (MEM_GATHER): 4 G (2C + 1) bytes for --global-batch G.
+ * global batch (MEM_GATHER): 4 G (2C + 1) bytes for --global-batch G. A 16-bit wire adds rank
+ * 0's encoded replicate (2n bytes, MEM_COMM) and, where the device is not host memory, every
+ * other rank's decoded one (4n, MEM_COMM).
  * Refused messages are counted in `dropped`, not in bytes or messages.
  */
 #include "ps.h"
@@ -695,7 +699,8 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
                 RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->el,
                                    c->split[j].count * c->el));
             } else {
-                RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off, c->split[j].count * sizeof(float)));
+                RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off,
+                                   c->split[j].count * sizeof(float)));
             }
             c->left++;
         }

@@ -584,7 +584,8 @@ static void server_wire_round(const char *wire, double loss_scale, float tiny, f
     const size_t P = 6;
     Bucket bk = {0, P};
     uint64_t tok = wire_token(TOKEN_TEXT);
-    Codec gc = codec_from_options(cfg.wire, cfg.loss_scale), pc = codec_make(gc.type, 1), f32 = codec_make(CODEC_F32, 1);
+    Codec gc = codec_from_options(cfg.wire, cfg.loss_scale), pc = codec_make(gc.type, 1);
+    Codec f32 = codec_make(CODEC_F32, 1);
     PsServerArgs a = {.cfg = &cfg, .dev = &dev, .zctx = ctx, .addr = "127.0.0.1", .token = TOKEN_TEXT, .id = 0,
                       .nservers = 1, .nworkers = N, .nparams = P, .buckets = &bk, .nbuckets = 1, .timeout = 10};
     PsServer *s;
@@ -624,7 +625,8 @@ static void server_wire_round(const char *wire, double loss_scale, float tiny, f
     }
     for (size_t i = 0; i < P; i++) sum[i] = dec[0][i] + dec[1][i];
     memcpy(ref, p0, sizeof ref);
-    kernels_cpu()->sgd_step(dev.kctx, ref, sum, mom, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay, 1.0f);
+    kernels_cpu()->sgd_step(dev.kctx, ref, sum, mom, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                            1.0f);
     codec_round(&pc, ref, P);
     for (int r = 0; r < N; r++) {
         memset(got, 0xff, sizeof got);
@@ -653,8 +655,8 @@ static void server_wire_round(const char *wire, double loss_scale, float tiny, f
     codec_round(&gc, want, 3);
     for (int r = 0; r < N; r++) {
         CHECK(fake_recv_coded(&w[r], &h, y, 3, &gc) && h.op == WIRE_SUMMED);
-        CHECK_MSG(!memcmp(y, want, sizeof y), "%s sum: %g %g %g want %g %g %g", wire, y[0], y[1], y[2], want[0], want[1],
-                  want[2]);
+        CHECK_MSG(!memcmp(y, want, sizeof y), "%s sum: %g %g %g want %g %g %g", wire, y[0], y[1], y[2], want[0],
+                  want[1], want[2]);
         CHECK(y[1] == -2.0f);
         if (gc.type == CODEC_BF16) CHECK(y[0] == 256.0f); /* 257 has 9 significant bits: rounds to even */
     }

@@ -1,4 +1,4 @@
-/* fuzz_wire.c - libFuzzer harness: the parameter server's header frame (wire_decode, wire_check, the dtypes f32, bf16, f16 and text) and its encode/decode round trip */
+/* fuzz_wire.c - libFuzzer harness: the parameter server's header frame (wire_decode, wire_check, every dtype) and its encode/decode round trip */
 #include "fuzz.h"
 #include "../../ps/wire.h"
 
