@@ -107,6 +107,13 @@ else
 fi
 $PY -c "import json,sys; h={json.load(open('$T/%s.json' % p))['ranks'][0]['params_hash'] for p in ('colocated-fp32','colocated-bf16')}; sys.exit(len(h) != 2)" \
     && ok "bf16 is not fp32 (the rounding happened)" || bad "bf16 differs from fp32" "same params_hash"
+# a device that is not host memory (cpu-async: a GPU's staging and asynchronous copies): the
+# decode and encode through host staging give the same bits (sharded: every rank a server)
+for pl in colocated sharded; do
+    run $pl-async-dev --seed 3 --wire bf16 --ps-placement $pl --device cpu-async \
+        && $PY -c "import json,sys; h={e['params_hash'] for p in ('$pl-bf16','$pl-async-dev') for e in json.load(open('$T/%s.json' % p))['ranks']}; sys.exit(len(h) != 1)" \
+        && ok "bf16 $pl on cpu-async == cpu, bitwise" || bad "bf16 $pl on cpu-async == cpu" "params_hash differs"
+done
 
 # ---- (c) the loss after 30 steps near fp32's -------------------------------------------------
 # Measured (2026-12-01, this script's job: N = 3, 64-128-10, 2048 samples, 30 steps, seeds 1-20):
@@ -194,6 +201,10 @@ lc = r["summary"]["loss_curve"]
 assert all(math.isfinite(x[1]) for x in lc) and lc[-1][1] < lc[0][1], "loss %s .. %s" % (lc[0], lc[-1])
 print("sent %d received %d" % got)
 EOF
+    run dp-async-dev --seed 3 --wire bf16 --ps-mode dataparallel --global-batch 96 --device cpu-async \
+        && $PY -c "import json,sys; h=[[e['params_hash'] for e in json.load(open('$T/%s.json' % p))['ranks']] for p in ('dp','dp-async-dev')]; sys.exit(h[0] != h[1])" \
+        && ok "dataparallel bf16 on cpu-async == cpu, bitwise (the replicate decoded through staging)" \
+        || bad "dataparallel bf16 on cpu-async == cpu" "params_hash differs"
 fi
 
 finish
