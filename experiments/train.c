@@ -200,7 +200,13 @@ static cJSON *run_rank_json(Run *r) {
     cJSON_AddItemToObject(cv, "loss_sum", cJSON_CreateDoubleArray(r->loss_sum, r->done));
     cJSON_AddItemToObject(cv, "correct", cJSON_CreateDoubleArray(r->correct, r->done));
     cJSON_AddItemToObject(cv, "samples", cJSON_CreateIntArray(r->samples, r->done));
-    if (!r->lockstep) run_rank_async(r, o, cv, times, n, w);
+    if (!r->lockstep) {
+        double *end = malloc((size_t)(n > 0 ? n : 1) * sizeof *end); /* each local step's end, own clock */
+        for (int s = 0; end && s < n; s++) end[s] = times[s].start + times[s].step;
+        if (end) cJSON_AddItemToObject(cv, "end", cJSON_CreateDoubleArray(end, n));
+        free(end);
+        run_rank_async(r, o, cv, times, n, w);
+    }
     if (r->trace) cJSON_AddItemToObject(o, "_trace", trace_json(r->trace));
     return o;
 }
@@ -288,6 +294,10 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         }
     }
     double *ls = calloc((size_t)(S ? S : 1), sizeof *ls), *cs = calloc((size_t)(S ? S : 1), sizeof *cs);
+    double *tc = calloc((size_t)(S ? S : 1), sizeof *tc); /* the time curve: when each step's loss was complete */
+    int n0;
+    const StepTimes *T0 = r->engine ? engine_times(r->engine, &n0) : NULL;
+    double origin = T0 && n0 > 0 ? T0[0].start : 0; /* rank 0's first step's start */
     long long *ns = calloc((size_t)(S ? S : 1), sizeof *ns), total = 0, all = 0;
     double async_timed = 0;
     int *pushes = r->lockstep ? NULL : calloc((size_t)(S ? S : 1) * (size_t)r->world, sizeof *pushes), past = 0;
@@ -296,14 +306,16 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         if (!cv) continue;
         cJSON *a = cJSON_GetObjectItem(cv, "loss_sum"), *b = cJSON_GetObjectItem(cv, "correct"),
               *c = cJSON_GetObjectItem(cv, "samples"), *at = cJSON_GetObjectItem(cv, "at"),
-              *in = cJSON_GetObjectItem(cv, "applied_in");
+              *in = cJSON_GetObjectItem(cv, "applied_in"), *en = cJSON_GetObjectItem(cv, "end");
         int n = cJSON_GetArraySize(c), rk = cJSON_GetObjectItem(it, "rank") ? cJSON_GetObjectItem(it, "rank")->valueint : 0;
+        double off = 0, off_unc; /* this member's clock minus rank 0's */
+        if (r->engine && rk > 0 && rk < r->world) engine_clock_offset(r->engine, rk, &off, &off_unc);
         /* the arrays walked side by side (cJSON's indexed access walks from the head each time);
          * a member's entry is outside input: missing values count 0 */
 #define FIRST(arr) (cJSON_IsArray(arr) ? (arr)->child : NULL)
 #define NEXT(v) ((v) ? (v)->next : NULL)
-        const cJSON *x = FIRST(a), *y = FIRST(b), *z = FIRST(c), *g = FIRST(at), *p = FIRST(in);
-        for (int s = 0; s < n; s++, x = NEXT(x), y = NEXT(y), z = NEXT(z), g = NEXT(g), p = NEXT(p)) {
+        const cJSON *x = FIRST(a), *y = FIRST(b), *z = FIRST(c), *g = FIRST(at), *p = FIRST(in), *e = FIRST(en);
+        for (int s = 0; s < n; s++, x = NEXT(x), y = NEXT(y), z = NEXT(z), g = NEXT(g), p = NEXT(p), e = NEXT(e)) {
 #undef FIRST
 #undef NEXT
             int k = r->lockstep ? s : cJSON_IsNumber(g) ? (int)g->valuedouble : -1;
@@ -312,6 +324,10 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
             ls[k] += cJSON_IsNumber(x) ? x->valuedouble : 0;
             cs[k] += cJSON_IsNumber(y) ? y->valuedouble : 0;
             ns[k] += cJSON_IsNumber(z) ? z->valueint : 0;
+            if (tc && cJSON_IsNumber(e) && isfinite(e->valuedouble)) { /* async: the first local step counted here */
+                double t = e->valuedouble - off - origin;
+                if (tc[k] <= 0 || t < tc[k]) tc[k] = t > 0 ? t : 1e-9;
+            }
             int q = cJSON_IsNumber(p) ? (int)p->valuedouble : -1;
             if (pushes && rk >= 0 && rk < r->world && q >= 0 && q < S) pushes[(size_t)q * (size_t)r->world + (size_t)rk]++;
             else if (pushes) past++;
@@ -322,13 +338,26 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         cJSON_DeleteItemFromObject(it, "_curve");
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
-    cJSON *curve = cJSON_CreateArray();
+    cJSON *curve = cJSON_CreateArray(), *tcurve = cJSON_CreateArray();
     for (int s = 0; s < S; s++) {
         if (!r->lockstep && !ns[s] && s > 0) ls[s] = ls[s - 1], cs[s] = cs[s - 1], ns[s] = ns[s - 1] ? ns[s - 1] : 0;
         cJSON *pt = cJSON_CreateArray();
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(s));
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(ns[s] ? ls[s] / ns[s] : 0));
         cJSON_AddItemToArray(curve, pt);
+        /* lockstep: rank 0's step s ends (every rank's pace); async: the end of the first local
+         * step that computed on the server's step-s parameters (a straggler's stale step counts
+         * its loss there too, but later); never earlier than the step before */
+        double t = tc ? tc[s] : 0;
+        if (r->lockstep) t = T0 && s < n0 ? T0[s].start + T0[s].step - origin : 0;
+        if (tc) {
+            if (s > 0 && t < tc[s - 1]) t = tc[s - 1];
+            tc[s] = t;
+        }
+        cJSON *tp = cJSON_CreateArray();
+        cJSON_AddItemToArray(tp, cJSON_CreateNumber(s));
+        cJSON_AddItemToArray(tp, cJSON_CreateNumber(t > 0 ? t : 0));
+        cJSON_AddItemToArray(tcurve, tp);
     }
     int nt;
     const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
@@ -380,6 +409,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     }
     cJSON_AddStringToObject(sum, "transport", slowest);
     cJSON_AddItemToObject(sum, "loss_curve", curve);
+    cJSON_AddItemToObject(sum, "time_curve", tcurve);
     cJSON_AddItemToObject(sum, "eval_curve", r->eval_curve);
     r->eval_curve = NULL;
     cJSON *imb = cJSON_AddObjectToObject(sum, "imbalance");
@@ -389,6 +419,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     free(ls);
     free(cs);
     free(ns);
+    free(tc);
     return root;
 }
 

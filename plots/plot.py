@@ -636,35 +636,51 @@ def fig_phases(data, series, facet=None):
 
 
 def fig_loss(data, series):
+    """Loss against steps (left) and, where the reports carry summary.time_curve, against seconds
+    of training (right: rank 0's clock; under async ps the first local step that computed on each
+    server step's parameters), one line per configuration in both."""
     curves = []
     for label, by_n in sorted(series.items()):
         for n in sorted(by_n):
-            curve = representative(by_n[n]).get("summary", {}).get("loss_curve") or []
+            summ = representative(by_n[n]).get("summary", {})
+            curve = summ.get("loss_curve") or []
+            times = summ.get("time_curve") or []
             if curve:
-                curves.append(("%s N=%d" % (label, n), curve))
+                curves.append(("%s N=%d" % (label, n), curve, times if len(times) == len(curve) else []))
     if not curves:
         return None, "no loss curves in the reports"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    timed = any(t for _, _, t in curves)
+    fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11 if timed else 7, 4.5), squeeze=False)
+    ax, axt = axes[0][0], (axes[0][1] if timed else None)
     styles = ["-", "--", ":", "-."]
     positive = True
-    for i, (label, curve) in enumerate(curves):
+    for i, (label, curve, times) in enumerate(curves):
         xs = [p[0] for p in curve]
         ys = [p[1] for p in curve]
         positive = positive and all(y > 0 for y in ys)
-        (line,) = ax.plot(xs, ys, styles[(i // 20) % len(styles)], color=style(i, len(curves))[0], label=label, linewidth=1.2)
+        st, color = styles[(i // 20) % len(styles)], style(i, len(curves))[0]
+        (line,) = ax.plot(xs, ys, st, color=color, label=label, linewidth=1.2)
         line.set_gid(safe_id("series", "loss", label))
-    if positive:
-        ax.set_yscale("log")
+        if axt is not None and times:
+            (tline,) = axt.plot([p[1] for p in times], ys, st, color=color, linewidth=1.2)
+            tline.set_gid(safe_id("series", "loss_time", label))
+    for a in [ax] + ([axt] if axt is not None else []):
+        if positive:
+            a.set_yscale("log")
+        a.grid(True, alpha=0.3)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (global, sample-weighted)")
     ax.set_title("Loss curves")
-    ax.grid(True, alpha=0.3)
+    if axt is not None:
+        axt.set_xlabel("seconds of training (rank 0's clock)")
+        axt.set_title("Loss against time")
     legend_w = legend_width(len(curves), [c[0] for c in curves])
-    width = fig_width(7 + legend_w)
+    base_w = 11 if timed else 7
+    width = fig_width(base_w + legend_w)
     fig.set_size_inches(width, 4.5)
     legend_outside(ax, len(curves), room=legend_w)
     layout(fig, (0, 0, 1 - legend_w / width, 1))
-    return fig, {"series": len(curves), "bars": 0, "note": ""}
+    return fig, {"series": len(curves), "bars": 0, "note": "" if timed else "no time_curve in the reports: loss against steps only"}
 
 
 def bench_label(bench):
@@ -706,7 +722,7 @@ CAPTIONS = {
     "memory": "Per-process peak memory stacked by tag at the largest N, one panel per configuration (past 8: rank 0, the largest other rank and server); rank 0 hatched.",
     "traffic": "Data-plane bytes sent + received per process at the largest N, and rank 0 vs the other ranks as N grows.",
     "phases": "One bar per configuration: the phases that add up to a step, stacked (mean over worker ranks, median over repeats); comm_total dashed outline (it overlaps compute); the server's reduce + update as a thin hatched bar below.",
-    "loss": "Global sample-weighted training loss per step, every back end and N over each other.",
+    "loss": "Global sample-weighted training loss against steps (left) and against seconds of training (right, where the reports carry time_curve), every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
 }
 

@@ -550,6 +550,19 @@ def check_summary(c, rep, cfg, workers):
             if curve and loss is not None:
                 c.expect(close(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g"
                          % (loss, curve[-1][1]))
+    tcurve = c.get(s, "time_curve", "summary", "list")
+    if tcurve is not None and steps is not None:
+        c.expect(len(tcurve) == steps, "summary.time_curve", "%d points, summary.steps is %d" % (len(tcurve), steps))
+        okpts = all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) for x in p) for p in tcurve)
+        if c.expect(okpts, "summary.time_curve", "points must be [step, seconds]"):
+            c.expect([p[0] for p in tcurve] == list(range(len(tcurve))), "summary.time_curve", "steps not 0..steps-1")
+            ts = [p[1] for p in tcurve]
+            c.expect(all(math.isfinite(t) and t >= 0 for t in ts), "summary.time_curve", "a time is negative or not finite")
+            c.expect(all(b >= a for a, b in zip(ts, ts[1:])), "summary.time_curve", "time goes backwards")
+            wall = (rep.get("run") or {}).get("wall_s")
+            if ts and isinstance(wall, (int, float)):
+                c.expect(ts[-1] <= wall + 1e-6, "summary.time_curve", "last point %.3f s after the run's wall time %.3f s"
+                         % (ts[-1], wall))
     ev = c.get(s, "eval_curve", "summary", "list")
     if ev is not None:
         okpts = all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p) for p in ev)

@@ -75,6 +75,7 @@ def report(sync, n, seed):
             "summary": {"samples": 64 * STEPS * n, "steps": STEPS, "throughput_samples_per_s": 64 * n / step,
                         "step_time_s": step, "final_loss": 0.1, "final_accuracy": 0.9,
                         "loss_curve": [[s, 2.3 / (1 + s)] for s in range(STEPS)],
+                        "time_curve": [[s, step * (s + 1)] for s in range(STEPS)],
                         "imbalance": {"memory": 1.0, "traffic": 1.0, "busy_time": 1.0}}}
 
 def prediction(n):
@@ -183,6 +184,8 @@ make_fixture "$full" ps,ring 1,2,4 bench claims summary
 "$PY" plots/plot.py "$full" >"$full/stdout" 2>"$full/stderr"; rc=$?
 check "plot.py on the full fixture exits 0 (rc $rc)" [ "$rc" = 0 ]
 if [ "$rc" = 0 ]; then check_figures "$full"; else tail -n 5 "$full/stderr"; fi
+check "loss against time: one line per loss curve" \
+    [ "$(svg_count "$full/loss.svg" series loss_time)" = "$(svg_count "$full/loss.svg" series loss)" ]
 check "claims table shows the verdicts" grep -q "PASS" "$full/index.html"
 check "claims table shows NOT-RUN" grep -q "NOT-RUN" "$full/index.html"
 check "stderr is empty on a complete folder" [ ! -s "$full/stderr" ]
