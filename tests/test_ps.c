@@ -921,6 +921,123 @@ static void test_backend_allreduce_wire(void) {
     CHECK(ms.cur[MEM_SERVER] == 0 && ms.cur[MEM_COMM] == 0);
 }
 
+/* A scripted dedicated server for test_client_wire: answers rank 1's pull first in the wire's
+ * type (refused: the start is fp32), then in fp32; takes its push (checked: the wire's dtype,
+ * 2 bytes an element, round(g x scale)); answers the step in fp32 (refused), then in the wire's
+ * type. */
+typedef struct {
+    void *router;
+    Codec gc, pc;
+    const float *p0, *g, *p1;
+    size_t P;
+    int ok;
+} ScriptServer;
+
+static int script_reply(ScriptServer *ss, uint32_t step, const float *v, const Codec *c) {
+    unsigned char enc[64];
+    WireHeader h = wire_header(wire_token(TOKEN_TEXT), WIRE_PARAMS);
+    h.step = step;
+    h.count = h.total = ss->P;
+    h.dtype = (uint16_t)wire_dtype_of(c->type);
+    codec_encode(c, v, enc, ss->P);
+    return ps_send(ss->router, "w1", 2, &h, enc, ss->P * codec_elem_bytes(c->type), NULL, 0) == 0;
+}
+
+static void *script_server(void *p) {
+    ScriptServer *ss = p;
+    Codec f32 = codec_make(CODEC_F32, 1);
+    PsMsg m;
+    WireHeader h;
+    ss->ok = 0;
+    if (ps_recv(ss->router, &m, 0) != 2) return NULL; /* [w1][pull] */
+    int pull = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK && h.op == WIRE_PULL;
+    ps_msg_close(&m);
+    if (!pull || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &ss->pc) || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &f32))
+        return NULL;
+    if (ps_recv(ss->router, &m, 0) != 3) return NULL; /* [w1][push][payload] */
+    float got[16];
+    int push = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK &&
+               h.op == WIRE_PUSH && h.dtype == wire_dtype_of(ss->gc.type) && h.count == ss->P &&
+               zmq_msg_size(&m.part[2]) == 2 * ss->P;
+    if (push) {
+        unsigned char want[32];
+        codec_encode(&ss->gc, ss->g, want, ss->P);
+        push = !memcmp(zmq_msg_data(&m.part[2]), want, 2 * ss->P);
+        codec_decode(&ss->gc, zmq_msg_data(&m.part[2]), got, ss->P);
+        push = push && !memcmp(got, ss->g, ss->P * sizeof(float)); /* g is exact in 16 bits */
+    }
+    ps_msg_close(&m);
+    if (!push || !script_reply(ss, 0, ss->p1, &f32) || !script_reply(ss, 0, ss->p1, &ss->pc)) return NULL;
+    ss->ok = 1;
+    return NULL;
+}
+
+/* The worker side on fp16 with --loss-scale 8, against a scripted server: the start taken in
+ * fp32 only, the push round(g x 8) in 2 bytes an element, the step's parameters taken in fp16
+ * only and decoded; the refused replies counted in dropped and not in bytes. */
+static void test_client_wire(void) {
+    void *ctx = zmq_ctx_new();
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    Config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "dedicated");
+    snprintf(cfg.wire, sizeof cfg.wire, "fp16");
+    cfg.loss_scale = 8;
+    enum { P = 6 };
+    Bucket bk = {0, P};
+    float p0[P] = {0.1f, -0.2f, 1.0f / 3.0f, 4, 5, 6}, g[P] = {1, -2, 0.5f, 0, 3, 1024}, p1[P] = {0.5f, 1, -1, 2, 0, 7};
+    ScriptServer ss = {.router = zmq_socket(ctx, ZMQ_ROUTER), .gc = codec_from_options("fp16", 8),
+                       .pc = codec_make(CODEC_F16, 1), .p0 = p0, .g = g, .p1 = p1, .P = P};
+    int linger = 0, tmo = 5000;
+    zmq_setsockopt(ss.router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(ss.router, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    CHECK(zmq_bind(ss.router, "tcp://127.0.0.1:*") == 0);
+    char ep[256] = "";
+    size_t eplen = sizeof ep;
+    zmq_getsockopt(ss.router, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    pthread_t th;
+    pthread_create(&th, NULL, script_server, &ss);
+    const SyncOps *ops = sync_find("ps");
+    SyncJob job = {.cfg = &cfg, .dev = &dev, .rank = 1, .world = 2, .local_rank = 1, .local_world = 2, .zctx = ctx,
+                   .addr = "127.0.0.1", .token = TOKEN_TEXT, .timeout = 5, .buckets = &bk, .nbuckets = 1,
+                   .nparams = P};
+    void *st = NULL;
+    char mine[256] = "";
+    CHECK_MSG(ops->init(&job, &st, mine, sizeof mine) == RS_OK, "%s", rs_errmsg());
+    char *list[3] = {"", mine, ep};
+    CHECK_MSG(ops->connect(st, list, 3) == RS_OK, "%s", rs_errmsg());
+    float params[P] = {0}, out[P] = {0}, grad[P];
+    memcpy(grad, g, sizeof grad);
+    CHECK_MSG(ops->broadcast(st, params, P) == RS_OK, "%s", rs_errmsg());
+    CHECK(!memcmp(params, p0, sizeof p0)); /* exact: fp32 */
+    CHECK(ops->begin_step(st, 0, 4) == RS_OK);
+    CHECK(ops->start(st, 0, 0, grad, out) == RS_OK);
+    int done = 0;
+    for (int i = 0; i < 100 && done == 0; i++) done = ops->poll(st, 0, 50);
+    CHECK_MSG(done == 1, "poll %d", done);
+    float want[P];
+    memcpy(want, p1, sizeof want);
+    codec_round(&ss.pc, want, P);
+    CHECK(!memcmp(out, want, sizeof want) && out[0] == 0.5f && out[2] == -1.0f);
+    CHECK(ops->end_step(st, 0) == RS_OK);
+    pthread_join(th, NULL);
+    CHECK(ss.ok);
+    SyncTraffic t;
+    ops->traffic(st, &t);
+    unsigned long long H = WIRE_HEADER_BYTES;
+    CHECK_MSG(t.dropped == 2, "dropped %llu", t.dropped);
+    CHECK_MSG(t.bytes_sent == H + (H + 2 * P) && t.bytes_received == (H + 4 * P) + (H + 2 * P),
+              "sent %llu received %llu", t.bytes_sent, t.bytes_received);
+    ops->destroy(st);
+    MemStats ms;
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_COMM] == 0);
+    zmq_close(ss.router);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
 /* One rank through "ps" (colocated) computes bit for bit what "none" does, both driven by the
  * engine (buckets handed over during backward, the communication thread, the server's update). */
 static void test_backend_matches_none(void) {
@@ -1050,6 +1167,7 @@ int main(void) {
     RUN(test_backend_matches_none);
     RUN(test_backend_allreduce);
     RUN(test_backend_allreduce_wire);
+    RUN(test_client_wire);
     RUN(test_backend_refuses);
     return test_summary("test_ps");
 }
