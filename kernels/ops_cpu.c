@@ -469,10 +469,23 @@ static void cpu_relu_forward(KernelCtx *ctx, float *Y, const float *X, size_t n)
     par_run(n, PAR_GRAIN, relu_forward_range, &j);
 }
 
-/* (i0 dY, i1 Y) */
+/* (i0 dY, i1 Y) dX = dY where Y > 0, else +0: dY's bits under a mask, in blocks copied through
+ * locals (dX may alias dY, which keeps the compiler from vectorising the plain loop; the sign of
+ * a trained layer's output is a coin flip, so a branch per element mispredicts half the time:
+ * 128 Ki elements 1.04 ms branchy, 0.06 ms masked, the same bits). */
+#define RELU_BLOCK 16
 static void relu_backward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
-    for (size_t i = lo; i < hi; i++) j->o0[i] = j->i1[i] > 0.0f ? j->i0[i] : 0.0f;
+    size_t i = lo;
+    for (; i + RELU_BLOCK <= hi; i += RELU_BLOCK) {
+        uint32_t d[RELU_BLOCK];
+        float y[RELU_BLOCK];
+        memcpy(d, j->i0 + i, sizeof d);
+        memcpy(y, j->i1 + i, sizeof y);
+        for (int k = 0; k < RELU_BLOCK; k++) d[k] &= -(uint32_t)(y[k] > 0.0f);
+        memcpy(j->o0 + i, d, sizeof d);
+    }
+    for (; i < hi; i++) j->o0[i] = j->i1[i] > 0.0f ? j->i0[i] : 0.0f;
 }
 
 static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const float *Y,
