@@ -399,9 +399,12 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
     return RS_OK;
 }
 
-/* Sends worker r every slice of the parameters (the start-of-run broadcast). */
+/* Sends worker r every slice of the parameters (the start-of-run broadcast, fp32). Under async
+ * and ssp a copy: rank 0 may push (and the update rewrite the parameters, or async_reply the
+ * staging) while an answer is still queued for a slow puller. */
 static int server_send_params(PsServer *s, int r) {
-    return server_send_slices(s, r, s->host_visible ? s->params : s->train.stage, WIRE_STEP_INIT, 0, &s->zc, 0);
+    return server_send_slices(s, r, s->host_visible ? s->params : s->train.stage, WIRE_STEP_INIT, 0,
+                              s->async ? NULL : &s->zc, 0);
 }
 
 /* Sends worker r every slice this server holds, as they are now: step = the pushes applied in
