@@ -1,7 +1,8 @@
-/* claims.c - `ringside claims DIR`: decides the design's seven claims on measured reports, prints the table */
+/* claims.c - `ringside claims DIR`: decides the design's eight claims on measured reports, prints the table */
 #include "claims.h"
 #include "claims_load.h"
 #include "../common/err.h"
+#include "../common/link.h"
 #include "../common/log.h"
 #include "../common/report.h"
 
@@ -25,6 +26,7 @@
 #define CL_PRED_FACTOR       3.0    /* claim 6: measured comm within 3x of the alpha-beta prediction */
 #define CL_ASYNC_LOSS_TAIL   0.25   /* claim 7: the last quarter of the steps is compared */
 #define CL_ASYNC_LOSS_TOL    0.25   /* claim 7: async's loss there at most 25% above the synchronous run's */
+#define CL_TABLE1_TOL        0.20   /* claim 8: measured comm per step within 20% of its BytePS Table 1 line */
 
 #define MiB (1048576.0)
 
@@ -453,7 +455,8 @@ static void claim5(const ClaimsSet *s, Claim *c) {
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         /* lab 5's all-reduce (student) is held to the same rule as the ring's */
-        if (r->ranks < 2 || !(is_ring(r) || !strcmp(r->sync, "ps") || !strcmp(r->sync, "student")) ||
+        int server = !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps");
+        if (r->ranks < 2 || !(is_ring(r) || server || !strcmp(r->sync, "student")) ||
             strcmp(r->consistency, "sync"))
             continue;
         int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks;
@@ -484,8 +487,8 @@ static void claim5(const ClaimsSet *s, Claim *c) {
         double area = dsum / fmax(bsum, 1e-12);
         int ok = wire16 ? area <= CL_WIRE_LOSS_TOL : worst <= CL_LOSS_TOL, differ = run_hash_differs(r);
         bad += !ok || differ > 0;
-        if (strcmp(r->sync, "ps")) nring++;
-        else nps++;
+        if (server) nps++;
+        else nring++;
         cJSON *o = num_item(arr, r);
         if (differ >= 0) cJSON_AddNumberToObject(o, "ranks_with_other_parameters", differ);
         if (differ > 0)
@@ -632,9 +635,96 @@ static void claim7(const ClaimsSet *s, Claim *c) {
                        CL_ASYNC_LOSS_TOL * 100);
 }
 
+/* ---- claim 8: BytePS's Table 1 ---------------------------------------------------------------- */
+
+/* The run's line of BytePS's Table 1 (Jiang et al., OSDI 2020, §4.1) in units of M / B, M the
+ * gradient on the wire and B the emulated link's rate, n workers, k CPU servers: ring and
+ * colocated sharded ps 2(n-1)/n, k non-colocated servers max(1, n/k), BytePS 2n(n-1)/(n^2+kn-2k).
+ * DataParallel's server in rank 0 is not in the table: (n-1), shown beside. *arch names it; -1
+ * for a run the table does not cover. */
+static double table1_line(const ClaimsRun *r, const char **arch, int *in_table) {
+    double n = r->ranks, k = r->servers;
+    *in_table = 1;
+    if (is_ring(r)) return *arch = "all-reduce (ring)", 2 * (n - 1) / n;
+    if (is_ps_sharded(r)) return *arch = "colocated PS (sharded)", 2 * (n - 1) / n;
+    if (!strcmp(r->sync, "ps") && !strcmp(r->placement, "dedicated") && k >= 1)
+        return *arch = "non-colocated PS", fmax(1.0, n / k);
+    if (!strcmp(r->sync, "byteps") && k >= 0 && k <= n) return *arch = "BytePS", 2 * n * (n - 1) / (n * n + k * n - 2 * k);
+    *in_table = 0;
+    if (is_ps_colocated(r)) return *arch = "DataParallel's server (rank 0; not in Table 1)", n - 1;
+    return *arch = "", -1;
+}
+
+static void claim8(const ClaimsSet *s, Claim *c) {
+    int runs = 0, bad = 0, pairs = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs"), *beat = cJSON_AddArrayToObject(c->numbers, "k_equals_n");
+    claim_line(c, "rule: under an emulated link of B bytes/s, comm_total per step (mean over workers) within %.0f%% of its line of "
+                  "BytePS's Table 1 (M the gradient on the wire): ring and colocated sharded ps 2(n-1)M/(nB); k non-colocated "
+                  "servers max(M/B, nM/(kB)); BytePS 2n(n-1)M/((n^2+kn-2k)B); and with k = n dedicated servers the server's "
+                  "comm below the ring's (same n, link, model)", CL_TABLE1_TOL * 100);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        LinkSpec l;
+        if (r->ranks < 2 || !r->emulated[0] || link_parse(r->emulated, &l) != RS_OK || !(l.bytes_per_s > 0) ||
+            strcmp(r->consistency, "sync") || !strcmp(r->mode, "dataparallel") || has_straggler(r->straggler))
+            continue;
+        const char *arch;
+        int in_table;
+        double units = table1_line(r, &arch, &in_table);
+        if (units < 0) continue;
+        double line = units * r->grad_bytes / l.bytes_per_s, meas = run_mean(r->comm_total, r->nw), ratio = meas / line;
+        int ok = fabs(ratio - 1) <= CL_TABLE1_TOL;
+        if (in_table) {
+            runs++;
+            bad += !ok;
+        }
+        cJSON *o = num_item(arr, r);
+        cJSON_AddStringToObject(o, "architecture", arch);
+        cJSON_AddNumberToObject(o, "servers", r->servers);
+        cJSON_AddStringToObject(o, "link", r->emulated);
+        cJSON_AddNumberToObject(o, "line_s", line);
+        cJSON_AddNumberToObject(o, "measured_s", meas);
+        cJSON_AddNumberToObject(o, "ratio", ratio);
+        cJSON_AddBoolToObject(o, "judged", in_table);
+        claim_line(c, "%-46s n=%-2d k=%-2d %-8s line %.2f x M/B = %.2f ms, measured %.2f ms (x%.2f)%s  [%s]", arch, r->ranks,
+                   r->servers, r->emulated, units, line * 1e3, meas * 1e3, ratio,
+                   !in_table ? "  (beside)" : ok ? "" : "  <- off the line", r->label);
+    }
+    /* the crossing: k = n non-colocated servers against the ring, same n, link and model */
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *p = &s->runs[i];
+        if (strcmp(p->sync, "ps") || strcmp(p->placement, "dedicated") || p->servers != p->ranks || p->ranks < 2 ||
+            !p->emulated[0] || strcmp(p->consistency, "sync") || has_straggler(p->straggler))
+            continue;
+        for (int j = 0; j < s->nruns; j++) {
+            const ClaimsRun *r = &s->runs[j];
+            if (!is_ring(r) || r->ranks != p->ranks || strcmp(r->emulated, p->emulated) || strcmp(r->math, p->math) ||
+                has_straggler(r->straggler))
+                continue;
+            double mp = run_mean(p->comm_total, p->nw), mr = run_mean(r->comm_total, r->nw);
+            int ok = mp < mr;
+            pairs++;
+            bad += !ok;
+            cJSON *o = num_item(beat, p);
+            cJSON_AddStringToObject(o, "ring", r->label);
+            cJSON_AddNumberToObject(o, "ps_comm_s", mp);
+            cJSON_AddNumberToObject(o, "ring_comm_s", mr);
+            claim_line(c, "k = n = %d dedicated servers %.2f ms vs ring %.2f ms per step (x%.2f) on link %s%s  [%s vs %s]", p->ranks,
+                       mp * 1e3, mr * 1e3, mr > 0 ? mp / mr : NAN, p->emulated, ok ? "" : "  <- not faster", p->label, r->label);
+        }
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim (%d runs on a Table 1 line, %d k = n pairs)", bad, bad > 1 ? "s" : "",
+                           runs, pairs);
+    else if (!runs || !pairs)
+        claim_verdict(c, "NOT-RUN", "needs runs under an emulated --link on Table 1's lines and a ring beside --ps-placement dedicated "
+                                    "--ps-servers N (experiments/matrices/byteps.json; have %d runs, %d k = n pairs)", runs, pairs);
+    else claim_verdict(c, "PASS", "%d run%s within %.0f%% of their Table 1 line; k = n servers beat the ring in %d pair%s", runs,
+                       runs > 1 ? "s" : "", CL_TABLE1_TOL * 100, pairs, pairs > 1 ? "s" : "");
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
-#define NCLAIMS 7
+#define NCLAIMS 8
 static const char *const claim_text[NCLAIMS] = {
     "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
     "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
@@ -643,12 +733,13 @@ static const char *const claim_text[NCLAIMS] = {
     "ps and ring reach the same loss curve as one rank with the global batch (within 1e-4)",
     "measured comm time within 3x of the alpha-beta prediction",
     "with a straggler, async ps's throughput exceeds the synchronous ring's, its loss against steps within 25% of the ring's",
+    "each architecture's comm time per step follows its line of BytePS's Table 1 within 20%, and k = n servers beat the ring",
 };
 
 int claims_main(int argc, char **argv) {
     if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         printf("usage: ringside claims DIR\n\n"
-               "Reads every report in DIR (a `ringside matrix` output folder), decides the seven claims of\n"
+               "Reads every report in DIR (a `ringside matrix` output folder), decides the eight claims of\n"
                "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
                "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
         return RS_OK;
@@ -664,7 +755,7 @@ int claims_main(int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7};
+    void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7, claim8};
     static Claim claims[NCLAIMS];
     int fails = 0, passes = 0;
     printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,
