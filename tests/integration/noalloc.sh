@@ -57,6 +57,8 @@ check_case() {
 check_case one-rank "$S" $((2 * S)) --sync none
 check_case ring-2 "$S" $((2 * S)) -n 2 --sync ring
 check_case ps-2 "$S" $((2 * S)) -n 2 --sync ps
+check_case ring-2-bf16 "$S" $((2 * S)) -n 2 --sync ring --wire bf16
+check_case ps-2-bf16 "$S" $((2 * S)) -n 2 --sync ps --wire bf16
 # --trace records spans as the steps go: 600 steps record more than the recorder's first 1024
 # (its room is reserved for the whole run up front, not doubled in the loop)
 check_case ps-2-trace "$S" 600 -n 2 --sync ps --trace "$T/trace.json"
