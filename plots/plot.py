@@ -60,7 +60,7 @@ NOISE_KEYS = {"seed", "report", "trace", "quiet", "verbose", "threads", "timeout
 AXIS_KEYS = {"sync", "ps-placement", "ps-servers", "ps-mode"}
 MAX_WIDTH_IN = 17.5   # 1,925 px at the 110 dpi figures are saved with
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
-FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw"]
+FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw", "table1"]
 
 
 def warn(msg):
@@ -683,6 +683,91 @@ def fig_loss(data, series):
     return fig, {"series": len(curves), "bars": 0, "note": "" if timed else "no time_curve in the reports: loss against steps only"}
 
 
+def table1_arch(rep):
+    """(architecture, k) of a report on a line of BytePS's Table 1, or None: the ring, the
+    colocated sharded ps (k = 0), k dedicated servers, byteps with k servers."""
+    cfg = rep.get("config", {})
+    sync, k = cfg.get("sync"), cfg.get("ps-servers", 1)
+    if cfg.get("ps-consistency", "sync") != "sync" or cfg.get("ps-mode", "push") != "push" or cfg.get("straggler"):
+        return None
+    if sync in ("ring", "nccl"):
+        return "ring", None
+    if sync == "ps" and cfg.get("ps-placement") == "sharded":
+        return "colocated PS (sharded)", 0
+    if sync == "ps" and cfg.get("ps-placement") == "dedicated":
+        return "non-colocated PS", k
+    if sync == "byteps":
+        return "BytePS", k
+    return None
+
+
+def table1_line(arch, n, k):
+    """Table 1's time in units of M / B (Jiang et al., OSDI 2020, 4.1)."""
+    if arch in ("ring", "colocated PS (sharded)"):
+        return 2 * (n - 1) / n
+    if arch == "non-colocated PS":
+        return max(1.0, n / k)
+    return 2 * n * (n - 1) / (n * n + k * n - 2 * k)
+
+
+def fig_table1(data, series):
+    """BytePS's Table 1 against the testbed: comm per step (mean over workers, median over repeats)
+    against the CPU servers k, one panel per n, one colour per architecture, the paper's lines
+    dashed (M the gradient on the wire, B the emulated link's rate)."""
+    pts = {}  # (n, arch) -> {k: [ms...]}; lines need M and B
+    MB = {}
+    for rep in data["reports"]:
+        link = (rep.get("env", {}).get("link") or {}).get("bandwidth_bytes_per_s")
+        a = table1_arch(rep)
+        n = world(rep)
+        if not link or not a or n < 2:
+            continue
+        arch, k = a
+        w = workers(rep)
+        comm = [phase_of(e, "comm_total") for e in w]
+        comm = [c for c in comm if c is not None]
+        if not comm:
+            continue
+        M = min(mem_tag(e, "params") for e in w) / (2 if rep.get("config", {}).get("wire", "fp32") != "fp32" else 1)
+        MB[n] = (M, link)
+        pts.setdefault((n, arch), {}).setdefault(k, []).append(1e3 * sum(comm) / len(comm))
+    if not pts:
+        return None, "no runs under an emulated --link on BytePS's Table 1 lines (experiments/matrices/byteps.json)"
+    ns = sorted({n for n, _ in pts})
+    archs = ["ring", "colocated PS (sharded)", "non-colocated PS", "BytePS"]
+    fig, axes = plt.subplots(1, len(ns), figsize=(5.5 * len(ns), 4.2), squeeze=False)
+    for col, n in enumerate(ns):
+        ax = axes[0][col]
+        M, B = MB[n]
+        ks = list(range(0, n + 1))
+        for i, arch in enumerate(archs):
+            color = style(i, len(archs))[0]
+            got = pts.get((n, arch))
+            if arch == "ring":
+                line = [table1_line(arch, n, 0) * M / B * 1e3] * len(ks)
+                ax.plot(ks, line, "--", color=color, linewidth=1)
+                if got:
+                    y = statistics.median(got[None])
+                    (l,) = ax.plot(ks, [y] * len(ks), "-", color=color, label=arch, linewidth=1.4)
+                    l.set_gid(safe_id("series", "table1", "n%d" % n, arch))
+                continue
+            lk = [k for k in ks if (arch != "non-colocated PS" or k >= 1) and (arch != "colocated PS (sharded)" or k == 0)]
+            ax.plot(lk, [table1_line(arch, n, k) * M / B * 1e3 for k in lk], "--", color=color, linewidth=1)
+            if got:
+                xs = sorted(got)
+                (l,) = ax.plot(xs, [statistics.median(got[k]) for k in xs], "o-", color=color, label=arch, linewidth=1.4)
+                l.set_gid(safe_id("series", "table1", "n%d" % n, arch))
+        ax.set_xlabel("CPU servers k")
+        ax.set_ylabel("comm per step (ms)")
+        ax.set_title("n = %d workers, M = %s, B = %s/s" % (n, human_bytes(M), human_bytes(B)))
+        ax.set_xticks(ks)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="best")
+    layout(fig)
+    return fig, {"series": sum(len(v) for v in pts.values()), "bars": 0,
+                 "note": "solid: measured; dashed: BytePS's Table 1 (the ring's flat at every k)"}
+
+
 def bench_label(bench):
     cfg = bench.get("config", {})
     return "%s N=%s (%s)" % (cfg.get("sync", "?"), cfg.get("ranks", "?"), cfg.get("device", "?"))
@@ -716,7 +801,7 @@ def fig_busbw(data, series):
 
 
 FIGURE_FUNCS = {"step_time": fig_step_time, "memory": fig_memory, "traffic": fig_traffic,
-                "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw}
+                "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw, "table1": fig_table1}
 CAPTIONS = {
     "step_time": "Median step time per configuration (solid); dashed: the alpha-beta PREDICTION of communication per step, not a step time.",
     "memory": "Per-process peak memory stacked by tag at the largest N, one panel per configuration (past 8: rank 0, the largest other rank and server); rank 0 hatched.",
@@ -724,6 +809,7 @@ CAPTIONS = {
     "phases": "One bar per configuration: the phases that add up to a step, stacked (mean over worker ranks, median over repeats); comm_total dashed outline (it overlaps compute); the server's reduce + update as a thin hatched bar below.",
     "loss": "Global sample-weighted training loss against steps (left) and against seconds of training (right, where the reports carry time_curve), every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
+    "table1": "BytePS's Table 1 (OSDI 2020): communication per step against the CPU servers k, one panel per n, measured (solid) and the paper's line (dashed) per architecture, under the emulated link.",
 }
 
 

@@ -70,7 +70,8 @@ def report(sync, n, seed):
     return {"schema": "ringside.report/1",
             "run": {"id": "fixture", "started": "2026-01-01T00:00:00Z", "git": "fixture", "host": "fixture",
                     "cmdline": "fixture", "world": n, "wall_s": 1.0},
-            "env": {"devices": [{"name": "cpu", "description": "fixture"}]},
+            "env": {"devices": [{"name": "cpu", "description": "fixture"}],
+                    "link": {"text": "1gbit", "bandwidth_bytes_per_s": 125000000, "latency_s": 0}},
             "config": cfg, "ranks": ranks,
             "summary": {"samples": 64 * STEPS * n, "steps": STEPS, "throughput_samples_per_s": 64 * n / step,
                         "step_time_s": step, "final_loss": 0.1, "final_accuracy": 0.9,
@@ -267,7 +268,7 @@ check "an --x that is no option exits 2 (rc $rc)" [ "$rc" = 2 ]
 mkdir -p "$tmp/fakebin"; printf '#!/bin/sh\nexit 1\n' >"$tmp/fakebin/python3"; chmod +x "$tmp/fakebin/python3"
 PATH="$tmp/fakebin:$PATH" make -s --no-print-directory plots DIR="$one" >"$tmp/make.out" 2>&1; rc=$?
 check "make plots DIR=... with a python3 without matplotlib first on PATH exits 0 (rc $rc)" [ "$rc" = 0 ]
-check "make plots drew the figures" grep -q "^# plots: 5 figures in $one" "$tmp/make.out"
+check "make plots drew the figures" grep -q "^# plots: 6 figures in $one" "$tmp/make.out"
 make -s --no-print-directory plots >"$tmp/make.out" 2>&1; rc=$?
 check "make plots without DIR exits 2 with its usage (rc $rc)" [ "$rc" != 0 ] && grep -q "usage: make plots DIR=" "$tmp/make.out"
 
