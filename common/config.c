@@ -57,12 +57,12 @@ static const Opt opts[] = {
     {"eval-every", 0, OPT_INT, O(eval_every), 0, "0", 1, "evaluate every K steps (0: at the end only)"},
     {"warmup", 0, OPT_INT, O(warmup), 0, "2", 1, "first steps left out of timing statistics"},
     {"ranks", 'n', OPT_INT, O(nranks), 0, "1", 1, "local ranks to launch (one process each)"},
-    {"sync", 0, OPT_STR, O(sync), S(sync), "ring", 1, "gradient sync: none | ring | nccl | ps | student (lab 5)"},
+    {"sync", 0, OPT_STR, O(sync), S(sync), "ring", 1, "gradient sync: none | ring | nccl | ps | byteps (BytePS: a shard in every worker and --ps-servers k CPU servers) | student (lab 5)"},
     {"bucket-mb", 0, OPT_DBL, O(bucket_mb), 0, "25", 1, "gradient bucket size in MiB (last layer first)"},
     {"no-overlap", 0, OPT_NOFLAG, O(overlap), 0, "1", 1, "wait for the whole backward before communicating"},
     {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process) | sharded (a server shard in every worker, 1/N of the keys each)"},
-    {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker"},
+    {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker; byteps: k CPU servers, 0 <= k <= N, beside every worker's shard"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16 or fp16: the type gradients (and a server's parameters) travel in; sums stay fp32"},
@@ -276,12 +276,16 @@ int config_validate(const Config *c) {
         return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
     if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))
         return rs_error(RS_ERR_INPUT, "--ps-mode '%s': expected push or dataparallel", c->ps_mode);
-    if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
+    int byteps = !strcmp(c->sync, "byteps");
+    if (byteps && c->ps_servers < 0)
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d: the formulas cover 0 <= k <= n CPU servers",
+                        c->ps_servers);
+    if (!byteps && c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
     ZepWant want;
     RS_TRY(zep_parse(c->transport, &want));
-    if (want == ZEP_SHM && !strcmp(c->sync, "ps"))
+    if (want == ZEP_SHM && (!strcmp(c->sync, "ps") || byteps))
         return rs_error(RS_ERR_INPUT, "--transport shm with --sync ps: the parameter server has no shared-memory path "
                                       "(its messages go over ZeroMQ: use ipc or tcp)");
     if (want != ZEP_AUTO && !strcmp(c->sync, "nccl"))
@@ -296,6 +300,24 @@ int config_validate(const Config *c) {
     if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
     if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);
     RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
+    if (byteps && strcmp(c->ps_consistency, "sync"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-consistency %s: BytePS's servers run in lockstep (sync) "
+                                      "only, as the sharded ones", c->ps_consistency);
+    if (byteps && strcmp(c->ps_placement, "colocated"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-placement %s: byteps's placement is implied (a shard "
+                                      "in every worker and --ps-servers k server processes); leave --ps-placement out",
+                        c->ps_placement);
+    if (byteps && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-mode dataparallel: DataParallel has one server, rank 0 "
+                                      "(use --sync ps --ps-placement colocated)");
+    if (byteps && c->nranks > 1 && c->ps_servers > c->nranks) /* -n 1: the world may come from srun */
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with -n %d: the formulas cover 0 <= k <= n CPU "
+                                      "servers", c->ps_servers, c->nranks);
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->nranks > 1 && c->ps_servers != 1 &&
+        c->ps_servers != c->nranks)
+        return rs_error(RS_ERR_INPUT, "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the "
+                                      "job has %d servers (leave --ps-servers at 1, or say %d; for dedicated servers "
+                                      "beside the shards use --sync byteps)", c->ps_servers, c->nranks, c->nranks);
     if (strcmp(c->ps_consistency, "sync") && strcmp(c->sync, "ps"))
         return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a consistency "
                                       "model (%s exchanges in lockstep)", c->ps_consistency, c->sync, c->sync);

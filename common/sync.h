@@ -1,4 +1,4 @@
-/* sync.h - the exchange contract every gradient-sync back end implements (none, ring, nccl, ps, student) */
+/* sync.h - the exchange contract every gradient-sync back end implements (none, ring, nccl, ps, byteps, student) */
 #ifndef RS_SYNC_H
 #define RS_SYNC_H
 
@@ -163,5 +163,6 @@ const SyncOps *sync_ring(void);
 const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
 const SyncOps *sync_ps(void);      /* ps/client.c (rank 0 may host the colocated server) */
+const SyncOps *sync_byteps(void);  /* ps/client.c: BytePS's split over worker shards and k servers */
 
 #endif

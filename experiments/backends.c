@@ -51,6 +51,19 @@ static int cost_ps(const char *placement, int servers, int nranks, double n, dou
     return -1;
 }
 
+/* BytePS (OSDI'20 section 4.1): every worker's summation shard and k CPU servers, keys split so
+ * that the busiest link carries 2n(n-1)/(n^2+kn-2k) n_bytes, in a push round and a pull round
+ * (k = 0: the sharded ps's 2(n-1)/n; k = n: a server process's n). servers is k, 0 <= k <= n. */
+static int cost_byteps(const char *placement, int servers, int nranks, double n, double *a, double *b) {
+    double N = nranks, k = servers;
+    *a = *b = 0;
+    if (servers < 0 || servers > nranks || (nranks == 1 && servers > 0)) return -1;
+    if (nranks < 2) return 0;
+    *a = 2;
+    *b = 2 * N * (N - 1) / (N * N + k * N - 2 * k) * n;
+    return 0;
+}
+
 static const Backend backends[] = {
     {"none", "none", "no communication: one rank (the baseline every other run is held against)", sync_none, cost_none},
     {"ring", "allreduce", "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)", sync_ring,
@@ -58,6 +71,8 @@ static const Backend backends[] = {
     {"nccl", "allreduce", "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)", sync_nccl, cost_ring},
     {"ps", "ps", "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded", sync_ps,
      cost_ps},
+    {"byteps", "ps", "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in "
+     "the paper's optimal split", sync_byteps, cost_byteps},
     {"student", "allreduce", "lab 5: the all-reduce you write in allreduce/student.c", sync_student, cost_ring},
 };
 #define NBACKENDS (int)(sizeof backends / sizeof backends[0])

@@ -644,6 +644,7 @@ static void run_cmdline(Run *r, int argc, char **argv) {
 static int train_launch(const Config *c, int servers, int argc, char **argv) {
     int rc = run_check_outputs(c);
     if (rc == RS_OK && !sync_find(c->sync)) rc = RS_ERR_INPUT;
+    if (rc == RS_OK && !strcmp(c->sync, "byteps")) rc = ps_byteps_check(c, c->nranks); /* -n is the world here */
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         return rc;
@@ -682,7 +683,7 @@ int train_main(int argc, char **argv) {
         free(r);
         return rc;
     }
-    int servers = !strcmp(r->cfg.sync, "ps") && !strcmp(r->cfg.ps_placement, "dedicated") ? r->cfg.ps_servers : 0;
+    int servers = ps_dedicated_servers(&r->cfg); /* ps dedicated, byteps: processes of their own */
     if (!r->env.launched && (r->cfg.nranks > 1 || servers > 0)) {
         rc = train_launch(&r->cfg, servers, argc, argv);
         free(r);

@@ -1,8 +1,8 @@
-/* client.c - the "ps" back end, worker side: push each bucket's slices to their servers, pull the new parameters back */
+/* client.c - the "ps" and "byteps" back ends, worker side: push each bucket's slices to their servers, pull the new parameters back */
 /*
  * The protocol (ps/wire.h has the header). Keys are parameter indices, sharded over K servers
- * by range (ps/shard.h); every bucket is cut into one slice per server it touches (nsl slices
- * per step in all).
+ * by range (ps/shard.h: evenly, or under byteps by BytePS's weights); every bucket is cut into
+ * one slice per server it touches (nsl slices per step in all).
  *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
  *          server one PULL and gets every slice back (PARAMS).
  *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step);
@@ -49,6 +49,31 @@
  *     start rank 0 sends R - R_0 (INIT) and answers N - 1 pulls ((N - 1) R_0, receiving their
  *     (N - 1) H); rank r > 0 sends N - 1 pulls, receives R - R_r, and its server receives
  *     rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No goodbyes.
+ *   byteps (--sync byteps --ps-servers k, 0 <= k <= N; BytePS, OSDI'20 section 4.1): servers
+ *     0..N-1 are the workers' shards (server r a thread of rank r, as sharded) and N..N+k-1 the k
+ *     dedicated processes (as dedicated; the launcher starts them); server s holds one contiguous
+ *     range of n_s keys by weight (ps/shard.h's shard_byteps): w_s = N - k for a shard and
+ *     2(N - 1) for a process, W = N^2 + kN - 2k, n_s = floor(n w_s / W) and the first
+ *     n - sum of those servers one key more: y = (N - k)/W of the keys on every worker and
+ *     x = 2(N - 1)/W on every CPU server. At k = N the shards weigh 0 and do not exist (the
+ *     servers are the k processes alone, dedicated's ranges); k = 0 is sharded's ranges. With
+ *     Q_s, R_s as above (Q_o, R_o the own shard's, 0 at k = N; sh = 1 where shards exist, else
+ *     0; K = sh N + k servers):
+ *     per step every worker sends and receives Q - Q_o + (N - 1) Q_o (its pushes and their
+ *     answers, its shard's answers and the N - 1 others' pushes), rank 0 sends (K - sh) H more
+ *     (the step sizes) and rank r > 0 receives sh H of them; a process s receives N Q_s + H and
+ *     sends N Q_s. Start: rank 0 sends R - R_0 + (N - 1) R_0 and receives sh (N - 1) H; rank
+ *     r > 0 sends (K - sh) H + sh (N - 2) R_r and receives R - R_r + sh (R_r + (N - 2) H); a
+ *     process receives R_s + (N - 1) H and sends (N - 1) R_s. End: every worker says BYE to the
+ *     k processes (k H each; a process receives N H).
+ *     A worker's link so carries about P (1 + (N - 2) y) = 2N(N-1)/W P each way a step and a CPU
+ *     server's N x P = 2N(N-1)/W P: the paper's balance, time 2N(N-1)M/(WB). The paper splits
+ *     every tensor in these proportions; here each server owns one contiguous range of the flat
+ *     parameters, so a bucket goes to the one or few servers its keys fall in. Each step's bytes
+ *     on every link are the same (summed over the buckets; the slices, nsl_s H, aside); only
+ *     their order within the step differs (while one bucket is in flight the servers not holding
+ *     it wait: the buckets' pipelining evens it out), and the ranges stay contiguous, so the
+ *     server keeps sharded's and dedicated's code and bits (k = 0 and k = N give their runs).
  *   allreduce (bench): each contribution and each sum moves c x the element size (4, or 2 on a
  *     16-bit wire) + H per slice.
  *
@@ -106,6 +131,10 @@ typedef struct {
     uint64_t token;
     int rank, N, K, dedicated;
     int sharded;               /* --ps-placement sharded: server k lives in worker k (K = N) */
+    int byteps;                /* --sync byteps: N worker shards (none at k = N), then k server processes */
+    int nlocal;                /* servers 0..nlocal-1 are threads of workers 0..nlocal-1 (colocated 1,
+                                * sharded N, byteps N or 0), the others processes of their own */
+    ShardWeights w;            /* the servers' shares of the keys (ps/shard.h) */
     int dp;                    /* DataParallel's step drives the pushes: only rank 0 gets replies */
     size_t nparams;            /* training keys (0: collective use only) */
     float *out;                /* where training replies land: the parameters' base (host memory) */
@@ -270,7 +299,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         if (h.bucket >= (uint32_t)shard_nchunks(c->sum_total, c->per)) return client_drop(c);
         size_t lo, hi;
         shard_chunk(c->sum_total, c->per, b, &lo, &hi);
-        ShardRange r = shard_range(c->sum_total, c->K, k);
+        ShardRange r = shard_weighted_range(c->sum_total, &c->w, k);
         size_t a = lo > r.lo ? lo : r.lo, z = hi < r.hi ? hi : r.hi;
         if (z <= a || h.offset != a || h.count != z - a) return client_drop(c);
         idx = b * c->K + k;
@@ -383,11 +412,31 @@ static int ps_health(void *state) {
     return st ? rs_error(RS_ERR_PEER, "%s", why) : RS_OK;
 }
 
-static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+int ps_byteps_check(const Config *cfg, int world) {
+    int k = cfg->ps_servers;
+    if (k < 0 || k > world)
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with %d workers: the formulas cover 0 <= k <= n "
+                                      "CPU servers", k, world);
+    if (world == 1 && k > 0)
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with one worker: the split's n^2 + kn - 2k is 0 at "
+                                      "n = k = 1 (one worker needs no summation service: --ps-servers 0)", k);
+    if (strcmp(cfg->ps_placement, "colocated") || cfg->ps_staleness != 0 || strcmp(cfg->ps_mode, "push"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps: its placement is implied (--ps-placement stays colocated), its "
+                                      "step synchronous (--ps-consistency sync) and push-pull (--ps-mode push)");
+    return RS_OK;
+}
+
+/* The "ps" and "byteps" back ends' init: the placement's servers (ps/ps.h), this rank's own one
+ * started in a thread where it hosts one. */
+static int client_init(const SyncJob *job, void **state, char *endpoint, size_t len, int byteps) {
     const Config *cfg = job->cfg;
     *state = NULL;
     if (endpoint && len) endpoint[0] = 0;
-    int dedicated = !strcmp(cfg->ps_placement, "dedicated"), sharded = !strcmp(cfg->ps_placement, "sharded");
+    int dedicated = !byteps && !strcmp(cfg->ps_placement, "dedicated");
+    int sharded = !byteps && !strcmp(cfg->ps_placement, "sharded");
+    if (byteps) RS_TRY(ps_byteps_check(cfg, job->world));
+    if (byteps && job->dataparallel)
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-mode dataparallel: DataParallel has one server, rank 0");
     if (sharded && cfg->ps_servers != 1 && cfg->ps_servers != job->world)
         return rs_error(RS_ERR_INPUT,
                         "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the job has %d "
@@ -399,7 +448,7 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     if (sharded && cfg->ps_staleness != 0 && job->nbuckets > 0)
         return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
                                       "lockstep (sync) only", cfg->ps_consistency);
-    if (!dedicated && !sharded && cfg->ps_servers > 1)
+    if (!byteps && !dedicated && !sharded && cfg->ps_servers > 1)
         return rs_error(RS_ERR_INPUT,
                         "--ps-servers %d needs --ps-placement dedicated: the colocated server is one thread inside "
                         "rank 0 (DataParallel's GPU 0)",
@@ -413,9 +462,13 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
     c->nparams = job->nbuckets > 0 ? job->nparams : 0;
     c->rank = job->rank;
     c->N = job->world;
-    c->K = dedicated ? cfg->ps_servers : sharded ? job->world : 1;
+    c->w = byteps ? shard_byteps(job->world, cfg->ps_servers)
+                  : shard_even(dedicated ? cfg->ps_servers : sharded ? job->world : 1);
+    c->K = c->w.K;
+    c->nlocal = byteps ? c->w.lead : dedicated ? 0 : sharded ? job->world : 1;
     c->dedicated = dedicated;
     c->sharded = sharded;
+    c->byteps = byteps;
     c->dp = job->dataparallel;
     c->async = !c->dp && cfg->ps_staleness != 0 && job->nbuckets > 0;
     atomic_init(&c->last_version, 0);
@@ -439,7 +492,7 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
         if (sharded && (size_t)c->K > c->nparams)
             return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
                                           "parameters", c->K, c->nparams);
-        RS_TRY(shard_plan(&c->plan, c->nparams, c->K, job->buckets, job->nbuckets));
+        RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
         c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
@@ -450,22 +503,26 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
             mem_account(MEM_COMM, (long long)(c->nparams * c->el));
         }
     }
-    if ((c->rank != 0 || dedicated) && !sharded) { /* this worker's host: a server names the transport its workers use */
+    if (c->rank >= c->nlocal) { /* no server here: this worker's host names the transport its servers use */
         char host[40];
         zep_host_key(host, sizeof host);
         if (endpoint && len && host[0]) snprintf(endpoint, len, "host=%s", host);
     }
-    if (sharded || (!dedicated && c->rank == 0)) { /* sharded: shard `rank` of the keys, in this worker */
+    if (c->rank < c->nlocal) { /* server `rank` (sharded, byteps: that shard of the keys), in this worker */
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
-                          .id = sharded ? c->rank : 0, .nservers = c->K, .nworkers = c->N, .nparams = c->nparams,
+                          .id = c->rank, .nservers = c->K, .weights = c->w, .nworkers = c->N, .nparams = c->nparams,
                           .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
-                          .local_rank = sharded ? c->rank : 0, .timeout = job->timeout, .dataparallel = c->dp,
+                          .local_rank = c->rank, .timeout = job->timeout, .dataparallel = c->dp,
                           .trace = job->trace};
         RS_TRY(ps_server_create(&c->server, &a));
         RS_TRY(ps_server_start(c->server));
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
         char dn[32];
-        if (sharded)
+        ShardRange r = shard_weighted_range(c->nparams, &c->w, c->rank);
+        if (byteps)
+            log_info("# ps server %d of %d: byteps, keys [%zu, %zu) in rank %d on %s, listening on %s", c->rank, c->K,
+                     r.lo, r.hi, c->rank, device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
+        else if (sharded)
             log_info("# ps server %d of %d: sharded, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,
                      device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
         else
@@ -477,6 +534,11 @@ static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len)
 
 static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     PsClient *c = state;
+    if (c->byteps && nmembers != c->N + c->K - c->nlocal)
+        return rs_error(RS_ERR_INPUT,
+                        "--sync byteps --ps-servers %d: the job has %d server processes (the launcher starts them with "
+                        "RINGSIDE_ROLE=server)",
+                        c->K - c->nlocal, nmembers - c->N < 0 ? 0 : nmembers - c->N);
     if (c->dedicated && nmembers != c->N + c->K)
         return rs_error(RS_ERR_INPUT,
                         "--ps-placement dedicated --ps-servers %d: the job has %d server processes (the launcher "
@@ -485,12 +547,12 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     if (c->sharded && nmembers != c->N)
         return rs_error(RS_ERR_INPUT, "--ps-placement sharded: the job has %d server processes (the shards live in "
                                       "the workers: start none)", nmembers - c->N < 0 ? 0 : nmembers - c->N);
-    if (!c->dedicated && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
+    if (c->nlocal > 0 && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
     for (int k = 0; k < c->K; k++) {
-        const char *ep = c->dedicated ? endpoints[c->N + k] : c->sharded ? endpoints[k] : endpoints[0];
-        c->local[k] = c->server && (!c->sharded || k == c->rank); /* this process's own server */
+        const char *ep = k < c->nlocal ? endpoints[k] : endpoints[c->N + k - c->nlocal];
+        c->local[k] = c->server && k == c->rank; /* this process's own server */
         if (c->local[k]) ep = ps_server_inproc(c->server);
         if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
         if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
@@ -687,7 +749,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     for (int b = 0; b < nchunks; b++) {
         size_t lo, hi;
         shard_chunk(count, c->per, b, &lo, &hi);
-        int n = shard_split(count, c->K, lo, hi, c->split);
+        int n = shard_weighted_split(count, &c->w, lo, hi, c->split);
         for (int j = 0; j < n; j++) {
             WireHeader h = client_header(c, WIRE_SUM, c->seq);
             h.total = count;
@@ -714,11 +776,12 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     return RS_OK;
 }
 
-/* Tells every dedicated server this worker is done (they then hand rank 0 their report entry). */
+/* Tells every dedicated server (every server, under async) this worker is done (they then hand
+ * rank 0 their report entry). */
 static void client_bye(PsClient *c) {
-    if (!(c->dedicated || c->async) || c->said_bye) return;
+    if (!(c->nlocal < c->K || c->async) || c->said_bye) return;
     c->said_bye = 1;
-    for (int k = 0; k < c->K; k++) {
+    for (int k = c->async ? 0 : c->nlocal; k < c->K; k++) {
         if (!c->sock[k]) continue;
         WireHeader h = client_header(c, WIRE_BYE, 0);
         if (client_send(c, k, &h, NULL, 0)) log_warn("%s", rs_errmsg());
@@ -780,26 +843,31 @@ static void ps_destroy(void *state) {
     free(c);
 }
 
-static const SyncOps ps_ops = {
-    .name = "ps",
-    .place = SYNC_ON_HOST, /* the engine stages a GPU's buffers; start and poll run on its communication thread */
-    .result = SYNC_UPDATES,
-    .init = ps_init,
-    .connect = ps_connect,
-    .broadcast = ps_broadcast,
-    .start = ps_start,
-    .poll = ps_poll,
-    .begin_step = ps_begin_step,
-    .end_step = ps_end_step,
-    .server_busy = ps_server_busy_op,
-    .progress = ps_progress,
-    .health = ps_health,
-    .close = ps_close,
-    .allreduce = ps_allreduce,
-    .traffic = ps_traffic,
-    .destroy = ps_destroy,
-};
+static int ps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return client_init(job, state, endpoint, len, 0);
+}
+
+static int byteps_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return client_init(job, state, endpoint, len, 1);
+}
+
+/* ps and byteps differ only in their init (which servers, which split). */
+#define CLIENT_OPS(NAME, INIT)                                                                                  \
+    {                                                                                                           \
+        .name = NAME,                                                                                           \
+        .place = SYNC_ON_HOST, /* the engine stages a GPU's buffers; start and poll run on its comm thread */ \
+        .result = SYNC_UPDATES, .init = INIT, .connect = ps_connect, .broadcast = ps_broadcast,                \
+        .start = ps_start, .poll = ps_poll, .begin_step = ps_begin_step, .end_step = ps_end_step,              \
+        .server_busy = ps_server_busy_op, .progress = ps_progress, .health = ps_health, .close = ps_close,     \
+        .allreduce = ps_allreduce, .traffic = ps_traffic, .destroy = ps_destroy,                               \
+    }
+
+static const SyncOps ps_ops = CLIENT_OPS("ps", ps_init);
+static const SyncOps byteps_ops = CLIENT_OPS("byteps", byteps_init);
 
 /* The "ps" back end: push each bucket, pull the updated parameters (rank 0 hosts the server
  * when it is colocated). Never NULL. */
 const SyncOps *sync_ps(void) { return &ps_ops; }
+
+/* The "byteps" back end (BytePS's summation split, OSDI'20 section 4.1; ps/ps.h). Never NULL. */
+const SyncOps *sync_byteps(void) { return &byteps_ops; }

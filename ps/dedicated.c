@@ -37,6 +37,7 @@ static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, doub
 
 int ps_server_main(const Config *cfg, const RankEnv *env) {
     int K = env->servers > 0 ? env->servers : cfg->ps_servers, id = env->member - env->world;
+    int byteps = !strcmp(cfg->sync, "byteps");
     size_t nparams = config_param_count(cfg);
     Device dev = {0};
     void *zctx = NULL;
@@ -57,10 +58,11 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
                       env->world);
         goto err;
     }
-    if ((size_t)K > nparams) {
-        rc = rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", K, nparams);
-        goto err;
-    }
+    /* byteps: the workers' shards come first (none at k = n), this process's after them */
+    ShardWeights w = byteps ? shard_byteps(env->world, K) : shard_even(K);
+    int sid = id + (byteps ? w.lead : 0);
+    if (byteps && (rc = ps_byteps_check(cfg, env->world)) != RS_OK) goto err;
+    if ((rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err;
     if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
     kernels_cpu_set_threads(1);
     RankEnv here = *env; /* --bind may replace the bind address */
@@ -77,8 +79,8 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
         snprintf(label, sizeof label, "ps server %d", id);
         trace = trace_new(env->member, label);
     }
-    PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = id,
-                      .nservers = K, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
+    PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = sid,
+                      .nservers = w.K, .weights = w, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
                       .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
     size_t need = config_canonical(cfg, NULL, 0) + 1;
@@ -87,7 +89,12 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
         goto err;
     }
     config_canonical(cfg, canon, need);
-    log_info("# ps server %d of %d: keys by range, listening on %s", id, K, ps_server_endpoint(s));
+    ShardRange r = shard_weighted_range(nparams, &w, sid);
+    if (byteps)
+        log_info("# ps server %d of %d: byteps, keys [%zu, %zu), listening on %s", id, K, r.lo, r.hi,
+                 ps_server_endpoint(s));
+    else
+        log_info("# ps server %d of %d: keys by range, listening on %s", id, K, ps_server_endpoint(s));
     if ((rc = ctrl_join(&ctrl, env, zctx, canon, ps_server_endpoint(s), cfg->timeout)) != RS_OK) goto err;
     double t0 = clock_now();
     if ((rc = ps_server_run(s)) != RS_OK) goto err;
@@ -113,4 +120,9 @@ err:
     free(buckets);
     if (dev.ops) device_close(&dev);
     return rc;
+}
+
+int ps_dedicated_servers(const Config *cfg) {
+    if (!strcmp(cfg->sync, "byteps")) return cfg->ps_servers > 0 ? cfg->ps_servers : 0;
+    return !strcmp(cfg->sync, "ps") && !strcmp(cfg->ps_placement, "dedicated") ? cfg->ps_servers : 0;
 }

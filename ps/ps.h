@@ -8,7 +8,22 @@
 
 /* The "ps" back end is sync_ps() (common/sync.h; ps/client.c): with --ps-placement colocated
  * rank 0 also runs the server in a thread of its own; with --ps-placement sharded every rank runs
- * one shard of it (1/N of the keys) in a thread. */
+ * one shard of it (1/N of the keys) in a thread. The "byteps" back end, sync_byteps(), is the same
+ * protocol over BytePS's servers (OSDI'20 section 4.1): every one of the n workers runs a shard in
+ * a thread and --ps-servers k dedicated processes one each, keys split in the paper's
+ * proportions (ps/shard.h's shard_byteps; ps/client.c's head comment). */
+
+/* The dedicated server processes a run of cfg starts beside its workers (the launcher's, Slurm's
+ * and mpirun's last tasks): --ps-servers for ps under --ps-placement dedicated and for byteps
+ * (0 allowed), else 0. */
+int ps_dedicated_servers(const Config *cfg);
+
+/* The refusals of --sync byteps for a job of world workers: --ps-servers k outside 0..world
+ * ("the formulas cover 0 <= k <= n"), k > 0 with one worker (the split's n^2 + kn - 2k is 0),
+ * a placement, consistency or mode of its own. 0, or RS_ERR_INPUT naming why (config_validate
+ * refuses the same where -n gives the world; the launcher, every worker and server re-check with
+ * the job's). */
+int ps_byteps_check(const Config *cfg, int world);
 
 /* DataParallel's step (--ps-mode dataparallel, ps/dataparallel.c): rank 0 scatters the global
  * batch and its parameters, gathers the logits, computes the loss and scatters its gradient,

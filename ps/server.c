@@ -54,6 +54,7 @@ struct PsServer {
     Device tdev;
     size_t per;              /* elements per allreduce chunk */
     /* training */
+    ShardWeights w;          /* the key split (a.weights, or the even one over a.nservers) */
     ShardRange range;
     ShardSlice *slice;       /* [nbuckets]: this server's part of each bucket (count 0: none) */
     float *params, *mom, *mom2; /* master parameters; SGD's momentum (server tag), or AdamW's two
@@ -260,7 +261,7 @@ static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off
 static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
     if (ph->op == WIRE_SUM && (!ph->begun || total != ph->total)) {
         ph->total = total;
-        ph->range = shard_range(total, s->a.nservers, s->a.id);
+        ph->range = shard_weighted_range(total, &s->w, s->a.id);
         ph->nchunks = shard_nchunks(total, s->per);
         RS_TRY(phase_reserve(s, ph, ph->range.hi - ph->range.lo, ph->nchunks));
         ph->nslices = 0;
@@ -892,7 +893,7 @@ static int server_bind(PsServer *s, size_t maxmsg) {
 /* Plans the training keys and allocates the master parameters, momentum and the buffers. */
 static int server_alloc_train(PsServer *s) {
     const PsServerArgs *a = &s->a;
-    s->range = shard_range(a->nparams, a->nservers, a->id);
+    s->range = shard_weighted_range(a->nparams, &s->w, a->id);
     s->slice = calloc((size_t)a->nbuckets, sizeof *s->slice);
     s->init_seen = calloc((size_t)a->nbuckets, 1);
     if (!s->slice || !s->init_seen) return rs_error(RS_ERR_RUNTIME, "out of memory");
@@ -923,12 +924,14 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
         a->local_rank < 0 || a->local_rank >= a->nworkers)
         return rs_error(RS_ERR_INPUT, "ps server: bad arguments (server %d of %d, %d workers)", a->id, a->nservers,
                         a->nworkers);
-    if (a->nparams > 0 && (size_t)a->nservers > a->nparams)
-        return rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", a->nservers,
-                        a->nparams);
+    ShardWeights w = a->weights.K ? a->weights : shard_even(a->nservers);
+    if (w.K != a->nservers)
+        return rs_error(RS_ERR_INPUT, "ps server: weights for %d servers, %d servers", w.K, a->nservers);
+    if (a->nparams > 0) RS_TRY(shard_weighted_check(a->nparams, &w));
     PsServer *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RS_ERR_RUNTIME, "out of memory");
     s->a = *a;
+    s->w = w;
     s->wall_offset = clock_wall() - clock_now();
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->stop, 0);

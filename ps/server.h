@@ -15,6 +15,7 @@
 #include "../common/device.h"
 #include "../common/link.h"
 #include "../common/sync.h"
+#include "shard.h"
 #include "wire.h"
 
 /* ---- Types ---- */
@@ -29,6 +30,8 @@ typedef struct {
     const char *addr;       /* interface to bind the TCP endpoint on (NULL: 127.0.0.1) */
     const char *token;      /* the job token text; its hash is checked on every message */
     int id, nservers;       /* this server's index and the count K (keys sharded by range) */
+    ShardWeights weights;   /* the servers' shares of the keys (ps/shard.h); K = 0: even over
+                             * nservers (otherwise K must be nservers) */
     int nworkers;
     size_t nparams;         /* training keys (0: collective use only, no optimizer state) */
     const Bucket *buckets;  /* the trainer's buckets over nparams (nbuckets of them) */

@@ -1,22 +1,61 @@
-/* shard.c - the range slicer's plan: every bucket cut by the K servers' key ranges */
+/* shard.c - the range slicer's weighted ranges and plan: every bucket cut by the K servers' key ranges */
 #include "shard.h"
 #include "../common/err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int shard_split(size_t total, int K, size_t lo, size_t hi, ShardSlice *out) {
+ShardRange shard_weighted_range(size_t total, const ShardWeights *w, int s) {
+    unsigned long long T = total, nl = (unsigned long long)w->lead, nr = (unsigned long long)(w->K - w->lead);
+    unsigned long long W = nl * w->wlead + nr * w->wrest, us = (unsigned long long)s;
+    unsigned long long ql = W ? T * w->wlead / W : 0, qr = W ? T * w->wrest / W : 0;
+    unsigned long long rem = T - nl * ql - nr * qr; /* < K: each floor drops less than one key */
+    unsigned long long before = us <= nl ? us * ql : nl * ql + (us - nl) * qr;
+    ShardRange r;
+    r.lo = (size_t)(before + (us < rem ? us : rem));
+    r.hi = r.lo + (size_t)((us < nl ? ql : qr) + (us < rem ? 1 : 0));
+    return r;
+}
+
+int shard_weighted_of(size_t total, const ShardWeights *w, size_t key) {
+    int lo = 0, hi = w->K - 1; /* the first server whose range ends past key */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (shard_weighted_range(total, w, mid).hi > key) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+int shard_weighted_split(size_t total, const ShardWeights *w, size_t lo, size_t hi, ShardSlice *out) {
     int n = 0;
     if (hi <= lo || lo >= total) return 0;
     if (hi > total) hi = total;
-    for (int s = shard_of(total, K, lo); s < K; s++) {
-        ShardRange r = shard_range(total, K, s);
+    for (int s = shard_weighted_of(total, w, lo); s < w->K; s++) {
+        ShardRange r = shard_weighted_range(total, w, s);
         if (r.lo >= hi) break;
         size_t a = lo > r.lo ? lo : r.lo, z = hi < r.hi ? hi : r.hi;
         if (z <= a) continue;
         out[n++] = (ShardSlice){.server = s, .bucket = -1, .off = a, .count = z - a};
     }
     return n;
+}
+
+int shard_split(size_t total, int K, size_t lo, size_t hi, ShardSlice *out) {
+    ShardWeights w = shard_even(K);
+    return shard_weighted_split(total, &w, lo, hi, out);
+}
+
+int shard_weighted_check(size_t total, const ShardWeights *w) {
+    for (int s = 0; s < w->K; s++) {
+        ShardRange r = shard_weighted_range(total, w, s);
+        if (r.hi > r.lo) continue;
+        if (w->lead == 0 || w->lead == w->K || w->wlead == w->wrest)
+            return rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", w->K, total);
+        return rs_error(RS_ERR_INPUT, "--sync byteps: server %d of %d would hold no key of the model's %zu parameters",
+                        s, w->K, total);
+    }
+    return RS_OK;
 }
 
 void shard_plan_free(ShardPlan *p) {
@@ -27,10 +66,15 @@ void shard_plan_free(ShardPlan *p) {
 }
 
 int shard_plan(ShardPlan *p, size_t total, int K, const Bucket *b, int nb) {
+    ShardWeights w = shard_even(K);
+    return shard_weighted_plan(p, total, &w, b, nb);
+}
+
+int shard_weighted_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb) {
+    int K = w->K;
     memset(p, 0, sizeof *p);
     if (K < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", K);
-    if ((size_t)K > total)
-        return rs_error(RS_ERR_INPUT, "--ps-servers %d: more servers than the model's %zu parameters", K, total);
+    RS_TRY(shard_weighted_check(total, w));
     for (int i = 0; i < nb; i++)
         if (b[i].hi > total || b[i].lo > b[i].hi)
             return rs_error(RS_ERR_INPUT, "bucket %d [%zu, %zu) lies outside the %zu keys", i, b[i].lo, b[i].hi, total);
@@ -46,7 +90,7 @@ int shard_plan(ShardPlan *p, size_t total, int K, const Bucket *b, int nb) {
     }
     for (int i = 0; i < nb; i++) {
         p->first[i] = p->nslices;
-        int n = shard_split(total, K, b[i].lo, b[i].hi, p->slices + p->nslices);
+        int n = shard_weighted_split(total, w, b[i].lo, b[i].hi, p->slices + p->nslices);
         for (int j = 0; j < n; j++) {
             p->slices[p->nslices + j].bucket = i;
             p->per_server[p->slices[p->nslices + j].server]++;

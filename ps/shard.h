@@ -1,4 +1,4 @@
-/* shard.h - the range slicer: K servers own contiguous key ranges; buckets cut into (server, offset, count) slices */
+/* shard.h - the range slicer: K servers own contiguous key ranges (even or weighted); buckets cut into (server, offset, count) slices */
 #ifndef RS_PS_SHARD_H
 #define RS_PS_SHARD_H
 
@@ -17,6 +17,17 @@ typedef struct {
     int server, bucket;
     size_t off, count;
 } ShardSlice;
+
+/* Weights of K servers' shares of the keys: servers 0..lead-1 weigh wlead each, servers
+ * lead..K-1 wrest each (every weight a server has is at least 1). shard_even(K) is ps-lite's
+ * even split; shard_byteps(n, k) is BytePS's (OSDI'20 section 4.1): the n workers' summation
+ * shards (servers 0..n-1) weigh n - k and the k CPU servers (n..n+k-1) 2(n - 1), out of
+ * n^2 + kn - 2k; at k = n the workers' weight is 0 and they hold no shard, so the servers are
+ * the k CPU servers alone (0..k-1, lead 0). */
+typedef struct {
+    int K, lead;
+    unsigned long long wlead, wrest;
+} ShardWeights;
 
 /* Every bucket cut by the server ranges, buckets in order, each bucket's slices by server. */
 typedef struct {
@@ -46,6 +57,19 @@ static inline int shard_of(size_t total, int K, size_t key) {
     return (int)(rem + (key - rem * (base + 1)) / base);
 }
 
+static inline ShardWeights shard_even(int K) {
+    ShardWeights w = {K, K, 1, 1};
+    return w;
+}
+
+/* BytePS's split for n >= 1 workers and 0 <= k <= n CPU servers (n = 1 needs k = 0: the
+ * weights' total n^2 + kn - 2k is 0 at n = k = 1). */
+static inline ShardWeights shard_byteps(int n, int k) {
+    ShardWeights w = {n + k, n, (unsigned long long)(n - k), 2ULL * (unsigned long long)(n - 1)};
+    if (k == n) w = (ShardWeights){k, 0, 0, 1}; /* the workers' shards are empty: k CPU servers alone */
+    return w;
+}
+
 /* Chunks of an allreduce of total elements cut every per elements from the end (as
  * sync_plan_buckets cuts buckets): how many, and chunk b's [lo, hi). */
 static inline int shard_nchunks(size_t total, size_t per) {
@@ -61,14 +85,35 @@ static inline void shard_chunk(size_t total, size_t per, int b, size_t *lo, size
 
 /* ---- Prototypes ---- */
 
+/* Server s's keys of total weighed by w: server i gets floor(total w_i / W) keys (W the weights'
+ * sum), and the first total - sum of those servers one key more, so that the ranges, in server
+ * order, partition [0, total). Under equal weights the same ranges as shard_range. total * W
+ * must fit 64 bits. */
+ShardRange shard_weighted_range(size_t total, const ShardWeights *w, int s);
+
+/* The server holding key (key < total) under w. */
+int shard_weighted_of(size_t total, const ShardWeights *w, size_t key);
+
 /* Cuts keys [lo, hi) of total by the K server ranges into out (room for K), leaving empty
  * parts out. Returns how many slices were written (bucket fields -1). */
 int shard_split(size_t total, int K, size_t lo, size_t hi, ShardSlice *out);
+
+/* shard_split by w's ranges (room for w->K slices). */
+int shard_weighted_split(size_t total, const ShardWeights *w, size_t lo, size_t hi, ShardSlice *out);
 
 /* Plans nb buckets (each within [0, total)) over K servers. 0, or RS_ERR_INPUT when K < 1 or
  * K > total ("--ps-servers 9: more servers than the model's 8 parameters") or a bucket lies
  * outside the keys, RS_ERR_RUNTIME on OOM. The plan owns its arrays (shard_plan_free). */
 int shard_plan(ShardPlan *p, size_t total, int K, const Bucket *b, int nb);
+
+/* shard_plan by w's ranges. RS_ERR_INPUT when w->K < 1 or a server would hold no key
+ * (shard_plan's "more servers than the model's 8 parameters" under equal weights; under
+ * BytePS's "--sync byteps: server 3 of 4 would hold no key of the model's 8 parameters"). */
+int shard_weighted_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb);
+
+/* 0 when every server of w holds at least one key of total, else RS_ERR_INPUT as
+ * shard_weighted_plan says. */
+int shard_weighted_check(size_t total, const ShardWeights *w);
 void shard_plan_free(ShardPlan *p);
 
 #endif

@@ -272,6 +272,101 @@ static void test_shard_plan(void) {
     CHECK(shard_plan(&p, 8, 2, &out, 1) == RS_ERR_INPUT);
 }
 
+/* The weighted split (BytePS's, ps/shard.h): even weights give shard_range's ranges; BytePS's
+ * partition the keys, each within one key of total w_s / W; split, of and plan agree. */
+static void test_shard_weighted(void) {
+    size_t totals[] = {1, 2, 3, 7, 10, 100, 101, 9610, 1000003};
+    for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+        for (int K = 1; K <= 9; K++) {
+            ShardWeights w = shard_even(K);
+            for (int s = 0; s < K; s++) {
+                ShardRange a = shard_range(totals[t], K, s), b = shard_weighted_range(totals[t], &w, s);
+                CHECK_MSG(a.lo == b.lo && a.hi == b.hi, "total %zu K %d s %d", totals[t], K, s);
+            }
+        }
+    for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+        for (int n = 1; n <= 6; n++)
+            for (int k = 0; k <= (n == 1 ? 0 : n); k++) {
+                size_t total = totals[t], next = 0;
+                ShardWeights w = shard_byteps(n, k);
+                CHECK(w.K == (k == n ? k : n + k) && w.lead == (k == n ? 0 : n));
+                double W = (double)n * n + (double)k * n - 2.0 * k;
+                for (int s = 0; s < w.K; s++) {
+                    ShardRange r = shard_weighted_range(total, &w, s);
+                    CHECK_MSG(r.lo == next, "total %zu n %d k %d s %d", total, n, k, s);
+                    next = r.hi;
+                    /* the paper's share: a worker's (n-k)/W, a CPU server's 2(n-1)/W (k = n: 1/n each) */
+                    double share = k == n ? 1.0 / n : s < n ? (n - k) / W : 2.0 * (n - 1) / W;
+                    double want = (double)total * share, got = (double)(r.hi - r.lo);
+                    CHECK_MSG(got > want - 1 && got < want + 1, "total %zu n %d k %d s %d: %g keys, want %g", total, n,
+                              k, s, got, want);
+                    if (r.hi > r.lo) CHECK(shard_weighted_of(total, &w, r.lo) == s && shard_weighted_of(total, &w, r.hi - 1) == s);
+                }
+                CHECK_MSG(next == total, "total %zu n %d k %d: ends at %zu", total, n, k, next);
+                if (k == 0 || k == n) { /* the sharded and the dedicated ps's ranges */
+                    for (int s = 0; s < w.K; s++) {
+                        ShardRange a = shard_range(total, w.K, s), b = shard_weighted_range(total, &w, s);
+                        CHECK(a.lo == b.lo && a.hi == b.hi);
+                    }
+                }
+            }
+    /* n = 3, k = 1: W = 10, each worker 2/10 of the keys, the CPU server 4/10 */
+    ShardWeights w31 = shard_byteps(3, 1);
+    size_t sizes[4];
+    for (int s = 0; s < 4; s++) {
+        ShardRange r = shard_weighted_range(9610, &w31, s);
+        sizes[s] = r.hi - r.lo;
+    }
+    CHECK(sizes[0] == 1922 && sizes[1] == 1922 && sizes[2] == 1922 && sizes[3] == 3844);
+    /* the remainder goes to the first servers: 13 keys over 2, 2, 2, 4 -> 3, 3, 2, 5 */
+    for (int s = 0; s < 4; s++) {
+        ShardRange r = shard_weighted_range(13, &w31, s);
+        sizes[s] = r.hi - r.lo;
+    }
+    CHECK_MSG(sizes[0] == 3 && sizes[1] == 3 && sizes[2] == 2 && sizes[3] == 5, "%zu %zu %zu %zu", sizes[0], sizes[1],
+              sizes[2], sizes[3]);
+    /* split covers exactly, in server order, within the servers' ranges */
+    for (int i = 0; i < 2000; i++) {
+        size_t total = 1 + rnd64() % 500;
+        int n = 2 + (int)(rnd64() % 4), k = (int)(rnd64() % (unsigned)(n + 1));
+        ShardWeights w = shard_byteps(n, k);
+        size_t lo = rnd64() % total, hi = lo + rnd64() % (total - lo + 1);
+        ShardSlice sl[12];
+        int m = shard_weighted_split(total, &w, lo, hi, sl);
+        size_t at = lo;
+        for (int j = 0; j < m; j++) {
+            ShardRange r = shard_weighted_range(total, &w, sl[j].server);
+            CHECK(sl[j].off == at && sl[j].count > 0 && sl[j].off >= r.lo && sl[j].off + sl[j].count <= r.hi);
+            if (j) CHECK(sl[j].server > sl[j - 1].server);
+            at += sl[j].count;
+        }
+        CHECK_MSG(at == hi, "total %zu n %d k %d [%zu,%zu) ends at %zu", total, n, k, lo, hi, at);
+    }
+    /* the plan: every key once; even weights plan as shard_plan does */
+    Bucket *b;
+    int nb = sync_plan_buckets(1000, 128 * sizeof(float), 128 * sizeof(float), &b);
+    ShardPlan p, q;
+    ShardWeights w42 = shard_byteps(4, 2), e3 = shard_even(3);
+    CHECK(shard_weighted_plan(&p, 1000, &w42, b, nb) == RS_OK && p.K == 6);
+    unsigned char cov[1000] = {0};
+    for (int j = 0; j < p.nslices; j++)
+        for (size_t x = p.slices[j].off; x < p.slices[j].off + p.slices[j].count; x++) cov[x]++;
+    int once = 1;
+    for (int x = 0; x < 1000; x++) once &= cov[x] == 1;
+    CHECK(once);
+    shard_plan_free(&p);
+    CHECK(shard_weighted_plan(&p, 1000, &e3, b, nb) == RS_OK && shard_plan(&q, 1000, 3, b, nb) == RS_OK);
+    CHECK(p.nslices == q.nslices && !memcmp(p.slices, q.slices, (size_t)p.nslices * sizeof *p.slices));
+    shard_plan_free(&p);
+    shard_plan_free(&q);
+    free(b);
+    /* too few keys: a server with none is refused, named */
+    Bucket one = {0, 5};
+    CHECK(shard_weighted_plan(&p, 5, &w42, &one, 1) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "--sync byteps: server") && strstr(rs_errmsg(), "would hold no key"), "%s", rs_errmsg());
+    CHECK(shard_weighted_check(6, &w42) == RS_OK);
+}
+
 /* ---- rules ------------------------------------------------------------------------------------- */
 
 static void test_rules(void) {
@@ -1148,6 +1243,35 @@ static void test_backend_refuses(void) {
     char *eps[3] = {"", "", ""};
     CHECK(ops->connect(st, eps, 3) == RS_ERR_INPUT); /* 1 server process for --ps-servers 6 */
     ops->destroy(st);
+    /* byteps: k against the world (0 <= k <= n; n = 1 needs k = 0), the implied placement, lockstep */
+    const SyncOps *bp = sync_find("byteps");
+    CHECK(bp != NULL && bp != ops && !strcmp(bp->name, "byteps"));
+    snprintf(cfg.sync, sizeof cfg.sync, "byteps");
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "colocated");
+    cfg.ps_servers = 3;
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "0 <= k <= n"));
+    bp->destroy(st);
+    cfg.ps_servers = -1;
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "0 <= k <= n"));
+    bp->destroy(st);
+    cfg.ps_servers = 1;
+    job.world = 1;
+    job.rank = 0;
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "one worker"));
+    bp->destroy(st);
+    job.world = 2;
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "sharded");
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "placement is implied"));
+    bp->destroy(st);
+    snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "colocated");
+    cfg.ps_staleness = CONFIG_ASYNC;
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_ERR_INPUT && strstr(rs_errmsg(), "synchronous"));
+    bp->destroy(st);
+    cfg.ps_staleness = 0;
+    job.rank = 1; /* n = 2, k = 1: a shard here, one server process after the two workers */
+    CHECK(bp->init(&job, &st, ep, sizeof ep) == RS_OK && !strncmp(ep, "tcp://", 6));
+    CHECK(bp->connect(st, eps, 2) == RS_ERR_INPUT && strstr(rs_errmsg(), "the job has 0 server processes"));
+    bp->destroy(st);
     model_free(&m);
     zmq_ctx_term(ctx);
     device_close(&dev);
@@ -1160,6 +1284,7 @@ int main(void) {
     RUN(test_wire_dtypes);
     RUN(test_shard_ranges);
     RUN(test_shard_plan);
+    RUN(test_shard_weighted);
     RUN(test_rules);
     RUN(test_server_fake_workers);
     RUN(test_server_timeout);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# byteps.sh - --sync byteps (BytePS's split over every worker's shard and k CPU servers): equivalence to one rank, exact traffic and key split, bf16, refusals
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/../.." || exit 1
+SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3"
+
+# ---- equivalence: N = 3 workers scattering a global batch of 96 = one rank with 96, for k = 0, 1, 3 ----
+$BIN train -n 1 --sync none --batch 96 --steps 30 $SMALL -q --report $T/one.json --save-params $T/one.bin >$T/one.log 2>&1 \
+    || bad "one rank, batch 96" "$(tail -n 3 $T/one.log)"
+for k in 0 1 3; do
+    if $BIN train -n 3 --sync byteps --ps-servers $k --global-batch 96 --steps 30 $SMALL -q \
+        --report $T/k$k.json --save-params $T/k$k.bin >$T/k$k.log 2>&1; then
+        check "equivalence: byteps n = 3, k = $k == one rank" \
+            $PY tests/compare_runs.py $T/one.json $T/k$k.json --params $T/one.bin $T/k$k.bin --tol 1e-5
+        $PY -c "import json,sys; r=json.load(open('$T/k$k.json')); h={e['params_hash'] for e in r['ranks'] if e.get('role', 'worker') == 'worker'}; sys.exit(len(h) != 1)" \
+            && ok "same params_hash on every rank (k = $k)" || bad "same params_hash on every rank (k = $k)" "differ"
+    else
+        bad "byteps n = 3, k = $k" "$(tail -n 3 $T/k$k.log)"
+    fi
+done
+# k = 0 is the sharded ps, k = n the dedicated ps with n servers: the same keys on the same servers, the same bits
+$BIN train -n 3 --sync ps --ps-placement sharded --global-batch 96 --steps 30 $SMALL -q --report $T/sh.json \
+    --save-params $T/sh.bin >$T/sh.log 2>&1 && cmp -s $T/sh.bin $T/k0.bin \
+    && ok "k = 0: bitwise the sharded ps's parameters" || bad "k = 0 against sharded" "$(tail -n 3 $T/sh.log)"
+$BIN train -n 3 --sync ps --ps-placement dedicated --ps-servers 3 --global-batch 96 --steps 30 $SMALL -q \
+    --report $T/de.json --save-params $T/de.bin >$T/de.log 2>&1 && cmp -s $T/de.bin $T/k3.bin \
+    && ok "k = n: bitwise the dedicated ps's parameters (3 servers)" || bad "k = n against dedicated" "$(tail -n 3 $T/de.log)"
+
+# ---- traffic and the key split: measured bytes equal ps/client.c's formulas exactly -----------------
+# Servers 0..n-1 are the workers' shards (weight n - k each; none at k = n), then the k CPU servers
+# (weight 2(n - 1)): server s holds floor(n_keys w_s / W) keys, the first n_keys - sum of them one more.
+# Q_s = el n_s + nsl_s H (a step's part: el bytes a key on the wire), R_s = 4 n_s + nsl_s H (the fp32
+# start). Per step a worker pushes Q - Q_own and is answered as much; its shard receives the N - 1
+# others' pushes and answers them ((N - 1) Q_own each way); rank 0 tells every server but its own the
+# step size (H). A CPU server receives N Q_s + H and sends N Q_s a step; at the start R_s (INIT) and
+# N - 1 pulls, answered with (N - 1) R_s; at the end N goodbyes. A server's `server` memory is
+# 4 n_s (N + 3) bytes (parameters, momentum, the sum, N receive buffers; 2 n_s more on a 16-bit wire).
+cat >$T/traffic.py <<'EOF'
+import json, sys
+
+def expect(r, el):
+    """{("worker", rank) | ("server", j): (sent, received, step payload sent, received)}, and the keys per process."""
+    c = r["config"]
+    S, N, H = r["summary"]["steps"], r["run"]["world"], 56
+    k = int(c["ps-servers"])
+    n = r["ranks"][0]["memory"]["by_tag"]["params"] // 4
+    per = max(1, int(float(c["bucket-mb"]) * 1048576 / 4))
+    buckets, hi = [], n
+    while hi > 0:
+        buckets.append((max(0, hi - per), hi)); hi -= per
+    L = N if k < N else 0
+    w = [N - k] * L + [2 * (N - 1)] * k if L else [1] * k
+    K, W = len(w), sum(w)
+    q = [n * x // W for x in w]
+    rem, rng, lo = n - sum(q), [], 0
+    for s in range(K):
+        size = q[s] + (s < rem); rng.append((lo, lo + size)); lo += size
+    nsl = [sum(1 for a, b in buckets if min(b, z) > max(a, y)) for y, z in rng]
+    P = [el * (z - y) for y, z in rng]
+    Q = [p + H * m for p, m in zip(P, nsl)]
+    R = [4 * (z - y) + H * m for (y, z), m in zip(rng, nsl)]
+    Qa, Ra, Pa, sh = sum(Q), sum(R), sum(P), 1 if L else 0
+    want = {}
+    for rank in range(N):
+        Qo, Ro, Po = (Q[rank], R[rank], P[rank]) if L else (0, 0, 0)
+        step, pay = Qa - Qo + (N - 1) * Qo, S * (Pa - Po + (N - 1) * Po)
+        if rank == 0:
+            sent = S * step + S * (K - sh) * H + (Ra - Ro) + (N - 1) * Ro + k * H
+            recv = S * step + sh * (N - 1) * H
+        else:
+            sent = S * step + (K - sh) * H + sh * (N - 2) * Ro + k * H
+            recv = S * step + sh * S * H + (Ra - Ro) + sh * (Ro + (N - 2) * H)
+        want[("worker", rank)] = (sent, recv, pay, pay)
+    for j in range(k):
+        s = L + j
+        want[("server", j)] = (S * N * Q[s] + (N - 1) * R[s], S * (N * Q[s] + H) + R[s] + (N - 1) * H + N * H,
+                               S * N * P[s], S * N * P[s])
+    keys = [rng[i][1] - rng[i][0] for i in range(L)] + [0] * (N - L) + [rng[L + j][1] - rng[L + j][0] for j in range(k)]
+    return want, keys, N, k
+
+def measured(r):
+    out = {}
+    for e in r["ranks"]:
+        key = ("server", e["server"]) if e.get("role") == "server" else ("worker", e["rank"])
+        out[key] = (e["traffic"]["bytes_sent"], e["traffic"]["bytes_received"], e["traffic"]["dropped"],
+                    e["memory"]["by_tag"].get("server", 0))
+    return out
+
+r = json.load(open(sys.argv[1]))
+el = 4 if r["config"].get("wire", "fp32") == "fp32" else 2
+want, keys, N, k = expect(r, el)
+got = measured(r)
+assert sorted(got) == sorted(want), "processes %s, want %s" % (sorted(got), sorted(want))
+bad = ["%s %d: sent/received %s, want %s" % (p[0], p[1], got[p][:2], want[p][:2]) for p in sorted(want)
+       if got[p][:2] != want[p][:2] or got[p][2]]
+assert not bad, "; ".join(bad)
+mem = [got[("worker", i)][3] for i in range(N)] + [got[("server", j)][3] for j in range(k)]
+per_key = 4 * (N + 3) + (2 if el == 2 else 0)  # a 16-bit wire adds the replies' encode buffer
+assert mem == [per_key * x for x in keys], "server memory %s, want %d x keys %s" % (mem, per_key, keys)
+W = N * N + k * N - 2 * k
+n = sum(keys)
+if k < N:
+    assert all(abs(x - n * (N - k) / W) < 1 for x in keys[:N]), "worker shards %s, want y = %g" % (keys[:N], n * (N - k) / W)
+assert all(abs(x - n * 2 * (N - 1) / W) < 1 for x in keys[N:]) if k < N else all(abs(x - n / N) < 1 for x in keys[N:]), \
+    "CPU servers %s, want x = %g" % (keys[N:], n * 2 * (N - 1) / W)
+msg = "N=%d k=%d keys %s" % (N, k, keys)
+if len(sys.argv) > 2:  # the same run on fp32: the steps' payload moved here is exactly half of it
+    f = json.load(open(sys.argv[2]))
+    want4, _, _, _ = expect(f, 4)
+    got4 = measured(f)
+    for p in want:
+        for i in (0, 1):
+            assert got4[p][i] - got[p][i] == want4[p][2 + i] // 2, "%s %d: fp32 %d - bf16 %d != half the steps' %d" % (
+                p[0], p[1], got4[p][i], got[p][i], want4[p][2 + i])
+    msg += ", the steps' payload halved (%d of %d bytes sent by rank 0)" % (want[("worker", 0)][2], want4[("worker", 0)][2])
+print(msg)
+EOF
+traffic() { # NAME REPORT [FP32-REPORT]
+    local name=$1; shift
+    $PY $T/traffic.py "$@" >$T/t.log 2>&1 && ok "$name ($(cat $T/t.log))" || bad "$name" "$(cat $T/t.log)"
+}
+for k in 0 1 3; do
+    [ -e $T/k$k.json ] && traffic "traffic and key split: n = 3, k = $k" $T/k$k.json
+done
+$BIN train -n 4 --sync byteps --ps-servers 2 --bucket-mb 0.01 --steps 8 $SMALL -q --report $T/n4.json >$T/n4.log 2>&1 \
+    && traffic "traffic and key split: n = 4, k = 2, buckets of 0.01 MiB" $T/n4.json \
+    || bad "byteps n = 4, k = 2" "$(tail -n 3 $T/n4.log)"
+
+# ---- --wire bf16 at k = 1: the same formulas with 2 bytes a key, the steps' bytes halved -------------
+$BIN train -n 3 --sync byteps --ps-servers 1 --wire bf16 --bucket-mb 0.01 --steps 10 $SMALL -q --report $T/bf.json \
+    >$T/bf.log 2>&1 && $BIN train -n 3 --sync byteps --ps-servers 1 --bucket-mb 0.01 --steps 10 $SMALL -q \
+    --report $T/f32.json >$T/f32.log 2>&1 \
+    && traffic "bf16, k = 1: exact bytes" $T/bf.json $T/f32.json \
+    || bad "bf16, k = 1" "$(tail -n 3 $T/bf.log $T/f32.log)"
+
+# ---- bad input: exit 2, naming why, no report --------------------------------------------------------
+refused() { # NAME WANT-TEXT ARGS...
+    local name=$1 text=$2; shift 2
+    expect_status "$name is refused" 2 $BIN train "$@" $SMALL --steps 2 -q --report $T/b.json
+    grep -q -- "$text" $T/last.log && ok "$name: says why" || bad "$name: says why" "$(cat $T/last.log)"
+}
+refused "byteps k = 4 > n = 3" "the formulas cover 0 <= k <= n" -n 3 --sync byteps --ps-servers 4
+refused "byteps k = -1" "the formulas cover 0 <= k <= n" -n 3 --sync byteps --ps-servers -1
+refused "byteps n = 1, k = 1" "n^2 + kn - 2k is 0" -n 1 --sync byteps --ps-servers 1
+refused "byteps with a placement" "placement is implied" -n 3 --sync byteps --ps-placement sharded
+refused "byteps with dedicated" "placement is implied" -n 3 --sync byteps --ps-placement dedicated
+refused "byteps with dataparallel" "byteps with --ps-mode dataparallel" -n 3 --sync byteps --ps-mode dataparallel \
+    --global-batch 48
+refused "byteps with async" "byteps with --ps-consistency async" -n 3 --sync byteps --ps-consistency async
+refused "byteps with ssp:2" "byteps with --ps-consistency ssp:2" -n 3 --sync byteps --ps-consistency ssp:2
+refused "sharded --ps-servers 2 at N = 3" "every worker runs one shard" -n 3 --sync ps --ps-placement sharded --ps-servers 2
+refused "ps --ps-servers 0" "must be at least 1" -n 3 --sync ps --ps-placement dedicated --ps-servers 0
+expect_status "byteps with a server holding no key is refused" 2 $BIN train -n 5 --sync byteps --ps-servers 2 --layers 2,2 \
+    --steps 2 -q --report $T/b.json
+grep -q -- "would hold no key of the model's 6 parameters" $T/last.log && ok "a server holding no key: says why" \
+    || bad "a server holding no key: says why" "$(cat $T/last.log)"
+[ ! -e $T/b.json ] && ok "no report after refusals" || bad "no report after refusals" "written"
+
+# ---- one worker, k = 0: its own shard, nothing moves ---------------------------------------------------
+$BIN train -n 1 --sync byteps --ps-servers 0 --batch 96 --steps 30 $SMALL -q --report $T/n1.json --save-params $T/n1.bin \
+    >$T/n1.log 2>&1 && $PY tests/compare_runs.py $T/one.json $T/n1.json --params $T/one.bin $T/n1.bin --tol 1e-5 >$T/c.log 2>&1 \
+    && ok "n = 1, k = 0: one rank's run" || bad "n = 1, k = 0" "$(tail -n 3 $T/n1.log $T/c.log)"
+
+finish
