@@ -84,6 +84,19 @@ for path in sys.argv[2:]:
 sys.exit(bad)
 EOF
 
+# ---- AdamW on an asynchronous server, over a bf16 wire: the moments live on the server ------------
+$BIN train -n 3 --sync ps --ps-placement dedicated --ps-consistency async --optimizer adamw --lr 0.003 --wire bf16 \
+    --steps 40 $SMALL -q --report $T/adamw.json >$T/adamw.log 2>&1 || bad "adamw async bf16" "$(tail -n 3 $T/adamw.log)"
+$PY - $T/adamw.json <<'EOF2' >$T/aw.log 2>&1 && ok "AdamW under async over bf16 trains ($(cat $T/aw.log))" || bad "AdamW under async over bf16" "$(cat $T/aw.log)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = [p[1] for p in r["summary"]["loss_curve"]]
+first, last = sum(c[:5]) / 5, sum(c[-5:]) / 5
+print("loss %.3f -> %.3f, max staleness %d" % (first, last, r["summary"]["staleness"]["max"]))
+sys.exit(0 if last < 0.5 * first else 1)
+EOF2
+check "the AdamW async report validates" $PY tests/validate_report.py $T/adamw.json
+
 # ---- claim 5 decides a 16-bit run on the wire's tolerance, and says so --------------------------
 mkdir -p $T/claims && cp $T/one.json $T/claims/none.json && cp $T/ring-bf16.json $T/claims/ring-bf16.json
 $BIN claims $T/claims >$T/claims.log 2>&1
