@@ -3,6 +3,7 @@
 #include "../common/err.h"
 #include "../ps/ps.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,16 +52,22 @@ static int cost_ps(const char *placement, int servers, int nranks, double n, dou
     return -1;
 }
 
-/* BytePS (OSDI'20 section 4.1): every worker's summation shard and k CPU servers, keys split so
- * that the busiest link carries 2n(n-1)/(n^2+kn-2k) n_bytes, in a push round and a pull round
- * (k = 0: the sharded ps's 2(n-1)/n; k = n: a server process's n). servers is k, 0 <= k <= n. */
+/* BytePS (OSDI'20 section 4.1): every worker's summation shard holds y = (N-k)/W of the keys and
+ * each of k CPU servers x = 2(N-1)/W, W = N^2 + kN - 2k (servers is k, 0 <= k <= N). Counted as
+ * cost_ps counts its servers, a push round then a pull round, each as long as its busiest link
+ * one way: a worker sends (1-y) n and its shard takes in (N-1) y n, a CPU server takes in N x n
+ * (and the same back in the pull round). k = 0 is the sharded ps's 2(N-1)/N n and k = N the
+ * dedicated ps's 2n with N servers: the same runs, the same prediction. BytePS's Table 1 line,
+ * 2N(N-1)/W n = N x n, is the limit where one bucket's pull overlaps the next one's push (both
+ * directions busy at once); one bucket's rounds do not overlap. */
 static int cost_byteps(const char *placement, int servers, int nranks, double n, double *a, double *b) {
-    double N = nranks, k = servers;
+    double N = nranks, k = servers, W = N * N + k * N - 2 * k;
     *a = *b = 0;
     if (servers < 0 || servers > nranks || (nranks == 1 && servers > 0)) return -1;
     if (nranks < 2) return 0;
+    double y = (N - k) / W, x = 2 * (N - 1) / W, worker = fmax(1 - y, (N - 1) * y), server = k > 0 ? N * x : 0;
     *a = 2;
-    *b = 2 * N * (N - 1) / (N * N + k * N - 2 * k) * n;
+    *b = 2 * fmax(worker, server) * n;
     return 0;
 }
 

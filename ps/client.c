@@ -519,9 +519,12 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
         char dn[32];
         ShardRange r = shard_weighted_range(c->nparams, &c->w, c->rank);
-        if (byteps)
+        if (byteps && c->nparams)
             log_info("# ps server %d of %d: byteps, keys [%zu, %zu) in rank %d on %s, listening on %s", c->rank, c->K,
                      r.lo, r.hi, c->rank, device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
+        else if (byteps)
+            log_info("# ps server %d of %d: byteps, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,
+                     device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
         else if (sharded)
             log_info("# ps server %d of %d: sharded, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,
                      device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));

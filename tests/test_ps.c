@@ -17,6 +17,7 @@
 #include "../ps/wire.h"
 #include "test.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -365,6 +366,26 @@ static void test_shard_weighted(void) {
     CHECK(shard_weighted_plan(&p, 5, &w42, &one, 1) == RS_ERR_INPUT);
     CHECK_MSG(strstr(rs_errmsg(), "--sync byteps: server") && strstr(rs_errmsg(), "would hold no key"), "%s", rs_errmsg());
     CHECK(shard_weighted_check(6, &w42) == RS_OK);
+}
+
+/* byteps's cost model: k = 0 is the sharded ps's, k = n the dedicated ps's with n servers (the
+ * same runs), a push and a pull round each as long as the busiest link; k outside 0..n refused. */
+static void test_byteps_cost(void) {
+    const Backend *bp = backend_find("byteps"), *ps = backend_find("ps");
+    CHECK(bp && ps && !strcmp(bp->family, "ps"));
+    if (!bp || !ps) return;
+    double a, b, a2, b2, n = 1e6;
+    for (int N = 2; N <= 6; N++) {
+        CHECK(bp->cost(NULL, 0, N, n, &a, &b) == 0 && ps->cost("sharded", 1, N, n, &a2, &b2) == 0);
+        CHECK_MSG(a == 2 && fabs(b - b2) < 1e-6 * b2, "N %d k 0: %g, sharded %g", N, b, b2);
+        CHECK(bp->cost(NULL, N, N, n, &a, &b) == 0 && ps->cost("dedicated", N, N, n, &a2, &b2) == 0);
+        CHECK_MSG(a == a2 && fabs(b - b2) < 1e-6 * b2, "N %d k N: %g, dedicated %g", N, b, b2);
+        CHECK(bp->cost(NULL, N + 1, N, n, &a, &b) == -1 && bp->cost(NULL, -1, N, n, &a, &b) == -1);
+    }
+    /* n = 3, k = 1: y = 2/10, x = 4/10; the CPU server's 3 x 0.4 n each round */
+    CHECK(bp->cost(NULL, 1, 3, n, &a, &b) == 0 && fabs(b - 2 * 1.2 * n) < 1e-6 * n);
+    CHECK(bp->cost(NULL, 0, 1, n, &a, &b) == 0 && a == 0 && b == 0); /* one worker: nothing moves */
+    CHECK(bp->cost(NULL, 1, 1, n, &a, &b) == -1);
 }
 
 /* ---- rules ------------------------------------------------------------------------------------- */
@@ -1285,6 +1306,7 @@ int main(void) {
     RUN(test_shard_ranges);
     RUN(test_shard_plan);
     RUN(test_shard_weighted);
+    RUN(test_byteps_cost);
     RUN(test_rules);
     RUN(test_server_fake_workers);
     RUN(test_server_timeout);
