@@ -17,13 +17,23 @@
 static _Thread_local double cpu_gemm_seconds;
 
 /* On the CPU a context only remembers its (unused) stream: every op is done when it returns. */
+/* Rows of softmax_xent whose losses a context holds at once (a larger batch goes in chunks). */
+#define XENT_ROWS 4096
+
 struct KernelCtx {
     void *stream;
+    double *row_loss; /* [XENT_ROWS]: softmax_xent's per-row losses, summed in row order after */
+    int *row_hit;     /* [XENT_ROWS]: 1 where the row's argmax is its label */
 };
 
 static KernelCtx *cpu_ctx_create(void *stream) {
     KernelCtx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
+    if (ctx) {
+        ctx->row_loss = malloc(XENT_ROWS * sizeof *ctx->row_loss);
+        ctx->row_hit = malloc(XENT_ROWS * sizeof *ctx->row_hit);
+    }
+    if (!ctx || !ctx->row_loss || !ctx->row_hit) {
+        if (ctx) free(ctx->row_loss), free(ctx->row_hit), free(ctx);
         rs_error(RS_ERR_RUNTIME, "kernels cpu: out of host memory for a context");
         return NULL;
     }
@@ -31,7 +41,12 @@ static KernelCtx *cpu_ctx_create(void *stream) {
     return ctx;
 }
 
-static void cpu_ctx_destroy(KernelCtx *ctx) { free(ctx); }
+static void cpu_ctx_destroy(KernelCtx *ctx) {
+    if (!ctx) return;
+    free(ctx->row_loss);
+    free(ctx->row_hit);
+    free(ctx);
+}
 
 /* Checks a row-major GEMM's shapes and strides the way BLAS would, but as a status instead of
  * BLAS's own error printout (the CUDA table uses it too). 0 when valid, else RS_ERR_RUNTIME. */
@@ -508,17 +523,27 @@ static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const 
 
 /* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
  * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that
- * bad data cannot pass unnoticed. The per-row losses are summed in double, in row order, and
- * added to stats[0] once. (Single-threaded: a batch of logits is a few thousand floats.) */
-static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *labels, int rows,
-                             int cols, float *dlogits, float *stats) {
-    if (rows <= 0 || cols <= 0) return;
-    double loss_sum = 0.0;
-    int correct = 0;
-    for (int r = 0; r < rows; r++) {
-        const float *x = logits + (size_t)r * cols;
-        float *dx = dlogits + (size_t)r * cols;
-        int label = labels[r];
+ * bad data cannot pass unnoticed. Rows are independent and go to the pool's threads (at V = 32k
+ * the softmax over a gpt batch is most of its forward); each row's loss is kept, and the losses
+ * are summed in double in row order after, so the bits do not depend on the thread count. */
+typedef struct {
+    const float *logits;
+    const int *labels;
+    float *dlogits;
+    int cols;
+    size_t base;      /* the chunk's first row */
+    double *loss;     /* [rows of the chunk] */
+    int *hit;
+} XentJob;
+
+static void xent_range(void *job, size_t lo, size_t hi) {
+    const XentJob *j = job;
+    const int cols = j->cols;
+    for (size_t i = lo; i < hi; i++) {
+        size_t r = j->base + i;
+        const float *x = j->logits + r * (size_t)cols;
+        float *dx = j->dlogits + r * (size_t)cols;
+        int label = j->labels[r];
         float m = x[0];
         int arg = 0;
         for (int c = 1; c < cols; c++)
@@ -535,9 +560,26 @@ static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *lab
             sum += e;
         }
         float s = (float)sum;
-        loss_sum += valid ? (double)(logf(s) - xl) : (double)NAN;
-        correct += valid && arg == label;
+        j->loss[i] = valid ? (double)(logf(s) - xl) : (double)NAN;
+        j->hit[i] = valid && arg == label;
         for (int c = 0; c < cols; c++) dx[c] = dx[c] / s - (c == label ? 1.0f : 0.0f);
+    }
+}
+
+static void cpu_softmax_xent(KernelCtx *ctx, const float *logits, const int *labels, int rows,
+                             int cols, float *dlogits, float *stats) {
+    if (rows <= 0 || cols <= 0) return;
+    double loss_sum = 0.0;
+    int correct = 0;
+    XentJob j = {logits, labels, dlogits, cols, 0, ctx->row_loss, ctx->row_hit};
+    for (size_t base = 0; base < (size_t)rows; base += XENT_ROWS) {
+        size_t n = (size_t)rows - base < XENT_ROWS ? (size_t)rows - base : XENT_ROWS;
+        j.base = base;
+        par_run(n, par_rows((size_t)cols), xent_range, &j);
+        for (size_t i = 0; i < n; i++) {
+            loss_sum += j.loss[i];
+            correct += j.hit[i];
+        }
     }
     stats[0] += (float)loss_sum;
     stats[1] += (float)correct;
