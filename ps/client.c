@@ -51,14 +51,17 @@
  *     rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No goodbyes.
  *   byteps (--sync byteps --ps-servers k, 0 <= k <= N; BytePS, OSDI'20 section 4.1): servers
  *     0..N-1 are the workers' shards (server r a thread of rank r, as sharded) and N..N+k-1 the k
- *     dedicated processes (as dedicated; the launcher starts them); server s holds one contiguous
- *     range of n_s keys by weight (ps/shard.h's shard_byteps): w_s = N - k for a shard and
- *     2(N - 1) for a process, W = N^2 + kN - 2k, n_s = floor(n w_s / W) and the first
- *     n - sum of those servers one key more: y = (N - k)/W of the keys on every worker and
- *     x = 2(N - 1)/W on every CPU server. At k = N the shards weigh 0 and do not exist (the
- *     servers are the k processes alone, dedicated's ranges); k = 0 is sharded's ranges. With
- *     Q_s, R_s as above (Q_o, R_o the own shard's, 0 at k = N; sh = 1 where shards exist, else
- *     0; K = sh N + k servers):
+ *     dedicated processes (as dedicated; the launcher starts them); the servers weigh
+ *     w_s = N - k (a shard) and 2(N - 1) (a process), W = N^2 + kN - 2k, and every bucket of m
+ *     keys is split by them as the paper splits every tensor (ps/shard.h's shard_bucket_plan):
+ *     server s gets floor(m w_s / W) contiguous keys of it, the first m - sum of those servers one
+ *     more, so each bucket puts y = (N - k)/W of its keys on every worker and x = 2(N - 1)/W on
+ *     every CPU server; n_s (a server's keys) and nsl_s (the buckets it has a piece of) sum over
+ *     the buckets. At k = N the shards weigh 0 and do not exist (the servers are the k processes
+ *     alone); k = 0 and k = N hold the keys elsewhere than sharded and dedicated (a piece of every
+ *     bucket, not one range) but give their bits. The allreduce (bench) keeps ranges:
+ *     shard_weighted_range of the whole. With Q_s, R_s as above (Q_o, R_o the own shard's, 0 at
+ *     k = N; sh = 1 where shards exist, else 0; K = sh N + k servers):
  *     per step every worker sends and receives Q - Q_o + (N - 1) Q_o (its pushes and their
  *     answers, its shard's answers and the N - 1 others' pushes), rank 0 sends (K - sh) H more
  *     (the step sizes) and rank r > 0 receives sh H of them; a process s receives N Q_s + H and
@@ -67,13 +70,10 @@
  *     process receives R_s + (N - 1) H and sends (N - 1) R_s. End: every worker says BYE to the
  *     k processes (k H each; a process receives N H).
  *     A worker's link so carries about P (1 + (N - 2) y) = 2N(N-1)/W P each way a step and a CPU
- *     server's N x P = 2N(N-1)/W P: the paper's balance, time 2N(N-1)M/(WB). The paper splits
- *     every tensor in these proportions; here each server owns one contiguous range of the flat
- *     parameters, so a bucket goes to the one or few servers its keys fall in. Each step's bytes
- *     on every link are the same (summed over the buckets; the slices, nsl_s H, aside); only
- *     their order within the step differs (while one bucket is in flight the servers not holding
- *     it wait: the buckets' pipelining evens it out), and the ranges stay contiguous, so the
- *     server keeps sharded's and dedicated's code and bits (k = 0 and k = N give their runs).
+ *     server's N x P = 2N(N-1)/W P: the paper's balance, time 2N(N-1)M/(WB), and every bucket
+ *     loads every link in these proportions. Where the paper splits a tensor by bytes, here a
+ *     bucket's pieces are rounded to whole keys (nsl = K slices a bucket, at most one key off the
+ *     share each).
  *   allreduce (bench): each contribution and each sum moves c x the element size (4, or 2 on a
  *     16-bit wire) + H per slice.
  *
@@ -492,7 +492,10 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         if (sharded && (size_t)c->K > c->nparams)
             return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
                                           "parameters", c->K, c->nparams);
-        RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
+        if (byteps) /* every bucket in the servers' proportions, as BytePS splits each tensor */
+            RS_TRY(shard_bucket_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
+        else
+            RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
         c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
@@ -510,7 +513,8 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     }
     if (c->rank < c->nlocal) { /* server `rank` (sharded, byteps: that shard of the keys), in this worker */
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
-                          .id = c->rank, .nservers = c->K, .weights = c->w, .nworkers = c->N, .nparams = c->nparams,
+                          .id = c->rank, .nservers = c->K, .weights = c->w, .per_bucket = byteps, .nworkers = c->N,
+                          .nparams = c->nparams,
                           .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
                           .local_rank = c->rank, .timeout = job->timeout, .dataparallel = c->dp,
                           .trace = job->trace};
@@ -518,12 +522,10 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         RS_TRY(ps_server_start(c->server));
         if (endpoint && len) snprintf(endpoint, len, "%s", ps_server_endpoint(c->server));
         char dn[32];
-        ShardRange r = shard_weighted_range(c->nparams, &c->w, c->rank);
-        if (byteps && c->nparams)
-            log_info("# ps server %d of %d: byteps, keys [%zu, %zu) in rank %d on %s, listening on %s", c->rank, c->K,
-                     r.lo, r.hi, c->rank, device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
-        else if (byteps)
-            log_info("# ps server %d of %d: byteps, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,
+        if (byteps)
+            log_info("# ps server %d of %d: byteps, %llu/%llu of every bucket, in rank %d on %s, listening on %s",
+                     c->rank, c->K, c->w.wlead, (unsigned long long)c->w.lead * c->w.wlead +
+                     (unsigned long long)(c->K - c->w.lead) * c->w.wrest, c->rank,
                      device_name(job->dev, dn, sizeof dn), ps_server_endpoint(c->server));
         else if (sharded)
             log_info("# ps server %d of %d: sharded, in rank %d on %s, listening on %s", c->rank, c->K, c->rank,

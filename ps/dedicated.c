@@ -62,7 +62,7 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     ShardWeights w = byteps ? shard_byteps(env->world, K) : shard_even(K);
     int sid = id + (byteps ? w.lead : 0);
     if (byteps && (rc = ps_byteps_check(cfg, env->world)) != RS_OK) goto err;
-    if ((rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err;
+    if (!byteps && (rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err; /* byteps: checked per bucket */
     if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
     kernels_cpu_set_threads(1);
     RankEnv here = *env; /* --bind may replace the bind address */
@@ -80,7 +80,7 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
         trace = trace_new(env->member, label);
     }
     PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = sid,
-                      .nservers = w.K, .weights = w, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
+                      .nservers = w.K, .weights = w, .per_bucket = byteps, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
                       .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
     size_t need = config_canonical(cfg, NULL, 0) + 1;
@@ -89,9 +89,9 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
         goto err;
     }
     config_canonical(cfg, canon, need);
-    ShardRange r = shard_weighted_range(nparams, &w, sid);
     if (byteps)
-        log_info("# ps server %d of %d: byteps, keys [%zu, %zu), listening on %s", id, K, r.lo, r.hi,
+        log_info("# ps server %d of %d: byteps, %llu/%llu of every bucket, listening on %s", id, K, w.wrest,
+                 (unsigned long long)w.lead * w.wlead + (unsigned long long)(w.K - w.lead) * w.wrest,
                  ps_server_endpoint(s));
     else
         log_info("# ps server %d of %d: keys by range, listening on %s", id, K, ps_server_endpoint(s));

@@ -55,8 +55,10 @@ struct PsServer {
     size_t per;              /* elements per allreduce chunk */
     /* training */
     ShardWeights w;          /* the key split (a.weights, or the even one over a.nservers) */
-    ShardRange range;
+    ShardRange range;        /* the training keys' range (per_bucket: the keys span it, not all held) */
     ShardSlice *slice;       /* [nbuckets]: this server's part of each bucket (count 0: none) */
+    size_t *base;            /* [nbuckets]: where slice b's keys start in the local arrays */
+    size_t nkeys;            /* training keys held */
     float *params, *mom, *mom2; /* master parameters; SGD's momentum (server tag), or AdamW's two
                                   * moments (optimizer tag: the optimizer's state where it runs) */
     MemTag mom_tag;
@@ -246,6 +248,11 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
 /* This server's part of chunk b of ph's step: keys [*off, *off + *count), count 0 when none. */
 static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off, size_t *count) {
     size_t lo, hi;
+    if (ph->op == WIRE_PUSH && s->slice) { /* planned by server_alloc_train */
+        *off = s->slice[b].off;
+        *count = s->slice[b].count;
+        return;
+    }
     if (ph->op == WIRE_PUSH) {
         lo = s->a.buckets[b].lo;
         hi = s->a.buckets[b].hi;
@@ -255,6 +262,11 @@ static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off
     size_t a = lo > ph->range.lo ? lo : ph->range.lo, z = hi < ph->range.hi ? hi : ph->range.hi;
     *off = a;
     *count = z > a ? z - a : 0;
+}
+
+/* Where key off of chunk b's slice lies in ph's buffers and, training, in the parameters. */
+static size_t phase_at(const PsServer *s, const PsPhase *ph, int b, size_t off) {
+    return ph->op == WIRE_PUSH ? s->base[b] + (off - s->slice[b].off) : off - ph->range.lo;
 }
 
 /* Starts step `step` of ph over total keys: plans the allreduce's chunks, clears the tracking. */
@@ -310,14 +322,14 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     Device *d = s->dev;
     size_t off, n;
     phase_slice(s, ph, b, &off, &n);
-    size_t at = off - ph->range.lo;
+    size_t at = phase_at(s, ph, b, off);
     float *sum = ph->sum + at;
     RS_TRY(d->ops->copy(d, sum, ph->recv + at, n * sizeof(float), 2, NULL));
     for (int r = 1; r < s->a.nworkers; r++) d->k->axpy(d->kctx, sum, 1.0f, ph->recv + (size_t)r * ph->cap + at, n);
     PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = sum, .n = n, .global_samples = ph->samples,
-                  .params = s->params ? s->params + (off - s->range.lo) : NULL,
-                  .mom = s->mom ? s->mom + (off - s->range.lo) : NULL,
-                  .mom2 = s->mom2 ? s->mom2 + (off - s->range.lo) : NULL, .t = (int)ph->step + 1};
+                  .params = s->params && ph->op == WIRE_PUSH ? s->params + at : NULL,
+                  .mom = s->mom && ph->op == WIRE_PUSH ? s->mom + at : NULL,
+                  .mom2 = s->mom2 && ph->op == WIRE_PUSH ? s->mom2 + at : NULL, .t = (int)ph->step + 1};
     const float *out = ph->rule(&u);
     const void *payload = out;
     if (!s->host_visible) {
@@ -383,7 +395,7 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
         h.count = sl->count;
         h.total = s->a.nparams;
         h.sender = (uint16_t)s->a.id;
-        size_t at = sl->off - s->range.lo, bytes = sl->count * sizeof(float);
+        size_t at = s->base[b], bytes = sl->count * sizeof(float);
         const void *payload = src + at;
         if (coded) {
             codec_encode(&s->pc, src + at, s->train.enc + at * s->el, sl->count);
@@ -415,7 +427,7 @@ static int async_reply(PsServer *s, int r, long long staleness) {
     Device *d = s->dev;
     const float *src = s->params;
     if (!s->host_visible) {
-        RS_TRY(d->ops->copy(d, s->train.stage, s->params, (s->range.hi - s->range.lo) * sizeof(float), 1, NULL));
+        RS_TRY(d->ops->copy(d, s->train.stage, s->params, s->nkeys * sizeof(float), 1, NULL));
         RS_TRY(d->ops->stream_sync(d, NULL));
         src = s->train.stage;
     }
@@ -482,14 +494,13 @@ static int on_push_async(PsServer *s, int r, const WireHeader *h, const void *da
     s->t_seen[r] = clock_now();
     double t0 = clock_now();
     Device *d = s->dev;
-    size_t at = off - ph->range.lo;
+    size_t at = phase_at(s, ph, b, off);
     float *g = ph->recv + (size_t)r * ph->cap + at;
     /* complete before the message is released */
     RS_TRY(server_take(s, ph, g, at, data, n));
     *seen = 1;
     PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = g, .n = n, .global_samples = h->samples,
-                  .params = s->params + (off - s->range.lo), .mom = s->mom + (off - s->range.lo),
-                  .mom2 = s->mom2 ? s->mom2 + (off - s->range.lo) : NULL,
+                  .params = s->params + at, .mom = s->mom + at, .mom2 = s->mom2 ? s->mom2 + at : NULL,
                   .t = (int)(s->version / s->a.nworkers) + 1};
     ph->rule(&u);
     RS_TRY(d->k->sync(d->kctx));
@@ -571,7 +582,8 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     if (*seen) return server_drop(s, "a second contribution to the same slice");
     server_accept(s, r);
     /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
-    RS_TRY(server_take(s, ph, ph->recv + (size_t)r * ph->cap + (off - ph->range.lo), off - ph->range.lo, data, n));
+    size_t at = phase_at(s, ph, b, off);
+    RS_TRY(server_take(s, ph, ph->recv + (size_t)r * ph->cap + at, at, data, n));
     *seen = 1;
     ph->pushed = 1;
     ph->t_progress = clock_now();
@@ -615,10 +627,10 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
     server_accept(s, r);
     Device *d = s->dev;
     /* complete before the message is released: rank 0 reuses that staging for its gradients */
-    RS_TRY(device_h2d(d, s->params + (sl->off - s->range.lo), data, sl->count * sizeof(float)));
+    RS_TRY(device_h2d(d, s->params + s->base[h->bucket], data, sl->count * sizeof(float)));
     s->init_seen[h->bucket] = 1;
     if (--s->init_left > 0) return RS_OK;
-    size_t n = s->range.hi - s->range.lo;
+    size_t n = s->nkeys;
     d->k->fill(d->kctx, s->mom, 0.0f, n);
     if (s->mom2) d->k->fill(d->kctx, s->mom2, 0.0f, n);
     if (!s->host_visible) RS_TRY(d->ops->copy(d, s->train.stage, s->params, n * sizeof(float), 1, NULL));
@@ -843,13 +855,14 @@ void ps_server_destroy(PsServer *s) {
         log_warn("%s: replies still in flight at exit; leaving its buffers allocated", s->name);
         return;
     }
-    size_t n = s->range.hi - s->range.lo;
+    size_t n = s->nkeys;
     phase_free(s, &s->train);
     phase_free(s, &s->sum);
     device_free(s->a.dev, s->params, n * sizeof(float), MEM_SERVER);
     device_free(s->a.dev, s->mom, n * sizeof(float), s->mom_tag);
     device_free(s->a.dev, s->mom2, n * sizeof(float), s->mom_tag);
     free(s->slice);
+    free(s->base);
     free(s->init_seen);
     free(s->pull);
     free(s->known);
@@ -894,21 +907,38 @@ static int server_bind(PsServer *s, size_t maxmsg) {
 static int server_alloc_train(PsServer *s) {
     const PsServerArgs *a = &s->a;
     s->range = shard_weighted_range(a->nparams, &s->w, a->id);
-    s->slice = calloc((size_t)a->nbuckets, sizeof *s->slice);
+    ShardSlice *slice = calloc((size_t)a->nbuckets + 1, sizeof *slice); /* s->slice once planned (phase_slice) */
+    s->base = calloc((size_t)a->nbuckets + 1, sizeof *s->base);
     s->init_seen = calloc((size_t)a->nbuckets, 1);
-    if (!s->slice || !s->init_seen) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (!slice || !s->base || !s->init_seen) {
+        free(slice);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
     PsPhase *ph = &s->train;
     ph->total = a->nparams;
     ph->range = s->range;
     ph->nchunks = a->nbuckets;
     for (int b = 0; b < a->nbuckets; b++) {
-        size_t off, n;
-        phase_slice(s, ph, b, &off, &n);
-        s->slice[b] = (ShardSlice){.server = a->id, .bucket = b, .off = off, .count = n};
+        size_t off, n, lo = a->buckets[b].lo, hi = a->buckets[b].hi;
+        if (a->per_bucket) { /* this server's piece of the bucket, by weight */
+            ShardRange r = shard_weighted_range(hi - lo, &s->w, a->id);
+            off = lo + r.lo;
+            n = r.hi - r.lo;
+        } else {
+            phase_slice(s, ph, b, &off, &n);
+        }
+        slice[b] = (ShardSlice){.server = a->id, .bucket = b, .off = off, .count = n};
+        s->base[b] = a->per_bucket ? s->nkeys : off - s->range.lo; /* ranges: the keys' own order */
+        s->nkeys += n;
         ph->nslices += n > 0;
     }
+    s->slice = slice;
+    if (a->per_bucket && s->nkeys == 0)
+        return rs_error(RS_ERR_INPUT, "--sync byteps: server %d of %d would hold no key of the model's %zu parameters",
+                        a->id, a->nservers, a->nparams);
+    if (!a->per_bucket) s->nkeys = s->range.hi - s->range.lo;
     s->init_left = ph->nslices;
-    size_t n = s->range.hi - s->range.lo;
+    size_t n = s->nkeys;
     s->params = device_alloc(a->dev, n * sizeof(float), MEM_SERVER);
     int adamw = !strcmp(a->cfg->optimizer, "adamw");
     s->mom_tag = adamw ? MEM_OPTIMIZER : MEM_SERVER;
@@ -927,7 +957,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     ShardWeights w = a->weights.K ? a->weights : shard_even(a->nservers);
     if (w.K != a->nservers)
         return rs_error(RS_ERR_INPUT, "ps server: weights for %d servers, %d servers", w.K, a->nservers);
-    if (a->nparams > 0) RS_TRY(shard_weighted_check(a->nparams, &w));
+    if (a->nparams > 0 && !a->per_bucket) RS_TRY(shard_weighted_check(a->nparams, &w));
     PsServer *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RS_ERR_RUNTIME, "out of memory");
     s->a = *a;

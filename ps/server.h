@@ -32,6 +32,8 @@ typedef struct {
     int id, nservers;       /* this server's index and the count K (keys sharded by range) */
     ShardWeights weights;   /* the servers' shares of the keys (ps/shard.h); K = 0: even over
                              * nservers (otherwise K must be nservers) */
+    int per_bucket;         /* 1 (byteps): the training keys are every bucket split by the weights
+                             * (shard_bucket_plan), not one range; the allreduce keeps ranges */
     int nworkers;
     size_t nparams;         /* training keys (0: collective use only, no optimizer state) */
     const Bucket *buckets;  /* the trainer's buckets over nparams (nbuckets of them) */

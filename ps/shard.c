@@ -58,6 +58,9 @@ int shard_weighted_check(size_t total, const ShardWeights *w) {
     return RS_OK;
 }
 
+static int shard_plan_build(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb,
+                            int per_bucket);
+
 void shard_plan_free(ShardPlan *p) {
     free(p->first);
     free(p->slices);
@@ -70,11 +73,38 @@ int shard_plan(ShardPlan *p, size_t total, int K, const Bucket *b, int nb) {
     return shard_weighted_plan(p, total, &w, b, nb);
 }
 
+/* Bucket [lo, hi) split by w's weights into out (room for w->K), empty pieces left out. */
+static int shard_bucket_split(const ShardWeights *w, size_t lo, size_t hi, ShardSlice *out) {
+    int n = 0;
+    for (int s = 0; s < w->K && hi > lo; s++) {
+        ShardRange r = shard_weighted_range(hi - lo, w, s);
+        if (r.hi > r.lo) out[n++] = (ShardSlice){.server = s, .bucket = -1, .off = lo + r.lo, .count = r.hi - r.lo};
+    }
+    return n;
+}
+
 int shard_weighted_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb) {
+    return shard_plan_build(p, total, w, b, nb, 0);
+}
+
+int shard_bucket_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb) {
+    RS_TRY(shard_plan_build(p, total, w, b, nb, 1));
+    for (int s = 0; s < w->K; s++)
+        if (p->per_server[s] == 0) {
+            shard_plan_free(p);
+            return rs_error(RS_ERR_INPUT, "--sync byteps: server %d of %d would hold no key of the model's %zu "
+                                          "parameters", s, w->K, total);
+        }
+    return RS_OK;
+}
+
+/* The plan of nb buckets over w's servers: cut by the servers' key ranges, or (per_bucket) each
+ * bucket split by the weights. */
+static int shard_plan_build(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb, int per_bucket) {
     int K = w->K;
     memset(p, 0, sizeof *p);
     if (K < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", K);
-    RS_TRY(shard_weighted_check(total, w));
+    if (!per_bucket) RS_TRY(shard_weighted_check(total, w));
     for (int i = 0; i < nb; i++)
         if (b[i].hi > total || b[i].lo > b[i].hi)
             return rs_error(RS_ERR_INPUT, "bucket %d [%zu, %zu) lies outside the %zu keys", i, b[i].lo, b[i].hi, total);
@@ -90,7 +120,8 @@ int shard_weighted_plan(ShardPlan *p, size_t total, const ShardWeights *w, const
     }
     for (int i = 0; i < nb; i++) {
         p->first[i] = p->nslices;
-        int n = shard_weighted_split(total, w, b[i].lo, b[i].hi, p->slices + p->nslices);
+        int n = per_bucket ? shard_bucket_split(w, b[i].lo, b[i].hi, p->slices + p->nslices)
+                           : shard_weighted_split(total, w, b[i].lo, b[i].hi, p->slices + p->nslices);
         for (int j = 0; j < n; j++) {
             p->slices[p->nslices + j].bucket = i;
             p->per_server[p->slices[p->nslices + j].server]++;

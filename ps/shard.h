@@ -23,7 +23,8 @@ typedef struct {
  * even split; shard_byteps(n, k) is BytePS's (OSDI'20 section 4.1): the n workers' summation
  * shards (servers 0..n-1) weigh n - k and the k CPU servers (n..n+k-1) 2(n - 1), out of
  * n^2 + kn - 2k; at k = n the workers' weight is 0 and they hold no shard, so the servers are
- * the k CPU servers alone (0..k-1, lead 0). */
+ * the k CPU servers alone (0..k-1, lead 0). Weights split the keys into ranges
+ * (shard_weighted_plan) or every bucket (shard_bucket_plan, byteps's training keys). */
 typedef struct {
     int K, lead;
     unsigned long long wlead, wrest;
@@ -110,6 +111,13 @@ int shard_plan(ShardPlan *p, size_t total, int K, const Bucket *b, int nb);
  * (shard_plan's "more servers than the model's 8 parameters" under equal weights; under
  * BytePS's "--sync byteps: server 3 of 4 would hold no key of the model's 8 parameters"). */
 int shard_weighted_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb);
+
+/* BytePS's plan: every bucket split over the K servers by w's weights (server s gets
+ * shard_weighted_range of the bucket's length, from its lo), so that each bucket loads every
+ * server in the weights' proportions; a server's keys are then one piece of every bucket, not
+ * one range. RS_ERR_INPUT as shard_weighted_plan, a server with no piece of any bucket holding no
+ * key. */
+int shard_bucket_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *b, int nb);
 
 /* 0 when every server of w holds at least one key of total, else RS_ERR_INPUT as
  * shard_weighted_plan says. */

@@ -361,6 +361,29 @@ static void test_shard_weighted(void) {
     shard_plan_free(&p);
     shard_plan_free(&q);
     free(b);
+    /* BytePS's plan: every bucket split by the weights, each piece within one key of its share */
+    nb = sync_plan_buckets(1000, 128 * sizeof(float), 128 * sizeof(float), &b);
+    CHECK(shard_bucket_plan(&p, 1000, &w42, b, nb) == RS_OK && p.K == 6);
+    memset(cov, 0, sizeof cov);
+    for (int i = 0; i < nb; i++) {
+        size_t m = b[i].hi - b[i].lo, at = b[i].lo;
+        CHECK(p.first[i + 1] - p.first[i] == 6); /* 104 or 128 keys: a piece on every server */
+        for (int j = p.first[i]; j < p.first[i + 1]; j++) {
+            const ShardSlice *sl = &p.slices[j];
+            double share = (double)m * (sl->server < 4 ? 2.0 : 6.0) / 20.0;
+            CHECK(sl->bucket == i && sl->off == at && (double)sl->count > share - 1 && (double)sl->count < share + 1);
+            for (size_t x = sl->off; x < sl->off + sl->count; x++) cov[x]++;
+            at += sl->count;
+        }
+        CHECK(at == b[i].hi);
+    }
+    once = 1;
+    for (int x = 0; x < 1000; x++) once &= cov[x] == 1;
+    CHECK(once);
+    shard_plan_free(&p);
+    free(b);
+    Bucket tiny = {0, 3}; /* 3 keys over 6 servers: three hold none */
+    CHECK(shard_bucket_plan(&p, 3, &w42, &tiny, 1) == RS_ERR_INPUT && strstr(rs_errmsg(), "would hold no key"));
     /* too few keys: a server with none is refused, named */
     Bucket one = {0, 5};
     CHECK(shard_weighted_plan(&p, 5, &w42, &one, 1) == RS_ERR_INPUT);

@@ -25,10 +25,25 @@ $BIN train -n 3 --sync ps --ps-placement sharded --global-batch 96 --steps 30 $S
 $BIN train -n 3 --sync ps --ps-placement dedicated --ps-servers 3 --global-batch 96 --steps 30 $SMALL -q \
     --report $T/de.json --save-params $T/de.bin >$T/de.log 2>&1 && cmp -s $T/de.bin $T/k3.bin \
     && ok "k = n: bitwise the dedicated ps's parameters (3 servers)" || bad "k = n against dedicated" "$(tail -n 3 $T/de.log)"
+# several buckets: each split over the servers in the weights' proportions; the same bits again
+$BIN train -n 3 --sync ps --ps-placement sharded --global-batch 96 --steps 30 --bucket-mb 0.01 $SMALL -q \
+    --report $T/shb.json --save-params $T/shb.bin >$T/shb.log 2>&1 || bad "sharded, split buckets" "$(tail -n 3 $T/shb.log)"
+$BIN train -n 3 --sync ps --ps-placement dedicated --ps-servers 3 --global-batch 96 --steps 30 --bucket-mb 0.01 $SMALL -q \
+    --report $T/deb.json --save-params $T/deb.bin >$T/deb.log 2>&1 || bad "dedicated, split buckets" "$(tail -n 3 $T/deb.log)"
+for k in 0 1 3; do
+    $BIN train -n 3 --sync byteps --ps-servers $k --global-batch 96 --steps 30 --bucket-mb 0.01 $SMALL -q \
+        --report $T/kb$k.json --save-params $T/kb$k.bin >$T/kb.log 2>&1 \
+        && $PY tests/compare_runs.py $T/one.json $T/kb$k.json --params $T/one.bin $T/kb$k.bin --tol 1e-5 >$T/c.log 2>&1 \
+        && ok "equivalence: byteps n = 3, k = $k, buckets of 0.01 MiB == one rank" \
+        || bad "byteps n = 3, k = $k, buckets of 0.01 MiB" "$(tail -n 3 $T/kb.log $T/c.log)"
+done
+cmp -s $T/shb.bin $T/kb0.bin && ok "k = 0, split buckets: bitwise the sharded ps's" || bad "k = 0, split buckets" "not sharded's bits"
+cmp -s $T/deb.bin $T/kb3.bin && ok "k = n, split buckets: bitwise the dedicated ps's" || bad "k = n, split buckets" "not dedicated's bits"
 
 # ---- traffic and the key split: measured bytes equal ps/client.c's formulas exactly -----------------
 # Servers 0..n-1 are the workers' shards (weight n - k each; none at k = n), then the k CPU servers
-# (weight 2(n - 1)): server s holds floor(n_keys w_s / W) keys, the first n_keys - sum of them one more.
+# (weight 2(n - 1)): of every bucket of m keys server s holds floor(m w_s / W), the first
+# m - sum of them one more; n_s its keys over the buckets, nsl_s the buckets it has a piece of.
 # Q_s = el n_s + nsl_s H (a step's part: el bytes a key on the wire), R_s = 4 n_s + nsl_s H (the fp32
 # start). Per step a worker pushes Q - Q_own and is answered as much; its shard receives the N - 1
 # others' pushes and answers them ((N - 1) Q_own each way); rank 0 tells every server but its own the
@@ -51,14 +66,15 @@ def expect(r, el):
     L = N if k < N else 0
     w = [N - k] * L + [2 * (N - 1)] * k if L else [1] * k
     K, W = len(w), sum(w)
-    q = [n * x // W for x in w]
-    rem, rng, lo = n - sum(q), [], 0
-    for s in range(K):
-        size = q[s] + (s < rem); rng.append((lo, lo + size)); lo += size
-    nsl = [sum(1 for a, b in buckets if min(b, z) > max(a, y)) for y, z in rng]
-    P = [el * (z - y) for y, z in rng]
+    def split(m):  # m keys by the weights: floor(m w_s / W), the first m - sum of them one more
+        q = [m * x // W for x in w]
+        return [q[s] + (s < m - sum(q)) for s in range(K)]
+    pieces = [split(b - a) for a, b in buckets]     # every bucket split in the servers' proportions
+    held = [sum(p[s] for p in pieces) for s in range(K)]
+    nsl = [sum(1 for p in pieces if p[s]) for s in range(K)]
+    P = [el * x for x in held]
     Q = [p + H * m for p, m in zip(P, nsl)]
-    R = [4 * (z - y) + H * m for (y, z), m in zip(rng, nsl)]
+    R = [4 * x + H * m for x, m in zip(held, nsl)]
     Qa, Ra, Pa, sh = sum(Q), sum(R), sum(P), 1 if L else 0
     want = {}
     for rank in range(N):
@@ -75,7 +91,7 @@ def expect(r, el):
         s = L + j
         want[("server", j)] = (S * N * Q[s] + (N - 1) * R[s], S * (N * Q[s] + H) + R[s] + (N - 1) * H + N * H,
                                S * N * P[s], S * N * P[s])
-    keys = [rng[i][1] - rng[i][0] for i in range(L)] + [0] * (N - L) + [rng[L + j][1] - rng[L + j][0] for j in range(k)]
+    keys = held[:L] + [0] * (N - L) + held[L:]
     return want, keys, N, k
 
 def measured(r):
@@ -99,10 +115,11 @@ per_key = 4 * (N + 3) + (2 if el == 2 else 0)  # a 16-bit wire adds the replies'
 assert mem == [per_key * x for x in keys], "server memory %s, want %d x keys %s" % (mem, per_key, keys)
 W = N * N + k * N - 2 * k
 n = sum(keys)
-if k < N:
-    assert all(abs(x - n * (N - k) / W) < 1 for x in keys[:N]), "worker shards %s, want y = %g" % (keys[:N], n * (N - k) / W)
-assert all(abs(x - n * 2 * (N - 1) / W) < 1 for x in keys[N:]) if k < N else all(abs(x - n / N) < 1 for x in keys[N:]), \
-    "CPU servers %s, want x = %g" % (keys[N:], n * 2 * (N - 1) / W)
+nb = max(1, -(-n // max(1, int(float(r["config"]["bucket-mb"]) * 1048576 / 4))))  # the buckets
+if k < N:  # each bucket's piece within one key of its share: the sum within one key a bucket
+    assert all(abs(x - n * (N - k) / W) < nb for x in keys[:N]), "worker shards %s, want y = %g" % (keys[:N], n * (N - k) / W)
+want_x = n * 2 * (N - 1) / W if k < N else n / N
+assert all(abs(x - want_x) < nb for x in keys[N:]), "CPU servers %s, want x = %g" % (keys[N:], want_x)
 msg = "N=%d k=%d keys %s" % (N, k, keys)
 if len(sys.argv) > 2:  # the same run on fp32: the steps' payload moved here is exactly half of it
     f = json.load(open(sys.argv[2]))
