@@ -286,8 +286,8 @@ int config_validate(const Config *c) {
     ZepWant want;
     RS_TRY(zep_parse(c->transport, &want));
     if (want == ZEP_SHM && (!strcmp(c->sync, "ps") || byteps))
-        return rs_error(RS_ERR_INPUT, "--transport shm with --sync ps: the parameter server has no shared-memory path "
-                                      "(its messages go over ZeroMQ: use ipc or tcp)");
+        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: the parameter server has no shared-memory path "
+                                      "(its messages go over ZeroMQ: use ipc or tcp)", c->sync);
     if (want != ZEP_AUTO && !strcmp(c->sync, "nccl"))
         return rs_error(RS_ERR_INPUT, "--transport %s with --sync nccl: NCCL chooses its own transport (NCCL_P2P_DISABLE, "
                                       "NCCL_SHM_DISABLE, NCCL_NET)", c->transport);

@@ -165,6 +165,7 @@ refused "byteps with dataparallel" "byteps with --ps-mode dataparallel" -n 3 --s
     --global-batch 48
 refused "byteps with async" "byteps with --ps-consistency async" -n 3 --sync byteps --ps-consistency async
 refused "byteps with ssp:2" "byteps with --ps-consistency ssp:2" -n 3 --sync byteps --ps-consistency ssp:2
+refused "byteps over shm" "--transport shm with --sync byteps" -n 3 --sync byteps --transport shm
 refused "sharded --ps-servers 2 at N = 3" "every worker runs one shard" -n 3 --sync ps --ps-placement sharded --ps-servers 2
 refused "ps --ps-servers 0" "must be at least 1" -n 3 --sync ps --ps-placement dedicated --ps-servers 0
 expect_status "byteps with a server holding no key is refused" 2 $BIN train -n 5 --sync byteps --ps-servers 2 --layers 2,2 \
