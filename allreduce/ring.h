@@ -58,21 +58,28 @@ typedef struct {
 } RingHeader;
 
 #define RING_MAGIC 0x31525352u /* "RSR1" */
-enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3 };
+enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4 };
 
 /* Segments: by default a chunk is cut into RING_SEG_PER_CHUNK segments, clamped to
  * [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] bytes when every edge of the ring is shared memory
  * (small messages cost little there and pipeline the copy with the reduction) and to
- * [RING_SEG_MIN, RING_SEG_BYTES] otherwise (every ZeroMQ message costs thread hand-offs).
+ * [RING_SEG_MIN, RING_SEG_BYTES] otherwise (every ZeroMQ message costs thread hand-offs;
+ * [RING_SEG2_MIN, RING_SEG_BYTES] for 2 ranks, whose exchange has no step to pipeline: measured
+ * best at 1 to 4 MiB over TCP).
  * RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). Over ZeroMQ, segments
  * of at least RING_ZEROCOPY_MIN bytes are sent without a copy. */
 #define RING_SEG_PER_CHUNK 4
 #define RING_SHM_SEG_MIN (64u * 1024u)
 #define RING_SHM_SEG_BYTES (256u * 1024u)
 #define RING_SEG_MIN (256u * 1024u)
+#define RING_SEG2_MIN (512u * 1024u) /* the lower bound over ZeroMQ for 2 ranks (one exchange) */
 #define RING_SEG_BYTES (1024u * 1024u)
 #define RING_SEG_MAX (4u * 1024u * 1024u)
 #define RING_ZEROCOPY_MIN (32u * 1024u)
+
+/* Two ranks over ZeroMQ with an fp32 wire exchange their buffers in one phase (ring_allreduce)
+ * when it takes at most RING_EX_SEGS segments; otherwise the two-phase ring. */
+#define RING_EX_SEGS 256
 
 /* A shared-memory lane holds RING_LANE_BYTES of messages (at least two of the largest; mapped
  * and touched at creation, so a rank offering one has that much more resident); a rank
@@ -134,8 +141,9 @@ void ring_set_wire(Ring *r, Codec wire);
 const char *ring_transport(const Ring *r);
 
 /* In-place sum of count floats at buf (host memory) over every rank: reduce-scatter then
- * all-gather, N-1 steps each. On return buf holds the same bits on every rank and the ring
- * holds no reference to buf. 0; RS_ERR_PEER when a neighbour sends nothing or takes nothing
+ * all-gather, N-1 steps each (N = 2 over ZeroMQ with an fp32 wire: one exchange with the same
+ * messages, bytes and bits; ring.c's head comment). On return buf holds the same bits on every
+ * rank and the ring holds no reference to buf. 0; RS_ERR_PEER when a neighbour sends nothing or takes nothing
  * for the timeout (the message names it); RS_ERR_RUNTIME on a protocol or library error.
  * After an error the ring is broken: every later call returns RS_ERR_PEER. */
 int ring_allreduce(Ring *r, float *buf, size_t count);

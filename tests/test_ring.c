@@ -268,6 +268,8 @@ static void test_ring_exact_small_segments(void) {
         check_job(3, rank_exact, &a, 6, 1);
         ExactArg b = {40000, policies[k]}; /* just over the zero-copy threshold, odd segment ends */
         check_job(4, rank_exact, &b, 6, 1);
+        check_job(2, rank_exact, &a, 6, 1); /* over tcp: more segments than one exchange takes */
+        check_job(2, rank_exact, &b, 6, 1); /* over tcp: one exchange of many zero-copy segments */
     }
 }
 
@@ -391,6 +393,52 @@ static void test_ring_wire_16bit(void) {
     check_job(3, rank_wire, &h, 1, 1);
     check_job(3, rank_wire, &bft, 1, 1);
     check_job(2, rank_wire, &ht, 1, 1);
+}
+
+/* ---- two ranks over sockets: one exchange ------------------------------------------------------ */
+
+/* N = 2 over ZeroMQ with an fp32 wire runs as one exchange (ring.c): inexact inputs must give, on
+ * both ranks, exactly the ring's bits (element i of chunk c: rank c+1's value plus rank c's, in
+ * that order), and the bytes the ring sends (headers plus every element once). Sizes from one
+ * element to many zero-copy segments; argp: the transport policy. */
+static int rank_pair(Child *c, void *argp) {
+    setenv("RINGSIDE_RING_TRANSPORT", (const char *)argp, 1);
+    Ring *r = child_ring(c, 20);
+    if (!r) return 10;
+    static const size_t sizes[] = {1, 2, 3, 4099, 300001, (6u << 20) + 5};
+    float *buf = malloc(sizes[5] * sizeof(float));
+    int fails = 0;
+    for (int k = 0; k < 6; k++) {
+        size_t n = sizes[k], lo, hi;
+        for (size_t i = 0; i < n; i++) buf[i] = wire_input(i, c->rank);
+        RingCounters before, after;
+        ring_counters(r, &before);
+        if (ring_allreduce(r, buf, n)) return fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg()), 11;
+        ring_counters(r, &after);
+        for (int ch = 0; ch < 2 && !(fails & 1); ch++) {
+            ring_chunk(n, 2, ch, &lo, &hi);
+            for (size_t i = lo; i < hi; i++) {
+                float want = wire_input(i, (ch + 1) % 2) + wire_input(i, ch);
+                if (memcmp(&buf[i], &want, sizeof want)) {
+                    fprintf(stderr, "  rank %d count %zu: element %zu is %a, expected %a\n", c->rank, n, i, buf[i], want);
+                    fails |= 1;
+                    break;
+                }
+            }
+        }
+        unsigned long long msgs = after.messages_sent - before.messages_sent, sent = after.bytes_sent - before.bytes_sent;
+        if (sent != msgs * sizeof(RingHeader) + 4 * n || after.dropped) fails |= 2;
+        child_report(c, hash_bits(buf, n * sizeof(float)));
+    }
+    if (fails) fprintf(stderr, "  rank %d (%s): fails 0x%x\n", c->rank, (const char *)argp, fails);
+    ring_destroy(r);
+    free(buf);
+    return fails ? 1 : 0;
+}
+
+static void test_ring_pair_exchange(void) {
+    check_job(2, rank_pair, "tcp", 6, 1);
+    check_job(2, rank_pair, "ipc", 6, 1);
 }
 
 /* A stray sender with the wrong token connects to rank 0's PULL: its messages are dropped and
@@ -713,6 +761,7 @@ int main(void) {
     RUN(test_ring_exact_small_segments);
     RUN(test_ring_bitwise_equal_inexact);
     RUN(test_ring_wire_16bit);
+    RUN(test_ring_pair_exchange);
     RUN(test_ring_stray_dropped);
     RUN(test_ring_transport);
     RUN(test_ring_dead_peer);
