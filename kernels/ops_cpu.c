@@ -17,6 +17,17 @@
 static _Thread_local double cpu_gemm_seconds;
 
 /* On the CPU a context only remembers its (unused) stream: every op is done when it returns. */
+/* expf(a), the value glibc's gives, without the slow path it takes where the result is Inf or 0
+ * (a call that sets errno and goes through __math_oflow / __math_uflow: 6% of a gpt step, where
+ * GELU's exponent of a large activation overflows and masked-out logits underflow). Overflow
+ * from 0x1.62e43p+6 (exp of it exceeds FLT_MAX) and 0 from -0x1.9fe36ap+6 (below half the
+ * smallest subnormal); a NaN falls through to expf. */
+static inline float ops_expf(float a) {
+    if (a >= 0x1.62e43p+6f) return INFINITY;
+    if (a <= -0x1.9fe36ap+6f) return 0.0f;
+    return expf(a);
+}
+
 /* Rows of softmax_xent whose losses a context holds at once (a larger batch goes in chunks). */
 #define XENT_ROWS 4096
 
@@ -555,7 +566,7 @@ static void xent_range(void *job, size_t lo, size_t hi) {
         float xl = valid ? x[label] - m : 0.0f; /* read before dx (which may be x) is written */
         double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
         for (int c = 0; c < cols; c++) {
-            float e = expf(x[c] - m);
+            float e = ops_expf(x[c] - m);
             dx[c] = e; /* kept for the gradient: one expf per element instead of two */
             sum += e;
         }
@@ -897,7 +908,7 @@ static void gelu_forward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
     for (size_t i = lo; i < hi; i++) {
         float x = j->i0[i];
-        j->o0[i] = x / (1.0f + expf(-GELU_2K * (x + GELU_C * x * x * x)));
+        j->o0[i] = x / (1.0f + ops_expf(-GELU_2K * (x + GELU_C * x * x * x)));
     }
 }
 
@@ -909,7 +920,7 @@ static void cpu_gelu_forward(KernelCtx *ctx, float *y, const float *x, size_t n)
 static void gelu_backward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
     for (size_t i = lo; i < hi; i++) { /* d/dx x s(z) = s + x s (1 - s) dz/dx */
-        float x = j->i1[i], s = 1.0f / (1.0f + expf(-GELU_2K * (x + GELU_C * x * x * x)));
+        float x = j->i1[i], s = 1.0f / (1.0f + ops_expf(-GELU_2K * (x + GELU_C * x * x * x)));
         float d = s + x * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * x * x);
         j->o0[i] = j->i0[i] * d;
     }
@@ -933,7 +944,7 @@ static void softmax_causal_forward_range(void *arg, size_t lo, size_t hi) {
         for (int c = 0; c < len; c++) m = j->s * s[c] > m ? j->s * s[c] : m;
         double sum = 0.0;
         for (int c = 0; c < len; c++) {
-            float e = expf(j->s * s[c] - m);
+            float e = ops_expf(j->s * s[c] - m);
             p[c] = e;
             sum += e;
         }
