@@ -1,12 +1,54 @@
 /* mpi_allreduce.c - Open MPI's MPI_Allreduce measured the way `ringside bench` measures its back ends */
-/* Build: mpicc -O2 -o build/mpi_allreduce experiments/benchmarks/mpi_allreduce.c
+/* Build: mpicc -O2 -rdynamic -o build/mpi_allreduce experiments/benchmarks/mpi_allreduce.c -ldl
  * Run:   mpirun -np N build/mpi_allreduce [minbytes maxbytes factor warmup iters]
  * Per size: in-place sum of floats; a barrier before each iteration; time = the median of each
- * rank's timed iterations, then the maximum over ranks (as ringside bench); busbw = algbw x 2(N-1)/N. */
+ * rank's timed iterations, then the maximum over ranks (as ringside bench); busbw = algbw x 2(N-1)/N.
+ *
+ * Ranks in other network namespaces (ring_vs_mpi.sh's netns case: each rank started inside its
+ * namespace "host"): Open MPI's ranks reach mpirun's PMIx server over loopback TCP, which a
+ * network namespace does not share. With MPI_ALLREDUCE_ROOT_NETNS set to a namespace file (e.g.
+ * /proc/PID/ns/net of a process on mpirun's side), connect() to 127.0.0.1 is made from a socket
+ * of that namespace (this program's connect, exported by -rdynamic, stands in for libc's);
+ * everything else, the MPI traffic between ranks included, stays in the rank's namespace. Needs
+ * CAP_SYS_ADMIN (setns). */
+#define _GNU_SOURCE /* setns, RTLD_NEXT */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <mpi.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* connect(2), with loopback IPv4 reached from MPI_ALLREDUCE_ROOT_NETNS's namespace when set. */
+int connect(int fd, const struct sockaddr *sa, socklen_t len) {
+    static int (*real)(int, const struct sockaddr *, socklen_t);
+    if (!real) real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+    const char *root = getenv("MPI_ALLREDUCE_ROOT_NETNS");
+    if (root && *root && sa && sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in) &&
+        ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_LOOPBACK)) {
+        int type = 0, fl = fcntl(fd, F_GETFL), fdfl = fcntl(fd, F_GETFD);
+        socklen_t tl = sizeof type;
+        int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC), there = open(root, O_RDONLY | O_CLOEXEC);
+        if (self >= 0 && there >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && setns(there, CLONE_NEWNET) == 0) {
+            int s = socket(AF_INET, type, 0);
+            setns(self, CLONE_NEWNET);
+            if (s >= 0) {
+                dup2(s, fd);
+                close(s);
+                fcntl(fd, F_SETFL, fl);
+                fcntl(fd, F_SETFD, fdfl);
+            }
+        }
+        if (self >= 0) close(self);
+        if (there >= 0) close(there);
+    }
+    return real(fd, sa, len);
+}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -7,10 +7,10 @@
 #          memory (--mca btl self,vader)
 #   tcp    ring over ZeroMQ TCP on loopback (--transport tcp) against MPI over TCP (--mca btl self,tcp)
 #   netns  ring over TCP between network namespaces joined by veth pairs and a bridge (the "hosts" of
-#          tests/integration/multihost.sh: one rank per namespace) against MPI over TCP on loopback (Open
-#          MPI 4.1's ranks cannot start in other network namespaces: PMIx reaches mpirun over loopback TCP,
-#          which a namespace does not share; loopback is also MPI's faster path); needs root and iproute2,
-#          skipped (with the reason) otherwise
+#          tests/integration/multihost.sh: one rank per namespace) against MPI over TCP between the same
+#          namespaces (rank i started in host i; mpi_allreduce.c reaches mpirun's PMIx server, which only
+#          listens on loopback, from mpirun's namespace); needs root and iproute2, skipped (with the
+#          reason) otherwise
 # For every repeat, N = 2 and 4 and every case, the ring and MPI run back to back, in an order that
 # alternates with the repeat, over the same sizes (64 KiB to 64 MiB, factor 4, 3 warm-up and 10 timed
 # iterations, every element checked). Both measure alike: a barrier before every iteration, each rank's
@@ -27,7 +27,7 @@ cases=${3:-shm tcp netns}
 sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
 msizes=(65536 67108864 4 3 10)
 mkdir -p build
-mpicc -O2 -o build/mpi_allreduce experiments/benchmarks/mpi_allreduce.c
+mpicc -O2 -rdynamic -o build/mpi_allreduce experiments/benchmarks/mpi_allreduce.c -ldl
 mpibin=$(readlink -f build/mpi_allreduce)
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to core:overload-allowed)
 out=$(mktemp -d /tmp/ring_vs_mpi-XXXXXX)
@@ -78,6 +78,10 @@ netns_ring() {
     return $rc
 }
 
+# an MPI rank of the netns case: rank i enters host i
+printf '#!/usr/bin/env bash\nexec ip netns exec %sh${OMPI_COMM_WORLD_RANK} "$@"\n' "$tag" >"$out/mpi_in_ns.sh"
+chmod +x "$out/mpi_in_ns.sh"
+
 run_ring() { # case n
     case $1 in
     shm) "$bin" bench -n "$2" --sync ring --transport shm "${sizes[@]}" ;;
@@ -88,13 +92,15 @@ run_ring() { # case n
 run_mpi() { # case n
     case $1 in
     shm) "${mpi[@]}" --mca btl self,vader -np "$2" "$mpibin" "${msizes[@]}" ;;
-    tcp | netns) "${mpi[@]}" --mca btl self,tcp -np "$2" "$mpibin" "${msizes[@]}" ;;
+    tcp) "${mpi[@]}" --mca btl self,tcp -np "$2" "$mpibin" "${msizes[@]}" ;;
+    netns) MPI_ALLREDUCE_ROOT_NETNS=/proc/$$/ns/net "${mpi[@]}" -x MPI_ALLREDUCE_ROOT_NETNS --mca btl self,tcp \
+        --mca btl_tcp_if_include "$net.0/24" -np "$2" "$out/mpi_in_ns.sh" "$mpibin" "${msizes[@]}" ;;
     esac
 }
 
 echo "# ring_vs_mpi: commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, cases: $cases, $(date -u +%FT%TZ)"
 echo "# ring: ringside bench --sync ring ${sizes[*]} (--transport shm | tcp; netns: one rank per namespace host)"
-echo "# MPI:  mpirun --mca btl self,vader | self,tcp -np N mpi_allreduce ${msizes[*]}"
+echo "# MPI:  mpirun --bind-to core:overload-allowed --mca btl self,vader | self,tcp -np N mpi_allreduce ${msizes[*]}"
 for rep in $(seq "$reps"); do
     for n in 2 4; do
         for c in $cases; do
