@@ -81,6 +81,13 @@
  * returns, so the caller may reuse buf at once. Reduce-scatter never modifies a chunk it has
  * already sent.
  *
+ * A lane is a ring buffer, but a sender that finds it empty (everything read) far from its start
+ * writes a RING_KIND_SKIP header (offset: the bytes to the lane's end, not counted anywhere) and
+ * goes on at the start: while the receiver keeps up, messages cycle through the lane's first
+ * RING_LANE_REWIND bytes, which stay in cache, instead of through all of it (measured on 2 cores,
+ * 2 ranks, interleaved: 64 KiB 8.7 -> 6.5 us, 256 KiB 26 -> 18 us, 1 MiB 66 -> 58 us; 16 MiB
+ * 1.18 -> 1.27 ms, 64 MiB unchanged, medians of 4).
+ *
  * Shared-memory lanes are bounded (RING_LANE_BYTES), so a rank never blocks on a full lane
  * alone: every wait (for a message, for a send to go out) keeps moving queued sends into the
  * right lane and sleeps on the rank's own doorbell (a futex in its lane's head), which the left
@@ -250,6 +257,7 @@ static const char *ring_kind_name(uint32_t kind) {
            : kind == RING_KIND_AG ? "all-gather"
            : kind == RING_KIND_BC ? "broadcast"
            : kind == RING_KIND_EX ? "exchange"
+           : kind == RING_KIND_SKIP ? "lane skip"
                                   : "?";
 }
 
@@ -358,6 +366,12 @@ static void lane_push(Ring *r) {
         RingQueued *m = &r->q[r->qhead];
         size_t bytes = ring_wire_bytes(r, m->kind, m->n), need = lane_msg_bytes(bytes);
         uint64_t head = l->head, tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
+        size_t at = (size_t)(head % RING_LANE_BYTES);
+        if (head == tail && at >= RING_LANE_REWIND && at >= need) { /* empty: back to the start (it fits) */
+            RingHeader k = {RING_MAGIC, RING_KIND_SKIP, r->token, r->seq, 0, (uint32_t)r->rank, RING_LANE_BYTES - at, 0};
+            memcpy(lane_data(l) + at, &k, sizeof k);
+            head += RING_LANE_BYTES - at; /* published with the message below */
+        }
         if (RING_LANE_BYTES - (head - tail) < need) break;
         RingHeader h = {RING_MAGIC, m->kind, r->token, r->seq, m->step, (uint32_t)r->rank, m->off, m->n};
         memcpy(lane_data(l) + head % RING_LANE_BYTES, &h, sizeof h); /* 64-aligned: never wraps */
@@ -434,6 +448,13 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     uint64_t tail = l->tail, head = __atomic_load_n(&l->head, __ATOMIC_ACQUIRE);
     RingHeader h;
     memcpy(&h, lane_data(l) + tail % RING_LANE_BYTES, sizeof h);
+    if (h.magic == RING_MAGIC && h.token == r->token && h.kind == RING_KIND_SKIP) { /* the sender went back to the start */
+        if (h.offset != RING_LANE_BYTES - tail % RING_LANE_BYTES || head - tail <= h.offset)
+            return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt skip in the shared-memory lane from rank %d", r->left);
+        tail += h.offset; /* the message follows at once (one head update published both) */
+        __atomic_store_n(&l->tail, tail, __ATOMIC_RELEASE);
+        memcpy(&h, lane_data(l), sizeof h);
+    }
     if (h.magic != RING_MAGIC || h.token != r->token || h.count > RING_SEG_MAX / sizeof(float) ||
         head - tail < lane_msg_bytes(ring_wire_bytes(r, h.kind, h.count)))
         return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt message in the shared-memory lane from rank %d", r->left);

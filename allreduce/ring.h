@@ -58,7 +58,7 @@ typedef struct {
 } RingHeader;
 
 #define RING_MAGIC 0x31525352u /* "RSR1" */
-enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4 };
+enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, RING_KIND_SKIP = 5 };
 
 /* Segments: by default a chunk is cut into RING_SEG_PER_CHUNK segments, clamped to
  * [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] bytes when every edge of the ring is shared memory
@@ -85,6 +85,9 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4 };
  * and touched at creation, so a rank offering one has that much more resident); a rank
  * waiting on lanes polls RING_SPIN times (yielding the CPU every 64) before it sleeps. */
 #define RING_LANE_BYTES (8u * 1024u * 1024u + 4096u)
+/* A sender that finds the lane empty at RING_LANE_REWIND bytes or more from its start goes back
+ * to the start (a RING_KIND_SKIP header tells the receiver): what the lanes touch stays in cache. */
+#define RING_LANE_REWIND (256u * 1024u)
 #define RING_SPIN 2000
 
 /* A process whose ring receives over ZeroMQ sets glibc's M_MMAP_THRESHOLD to

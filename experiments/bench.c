@@ -46,7 +46,7 @@ typedef struct {
     char transport[8];      /* --transport auto|shm|ipc|tcp */
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
-    int bind;               /* --bind core (1, default) | none (0) */
+    int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -116,9 +116,11 @@ static void bench_usage(FILE *f) {
             "                         in 16 bits, and #wrong still compares bitwise with the exact sum\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
-            "      --bind core|none   core: each rank on one CPU of those it may use, local rank i on the\n"
-            "                         i-th (round robin past the last), as mpirun's --bind-to core (default);\n"
-            "                         none: where the scheduler puts it\n"
+            "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
+            "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
+            "                         none: where the scheduler puts it; auto (default): core for the\n"
+            "                         ring, none for the others (ps's server and NCCL have threads of\n"
+            "                         their own)\n"
             "\n"
             "Exit status: 0; 2 bad option; 3 a peer died or timed out; 4 a wrong element.\n");
 }
@@ -165,7 +167,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     o->check = 1;
     snprintf(o->device, sizeof o->device, "auto");
     o->timeout = 60;
-    o->bind = 1;
+    o->bind = -1;
     *help = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -234,8 +236,9 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (codec_parse(v, &t) != 0) return rs_error(RS_ERR_INPUT, "bench: --wire '%s': expected fp32, bf16 or fp16", v);
             snprintf(o->wire, sizeof o->wire, "%s", v);
         } else if (!strcmp(name, "--bind")) {
-            if (strcmp(v, "core") && strcmp(v, "none")) return rs_error(RS_ERR_INPUT, "bench: --bind '%s': expected core or none", v);
-            o->bind = !strcmp(v, "core");
+            if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))
+                return rs_error(RS_ERR_INPUT, "bench: --bind '%s': expected auto, core or none", v);
+            o->bind = !strcmp(v, "auto") ? -1 : !strcmp(v, "core");
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -339,6 +342,7 @@ static int bench_setup(Bench *b) {
     link_set(&link);
     b->cfg.nranks = b->world;
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
+    if (o->bind < 0) o->bind = !strcmp(o->sync, "ring");
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
     int fell_back = 0;
     RS_TRY(device_open(&b->dev, o->device, b->env.local_rank, &fell_back));
