@@ -121,8 +121,8 @@ double link_send(size_t bytes) {
     return start;
 }
 
-void link_recv(size_t bytes, double stamp) {
-    if (!(link_spec.bytes_per_s > 0)) return;
+double link_recv_book(size_t bytes, double stamp) {
+    if (!(link_spec.bytes_per_s > 0)) return 0;
     pthread_mutex_lock(&link_mu);
     double now = clock_now(), start = stamp > 0 && stamp < now + 60 ? stamp : now; /* a stamp from
                                                                                  * another clock: now */
@@ -130,7 +130,14 @@ void link_recv(size_t bytes, double stamp) {
     double done = start + (double)bytes / link_spec.bytes_per_s;
     link_rx_free = done;
     pthread_mutex_unlock(&link_mu);
-    link_sleep_until(done + link_spec.latency_s);
+    return done + link_spec.latency_s;
+}
+
+void link_wait_until(double t) { link_sleep_until(t); }
+
+void link_recv(size_t bytes, double stamp) {
+    if (!(link_spec.bytes_per_s > 0)) return;
+    link_sleep_until(link_recv_book(bytes, stamp));
 }
 
 #define LINK_STAMP_MAGIC 0x4b4c534b4e494c52ull /* "RLINKSLK" */

@@ -41,6 +41,16 @@ double link_send(size_t bytes);
  * without a link. Thread-safe. */
 void link_recv(size_t bytes, double stamp);
 
+/* link_recv's booking without its wait: takes bytes in on this interface as link_recv does and
+ * returns when they are in (clock_now seconds, the latency included; 0 without a link), for a
+ * receiver that must not sleep meanwhile: a NIC takes a message in while its host sends the next
+ * one, so a worker whose one communication thread both pushes and pulls waits for the pull's
+ * arrival where it needs the data, not inside the receive. Thread-safe. */
+double link_recv_book(size_t bytes, double stamp);
+
+/* Sleeps until clock_now() >= t (t from link_recv_book; returns at once for t <= now). */
+void link_wait_until(double t);
+
 /* The stamp as it travels: a frame of its own after the message's (ZeroMQ), or inside the
  * padding of a shared-memory lane message. Emulation metadata, not protocol: the traffic
  * counts leave it out. */

@@ -156,6 +156,7 @@ typedef struct {
     unsigned char *got;        /* [plan.nslices] (training) or [nchunks * K] (allreduce) */
     size_t got_cap;
     int *bucket_left;          /* [nbuckets] replies each bucket still waits for */
+    double *bucket_in;         /* [nbuckets] when its last reply is in on the emulated link (0: none) */
     double *t_push;            /* [nbuckets] */
     /* the allreduce in flight */
     uint32_t seq;
@@ -333,7 +334,14 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     c->any_reply = 1;
     c->t_last = clock_now();
     if (!c->local[k]) {
-        link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
+        /* --link: a training reply is in when the interface has taken it; the communication
+         * thread does not sleep for it here (it may have the next bucket to push) but ps_poll
+         * holds the bucket back until then */
+        if (c->kind == WAIT_STEP) {
+            double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
+            if (in > c->bucket_in[b]) c->bucket_in[b] = in;
+        } else
+            link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
         c->tr.messages_received++;
     }
@@ -500,7 +508,8 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         c->got_cap = (size_t)c->plan.nslices;
         c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
-        if (!c->got || !c->bucket_left || !c->t_push) return rs_error(RS_ERR_RUNTIME, "out of memory");
+        c->bucket_in = calloc((size_t)job->nbuckets, sizeof *c->bucket_in);
+        if (!c->got || !c->bucket_left || !c->t_push || !c->bucket_in) return rs_error(RS_ERR_RUNTIME, "out of memory");
         if (c->coded) { /* once: every push of the run is encoded here */
             if (!(c->enc = malloc(c->nparams * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
             mem_account(MEM_COMM, (long long)(c->nparams * c->el));
@@ -641,7 +650,10 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     c->left = c->plan.nslices;
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
-    for (int b = 0; b < c->plan.nbuckets; b++) c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
+    for (int b = 0; b < c->plan.nbuckets; b++) {
+        c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
+        c->bucket_in[b] = 0;
+    }
     if (c->async) { /* no step sizes: each push says its own */
         c->samples = global_samples > 0 ? (uint32_t)global_samples : 0;
         c->version = LLONG_MAX;
@@ -681,12 +693,23 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
 
 /* Bucket b's new parameters are in: 1; not yet: 0; the server failed or nothing came for the
  * timeout: -RS_ERR_PEER. Under DataParallel's step only rank 0 waits for replies. */
+/* 1 when bucket b's replies are all here and, under --link, in on the interface: else waits up to
+ * wait_ms (at most until then) and says 0, so that the engine can push a bucket meanwhile. */
+static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
+    double now = clock_now(), in = c->bucket_in[b];
+    if (in <= now) return 1;
+    double until = now + wait_ms * 1e-3;
+    link_wait_until(in < until ? in : until);
+    return clock_now() >= in;
+}
+
 static int ps_poll(void *state, int b, int wait_ms) {
     PsClient *c = state;
-    if ((c->dp && c->rank != 0) || c->bucket_left[b] == 0) return 1;
+    if (c->dp && c->rank != 0) return 1;
+    if (c->bucket_left[b] == 0) return ps_bucket_in(c, b, wait_ms);
     int got, rc = client_poll(c, wait_ms, &got);
     if (rc) return -rc;
-    if (c->bucket_left[b] == 0) return 1;
+    if (c->bucket_left[b] == 0) return ps_bucket_in(c, b, 0);
     if ((rc = ps_health(c))) return -rc;
     /* the server's verdict names the missing rank: give it a moment to come first */
     if (clock_now() - c->t_last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
@@ -844,6 +867,7 @@ static void ps_destroy(void *state) {
     free(c->split);
     free(c->got);
     free(c->bucket_left);
+    free(c->bucket_in);
     free(c->t_push);
     free(c);
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #define PS_DROP (-1) /* a handler's verdict: the message was refused (counted, not fatal) */
+#define PS_REORDER 64 /* messages drained at once and handled in their senders' link order */
 
 /* The state of one kind of step: training pushes (SGD) or allreduce contributions (sum). */
 typedef struct {
@@ -66,6 +67,7 @@ struct PsServer {
     unsigned char *init_seen, *pull;
     PsPhase train, sum;
     unsigned char *known, *bye;
+    PsMsg batch[PS_REORDER];  /* the messages drained at once (ps_server_run) */
     int nbye, warned;
     size_t cur_bytes;        /* payload bytes of the message being handled */
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
@@ -766,6 +768,26 @@ static int server_fail(PsServer *s, int rc) {
     return rc;
 }
 
+/* Stable insertion sort of a drained batch by the stamp each message left its sender's emulated
+ * link with (a message without one, a colocated rank's own, keeps its place among its
+ * neighbours' times: it counts as sent when drained). */
+static void server_sort_stamped(PsMsg *m, int n) {
+    double now = clock_now(), key[PS_REORDER];
+    for (int i = 0; i < n; i++) key[i] = m[i].stamp > 0 && m[i].stamp < now + 60 ? m[i].stamp : now;
+    for (int i = 1; i < n; i++) {
+        PsMsg x = m[i];
+        double kx = key[i];
+        int j = i - 1;
+        while (j >= 0 && key[j] > kx) {
+            m[j + 1] = m[j];
+            key[j + 1] = key[j];
+            j--;
+        }
+        m[j + 1] = x;
+        key[j + 1] = kx;
+    }
+}
+
 int ps_server_run(PsServer *s) {
     s->t_last = clock_now();
     for (;;) {
@@ -776,15 +798,30 @@ int ps_server_run(PsServer *s) {
             if (zmq_errno() == EINTR) continue;
             return server_fail(s, zmqCheck(n));
         }
-        for (int k = 0; n > 0 && k < 4096; k++) {
-            PsMsg m;
-            if (ps_recv(s->router, &m, ZMQ_DONTWAIT) < 0) {
-                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
-                return server_fail(s, zmqCheck(-1));
+        for (int k = 0; n > 0 && k < 4096; k += PS_REORDER) {
+            /* what is queued, up to PS_REORDER messages, handled in the order they left their
+             * senders on the emulated link (their stamps; arrival order without --link): the
+             * interface takes concurrent flows in as they come, where the queue's order follows
+             * which sender's process ran first, and would make a server take one worker's whole
+             * stream before the next worker's first bucket (and answer no bucket until then) */
+            int got = 0;
+            while (got < PS_REORDER) {
+                if (ps_recv(s->router, &s->batch[got], ZMQ_DONTWAIT) < 0) {
+                    if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                    for (int i = 0; i < got; i++) ps_msg_close(&s->batch[i]);
+                    return server_fail(s, zmqCheck(-1));
+                }
+                got++;
             }
-            int rc = server_handle(s, &m);
-            ps_msg_close(&m);
+            if (got > 1 && link_get()->bytes_per_s > 0) server_sort_stamped(s->batch, got);
+            int rc = 0;
+            for (int i = 0; i < got; i++) {
+                if (!rc) rc = server_handle(s, &s->batch[i]);
+                ps_msg_close(&s->batch[i]);
+                if (rc < 0) rc = 0; /* a refused message: counted, not fatal */
+            }
             if (rc > 0) return server_fail(s, rc);
+            if (got < PS_REORDER) break;
         }
         int rc = server_check_time(s);
         if (rc) return server_fail(s, rc);
