@@ -1,5 +1,6 @@
 /* matrix.c - `ringside matrix`: runs every cell of a matrix file as a child `ringside train`, summarises */
 #include "matrix.h"
+#include "../ps/ps.h"
 #include "fit.h"
 #include "matrix_row.h"
 #include "matrix_spec.h"
@@ -399,9 +400,7 @@ static const char matrix_task_sh[] =
     "exec \"$@\"";
 
 /* The dedicated servers a run of g starts beside its ranks (train's rule: ps, placement dedicated). */
-static int matrix_servers(const Config *g) {
-    return !strcmp(g->sync, "ps") && !strcmp(g->ps_placement, "dedicated") ? g->ps_servers : 0;
-}
+static int matrix_servers(const Config *g) { return ps_dedicated_servers(g); }
 
 /* 128 random bits as 32 hex digits into out (at least 33 bytes). */
 static int matrix_token(char *out) {

@@ -24,7 +24,7 @@ PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "o
 BUSY_PHASES = ["data", "forward", "backward", "optimizer"]
 STEP_PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other"]  # they add up to the step
 DIST = ["median", "p95", "min", "max", "mean"]
-SYNCS = {"none", "ring", "nccl", "ps"}
+SYNCS = {"none", "ring", "nccl", "ps", "byteps", "student"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 
@@ -333,7 +333,7 @@ def check_ranks(c, rep, cfg, run, expect):
         c.expect(cfg.get("ranks") in (None, n), "config.ranks", "%s but run.world is %d" % (cfg.get("ranks"), n))
     order = [e.get("role") for e in ranks if isinstance(e, dict)]
     c.expect(order == sorted(order, key=lambda r: r != "worker"), "ranks", "servers must follow the workers")
-    dedicated = cfg.get("sync") == "ps" and cfg.get("ps-placement") == "dedicated"
+    dedicated = (cfg.get("sync") == "ps" and cfg.get("ps-placement") == "dedicated") or cfg.get("sync") == "byteps"
     want_servers = cfg.get("ps-servers", 1) if dedicated else 0
     c.expect(len(servers) == want_servers, "ranks", "%d server entries, expected %d (sync %s, placement %s)"
              % (len(servers), want_servers, cfg.get("sync"), cfg.get("ps-placement")))
@@ -416,6 +416,12 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     if sync == "ring" and n > 1:
         per = 2 * (n - 1) / n * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
+    elif sync == "byteps" and n > 1:
+        # BytePS (OSDI'20, 4.1): each worker link carries 2n(n-1)/W of the gradient each way per step,
+        # W = n^2 + kn - 2k; each of the k CPU servers n x = 2n(n-1)/W of it
+        k = cfg.get("ps-servers", 0)
+        per = 2 * n * (n - 1) / (n * n + k * n - 2 * k) * G * steps
+        floors = {e.get("rank"): (per, per) for e in workers}
     elif sync == "ps" and cfg.get("ps-mode") == "dataparallel":
         # every other rank pushes its gradient and receives the replicate each step; rank 0 the rest
         floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
@@ -431,12 +437,14 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
         else:
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
             floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
-    if sync == "ps" and servers and not budgeted(cfg):
+    if sync in ("ps", "byteps") and servers and not budgeted(cfg):
         K = len(servers)
         for e in servers:
             t = e.get("_traffic")
             if t:
                 floor = n * G * steps / K
+                if sync == "byteps":
+                    floor = n * 2 * (n - 1) / (n * n + K * n - 2 * K) * G * steps
                 for key in ("bytes_sent", "bytes_received"):
                     c.expect(t[key] >= 0.9 * floor, "ranks[server %s].traffic.%s" % (e.get("server"), key),
                              "%d bytes, below its shard of every worker's gradient over %d steps (%d)"
