@@ -20,6 +20,13 @@
  *                                     (each worker pushes N-1 shards of n/N and its shard
  *                                      answers N-1 pushes: the ring's bytes on every link,
  *                                      but in one round of N-1 parallel messages each way)
+ *   byteps, k CPU servers (0 <= k <= N; OSDI'20 4.1): A = 2,  Bc = 2 * max(1 - y, (N-1) y, N x) * n
+ *                                     with W = N^2 + kN - 2k, y = (N-k)/W per worker shard and
+ *                                     x = 2(N-1)/W per CPU server (a push round, a pull round,
+ *                                     the busiest link each; k = 0 is sharded's, k = N dedicated's)
+ * These count a bucket's pull after its push. BytePS's Table 1 lines (claim 8) are the limit where
+ * one bucket's pull overlaps the next one's push on every link: ring and sharded 2(N-1)/N n,
+ * dedicated max(n, N n/K), byteps 2N(N-1)/W n.
  * ps-mode dataparallel: the colocated formula for the gradients (the push, and the replicate
  * in place of the pull), plus, once per step, rank 0's data messages (predict_dp_data):
  *   A = 3(N-1),  Bc = (B - ceil(B/N)) * (4D + 4 + 8C)   (the batch out, D inputs and a label per
