@@ -4,6 +4,9 @@
 #   RINGSIDE_SERVERS=K srun -n W+K experiments/slurm/task.sh build/ringside train --sync ps \
 #       --ps-placement dedicated --ps-servers K
 #
+#   RINGSIDE_SERVERS=K srun -n W+K experiments/slurm/task.sh build/ringside train --sync byteps \
+#       --ps-servers K          (BytePS: a shard in each of the W workers and K CPU servers)
+#
 # The last K tasks of the step are the dedicated servers and the first W the workers (each gets
 # torchrun's variables with the worker count W); without RINGSIDE_SERVERS every task is a worker
 # and ringside reads srun's own variables. MASTER_ADDR, unless set, is the step's first node, where

@@ -180,6 +180,10 @@ check "srun -n 5 task.sh train --sync ps --ps-placement dedicated (4 workers + 1
     srun_job -n 5 --overcommit --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync ps \
     --ps-placement dedicated "${TRAIN[@]}" --report "$T/ded.json"
 check_report "srun dedicated" "$T/ded.json" ps 1
+check "srun -n 6 task.sh train --sync byteps --ps-servers 2 (4 workers with shards + 2 CPU servers)" \
+    srun_job -n 6 --overcommit --export=ALL,RINGSIDE_SERVERS=2 experiments/slurm/task.sh "$BIN" train --sync byteps \
+    --ps-servers 2 "${TRAIN[@]}" --report "$T/byteps.json"
+check_report "srun byteps" "$T/byteps.json" byteps 2
 
 # ---- the sbatch script: its own address, port and token; the options passed through -------------
 JOB=$(sbatch --parsable --nodes=1 --ntasks-per-node=5 --time=5 --output="$T/sbatch.out" \
