@@ -85,7 +85,7 @@
  * writes a RING_KIND_SKIP header (offset: the bytes to the lane's end, not counted anywhere) and
  * goes on at the start: while the receiver keeps up, messages cycle through the lane's first
  * RING_LANE_REWIND bytes, which stay in cache, instead of through all of it (measured on 2 cores,
- * 2 ranks, interleaved: 64 KiB 8.7 -> 6.5 us, 256 KiB 26 -> 18 us, 1 MiB 66 -> 58 us; 16 MiB
+ * 2 ranks, interleaved: 64 KiB 8.6 -> 6.5 us, 256 KiB 26 -> 19 us, 1 MiB 67 -> 58 us; 16 MiB
  * 1.18 -> 1.27 ms, 64 MiB unchanged, medians of 4).
  *
  * Shared-memory lanes are bounded (RING_LANE_BYTES), so a rank never blocks on a full lane
