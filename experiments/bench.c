@@ -95,7 +95,8 @@ static void bench_usage(FILE *f) {
             "checked bitwise (#wrong).\n"
             "\n"
             "  -n, --ranks N          ranks to launch (default 1)\n"
-            "      --sync NAME        ring | nccl | ps | student (lab 5) (default ring)\n"
+            "      --sync NAME        ring | nccl | ps | byteps (k = 0: a shard in every rank) | student (lab 5)\n"
+            "                         (default ring)\n"
             "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
             "  -e, --maxbytes SIZE    largest message (default 64M)\n"
             "  -f, --stepfactor F     multiply the size by F per row (default 2)\n"
@@ -341,6 +342,9 @@ static int bench_setup(Bench *b) {
                                       "moves device data itself");
     link_set(&link);
     b->cfg.nranks = b->world;
+    /* bench starts no server processes: BytePS with k = 0, a summation shard in every rank (its
+     * CPU servers are a training run's: `train --sync byteps --ps-servers K`) */
+    if (!strcmp(o->sync, "byteps")) b->cfg.ps_servers = 0;
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     if (o->bind < 0) o->bind = !strcmp(o->sync, "ring");
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
