@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON; claim 7 on real straggler runs
+# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON; claim 7 on real straggler runs, claim 8's lines on real runs
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -213,6 +213,48 @@ expect_status "claim 7 broken on real reports: exit 4" 4 "$BIN" claims "$T/real"
 v=$(verdicts "$T/real")
 if [ "$(echo "$v" | cut -d' ' -f7)" = FAIL ] && [ "$(echo "$v" | tr ' ' '\n' | grep -c FAIL)" = 1 ]; then ok "real reports, async made slow: only claim 7 FAILs ($v)"
 else bad "real reports, claim 7 broken" "$v"; fi
+
+# claim 8 on real reports: three architectures at n = 2 under an emulated 1 Gbit/s link; each
+# run's line is its Table 1 multiple of M/B (M from its own report), the ratio measured / line; a
+# run whose comm is set to its line reads x1.00 and is not off it
+mkdir -p "$T/t1"
+T1="--layers 64,512,10 --train-samples 512 --eval-samples 64 --seed 2 --batch 16 --steps 6 --warmup 2 --link 1gbit --transport ipc"
+"$BIN" train -n 2 --sync ring $T1 -q --report "$T/t1/ring.json" >"$T/t1.log" 2>&1 \
+  && "$BIN" train -n 2 --sync ps --ps-placement dedicated --ps-servers 1 $T1 -q --report "$T/t1/ded.json" >>"$T/t1.log" 2>&1 \
+  && "$BIN" train -n 2 --sync byteps --ps-servers 1 $T1 -q --report "$T/t1/byteps.json" >>"$T/t1.log" 2>&1 \
+  || bad "claim 8's runs" "$(tail -n 3 "$T/t1.log")"
+"$BIN" claims "$T/t1" >"$T/t1c.log" 2>&1
+if $PY - "$T/t1" <<'EOF2' >"$T/t1py.log" 2>&1; then ok "claim 8 on real reports: each run's Table 1 line and ratio from its own report ($(cat "$T/t1py.log"))"; else bad "claim 8 on real reports" "$(cat "$T/t1py.log")"; fi
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/claims.json"))[7]
+runs = {r["run"]: r for r in c["numbers"]["runs"]}
+want = {"ring": 1.0, "ded": 2.0, "byteps": 1.0}  # n = 2: 2(n-1)/n, max(1, n/k) with k = 1, 2n(n-1)/(n^2+kn-2k)
+out = []
+for name, units in want.items():
+    r = runs[name]
+    rep = json.load(open("%s/%s.json" % (d, name)))
+    w = [e for e in rep["ranks"] if e.get("role", "worker") == "worker"]
+    M = rep["ranks"][0]["memory"]["by_tag"]["params"]
+    line = units * M / 125e6
+    meas = sum(e["time_s"]["phases"]["comm_total"] for e in w) / len(w)
+    assert abs(r["line_s"] - line) < 1e-9 * line + 1e-12, (name, r["line_s"], line)
+    assert abs(r["measured_s"] - meas) < 1e-9 + 1e-6 * meas, (name, r["measured_s"], meas)
+    assert abs(r["ratio"] - meas / line) < 1e-6, (name, r["ratio"])
+    out.append("%s x%.2f" % (name, r["ratio"]))
+print(", ".join(out))
+EOF2
+$PY -c "
+import json, sys
+p = sys.argv[1]; r = json.load(open(p))
+M = r['ranks'][0]['memory']['by_tag']['params']
+for e in r['ranks']:
+    if e.get('role', 'worker') == 'worker': e['time_s']['phases']['comm_total'] = 2.0 * M / 125e6
+json.dump(r, open(p, 'w'))" "$T/t1/ded.json"
+"$BIN" claims "$T/t1" >"$T/t1c.log" 2>&1
+if grep -q "non-colocated PS .* n=2  k=1  1gbit    line 2.00 x M/B = .* (x1.00)  \[ded\]" "$T/t1c.log"; then
+    ok "claim 8: a real run set on its line reads x1.00, not off it"
+else bad "claim 8: a run on its line" "$(grep -A6 '^8 ' "$T/t1c.log")"; fi
 
 expect_status "missing folder: exit 2" 2 "$BIN" claims "$T/nowhere"
 expect_status "no folder given: exit 2" 2 "$BIN" claims
