@@ -39,6 +39,9 @@ typedef struct {
     unsigned char *enc;      /* a 16-bit wire: the replies encoded (cap elements, host, MEM_SERVER) */
     float *dec;              /* a 16-bit wire on a device that is not host memory: one contribution
                               * decoded on its way to recv (cap, host, MEM_SERVER) */
+    zmq_msg_t *held;         /* [cap_chunks * nworkers] where the device is host memory: each
+                              * contribution's payload, kept until its slice is summed straight
+                              * from them (recv stays unused); empty messages otherwise */
     long long samples;       /* the step's global samples (-1: not known yet) */
     int pushed;              /* a contribution of the open step is in: its timeout runs (a step
                               * opened by rank 0's early STEP waits for the workers' compute) */
@@ -70,6 +73,7 @@ struct PsServer {
     PsMsg batch[PS_REORDER];  /* the messages drained at once (ps_server_run) */
     int nbye, warned;
     size_t cur_bytes;        /* payload bytes of the message being handled */
+    zmq_msg_t *cur_payload;  /* its payload frame (NULL: none), which a contribution may keep */
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double t_last;
     PsZeroCopy zc;
@@ -186,8 +190,29 @@ static int phase_alloc_wire(PsServer *s, PsPhase *ph, size_t keys) {
     return RS_OK;
 }
 
+/* Lets go of the contributions ph keeps (held[] stays, its messages empty). */
+static void phase_release(PsServer *s, PsPhase *ph) {
+    if (!ph->held) return;
+    size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
+    for (size_t i = 0; i < n; i++)
+        if (zmq_msg_size(&ph->held[i])) {
+            zmq_msg_close(&ph->held[i]);
+            zmq_msg_init(&ph->held[i]);
+        }
+}
+
+/* Closes and frees held[]. */
+static void phase_free_held(PsServer *s, PsPhase *ph) {
+    if (!ph->held) return;
+    size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
+    for (size_t i = 0; i < n; i++) zmq_msg_close(&ph->held[i]);
+    free(ph->held);
+    ph->held = NULL;
+}
+
 static void phase_free(PsServer *s, PsPhase *ph) {
     size_t N = (size_t)s->a.nworkers;
+    phase_free_held(s, ph);
     phase_free_wire(s, ph);
     device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
     device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
@@ -233,14 +258,21 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
         ph->cap = keys;
     }
     if (chunks > ph->cap_chunks) {
+        phase_free_held(s, ph); /* between steps: every message it kept was let go */
         free(ph->count);
         free(ph->seen);
         free(ph->waiting);
         ph->count = calloc((size_t)chunks, sizeof *ph->count);
         ph->seen = calloc((size_t)chunks * N, 1);
         ph->waiting = calloc((size_t)chunks, 1);
-        ph->cap_chunks = ph->count && ph->seen && ph->waiting ? chunks : 0;
-        if (!ph->cap_chunks) return rs_error(RS_ERR_RUNTIME, "%s: out of memory for %d chunks", s->name, chunks);
+        if (s->host_visible && (ph->held = malloc((size_t)chunks * N * sizeof *ph->held)))
+            for (size_t i = 0; i < (size_t)chunks * N; i++) zmq_msg_init(&ph->held[i]);
+        ph->cap_chunks = ph->count && ph->seen && ph->waiting && (ph->held || !s->host_visible) ? chunks : 0;
+        if (!ph->cap_chunks) {
+            free(ph->held);
+            ph->held = NULL;
+            return rs_error(RS_ERR_RUNTIME, "%s: out of memory for %d chunks", s->name, chunks);
+        }
     }
     return RS_OK;
 }
@@ -318,6 +350,48 @@ static int server_reply_all(PsServer *s, const WireHeader *h, const void *payloa
     return RS_OK;
 }
 
+/* A float read from a message's payload, which need not be 4-byte aligned. */
+typedef float ps_float_u __attribute__((aligned(1)));
+
+#define PS_TILE 2048 /* keys summed at once from the kept messages (a tile of the sum stays in L1) */
+
+/* Where the device is host memory: sum = chunk b's kept contributions added in rank order,
+ * element by element, read straight from the messages (fp32, or decoded from the wire with the
+ * gradients' codec: the same bits as decoding each into recv, then copy and add), a tile of
+ * keys at a time; then lets the messages go. */
+static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n) {
+    size_t N = (size_t)s->a.nworkers;
+    zmq_msg_t *m = ph->held + (size_t)b * N;
+    float tmp[PS_TILE];
+    for (size_t i = 0; i < n; i += PS_TILE) {
+        size_t k = n - i < PS_TILE ? n - i : PS_TILE;
+        float *y = sum + i;
+        if (s->coded) {
+            codec_decode(&s->gc, (const unsigned char *)zmq_msg_data(&m[0]) + i * s->el, y, k);
+            for (size_t r = 1; r < N; r++) {
+                codec_decode(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, tmp, k);
+                for (size_t j = 0; j < k; j++) y[j] += tmp[j];
+            }
+            continue;
+        }
+        const ps_float_u *x0 = (const ps_float_u *)zmq_msg_data(&m[0]) + i;
+        if (N == 2) { /* one pass: the common case */
+            const ps_float_u *x1 = (const ps_float_u *)zmq_msg_data(&m[1]) + i;
+            for (size_t j = 0; j < k; j++) y[j] = x0[j] + x1[j];
+            continue;
+        }
+        for (size_t j = 0; j < k; j++) y[j] = x0[j];
+        for (size_t r = 1; r < N; r++) {
+            const ps_float_u *x = (const ps_float_u *)zmq_msg_data(&m[r]) + i;
+            for (size_t j = 0; j < k; j++) y[j] += x[j];
+        }
+    }
+    for (size_t r = 0; r < N; r++) {
+        zmq_msg_close(&m[r]);
+        zmq_msg_init(&m[r]);
+    }
+}
+
 /* Sums chunk b's contributions in rank order, applies the rule, answers every worker. */
 static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     double t0 = clock_now();
@@ -326,8 +400,12 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     phase_slice(s, ph, b, &off, &n);
     size_t at = phase_at(s, ph, b, off);
     float *sum = ph->sum + at;
-    RS_TRY(d->ops->copy(d, sum, ph->recv + at, n * sizeof(float), 2, NULL));
-    for (int r = 1; r < s->a.nworkers; r++) d->k->axpy(d->kctx, sum, 1.0f, ph->recv + (size_t)r * ph->cap + at, n);
+    if (ph->held) {
+        slice_sum_held(s, ph, b, sum, n);
+    } else {
+        RS_TRY(d->ops->copy(d, sum, ph->recv + at, n * sizeof(float), 2, NULL));
+        for (int r = 1; r < s->a.nworkers; r++) d->k->axpy(d->kctx, sum, 1.0f, ph->recv + (size_t)r * ph->cap + at, n);
+    }
     PsUpdate u = {.dev = d, .cfg = s->a.cfg, .sum = sum, .n = n, .global_samples = ph->samples,
                   .params = s->params && ph->op == WIRE_PUSH ? s->params + at : NULL,
                   .mom = s->mom && ph->op == WIRE_PUSH ? s->mom + at : NULL,
@@ -583,9 +661,14 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     unsigned char *seen = ph->seen + (size_t)b * (size_t)s->a.nworkers + (size_t)r;
     if (*seen) return server_drop(s, "a second contribution to the same slice");
     server_accept(s, r);
-    /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
-    size_t at = phase_at(s, ph, b, off);
-    RS_TRY(server_take(s, ph, ph->recv + (size_t)r * ph->cap + at, at, data, n));
+    if (ph->held) { /* host memory: the payload (n elements of the wire, wire_check saw to it) is
+                     * kept and summed from where it is (slice_apply) */
+        zmq_msg_move(&ph->held[(size_t)b * (size_t)s->a.nworkers + (size_t)r], s->cur_payload);
+    } else {
+        /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
+        size_t at = phase_at(s, ph, b, off);
+        RS_TRY(server_take(s, ph, ph->recv + (size_t)r * ph->cap + at, at, data, n));
+    }
     *seen = 1;
     ph->pushed = 1;
     ph->t_progress = clock_now();
@@ -679,6 +762,7 @@ static int server_handle(PsServer *s, PsMsg *m) {
     if (h.sender != r) return server_drop(s, "sender field differs from the peer's identity");
     const void *data = m->n == 3 ? zmq_msg_data(&m->part[2]) : NULL;
     s->cur_bytes = pb;
+    s->cur_payload = m->n == 3 ? &m->part[2] : NULL;
     s->cur_stamp = m->stamp;
     int rc;
     if (r >= 0 && s->async) s->t_seen[r] = clock_now();
@@ -888,6 +972,8 @@ void ps_server_destroy(PsServer *s) {
         s->started = 0;
     }
     if (s->router) zmq_close(s->router);
+    phase_release(s, &s->train); /* contributions kept by a step that did not end */
+    phase_release(s, &s->sum);
     if (!ps_zc_drain(&s->zc, 2.0 + s->a.timeout)) {
         log_warn("%s: replies still in flight at exit; leaving its buffers allocated", s->name);
         return;
