@@ -99,7 +99,10 @@ $(BUILD)/obj/%.o: %.c
 VEC_CFLAGS := $(shell $(CC) -ftree-vectorize -fvect-cost-model=cheap -x c -c -o /dev/null /dev/null \
                 2>/dev/null && echo -ftree-vectorize -fvect-cost-model=cheap)
 $(BUILD)/obj/kernels/ops_cpu.o: CFLAGS += $(VEC_CFLAGS)
-$(BUILD)/obj/common/codec.o: CFLAGS += $(VEC_CFLAGS)
+# the wire's codec decodes and adds in two roundings everywhere (no fused multiply-add where the
+# target has one), so that decode_add gives the bits of decode then add
+NOFMA_CFLAGS := $(shell $(CC) -ffp-contract=off -x c -c -o /dev/null /dev/null 2>/dev/null && echo -ffp-contract=off)
+$(BUILD)/obj/common/codec.o: CFLAGS += $(VEC_CFLAGS) $(NOFMA_CFLAGS)
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

@@ -64,7 +64,10 @@ static void codec_block(CodecType t, const unsigned char *in, float *v, size_t k
         for (size_t j = 0; j < k; j++) v[j] = codec_f16_to_f32(h[j]);
 }
 
-void codec_decode(const Codec *c, const void *src, float *dst, size_t n) {
+/* dst[i] = (add ? dst[i] : 0) + element i / scale, the division as a multiply by 1 / scale
+ * rounded before the add (this file is built without floating-point contraction, so no fused
+ * multiply-add changes the bits between decode-then-add and decode_add). */
+static void codec_decode_into(const Codec *c, const void *src, float *dst, size_t n, int add) {
     const unsigned char *in = src;
     const size_t eb = codec_elem_bytes(c->type);
     const float inv = 1.0f / c->scale;
@@ -72,26 +75,18 @@ void codec_decode(const Codec *c, const void *src, float *dst, size_t n) {
         size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
         float v[CODEC_BLOCK];
         codec_block(c->type, in + i * eb, v, k);
-        if (inv == 1.0f) memcpy(dst + i, v, k * sizeof(float));
+        if (inv != 1.0f)
+            for (size_t j = 0; j < k; j++) v[j] *= inv;
+        if (add)
+            for (size_t j = 0; j < k; j++) dst[i + j] += v[j];
         else
-            for (size_t j = 0; j < k; j++) dst[i + j] = v[j] * inv;
+            memcpy(dst + i, v, k * sizeof(float));
     }
 }
 
-void codec_decode_add(const Codec *c, const void *src, float *dst, size_t n) {
-    const unsigned char *in = src;
-    const size_t eb = codec_elem_bytes(c->type);
-    const float inv = 1.0f / c->scale;
-    for (size_t i = 0; i < n; i += CODEC_BLOCK) {
-        size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
-        float v[CODEC_BLOCK];
-        codec_block(c->type, in + i * eb, v, k);
-        if (inv == 1.0f)
-            for (size_t j = 0; j < k; j++) dst[i + j] += v[j];
-        else
-            for (size_t j = 0; j < k; j++) dst[i + j] += v[j] * inv;
-    }
-}
+void codec_decode(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_into(c, src, dst, n, 0); }
+
+void codec_decode_add(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_into(c, src, dst, n, 1); }
 
 void codec_round(const Codec *c, float *x, size_t n) {
     if (c->type == CODEC_F32 && c->scale == 1.0f) return;

@@ -362,16 +362,13 @@ typedef float ps_float_u __attribute__((aligned(1)));
 static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n) {
     size_t N = (size_t)s->a.nworkers;
     zmq_msg_t *m = ph->held + (size_t)b * N;
-    float tmp[PS_TILE];
     for (size_t i = 0; i < n; i += PS_TILE) {
         size_t k = n - i < PS_TILE ? n - i : PS_TILE;
         float *y = sum + i;
         if (s->coded) {
             codec_decode(&s->gc, (const unsigned char *)zmq_msg_data(&m[0]) + i * s->el, y, k);
-            for (size_t r = 1; r < N; r++) {
-                codec_decode(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, tmp, k);
-                for (size_t j = 0; j < k; j++) y[j] += tmp[j];
-            }
+            for (size_t r = 1; r < N; r++)
+                codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
             continue;
         }
         const ps_float_u *x0 = (const ps_float_u *)zmq_msg_data(&m[0]) + i;
