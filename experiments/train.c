@@ -295,9 +295,10 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     }
     double *ls = calloc((size_t)(S ? S : 1), sizeof *ls), *cs = calloc((size_t)(S ? S : 1), sizeof *cs);
     double *tc = calloc((size_t)(S ? S : 1), sizeof *tc); /* the time curve: when each step's loss was complete */
-    int n0;
-    const StepTimes *T0 = r->engine ? engine_times(r->engine, &n0) : NULL;
-    double origin = T0 && n0 > 0 ? T0[0].start : 0; /* rank 0's first step's start */
+    int nt;
+    const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
+    if (!T) nt = 0;
+    double origin = nt > 0 ? T[0].start : 0; /* rank 0's first step's start */
     long long *ns = calloc((size_t)(S ? S : 1), sizeof *ns), total = 0, all = 0;
     double async_timed = 0;
     int *pushes = r->lockstep ? NULL : calloc((size_t)(S ? S : 1) * (size_t)r->world, sizeof *pushes), past = 0;
@@ -349,7 +350,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
          * step that computed on the server's step-s parameters (a straggler's stale step counts
          * its loss there too, but later); never earlier than the step before */
         double t = tc ? tc[s] : 0;
-        if (r->lockstep) t = T0 && s < n0 ? T0[s].start + T0[s].step - origin : 0;
+        if (r->lockstep) t = s < nt ? T[s].start + T[s].step - origin : 0;
         if (tc) {
             if (s > 0 && t < tc[s - 1]) t = tc[s - 1];
             tc[s] = t;
@@ -359,9 +360,6 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         cJSON_AddItemToArray(tp, cJSON_CreateNumber(t > 0 ? t : 0));
         cJSON_AddItemToArray(tcurve, tp);
     }
-    int nt;
-    const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
-    if (!T) nt = 0;
     int w = r->cfg.warmup < nt ? r->cfg.warmup : 0;
     double timed = 0, *step_s = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *step_s);
     for (int s = 0; s < nt; s++) step_s[s] = T[s].step;

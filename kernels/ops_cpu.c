@@ -347,6 +347,16 @@ typedef struct {
     int C, H, W, k, stride, pad, OH, OW;
 } ConvJob;
 
+/* The output columns [*ow0, *ow1) whose input column iw = ow * stride + off (off = kj - pad) lies
+ * in [0, W): where a window's row kj reads the image, not the padding. */
+static void conv_ow_range(const ConvJob *j, int off, int *ow0, int *ow1) {
+    int a = 0, z = j->OW;
+    while (a < z && a * j->stride + off < 0) a++;
+    while (z > a && (z - 1) * j->stride + off >= j->W) z--;
+    *ow0 = a;
+    *ow1 = z;
+}
+
 /* Planes p = b*C + c of x in [lo, hi): their k*k rows of col. Each row of col is a row of x
  * shifted by kj (a copy, with stride 1) between zeros where the window hangs over the edge. */
 static void im2col_range(void *arg, size_t lo, size_t hi) {
@@ -357,10 +367,8 @@ static void im2col_range(void *arg, size_t lo, size_t hi) {
         for (int ki = 0; ki < j->k; ki++)
             for (int kj = 0; kj < j->k; kj++) {
                 float *row = j->out + (p * kk + (size_t)ki * j->k + kj) * ohw;
-                /* the ow whose iw = ow * stride - pad + kj lies in [0, W): [ow0, ow1) */
-                int ow0 = 0, ow1 = j->OW, off = kj - j->pad;
-                while (ow0 < ow1 && ow0 * j->stride + off < 0) ow0++;
-                while (ow1 > ow0 && (ow1 - 1) * j->stride + off >= j->W) ow1--;
+                int ow0, ow1, off = kj - j->pad;
+                conv_ow_range(j, off, &ow0, &ow1);
                 for (int oh = 0; oh < j->OH; oh++) {
                     int ih = oh * j->stride - j->pad + ki;
                     float *r = row + (size_t)oh * j->OW;
@@ -400,9 +408,8 @@ static void col2im_range(void *arg, size_t lo, size_t hi) {
         for (int ki = 0; ki < j->k; ki++)
             for (int kj = 0; kj < j->k; kj++) {
                 const float *row = cp + ((size_t)ki * j->k + kj) * ohw;
-                int ow0 = 0, ow1 = j->OW, off = kj - j->pad;
-                while (ow0 < ow1 && ow0 * j->stride + off < 0) ow0++;
-                while (ow1 > ow0 && (ow1 - 1) * j->stride + off >= j->W) ow1--;
+                int ow0, ow1, off = kj - j->pad;
+                conv_ow_range(j, off, &ow0, &ow1);
                 for (int oh = 0; oh < j->OH; oh++) {
                     int ih = oh * j->stride - j->pad + ki;
                     if (ih < 0 || ih >= j->H) continue;

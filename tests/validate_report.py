@@ -511,6 +511,23 @@ def worker_ratio(workers, value):
     return max(vals) / (s / len(vals)) if s > 0 else 1.0
 
 
+
+def step_curve(c, s, key, what, steps):
+    """summary[key], one [step, value] point per step 0..steps-1 with every value finite and
+    >= 0 (a loss, seconds): the points when they are well-formed, else None (the problem noted)."""
+    curve = c.get(s, key, "summary", "list")
+    if curve is None or steps is None:
+        return None
+    p = "summary." + key
+    c.expect(len(curve) == steps, p, "%d points, summary.steps is %d" % (len(curve), steps))
+    okpts = all(isinstance(x, list) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x) for x in curve)
+    if not c.expect(okpts, p, "points must be [step, %s]" % what):
+        return None
+    c.expect([x[0] for x in curve] == list(range(len(curve))), p, "steps not 0..steps-1")
+    c.expect(all(math.isfinite(x[1]) and x[1] >= 0 for x in curve), p,
+             "a %s is negative or not finite" % ("time" if what == "seconds" else what))
+    return curve
+
 def check_summary(c, rep, cfg, workers):
     s = c.get(rep, "summary", "", "dict")
     if s is None:
@@ -550,30 +567,17 @@ def check_summary(c, rep, cfg, workers):
         ranks_how = [e.get("traffic", {}).get("transport") for e in rep["ranks"] if isinstance(e, dict)]
         want = slowest_transport([t for t in ranks_how if isinstance(t, str)])
         c.expect(how == want, "summary.transport", "%r, the slowest member's is %r" % (how, want))
-    curve = c.get(s, "loss_curve", "summary", "list")
-    if curve is not None and steps is not None:
-        c.expect(len(curve) == steps, "summary.loss_curve", "%d points, summary.steps is %d" % (len(curve), steps))
-        okpts = all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) for x in p) for p in curve)
-        if c.expect(okpts, "summary.loss_curve", "points must be [step, loss]"):
-            c.expect([p[0] for p in curve] == list(range(len(curve))), "summary.loss_curve", "steps not 0..steps-1")
-            c.expect(all(math.isfinite(p[1]) and p[1] >= 0 for p in curve), "summary.loss_curve",
-                     "a loss is negative or not finite")
-            if curve and loss is not None:
-                c.expect(close(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g"
-                         % (loss, curve[-1][1]))
-    tcurve = c.get(s, "time_curve", "summary", "list")
-    if tcurve is not None and steps is not None:
-        c.expect(len(tcurve) == steps, "summary.time_curve", "%d points, summary.steps is %d" % (len(tcurve), steps))
-        okpts = all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) for x in p) for p in tcurve)
-        if c.expect(okpts, "summary.time_curve", "points must be [step, seconds]"):
-            c.expect([p[0] for p in tcurve] == list(range(len(tcurve))), "summary.time_curve", "steps not 0..steps-1")
-            ts = [p[1] for p in tcurve]
-            c.expect(all(math.isfinite(t) and t >= 0 for t in ts), "summary.time_curve", "a time is negative or not finite")
-            c.expect(all(b >= a for a, b in zip(ts, ts[1:])), "summary.time_curve", "time goes backwards")
-            wall = (rep.get("run") or {}).get("wall_s")
-            if ts and isinstance(wall, (int, float)):
-                c.expect(ts[-1] <= wall + 1e-6, "summary.time_curve", "last point %.3f s after the run's wall time %.3f s"
-                         % (ts[-1], wall))
+    curve = step_curve(c, s, "loss_curve", "loss", steps)
+    if curve and loss is not None:
+        c.expect(close(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g" % (loss, curve[-1][1]))
+    tcurve = step_curve(c, s, "time_curve", "seconds", steps)
+    if tcurve:
+        ts = [p[1] for p in tcurve]
+        c.expect(all(b >= a for a, b in zip(ts, ts[1:])), "summary.time_curve", "time goes backwards")
+        wall = (rep.get("run") or {}).get("wall_s")
+        if isinstance(wall, (int, float)):
+            c.expect(ts[-1] <= wall + 1e-6, "summary.time_curve", "last point %.3f s after the run's wall time %.3f s"
+                     % (ts[-1], wall))
     ev = c.get(s, "eval_curve", "summary", "list")
     if ev is not None:
         okpts = all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p) for p in ev)
