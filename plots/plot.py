@@ -683,15 +683,21 @@ def fig_loss(data, series):
     return fig, {"series": len(curves), "bars": 0, "note": "" if timed else "no time_curve in the reports: loss against steps only"}
 
 
+DP_BESIDE = "DataParallel's server (not in Table 1)"
+
+
 def table1_arch(rep):
     """(architecture, k) of a report on a line of BytePS's Table 1, or None: the ring, the
-    colocated sharded ps (k = 0), k dedicated servers, byteps with k servers."""
+    colocated sharded ps (k = 0), k dedicated servers, byteps with k servers; and, drawn beside
+    them with no line of its own, DataParallel's server in rank 0."""
     cfg = rep.get("config", {})
     sync, k = cfg.get("sync"), cfg.get("ps-servers", 1)
     if cfg.get("ps-consistency", "sync") != "sync" or cfg.get("ps-mode", "push") != "push" or cfg.get("straggler"):
         return None
     if sync in ("ring", "nccl"):
         return "ring", None
+    if sync == "ps" and cfg.get("ps-placement", "colocated") == "colocated":
+        return DP_BESIDE, None
     if sync == "ps" and cfg.get("ps-placement") == "sharded":
         return "colocated PS (sharded)", 0
     if sync == "ps" and cfg.get("ps-placement") == "dedicated":
@@ -734,7 +740,7 @@ def fig_table1(data, series):
     if not pts:
         return None, "no runs under an emulated --link on BytePS's Table 1 lines (experiments/matrices/byteps.json)"
     ns = sorted({n for n, _ in pts})
-    archs = ["ring", "colocated PS (sharded)", "non-colocated PS", "BytePS"]
+    archs = ["ring", "colocated PS (sharded)", "non-colocated PS", "BytePS", DP_BESIDE]
     fig, axes = plt.subplots(1, len(ns), figsize=(5.5 * len(ns), 4.2), squeeze=False)
     for col, n in enumerate(ns):
         ax = axes[0][col]
@@ -743,12 +749,13 @@ def fig_table1(data, series):
         for i, arch in enumerate(archs):
             color = style(i, len(archs))[0]
             got = pts.get((n, arch))
-            if arch == "ring":
-                line = [table1_line(arch, n, 0) * M / B * 1e3] * len(ks)
-                ax.plot(ks, line, "--", color=color, linewidth=1)
+            if arch in ("ring", DP_BESIDE):  # flat in k; only the ring has a line of Table 1
+                if arch == "ring":
+                    ax.plot(ks, [table1_line(arch, n, 0) * M / B * 1e3] * len(ks), "--", color=color, linewidth=1)
                 if got:
                     y = statistics.median(got[None])
-                    (l,) = ax.plot(ks, [y] * len(ks), "-", color=color, label=arch, linewidth=1.4)
+                    (l,) = ax.plot(ks, [y] * len(ks), "-" if arch == "ring" else ":", color=color, label=arch,
+                                   linewidth=1.4)
                     l.set_gid(safe_id("series", "table1", "n%d" % n, arch))
                 continue
             lk = [k for k in ks if (arch != "non-colocated PS" or k >= 1) and (arch != "colocated PS (sharded)" or k == 0)]
@@ -762,10 +769,13 @@ def fig_table1(data, series):
         ax.set_title("n = %d workers, M = %s, B = %s/s" % (n, human_bytes(M), human_bytes(B)))
         ax.set_xticks(ks)
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="best")
+    handles, _ = axes[0][0].get_legend_handles_labels()
+    handles.append(matplotlib.lines.Line2D([], [], color="grey", linestyle="--", linewidth=1, label="Table 1 (dashed)"))
+    axes[0][0].legend(handles=handles, fontsize=7, loc="best")
     layout(fig)
     return fig, {"series": sum(len(v) for v in pts.values()), "bars": 0,
-                 "note": "solid: measured; dashed: BytePS's Table 1 (the ring's flat at every k)"}
+                 "note": "solid: measured; dashed: BytePS's Table 1 (the ring's flat at every k); "
+                                                      "dotted: DataParallel's server, beside"}
 
 
 def bench_label(bench):
@@ -809,7 +819,7 @@ CAPTIONS = {
     "phases": "One bar per configuration: the phases that add up to a step, stacked (mean over worker ranks, median over repeats); comm_total dashed outline (it overlaps compute); the server's reduce + update as a thin hatched bar below.",
     "loss": "Global sample-weighted training loss against steps (left) and against seconds of training (right, where the reports carry time_curve), every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
-    "table1": "BytePS's Table 1 (OSDI 2020): communication per step against the CPU servers k, one panel per n, measured (solid) and the paper's line (dashed) per architecture, under the emulated link.",
+    "table1": "BytePS's Table 1 (OSDI 2020): communication per step against the CPU servers k, one panel per n, measured (solid) and the paper's line (dashed) per architecture, DataParallel's server in rank 0 beside them (dotted: not in the table), under the emulated link.",
 }
 
 
