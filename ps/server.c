@@ -67,6 +67,11 @@ struct PsServer {
                                   * moments (optimizer tag: the optimizer's state where it runs) */
     MemTag mom_tag;
     int init_left;           /* slices of initial parameters still to come from rank 0 */
+    PsMsg *early;            /* [early_cap] pushes that came before the initial parameters were all
+                              * in (under DataParallel's step the others train on rank 0's
+                              * replicate, which can overtake rank 0's INIT on another pipe):
+                              * handled, in arrival order, once they are */
+    int nearly, early_cap;   /* early_cap: one step's pushes from every worker */
     unsigned char *init_seen, *pull;
     PsPhase train, sum;
     unsigned char *known, *bye;
@@ -737,6 +742,36 @@ static int on_pull(PsServer *s, int r, const WireHeader *h) {
     return server_send_params(s, r);
 }
 
+/* Keeps a push that came before the initial parameters (its frames move to s->early; m is left
+ * empty); dropped when one step's worth is already kept. */
+static int server_keep(PsServer *s, PsMsg *m) {
+    if (s->nearly >= s->early_cap) return server_drop(s, "a push before the initial parameters");
+    PsMsg *k = &s->early[s->nearly++];
+    k->n = m->n;
+    k->extra = 0;
+    k->stamp = m->stamp;
+    for (int i = 0; i < m->n; i++) {
+        zmq_msg_init(&k->part[i]);
+        zmq_msg_move(&k->part[i], &m->part[i]);
+    }
+    return RS_OK;
+}
+
+static int server_handle(PsServer *s, PsMsg *m);
+
+/* Once the initial parameters are all in: the pushes kept before them, in arrival order.
+ * RS_OK, or the first fatal error. */
+static int server_replay(PsServer *s) {
+    int rc = 0, n = s->nearly;
+    s->nearly = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rc) rc = server_handle(s, &s->early[i]);
+        ps_msg_close(&s->early[i]);
+        if (rc < 0) rc = 0; /* a refused message: counted, not fatal */
+    }
+    return rc;
+}
+
 /* Parses and dispatches one message; RS_OK or PS_DROP (counted), RS_ERR_* when fatal. */
 static int server_handle(PsServer *s, PsMsg *m) {
     if (m->extra || m->n < 2) return server_drop(s, "not [identity][header][payload?]");
@@ -757,6 +792,7 @@ static int server_handle(PsServer *s, PsMsg *m) {
     if (e == WIRE_OK) e = wire_check(&h, s->token, m->n == 3, pb);
     if (e != WIRE_OK) return server_drop(s, wire_strerror(e));
     if (h.sender != r) return server_drop(s, "sender field differs from the peer's identity");
+    if (h.op == WIRE_PUSH && s->params && s->init_left > 0) return server_keep(s, m);
     const void *data = m->n == 3 ? zmq_msg_data(&m->part[2]) : NULL;
     s->cur_bytes = pb;
     s->cur_payload = m->n == 3 ? &m->part[2] : NULL;
@@ -901,6 +937,7 @@ int ps_server_run(PsServer *s) {
                 ps_msg_close(&s->batch[i]);
                 if (rc < 0) rc = 0; /* a refused message: counted, not fatal */
             }
+            if (!rc && s->nearly && !s->init_left) rc = server_replay(s);
             if (rc > 0) return server_fail(s, rc);
             if (got < PS_REORDER) break;
         }
@@ -971,6 +1008,8 @@ void ps_server_destroy(PsServer *s) {
     if (s->router) zmq_close(s->router);
     phase_release(s, &s->train); /* contributions kept by a step that did not end */
     phase_release(s, &s->sum);
+    for (int i = 0; i < s->nearly; i++) ps_msg_close(&s->early[i]); /* pushes kept for a start that did not come */
+    s->nearly = 0;
     if (!ps_zc_drain(&s->zc, 2.0 + s->a.timeout)) {
         log_warn("%s: replies still in flight at exit; leaving its buffers allocated", s->name);
         return;
@@ -984,6 +1023,7 @@ void ps_server_destroy(PsServer *s) {
     free(s->slice);
     free(s->base);
     free(s->init_seen);
+    free(s->early);
     free(s->pull);
     free(s->known);
     free(s->bye);
@@ -1058,6 +1098,9 @@ static int server_alloc_train(PsServer *s) {
                         a->id, a->nservers, a->nparams);
     if (!a->per_bucket) s->nkeys = s->range.hi - s->range.lo;
     s->init_left = ph->nslices;
+    s->early_cap = ph->nslices * a->nworkers;
+    if (s->early_cap && !(s->early = calloc((size_t)s->early_cap, sizeof *s->early)))
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
     size_t n = s->nkeys;
     s->params = device_alloc(a->dev, n * sizeof(float), MEM_SERVER);
     int adamw = !strcmp(a->cfg->optimizer, "adamw");

@@ -675,6 +675,87 @@ static void test_server_fake_workers(void) {
     device_close(&dev);
 }
 
+/* A push that overtakes rank 0's initial parameters (DataParallel's others train on rank 0's
+ * replicate, which travels on another pipe than its INIT) is kept and applied once they are in;
+ * beyond one step's pushes from every worker, an early push is refused. */
+static void test_server_early_push(void) {
+    void *ctx = zmq_ctx_new();
+    Device dev;
+    CHECK(device_open(&dev, "cpu", 0, NULL) == RS_OK);
+    Config cfg;
+    config_defaults(&cfg);
+    const int N = 2;
+    const size_t P = 6;
+    Bucket bk[1] = {{0, 6}};
+    uint64_t tok = wire_token(TOKEN_TEXT);
+    PsServerArgs a = {.cfg = &cfg, .dev = &dev, .zctx = ctx, .addr = "127.0.0.1", .token = TOKEN_TEXT, .id = 0,
+                      .nservers = 1, .nworkers = N, .nparams = P, .buckets = bk, .nbuckets = 1, .timeout = 10};
+    PsServer *s;
+    CHECK(ps_server_create(&s, &a) == RS_OK);
+    CHECK(ps_server_start(s) == RS_OK);
+    Fake w[2];
+    for (int r = 0; r < N; r++) fake_open(&w[r], ctx, ps_server_endpoint(s), r, NULL);
+    float p0[6], g[2][6], got[6];
+    for (size_t i = 0; i < P; i++) {
+        p0[i] = (float)i * 0.5f - 1.0f;
+        g[0][i] = (float)(i + 1);
+        g[1][i] = (float)(2 * i + 3);
+    }
+    /* rank 1's push, then (once the server has surely taken it) rank 0's start and step */
+    fake_send(&w[1], tok, WIRE_PUSH, 0, 0, 0, P, P, g[1]);
+    {
+        struct timespec ts = {0, 50000000}; /* kept pushes are not counted: 50 ms for the server to take it */
+        nanosleep(&ts, NULL);
+    }
+    SyncTraffic t0;
+    ps_server_traffic(s, &t0);
+    CHECK_MSG(t0.dropped == 0, "an early push was dropped (%llu)", t0.dropped);
+    fake_send(&w[0], tok, WIRE_INIT, WIRE_STEP_INIT, 0, 0, P, P, p0);
+    fake_send(&w[0], tok, WIRE_PUSH, 0, 0, 0, P, P, g[0]);
+    {
+        WireHeader h = wire_header(tok, WIRE_STEP);
+        h.samples = 2;
+        h.total = P;
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0);
+    }
+    float sum[6], want[6], m0[6] = {0};
+    for (size_t i = 0; i < P; i++) sum[i] = g[0][i] + g[1][i];
+    memcpy(want, p0, sizeof want);
+    kernels_cpu()->sgd_step(dev.kctx, want, sum, m0, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
+                            0.5f);
+    for (int r = 0; r < N; r++) {
+        WireHeader h;
+        memset(got, 0, sizeof got);
+        CHECK_MSG(fake_recv(&w[r], &h, got, P), "rank %d: no reply to step 0", r);
+        CHECK(h.op == WIRE_PARAMS && h.step == 0 && h.count == P);
+        CHECK_MSG(!memcmp(got, want, sizeof want), "rank %d: got[0] %g want %g", r, got[0], want[0]);
+    }
+    CHECK(ps_server_status(s, NULL, 0) == 0);
+    for (int r = 0; r < N; r++) zmq_close(w[r].sock);
+    ps_server_destroy(s);
+
+    /* a fresh server: three early pushes where one step holds two; the third is refused */
+    CHECK(ps_server_create(&s, &a) == RS_OK);
+    CHECK(ps_server_start(s) == RS_OK);
+    for (int r = 0; r < N; r++) fake_open(&w[r], ctx, ps_server_endpoint(s), r, NULL);
+    for (int k = 0; k < 3; k++) fake_send(&w[1], tok, WIRE_PUSH, 0, 0, 0, P, P, g[1]);
+    SyncTraffic t;
+    for (int i = 0; i < 1500; i++) {
+        ps_server_traffic(s, &t);
+        if (t.dropped >= 1) break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_MSG(t.dropped == 1, "dropped %llu early pushes, want 1", t.dropped);
+    for (int r = 0; r < N; r++) zmq_close(w[r].sock);
+    ps_server_destroy(s); /* frees what it kept */
+    MemStats ms;
+    mem_snapshot(&ms);
+    CHECK(ms.cur[MEM_SERVER] == 0);
+    zmq_ctx_term(ctx);
+    device_close(&dev);
+}
+
 /* Sends op's count elements of data encoded with codec c (the header says the wire's dtype). */
 static void fake_send_coded(Fake *f, uint64_t token, int op, uint32_t step, int bucket, size_t off, size_t count,
                             size_t total, const float *data, const Codec *c, uint32_t samples) {
@@ -1332,6 +1413,7 @@ int main(void) {
     RUN(test_byteps_cost);
     RUN(test_rules);
     RUN(test_server_fake_workers);
+    RUN(test_server_early_push);
     RUN(test_server_timeout);
     RUN(test_server_wire);
     RUN(test_backend_matches_none);
