@@ -47,6 +47,7 @@ typedef struct {
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
+    double bucket_mb;       /* --bucket-mb: the server back ends' message cut (train's bucket, 25) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -117,6 +118,9 @@ static void bench_usage(FILE *f) {
             "                         in 16 bits, and #wrong still compares bitwise with the exact sum\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
+            "      --bucket-mb MB     ps, byteps: the all-reduce travels in slices of at most MB MiB, each\n"
+            "                         summed and answered as soon as it is in (default 25, train's bucket);\n"
+            "                         the ring and NCCL cut their own segments and ignore it\n"
             "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
             "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
             "                         none: where the scheduler puts it; auto (default): core for the\n"
@@ -169,6 +173,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     snprintf(o->device, sizeof o->device, "auto");
     o->timeout = 60;
     o->bind = -1;
+    o->bucket_mb = 25;
     *help = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -188,7 +193,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
-                                      "--wire", "--bind"};
+                                      "--wire", "--bind", "--bucket-mb"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -240,6 +245,11 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))
                 return rs_error(RS_ERR_INPUT, "bench: --bind '%s': expected auto, core or none", v);
             o->bind = !strcmp(v, "auto") ? -1 : !strcmp(v, "core");
+        } else if (!strcmp(name, "--bucket-mb")) {
+            char *end;
+            o->bucket_mb = strtod(v, &end);
+            if (*end || end == v || !(o->bucket_mb >= 1.0 / 1048576) || o->bucket_mb > 8192)
+                return rs_error(RS_ERR_INPUT, "bench: --bucket-mb '%s': expected MiB > 0 (at most 8192)", v);
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -324,6 +334,7 @@ static int bench_setup(Bench *b) {
     snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
     snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
     b->cfg.timeout = o->timeout;
+    b->cfg.bucket_mb = o->bucket_mb;
     snprintf(b->cfg.wire, sizeof b->cfg.wire, "%s", o->wire[0] ? o->wire : "fp32");
     if (strcmp(b->cfg.wire, "fp32") && !strcmp(o->sync, "student"))
         return rs_error(RS_ERR_INPUT, "bench: --wire %s with --sync student: the lab's all-reduce moves fp32", b->cfg.wire);
@@ -495,6 +506,9 @@ static void bench_print_header(Bench *b) {
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
+    if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
+        printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
+               o->bucket_mb);
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
     printf("# before each call: a control-plane barrier%s; ranks %s\n",
            b->data_barrier ? ", then an all-reduce of N floats on the ring (its traffic not counted)" : "",
@@ -661,6 +675,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "min_bytes", (double)o->minbytes);
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
         cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
+        cJSON_AddNumberToObject(cfg, "bucket_mb", o->bucket_mb);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);

@@ -23,6 +23,10 @@
 # copies would give), "fused, 1M slices" does that with the all-reduce cut into 1 MiB messages
 # instead of 25 MiB ones (transfers, sums and copies of successive slices overlap).
 #
+# A second pair cuts both sides into 1 MiB messages: `bench --sync ps --bucket-mb 1` (the server
+# sums and answers each 1 MiB slice as it lands, so transfer, sum and copy-out overlap) against
+# zmq_tput's bare pattern in 1 MiB messages: the same goal on the same message sizes.
+#
 # Runs interleaved (ps ipc, ZeroMQ ipc, ps tcp, ZeroMQ tcp) REPEATS times (default 5) and prints,
 # per transport and size, the median busbw of each over the repeats and the ratio ps / ZeroMQ.
 set -euo pipefail
@@ -38,8 +42,10 @@ for rep in $(seq "$reps"); do
     for tr in ipc tcp; do
         echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr ${sizes[*]}"
         "$bin" bench --sync ps -n 2 --transport "$tr" "${sizes[@]}" | tee "$out/ps-$tr-$rep.txt" | grep -v '^#' || true
-        for mode in bare ps fused fused1m; do
-            chunk=26214400; [ "$mode" = fused1m ] && chunk=1048576
+        echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr --bucket-mb 1 ${sizes[*]}"
+        "$bin" bench --sync ps -n 2 --transport "$tr" --bucket-mb 1 "${sizes[@]}" | tee "$out/ps1m-$tr-$rep.txt" | grep -v '^#' || true
+        for mode in bare ps fused fused1m bare1m; do
+            chunk=26214400; case $mode in *1m) chunk=1048576 ;; esac
             echo "## repeat $rep, $tr: zmq_tput $tr (mode ${mode%1m}, $chunk-byte slices)"
             build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "${mode%1m}" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
         done
@@ -48,17 +54,19 @@ done
 # rows: "  size count float time algbw busbw wrong"; medians over the repeats per (program, transport, size)
 echo
 echo "# median busbw (GB/s) over $reps repeats; ratio = ps / ZeroMQ (goal: >= 0.70); then the diagnostic modes"
-printf '# %-9s %12s %10s %10s %7s %14s %10s %18s\n' transport "size(B)" ps zeromq ratio "zmq+ps copies" "zmq+fused" "fused, 1M slices"
+printf '# %-9s %12s %10s %10s %7s %14s %10s %18s %10s %10s %8s\n' transport "size(B)" ps zeromq ratio "zmq+ps copies" "zmq+fused" "fused, 1M slices" "ps 1M" "zmq 1M" "ratio 1M"
 for tr in ipc tcp; do
     for f in "$out"/ps-"$tr"-*.txt; do awk '/^ +[0-9]/ {print "ps", $1, $6}' "$f"; done >"$out/rows-$tr"
-    for mode in bare ps fused fused1m; do
+    for f in "$out"/ps1m-"$tr"-*.txt; do awk '/^ +[0-9]/ {print "ps1m", $1, $6}' "$f"; done >>"$out/rows-$tr"
+    for mode in bare ps fused fused1m bare1m; do
         for f in "$out"/zmq"$mode"-"$tr"-*.txt; do awk -v m="zmq$mode" '/^ +[0-9]/ {print m, $1, $6}' "$f"; done >>"$out/rows-$tr"
     done
     for size in $(awk '{print $2}' "$out/rows-$tr" | sort -n -u); do
         med() { awk -v p="$1" -v s="$size" '$1 == p && $2 == s {print $3}' "$out/rows-$tr" | sort -g |
                 awk '{v[NR] = $1} END {if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
         p=$(med ps); z=$(med zmqbare); zp=$(med zmqps); zf=$(med zmqfused); z1=$(med zmqfused1m)
-        awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" \
-            'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1}'
+        p1=$(med ps1m); b1=$(med zmqbare1m)
+        awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" -v p1="$p1" -v b1="$b1" \
+            'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f %10.3f %10.3f %8s\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1, p1, b1, (b1 > 0 && p1 != "nan") ? sprintf("%.2f", p1 / b1) : "n/a"}'
     done
 done

@@ -70,6 +70,23 @@ assert len(t) == 2 and all(e["bytes_sent"] > 0 and e["dropped"] == 0 for e in t)
 EOF
 ) && [ $rc = 0 ] && ok "--report JSON parses (schema, rows, traffic)" || bad "--report JSON" "exit $rc: $why"
 
+# --bucket-mb cuts the server's all-reduce into slices: exact sums, and rank 1 sends 16 messages
+# per 4 MiB call at 0.25 MiB where the default (25) sends one
+for mb in 25 0.25; do
+    $BIN bench -n 2 --sync ps -b 4M -e 4M -w 1 -i 3 --bucket-mb $mb --report $T/slice$mb.json >$T/slice$mb.log 2>&1 ||
+        bad "bench --sync ps --bucket-mb $mb" "$(tail -n 3 $T/slice$mb.log)"
+done
+why=$($PY - $T/slice25.json $T/slice0.25.json <<'EOF' 2>&1
+import json, sys
+whole, sliced = (json.load(open(p)) for p in sys.argv[1:])
+assert sliced["config"]["bucket_mb"] == 0.25 and whole["config"]["bucket_mb"] == 25
+assert all(x["wrong"] == 0 for x in whole["rows"] + sliced["rows"])
+m = [next(e["messages_sent"] for e in r["summary"]["traffic"] if e["rank"] == 1) for r in (whole, sliced)]
+assert m[1] >= 12 * m[0], "rank 1 sent %d messages whole, %d sliced" % tuple(m)
+print("rank 1 sent %d messages whole, %d sliced" % tuple(m))
+EOF
+) && ok "--bucket-mb 0.25 slices the ps all-reduce ($why)" || bad "--bucket-mb slices" "$why"
+
 # bad options: exit 2 with one line naming the option, before any rank starts
 bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
     local name=$1 want=$2; shift 2
@@ -86,6 +103,7 @@ bad_opt "-e below -b refused" "-e" -n 2 -b 1M -e 8
 bad_opt "-f 1 refused" "-f" -n 2 -f 1
 bad_opt "-i 0 refused" "-i" -n 2 -i 0
 bad_opt "-c 2 refused" "-c" -n 2 -c 2
+bad_opt "--bucket-mb 0 refused" "--bucket-mb" -n 2 --sync ps --bucket-mb 0
 bad_opt "--sync unknown refused" "--sync" -n 2 --sync nope
 bad_opt "missing value refused" "--timeout" -n 2 --timeout
 bad_opt "unwritable --report refused" "$T/no/such/dir" -n 2 --report $T/no/such/dir/r.json
