@@ -98,6 +98,11 @@ int kernels_gemm_batched_check(int ta, int tb, int M, int N, int K, int lda, int
 /* Items per part below which a region is not worth waking a thread for (floats touched). */
 #define PAR_GRAIN ((size_t)1 << 15)
 #define PAR_MAX_THREADS 64
+/* How long a worker that has finished its part, and a caller waiting for the workers' parts,
+ * watch for the next region (or the last part) before they sleep on the condition variable: a
+ * step's regions follow one another within microseconds, where a futex wake-up costs tens of
+ * them (and, on a busy machine, leaves the caller doing the worker's part itself). */
+#define PAR_SPIN_S 50e-6
 
 typedef void (*ParFn)(void *arg, size_t lo, size_t hi);
 
@@ -107,7 +112,8 @@ static struct {
     pthread_cond_t go, done;
     int nworkers;        /* workers started (none in a forked child) */
     int parts, next;     /* the region's parts, and the first not yet claimed */
-    int pending;         /* parts not yet finished */
+    atomic_uint pending; /* parts not yet finished (written under `mu`; watched without it) */
+    atomic_uint gen;     /* regions published (written under `mu`; watched without it) */
     ParFn fn;
     void *arg;
     size_t n;
@@ -135,10 +141,34 @@ static void par_claim(void) {
     }
 }
 
+/* Spins (with the CPU's pause hint) for up to PAR_SPIN_S until *v, read without the lock,
+ * differs from seen (want_change) or equals it (!want_change). 1 when it did. */
+static int par_spin(atomic_uint *v, unsigned seen, int want_change) {
+    double t0 = 0;
+    for (unsigned k = 0;; k++) {
+        unsigned now = atomic_load_explicit(v, memory_order_acquire);
+        if ((now != seen) == want_change) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if ((k & 63) == 0) {
+            double t = clock_now();
+            if (k == 0) t0 = t;
+            else if (t - t0 > PAR_SPIN_S) return 0;
+        }
+    }
+}
+
 static void *par_worker(void *p) {
     pthread_mutex_lock(&pool.mu);
     for (;;) {
-        while (pool.next >= pool.parts) pthread_cond_wait(&pool.go, &pool.mu);
+        if (pool.next >= pool.parts) { /* watch for the next region a while, then sleep */
+            unsigned g = atomic_load_explicit(&pool.gen, memory_order_relaxed);
+            pthread_mutex_unlock(&pool.mu);
+            par_spin(&pool.gen, g, 1);
+            pthread_mutex_lock(&pool.mu);
+            while (pool.next >= pool.parts) pthread_cond_wait(&pool.go, &pool.mu);
+        }
         par_claim();
     }
     return NULL;
@@ -198,14 +228,20 @@ static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
     pool.arg = arg;
     pool.n = n;
     pool.parts = parts;
-    pool.pending = parts;
+    atomic_store_explicit(&pool.pending, (unsigned)parts, memory_order_relaxed);
     pool.next = 1; /* part 0 is the caller's */
+    atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
     pthread_cond_broadcast(&pool.go);
     pthread_mutex_unlock(&pool.mu);
     fn(arg, 0, par_lo(n, parts, 1));
     pthread_mutex_lock(&pool.mu);
     pool.pending--;
     par_claim();
+    if (pool.pending > 0) { /* the workers' parts: watch a while, then sleep */
+        pthread_mutex_unlock(&pool.mu);
+        par_spin(&pool.pending, 0, 0);
+        pthread_mutex_lock(&pool.mu);
+    }
     while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
     pthread_mutex_unlock(&pool.mu);
     pthread_mutex_unlock(&pool.use);
