@@ -12,22 +12,12 @@
 #include "../common/clock.h"
 #include "../common/codec.h"
 #include "../common/err.h"
+#include "ops_math.h"
 
 /* Seconds this process has spent inside cblas_sgemm (the GEMM share of a step). */
 static _Thread_local double cpu_gemm_seconds;
 
 /* On the CPU a context only remembers its (unused) stream: every op is done when it returns. */
-/* expf(a), the value glibc's gives, without the slow path it takes where the result is Inf or 0
- * (a call that sets errno and goes through __math_oflow / __math_uflow: 6% of a gpt step, where
- * GELU's exponent of a large activation overflows and masked-out logits underflow). Overflow
- * from 0x1.62e43p+6 (exp of it exceeds FLT_MAX) and 0 from -0x1.9fe36ap+6 (below half the
- * smallest subnormal); a NaN falls through to expf. */
-static inline float ops_expf(float a) {
-    if (a >= 0x1.62e43p+6f) return INFINITY;
-    if (a <= -0x1.9fe36ap+6f) return 0.0f;
-    return expf(a);
-}
-
 /* Rows of softmax_xent whose losses a context holds at once (a larger batch goes in chunks). */
 #define XENT_ROWS 4096
 
@@ -608,11 +598,8 @@ static void xent_range(void *job, size_t lo, size_t hi) {
         int valid = label >= 0 && label < cols;
         float xl = valid ? x[label] - m : 0.0f; /* read before dx (which may be x) is written */
         double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
-        for (int c = 0; c < cols; c++) {
-            float e = ops_expf(x[c] - m);
-            dx[c] = e; /* kept for the gradient: one expf per element instead of two */
-            sum += e;
-        }
+        for (int c = 0; c < cols; c++) dx[c] = ops_expf(x[c] - m); /* kept for the gradient */
+        for (int c = 0; c < cols; c++) sum += dx[c]; /* in order, apart: the loop above vectorizes */
         float s = (float)sum;
         j->loss[i] = valid ? (double)(logf(s) - xl) : (double)NAN;
         j->hit[i] = valid && arg == label;
@@ -979,18 +966,16 @@ static void cpu_gelu_backward(KernelCtx *ctx, float *dx, const float *dy, const 
 static void softmax_causal_forward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
     int T = j->a;
+    const float scale = j->s; /* a local: p's stores cannot alias it */
     for (size_t r = lo; r < hi; r++) {
         int len = (int)(r % T) + 1;
         const float *s = j->i0 + r * T;
         float *p = j->o0 + r * T;
         float m = -INFINITY;
-        for (int c = 0; c < len; c++) m = j->s * s[c] > m ? j->s * s[c] : m;
+        for (int c = 0; c < len; c++) m = scale * s[c] > m ? scale * s[c] : m;
         double sum = 0.0;
-        for (int c = 0; c < len; c++) {
-            float e = ops_expf(j->s * s[c] - m);
-            p[c] = e;
-            sum += e;
-        }
+        for (int c = 0; c < len; c++) p[c] = ops_expf(scale * s[c] - m);
+        for (int c = 0; c < len; c++) sum += p[c]; /* in order, apart: the loop above vectorizes */
         float z = (float)sum;
         for (int c = 0; c < len; c++) p[c] /= z;
         for (int c = len; c < T; c++) p[c] = 0.0f;

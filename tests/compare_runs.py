@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # compare_runs.py - holds two runs to each other: loss curves (relative) and saved parameters (absolute + relative)
-"""usage: compare_runs.py REPORT_A REPORT_B [--params A.bin B.bin] [--tol 1e-5]
+"""usage: compare_runs.py REPORT_A REPORT_B [--params A.bin B.bin] [--tol 1e-5] [--params-tol T]
 
 Exits 0 when the loss curves agree within tol relative (|a-b| <= tol * max(|a|, |b|, 1e-3))
-and the parameters within tol (|a-b| <= tol * max(1, |a|)); prints the largest differences."""
+and the parameters within the parameters' tolerance (|a-b| <= T * max(1, |a|); T is tol unless
+--params-tol gives it); prints the largest differences."""
 import json, struct, sys
 
 
@@ -24,6 +25,11 @@ def main(argv):
         i = argv.index("--tol")
         tol = float(argv[i + 1])
         del argv[i:i + 2]
+    ptol = None
+    if "--params-tol" in argv:
+        i = argv.index("--params-tol")
+        ptol = float(argv[i + 1])
+        del argv[i:i + 2]
     params = None
     if "--params" in argv:
         i = argv.index("--params")
@@ -42,8 +48,9 @@ def main(argv):
             print("parameter files differ in length: %d vs %d" % (len(pa), len(pb)))
             return 1
         pw = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(pa, pb))
-        print("parameters: %d values, max difference %.3g (tolerance %g)" % (len(pa), pw, tol))
-        ok = ok and pw <= tol
+        ptol = tol if ptol is None else ptol
+        print("parameters: %d values, max difference %.3g (tolerance %g)" % (len(pa), pw, ptol))
+        ok = ok and pw <= ptol
     return 0 if ok else 1
 
 

@@ -12,6 +12,7 @@
 #include "../common/mem.h"
 #include "../common/rng.h"
 #include "../kernels/ops.h"
+#include "../kernels/ops_math.h"
 #include "test.h"
 
 /* ---- Helpers ---- */
@@ -1215,6 +1216,38 @@ static void test_cuda_empty(void) {
     empty_ops(gpu.k, gpu.kctx);
 }
 
+/* ops_expf against glibc's expf: within 2 ulp over every 97th float of [-104, 89] (both signs,
+ * every exponent, the subnormal results included), 0 and Inf at and beyond the ends, NaN kept. */
+static void test_cpu_expf(void) {
+    uint32_t worst_bits = 0;
+    long long worst = 0, n = 0;
+    const uint32_t ends[2][2] = {{0x00000000u, 0x42B20000u}, {0x80000000u, 0xC2D00000u}}; /* [0, 89], [-0, -104] */
+    for (int side = 0; side < 2; side++)
+        for (uint64_t u = ends[side][0]; u <= ends[side][1]; u += 97) {
+            uint32_t b = (uint32_t)u;
+            float x, got, want;
+            memcpy(&x, &b, sizeof x);
+            got = ops_expf(x);
+            want = expf(x);
+            int32_t gb, wb;
+            memcpy(&gb, &got, sizeof gb);
+            memcpy(&wb, &want, sizeof wb);
+            long long d = llabs((long long)gb - wb); /* both >= +0: ulps apart, subnormals included */
+            if (d > worst) worst = d, worst_bits = b;
+            n++;
+        }
+    float wx;
+    memcpy(&wx, &worst_bits, sizeof wx);
+    CHECK_MSG(worst <= 2, "ops_expf is %lld ulp from expf at %a (%lld values)", worst, (double)wx, n);
+    printf("  ops_expf: at most %lld ulp from glibc's expf over %lld values (worst at %a)\n", worst, n, (double)wx);
+    CHECK(ops_expf(0.0f) == 1.0f && ops_expf(-0.0f) == 1.0f);
+    CHECK(ops_expf(89.0f) == INFINITY && ops_expf(88.73f) == INFINITY && ops_expf(INFINITY) == INFINITY);
+    CHECK(ops_expf(88.72f) < INFINITY && ops_expf(88.72f) == expf(88.72f));
+    CHECK(ops_expf(-104.0f) == 0.0f && ops_expf(-1e30f) == 0.0f && ops_expf(-INFINITY) == 0.0f);
+    CHECK(ops_expf(-100.0f) > 0.0f && ops_expf(-100.0f) < 1.2e-38f); /* a subnormal result */
+    CHECK(isnan(ops_expf(NAN)) && isnan(ops_expf(-NAN)));
+}
+
 int main(void) {
     cpu_ctx = CPU->ctx_create(NULL);
     kernels_cpu_set_threads(1);
@@ -1223,6 +1256,7 @@ int main(void) {
     RUN(test_cpu_maxpool);
     RUN(test_cpu_embedding);
     RUN(test_cpu_layernorm);
+    RUN(test_cpu_expf);
     RUN(test_cpu_gelu);
     RUN(test_cpu_softmax_causal);
     RUN(test_cpu_heads);

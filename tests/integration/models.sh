@@ -7,8 +7,13 @@ GPT="--model gpt --vocab 64 --n-layer 2 --n-head 2 --n-embd 32 --seq-len 16 --tr
 G=32 # a global batch 3 does not divide: chunks of 11, 11, 10
 
 # ---- equivalence: 3 ranks with --global-batch 32 = one rank with --batch 32, 20 steps -------------
+# The parameters' tolerance: gpt's are smooth in the sum order (1e-4, as the loss curves); lenet's
+# max-pools and ReLUs are not: a last-bit difference between one rank's gradient sum and three
+# ranks' can flip which of two near-equal inputs a pool keeps (or the sign of a pre-activation),
+# which moves that input's whole gradient, and 20 steps carry it into thousands of parameters
+# (measured over seeds 1-4: up to 4.1e-4, while the loss curves agree to 3.4e-6), so 2e-3 for lenet.
 for m in lenet gpt; do
-    M=$LENET; [ $m = gpt ] && M=$GPT
+    M=$LENET ptol=2e-3; [ $m = gpt ] && M=$GPT ptol=1e-4
     if ! $BIN train --sync none --batch $G --steps 20 $M -q --report $T/$m-one.json --save-params $T/$m-one.bin \
         >$T/one.log 2>&1; then
         bad "$m: one rank, batch $G" "$(tail -n 3 $T/one.log)"
@@ -20,6 +25,7 @@ for m in lenet gpt; do
         if $BIN train -n 3 $opts --global-batch $G --steps 20 $M -q --report $T/$m-$name.json \
             --save-params $T/$m-$name.bin >$T/run.log 2>&1; then
             $PY tests/compare_runs.py $T/$m-one.json $T/$m-$name.json --params $T/$m-one.bin $T/$m-$name.bin --tol 1e-4 \
+                --params-tol $ptol \
                 >$T/c.log 2>&1 && ok "$m, $name, 3 ranks = one rank ($(tr '\n' ' ' <$T/c.log))" \
                 || bad "$m, $name, 3 ranks = one rank" "$(cat $T/c.log)"
         else
