@@ -9,6 +9,13 @@
 /* Opens dev on ops' ordinal with its kernels and a kernel context on the compute stream.
  * On failure dev is left zeroed (closed) and rs_errmsg() says why. */
 static int device_open_with(Device *dev, const DeviceOps *ops, DeviceKind kind, int ordinal) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* a build whose CPU kernels use AVX2 (make SIMD=auto on a machine with it) on a CPU without:
+     * say so here, before a kernel would die of an illegal instruction */
+    if (!strcmp(kernels_cpu_isa, "avx2") && !__builtin_cpu_supports("avx2"))
+        return rs_error(RS_ERR_RUNTIME, "this build's CPU kernels use AVX2, which this CPU lacks: rebuild with "
+                                        "make clean && make SIMD=sse2");
+#endif
     dev->kind = kind;
     dev->ordinal = ordinal;
     dev->ops = ops;

@@ -81,6 +81,7 @@ cJSON *report_env_json(void) {
     cJSON_AddStringToObject(env, "cjson", cJSON_Version());
     cJSON_AddStringToObject(env, "zlib", zlibVersion());
     cJSON_AddNumberToObject(env, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddStringToObject(env, "cpu_kernels_isa", kernels_cpu_isa);
 #ifdef OPENBLAS_VERSION
     const char *blas = OPENBLAS_VERSION; /* " OpenBLAS 0.3.21 ": trim the spaces */
     while (*blas == ' ') blas++;

@@ -207,6 +207,12 @@ const KernelOps *kernels_cpu(void);
 /* The CUDA table (cuBLAS for GEMM); NULL in a build without CUDA. */
 const KernelOps *kernels_cuda(void);
 
+/* The vector instruction set the CPU table was built for (the Makefile's SIMD): "avx2", or
+ * "sse2" (x86-64's baseline, or whatever the compiler's default is elsewhere). Data, not code,
+ * so that a file built for the baseline can read it before any kernel runs. The two give the
+ * same bits (no fused multiply-add either way); avx2 is faster. */
+extern const char kernels_cpu_isa[];
+
 /* Sets the number of threads the CPU table uses, for GEMM (split into blocks of C, BLAS itself
  * kept single-threaded, so that no BLAS thread spins beside them) and for its elementwise ops
  * (n <= 0: leave it as it is; before any call every op runs on the calling thread alone).

@@ -14,6 +14,12 @@
 #include "../common/err.h"
 #include "ops_math.h"
 
+#ifdef __AVX2__
+const char kernels_cpu_isa[] = "avx2";
+#else
+const char kernels_cpu_isa[] = "sse2";
+#endif
+
 /* Seconds this process has spent inside cblas_sgemm (the GEMM share of a step). */
 static _Thread_local double cpu_gemm_seconds;
 

@@ -109,6 +109,9 @@ def check_env(c, rep):
     for k in ("zeromq", "cjson", "zlib", "blas"):
         c.get(env, k, "env", "str")
     c.get(env, "cuda_build", "env", "bool")
+    if "cpu_kernels_isa" in env:  # reports before it had none
+        c.expect(env["cpu_kernels_isa"] in ("avx2", "sse2"), "env.cpu_kernels_isa",
+                 "%r is not avx2 or sse2" % (env["cpu_kernels_isa"],))
 
 
 def help_options(text):
