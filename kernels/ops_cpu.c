@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -151,6 +152,7 @@ static int par_spin(atomic_uint *v, unsigned seen, int want_change) {
             double t = clock_now();
             if (k == 0) t0 = t;
             else if (t - t0 > PAR_SPIN_S) return 0;
+            if (k % 256 == 0 && k) sched_yield(); /* more threads than cores: let the one awaited run */
         }
     }
 }

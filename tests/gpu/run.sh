@@ -200,7 +200,7 @@ print("idle: rank 0 %.1f ms, rank 1 (the straggler) %.1f ms" % (i0 * 1e3, i1 * 1
 sys.exit(0 if 0.028 <= i0 <= 0.052 and i1 < 0.012 else 1)' "$log_dir/nccl_straggler.json"
 }
 
-# nccl_wire : a bf16 wire (ncclBfloat16) and an fp16 wire with a loss scale: bench's exact
+# nccl_wire : a bf16 wire (ncclBfloat16) and an fp16 wire (ncclHalf): bench's exact
 # inputs come back exact (#wrong 0), and training at 2 ranks ends with the ring's bf16 loss
 # within the bf16 tolerance (docs/benchmarks.md, "Compressed gradients").
 nccl_wire() {
