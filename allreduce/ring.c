@@ -7,6 +7,7 @@
 #include "../common/config.h"
 #include "../common/device.h"
 #include "../common/err.h"
+#include "../common/heap.h"
 #include "../common/link.h"
 #include "../common/log.h"
 #include "../common/mem.h"
@@ -19,7 +20,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -665,19 +665,6 @@ static size_t ring_segment(const Ring *r, size_t count) {
     return seg < mn ? mn : seg > mx ? mx : seg;
 }
 
-/* ZeroMQ allocates every received frame (malloc on its I/O thread) and we free it after the
- * reduction: with glibc's defaults, frames of 128 KiB or more are mmap'd or, once the
- * threshold adapts, trimmed back to the kernel as soon as freed, so every segment arrives in
- * fresh pages (a page fault and zeroing per 4 KiB, a measured third of the large-message
- * bandwidth). Once per process, for a ring that receives over ZeroMQ: frames up to
- * RING_HEAP_MMAP_MAX come from the heap, and up to RING_HEAP_KEEP of freed heap stay mapped. */
-static void ring_keep_heap(void) {
-    static int done;
-    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
-    mallopt(M_MMAP_THRESHOLD, (int)RING_HEAP_MMAP_MAX);
-    mallopt(M_TRIM_THRESHOLD, (int)RING_HEAP_KEEP);
-}
-
 /* --transport (common/zendpoint.h) as what this rank offers: 2 shm and a Unix socket (auto,
  * shm), 1 a Unix socket (ipc), 0 TCP only (tcp). */
 static int ring_policy(void) {
@@ -916,7 +903,7 @@ int ring_connect(Ring *r, char *const *endpoints) {
             zmq_close(r->pull);
             r->pull = NULL;
         }
-        if (!shm_in) ring_keep_heap();
+        if (!shm_in) heap_keep_frames(RING_HEAP_FRAME); /* frames from warm heap pages (common/heap.h) */
         int use_ipc = !shm_out && e[2].ipc[0] && e[1].host[0] && !strcmp(e[1].host, e[2].host);
         snprintf(r->transport, sizeof r->transport, "%s", shm_out ? "shm" : use_ipc ? "ipc" : "tcp");
         ZepWant want = zep_get(); /* --transport shm or ipc: every edge, or an error naming it */

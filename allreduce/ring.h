@@ -90,11 +90,9 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
 #define RING_LANE_REWIND (256u * 1024u)
 #define RING_SPIN 2000
 
-/* A process whose ring receives over ZeroMQ sets glibc's M_MMAP_THRESHOLD to
- * RING_HEAP_MMAP_MAX and M_TRIM_THRESHOLD to RING_HEAP_KEEP (mallopt, once, process-wide):
- * ZeroMQ's received frames then come from warm heap pages instead of fresh ones. */
-#define RING_HEAP_MMAP_MAX (2u * RING_SEG_MAX)
-#define RING_HEAP_KEEP (256u * 1024u * 1024u)
+/* A process whose ring receives over ZeroMQ keeps frames of up to RING_HEAP_FRAME bytes in warm
+ * heap pages (common/heap.h: heap_keep_frames, once, process-wide). */
+#define RING_HEAP_FRAME (2u * RING_SEG_MAX)
 
 /* ---- Helpers ---- */
 

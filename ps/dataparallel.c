@@ -27,6 +27,7 @@
 #include "../common/codec.h"
 #include "../common/data.h"
 #include "../common/err.h"
+#include "../common/heap.h"
 #include "../common/link.h"
 #include "../common/log.h"
 #include "../common/zendpoint.h"
@@ -513,6 +514,7 @@ static int dp_open_socket(DpChannel *ch) {
         if (params > most) most = params;
     }
     int64_t maxsz = (int64_t)(most + 4096);
+    heap_keep_frames(most); /* gathers and scatters in warm heap pages (common/heap.h) */
     if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
     RS_TRY(secure_socket(ch->sock, ch->rank == 0 ? SECURE_BINDS : SECURE_CONNECTS));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));

@@ -5,6 +5,7 @@
 #include "../common/clock.h"
 #include "../common/codec.h"
 #include "../common/err.h"
+#include "../common/heap.h"
 #include "../common/mem.h"
 #include "../common/link.h"
 #include "../common/log.h"
@@ -1165,6 +1166,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
         if (a->buckets[b].hi - a->buckets[b].lo > maxmsg) maxmsg = a->buckets[b].hi - a->buckets[b].lo;
     if (rc == RS_OK && a->nparams > 0) rc = server_alloc_train(s);
     if (rc == RS_OK) rc = server_bind(s, maxmsg * sizeof(float) + 4096);
+    if (rc == RS_OK) heap_keep_frames(maxmsg * sizeof(float)); /* contributions in warm heap pages (common/heap.h) */
     if (rc != RS_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", rs_errmsg());

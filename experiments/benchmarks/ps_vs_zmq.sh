@@ -27,6 +27,11 @@
 # sums and answers each 1 MiB slice as it lands, so transfer, sum and copy-out overlap) against
 # zmq_tput's bare pattern in 1 MiB messages: the same goal on the same message sizes.
 #
+# Both sides run under one malloc policy: ps's processes keep ZeroMQ's received frames in warm
+# heap pages (common/heap.h), and zmq_tput gives its two processes the same (its default heap
+# "keep"); one more row, "zmq, glibc heap", runs the bare pattern under glibc's defaults (every
+# large frame in fresh pages), to show what the policy is worth to ZeroMQ alone.
+#
 # Runs interleaved (ps ipc, ZeroMQ ipc, ps tcp, ZeroMQ tcp) REPEATS times (default 5) and prints,
 # per transport and size, the median busbw of each over the repeats and the ratio ps / ZeroMQ.
 set -euo pipefail
@@ -34,7 +39,7 @@ bin=${1:-build/ringside}
 reps=${2:-5}
 sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
 mkdir -p build
-cc -O2 -o build/zmq_tput experiments/benchmarks/zmq_tput.c -lzmq
+cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
 out=$(mktemp -d /tmp/ps_vs_zmq-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, $(date -u +%FT%TZ)"
@@ -44,29 +49,31 @@ for rep in $(seq "$reps"); do
         "$bin" bench --sync ps -n 2 --transport "$tr" "${sizes[@]}" | tee "$out/ps-$tr-$rep.txt" | grep -v '^#' || true
         echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr --bucket-mb 1 ${sizes[*]}"
         "$bin" bench --sync ps -n 2 --transport "$tr" --bucket-mb 1 "${sizes[@]}" | tee "$out/ps1m-$tr-$rep.txt" | grep -v '^#' || true
-        for mode in bare ps fused fused1m bare1m; do
+        for mode in bare ps fused fused1m bare1m bareglibc; do
             chunk=26214400; case $mode in *1m) chunk=1048576 ;; esac
-            echo "## repeat $rep, $tr: zmq_tput $tr (mode ${mode%1m}, $chunk-byte slices)"
-            build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "${mode%1m}" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
+            heap=keep; case $mode in *glibc) heap=glibc ;; esac
+            m=${mode%1m}; m=${m%glibc}
+            echo "## repeat $rep, $tr: zmq_tput $tr (mode $m, $chunk-byte slices, heap $heap)"
+            build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "$m" "$heap" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
         done
     done
 done
 # rows: "  size count float time algbw busbw wrong"; medians over the repeats per (program, transport, size)
 echo
 echo "# median busbw (GB/s) over $reps repeats; ratio = ps / ZeroMQ (goal: >= 0.70); then the diagnostic modes"
-printf '# %-9s %12s %10s %10s %7s %14s %10s %18s %10s %10s %8s\n' transport "size(B)" ps zeromq ratio "zmq+ps copies" "zmq+fused" "fused, 1M slices" "ps 1M" "zmq 1M" "ratio 1M"
+printf '# %-9s %12s %10s %10s %7s %14s %10s %18s %10s %10s %8s %16s\n' transport "size(B)" ps zeromq ratio "zmq+ps copies" "zmq+fused" "fused, 1M slices" "ps 1M" "zmq 1M" "ratio 1M" "zmq, glibc heap"
 for tr in ipc tcp; do
     for f in "$out"/ps-"$tr"-*.txt; do awk '/^ +[0-9]/ {print "ps", $1, $6}' "$f"; done >"$out/rows-$tr"
     for f in "$out"/ps1m-"$tr"-*.txt; do awk '/^ +[0-9]/ {print "ps1m", $1, $6}' "$f"; done >>"$out/rows-$tr"
-    for mode in bare ps fused fused1m bare1m; do
+    for mode in bare ps fused fused1m bare1m bareglibc; do
         for f in "$out"/zmq"$mode"-"$tr"-*.txt; do awk -v m="zmq$mode" '/^ +[0-9]/ {print m, $1, $6}' "$f"; done >>"$out/rows-$tr"
     done
     for size in $(awk '{print $2}' "$out/rows-$tr" | sort -n -u); do
         med() { awk -v p="$1" -v s="$size" '$1 == p && $2 == s {print $3}' "$out/rows-$tr" | sort -g |
                 awk '{v[NR] = $1} END {if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
         p=$(med ps); z=$(med zmqbare); zp=$(med zmqps); zf=$(med zmqfused); z1=$(med zmqfused1m)
-        p1=$(med ps1m); b1=$(med zmqbare1m)
-        awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" -v p1="$p1" -v b1="$b1" \
-            'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f %10.3f %10.3f %8s\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1, p1, b1, (b1 > 0 && p1 != "nan") ? sprintf("%.2f", p1 / b1) : "n/a"}'
+        p1=$(med ps1m); b1=$(med zmqbare1m); zg=$(med zmqbareglibc)
+        awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" -v p1="$p1" -v b1="$b1" -v zg="$zg" \
+            'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f %10.3f %10.3f %8s %16.3f\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1, p1, b1, (b1 > 0 && p1 != "nan") ? sprintf("%.2f", p1 / b1) : "n/a", zg}'
     done
 done

@@ -1,6 +1,6 @@
 /* zmq_tput.c - ZeroMQ alone moving the messages of one `ringside bench --sync ps -n 2` all-reduce, measured the way the bench measures */
-/* Build: cc -O2 -o build/zmq_tput experiments/benchmarks/zmq_tput.c -lzmq
- * Run:   build/zmq_tput ipc|tcp [minbytes maxbytes factor warmup iters chunkbytes [bare|ps|fused]]
+/* Build: cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
+ * Run:   build/zmq_tput ipc|tcp [minbytes maxbytes factor warmup iters chunkbytes [bare|ps|fused [keep|glibc]]]
  *
  * Two processes, each with its own context (default: one I/O thread), as ps's rank 0 (the
  * colocated server's ROUTER, bound) and rank 1 (a DEALER, connected). Per all-reduce of S bytes,
@@ -21,6 +21,11 @@
  *          pass, read from the received message itself; rank 0 and the worker still copy the
  *          answer into their buffers.
  *
+ * Heap (the last argument): keep (the default) gives both processes the malloc policy ps's
+ * processes have (common/heap.h: heap_keep_frames(chunkbytes), ZeroMQ's received frames of up to
+ * a chunk from warm heap pages), so that the two sides differ in what ps does and not in the
+ * allocator; glibc leaves glibc's defaults (every large frame in fresh pages).
+ *
  * time = the median of the worker's timed round trips (first send to last answer); algbw = S /
  * time; busbw = algbw x 2(N-1)/N with N = 2, i.e. busbw = algbw: the S bytes each way between
  * the two processes per all-reduce, as `ringside bench --sync ps -n 2` moves them between rank 1
@@ -34,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#include "common/heap.h"
 
 #define HDR 56
 #define ZC_MIN 65536
@@ -140,7 +147,7 @@ static size_t chunk_size(size_t bytes, size_t chunk, size_t c) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "ipc") && strcmp(argv[1], "tcp"))) {
-        fprintf(stderr, "usage: zmq_tput ipc|tcp [minbytes maxbytes factor warmup iters chunkbytes [bare|ps|fused]]\n");
+        fprintf(stderr, "usage: zmq_tput ipc|tcp [minbytes maxbytes factor warmup iters chunkbytes [bare|ps|fused [keep|glibc]]]\n");
         return 2;
     }
     int ipc = !strcmp(argv[1], "ipc");
@@ -154,11 +161,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "zmq_tput: mode '%s': expected bare, ps or fused\n", mname);
         return 2;
     }
+    const char *heap = argc > 9 ? argv[9] : "keep";
+    if (strcmp(heap, "keep") && strcmp(heap, "glibc")) {
+        fprintf(stderr, "zmq_tput: heap '%s': expected keep or glibc\n", heap);
+        return 2;
+    }
     if (minb < 4 || maxb < minb || factor < 2 || warm < 0 || iters < 1 || chunk < 4) {
         fprintf(stderr, "zmq_tput: bad arguments\n");
         return 2;
     }
     size_t cap = maxb < chunk ? maxb : chunk;
+    if (!strcmp(heap, "keep")) heap_keep_frames(cap + HDR); /* before the fork: both processes */
     unsigned char *buf = malloc(cap);
     double *t = malloc(sizeof(double) * (size_t)iters);
     if (!buf || !t) return 1;
@@ -190,7 +203,7 @@ int main(int argc, char **argv) {
         zmq_setsockopt(d, ZMQ_ROUTING_ID, "w1", 2);
         if (zmq_connect(d, ep) < 0) die("connect");
         printf("# ZeroMQ %s: DEALER (process 2) -> ROUTER (process 1), answered chunk by chunk; chunks of %zu B; "
-               "%d warm-up and %d timed round trips per size; mode %s\n", argv[1], chunk, warm, iters, mname);
+               "%d warm-up and %d timed round trips per size; mode %s; heap %s\n", argv[1], chunk, warm, iters, mname, heap);
         printf("# time: the median round trip; algbw = size / time; busbw = algbw * 2(N-1)/N, N = 2\n#\n");
         printf("# %12s %12s %6s %11s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
