@@ -17,6 +17,9 @@ DEB_PKGS  := pkg-config libzmq3-dev libcjson-dev libopenblas-dev zlib1g-dev pyth
              openmpi-bin libopenmpi-dev tcpdump valgrind
 SLURM_DEB := slurm-wlm munge
 SAN       ?=
+# the builds that demo, test, asan and tsan make use every core, unless make was given -j itself
+JOBS      ?= $(shell nproc 2>/dev/null || echo 1)
+PAR       := $(if $(findstring -j,$(MAKEFLAGS)),,-j$(JOBS))
 
 # ---- dependencies -------------------------------------------------------------------------
 PKGS      := libzmq libcjson openblas zlib
@@ -154,7 +157,7 @@ deps-slurm:
 	@$(call apt_install,$(SLURM_DEB),deps-slurm,0)
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(PAR) all
 	@bash experiments/demo.sh $(BIN)
 
 # plots DIR=FOLDER [PLOT_ARGS='--x bucket-mb ...']: the figures of a result folder, drawn by a python3
@@ -168,8 +171,8 @@ plots:
 # the unit tests and the multi-rank scripts where threads, servers and the launcher live
 ASAN_QUICK = async_copies bench dataparallel equivalence launcher ps secure
 test: deps deps-slurm
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory BUILD=build/nocuda CUDA=0 all
+	@$(MAKE) --no-print-directory $(PAR) all
+	@$(MAKE) --no-print-directory $(PAR) BUILD=build/nocuda CUDA=0 all
 	@bash tests/run.sh $(BUILD)
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory asan-quick
@@ -177,7 +180,7 @@ test: deps deps-slurm
 test-unit: all
 	@bash tests/run.sh $(BUILD) unit
 
-ASAN_BUILD = $(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
+ASAN_BUILD = $(MAKE) --no-print-directory $(PAR) BUILD=build/asan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" \
 	SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 asan:
@@ -232,7 +235,7 @@ fuzz-short: fuzz-build
 	@bash tests/fuzz/run.sh $(FUZZ_BUILD) -max_total_time=$(FUZZ_SECONDS)
 
 tsan:
-	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=thread" all
+	@$(MAKE) --no-print-directory $(PAR) BUILD=build/tsan CUDA=0 OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=thread" all
 	@bash tests/tsan/run.sh build/tsan
 # ==== end of reliability ==========================================================================
 
