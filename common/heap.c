@@ -7,6 +7,8 @@
 static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t heap_threshold; /* what M_MMAP_THRESHOLD was last set to; under heap_lock */
 
+void heap_init(void) { mallopt(M_ARENA_MAX, 1); }
+
 void heap_keep_frames(size_t bytes) {
     size_t want = bytes > HEAP_FRAME_MAX - 4096u ? HEAP_FRAME_MAX : bytes + 4096u; /* + ZeroMQ's frame header */
     pthread_mutex_lock(&heap_lock);

@@ -10,6 +10,15 @@
 /* Freed heap kept mapped (M_TRIM_THRESHOLD) once heap_keep_frames has been called. */
 #define HEAP_KEEP (256u * 1024u * 1024u)
 
+/* Once, first thing in main, before the process starts a thread: every thread allocates from
+ * glibc's main arena (M_ARENA_MAX 1). ZeroMQ's I/O thread mallocs each received frame and the
+ * rank's own thread frees it; in a thread arena of its own, frames would live in 64 MiB arena
+ * heaps, which glibc unmaps as soon as one is empty, so a step that holds three 25 MiB slices
+ * (ps's default bucket) took a third of its frames in fresh pages whatever the thresholds. The
+ * rank's threads allocate nothing in the step loop (tests/integration/noalloc.sh), so one arena
+ * costs them nothing. */
+void heap_init(void);
+
 /* ZeroMQ mallocs every received frame on its I/O thread and the receiver frees it once used.
  * With glibc's defaults a frame of 128 KiB or more is mmap'd, or, once the threshold adapts,
  * trimmed back to the kernel when freed, so every large message arrives in fresh pages: a page

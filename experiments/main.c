@@ -1,6 +1,7 @@
 /* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit and info */
 #include "../common/device.h"
 #include "../common/err.h"
+#include "../common/heap.h"
 #include "../common/log.h"
 #include "../common/report.h"
 #include "../common/secure.h"
@@ -79,6 +80,7 @@ static int keygen_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    heap_init(); /* before any thread: one malloc arena (common/heap.h) */
     if (argc < 2) {
         main_usage(stderr);
         return RS_ERR_INPUT;

@@ -22,8 +22,8 @@
  *          answer into their buffers.
  *
  * Heap (the last argument): keep (the default) gives both processes the malloc policy ps's
- * processes have (common/heap.h: heap_keep_frames(chunkbytes), ZeroMQ's received frames of up to
- * a chunk from warm heap pages), so that the two sides differ in what ps does and not in the
+ * processes have (common/heap.h: heap_init and heap_keep_frames(chunkbytes), ZeroMQ's received
+ * frames of up to a chunk from warm heap pages), so that the two sides differ in what ps does and not in the
  * allocator; glibc leaves glibc's defaults (every large frame in fresh pages).
  *
  * time = the median of the worker's timed round trips (first send to last answer); algbw = S /
@@ -171,7 +171,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t cap = maxb < chunk ? maxb : chunk;
-    if (!strcmp(heap, "keep")) heap_keep_frames(cap + HDR); /* before the fork: both processes */
+    if (!strcmp(heap, "keep")) { /* before the fork and any thread: both processes */
+        heap_init();
+        heap_keep_frames(cap + HDR);
+    }
     unsigned char *buf = malloc(cap);
     double *t = malloc(sizeof(double) * (size_t)iters);
     if (!buf || !t) return 1;
