@@ -11,6 +11,8 @@
 # both times), under /usr/bin/time, which sums every process of the run (the launcher waits for
 # its ranks; zmq_tput for its second process); the difference over ITERS is one call's user +
 # system CPU time, minor page faults and context switches, set-up and teardown cancelled out.
+# The bench runs with -c 0 (no check of the result: zmq_tput checks nothing either); what
+# remains of the bench's own in a call is refilling each rank's input before it (one copy).
 # The busbw column is the long run's own (its median call), the number ps_vs_zmq.sh compares.
 # Variants run in an order rotated by the repeat; medians over REPS.
 set -euo pipefail
@@ -33,7 +35,7 @@ for r in $(seq "$reps"); do
                     case $v in
                     zmq) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare keep) ;;
                     zmq-glibc) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare glibc) ;;
-                    *=*) cmd=("${v#*=}" bench --sync ps -n 2 --transport "$tr" -b "$b" -e "$b" -w 3 -i "$n") ;;
+                    *=*) cmd=("${v#*=}" bench --sync ps -n 2 --transport "$tr" -b "$b" -e "$b" -w 3 -i "$n" -c 0) ;;
                     *) echo "ps_cost: variant '$v': expected LABEL=BINARY, zmq or zmq-glibc" >&2; exit 2 ;;
                     esac
                     /usr/bin/time -f '%U %S %R %w %c' -o "$f.time" "${cmd[@]}" > "$f.out"

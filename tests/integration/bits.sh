@@ -9,10 +9,23 @@ lib=build/nocuda
 [ -f "$lib/libringside.a" ] && [ -f "$lib/obj/experiments/main.o" ] || { echo "SKIP: no CPU-only build in $lib (make CUDA=0 BUILD=$lib)"; exit 0; }
 mkdir -p "$T/src/allreduce"
 ln -s "$PWD/common" "$T/src/common"
-$PY - allreduce/student.c "$T/src/allreduce/student.c" <<'PY'
+cflags=$(pkg-config --cflags libzmq libcjson openblas 2>/dev/null)
+libs=$(pkg-config --libs libzmq libcjson openblas zlib 2>/dev/null)
+# culprit NAME FILE: a ringside whose lab 5 all-reduce is the body of student_allreduce in FILE, as $T/NAME
+culprit() {
+    $PY - allreduce/student.c "$T/src/allreduce/student.c" "$2" <<'PY'
 import re, sys
 s = open(sys.argv[1]).read()
-body = '''static int student_allreduce(Student *s, float *buf, size_t count) {
+body = open(sys.argv[3]).read()
+s2 = re.sub(r"static int student_allreduce\(Student \*s, float \*buf, size_t count\) \{.*?\n\}\n", lambda m: body, s, count=1, flags=re.S)
+assert s2 != s
+open(sys.argv[2], "w").write(s2)
+PY
+    cc -O2 -std=gnu11 -pthread -I. $cflags -c "$T/src/allreduce/student.c" -o "$T/$1.o" 2>"$T/cc.log" &&
+        cc -pthread -o "$T/$1" "$lib/obj/experiments/main.o" "$T/$1.o" "$lib/libringside.a" $libs -lm -ldl 2>>"$T/cc.log"
+}
+cat >"$T/odd.c" <<'C'
+static int student_allreduce(Student *s, float *buf, size_t count) {
     const int N = s->world, r = s->rank;
     float *mine = malloc(count * sizeof(float) + 1);
     if (!mine) return RS_ERR_RUNTIME;
@@ -25,20 +38,26 @@ body = '''static int student_allreduce(Student *s, float *buf, size_t count) {
     free(mine);
     return rc;
 }
-'''
-s2 = re.sub(r"static int student_allreduce\(Student \*s, float \*buf, size_t count\) \{.*?\n\}\n", body, s, count=1, flags=re.S)
-assert s2 != s
-open(sys.argv[2], "w").write(s2)
-PY
-cflags=$(pkg-config --cflags libzmq libcjson openblas 2>/dev/null)
-libs=$(pkg-config --libs libzmq libcjson openblas zlib 2>/dev/null)
-if cc -O2 -std=gnu11 -pthread -I. $cflags -c "$T/src/allreduce/student.c" -o "$T/student.o" 2>"$T/cc.log" &&
-   cc -pthread -o "$T/ringside" "$lib/obj/experiments/main.o" "$T/student.o" "$lib/libringside.a" $libs -lm -ldl 2>>"$T/cc.log"; then
-    ok "an order-dependent all-reduce builds in place of lab 5's"
+C
+# the same sum in one order everywhere, then elements 0, 1 (one period of the inputs) and the last (in
+# the partial period at the end) off by one on every rank
+sed -e 's|starting after this rank: every rank sums in its own order|in rank order, every rank alike|' \
+    -e 's|rc = student_recv(s, (r + k) % N, 0, buf, count, STUDENT_ADD);|rc = student_recv(s, (r + k) % N, 0, buf, count, STUDENT_ADD);\n    if (rc == RS_OK) { buf[0] += 1.0f; buf[1] += 1.0f; buf[count - 1] += 1.0f; }|' \
+    "$T/odd.c" >"$T/off.c"
+if culprit ringside "$T/odd.c" && culprit off "$T/off.c"; then
+    ok "an order-dependent all-reduce and one with three wrong elements build in place of lab 5's"
 else
-    bad "building the order-dependent all-reduce" "$(tail -n 5 "$T/cc.log")"; finish; exit 1
+    bad "building the culprits" "$(tail -n 5 "$T/cc.log")"; finish; exit 1
 fi
 ODD=$T/ringside
+
+# bench's #wrong counts every wrong element: 3 per call on each of 3 ranks, 4 timed calls
+expect_status "three wrong elements a call: bench fails (exit 4)" 4 "$T/off" bench -n 3 --sync student -b 4K -e 64K -f 4 -w 1 -i 4 --timeout 20
+$PY - "$T/last.log" <<'PY' && ok "#wrong is 36 in every row (3 elements x 3 ranks x 4 calls)" || bad "#wrong counts" "$(grep -v '^#' "$T/last.log" | head -n 5)"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and l.lstrip()[0].isdigit()]
+assert len(rows) == 3 and all(r[6] == "36" for r in rows), rows
+PY
 
 # exact inputs cannot see it: every order of small integers gives the exact sum
 expect_status "exact inputs: the order-dependent sum passes bench's #wrong" 0 "$ODD" bench -n 3 --sync student -b 4K -e 64K -f 4 --timeout 20
