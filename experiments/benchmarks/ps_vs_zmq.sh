@@ -33,7 +33,8 @@
 # large frame in fresh pages), to show what the policy is worth to ZeroMQ alone.
 #
 # Runs interleaved (ps ipc, ZeroMQ ipc, ps tcp, ZeroMQ tcp) REPEATS times (default 5) and prints,
-# per transport and size, the median busbw of each over the repeats and the ratio ps / ZeroMQ.
+# per transport and size, the median busbw of each over the repeats and the ratio ps / ZeroMQ;
+# then a Markdown table of the same runs as pairs (experiments/benchmarks/paired.py).
 set -euo pipefail
 bin=${1:-build/ringside}
 reps=${2:-5}
@@ -76,4 +77,15 @@ for tr in ipc tcp; do
         awk -v t="$tr" -v s="$size" -v p="$p" -v z="$z" -v zp="$zp" -v zf="$zf" -v z1="$z1" -v p1="$p1" -v b1="$b1" -v zg="$zg" \
             'BEGIN {printf "  %-9s %12d %10.3f %10.3f %7s %14.3f %10.3f %18.3f %10.3f %10.3f %8s %16.3f\n", t, s, p, z, (z > 0 && p != "nan") ? sprintf("%.2f", p / z) : "n/a", zp, zf, z1, p1, b1, (b1 > 0 && p1 != "nan") ? sprintf("%.2f", p1 / b1) : "n/a", zg}'
     done
+done
+# the same runs as pairs (a repeat's ps and ZeroMQ ran back to back): medians with quartiles and
+# the median (min-max) of the per-repeat ratios, which the machine's load moves less
+echo
+echo "| transport, cut | size | ps busbw median (q1-q3) GB/s | ZeroMQ busbw median (q1-q3) GB/s | ratio of the medians | paired ratio median (min-max) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for tr in ipc tcp; do
+    python3 experiments/benchmarks/paired.py "$tr, 25 MiB" $(for r in $(seq "$reps"); do echo "$out/ps-$tr-$r.txt"; done) -- \
+        $(for r in $(seq "$reps"); do echo "$out/zmqbare-$tr-$r.txt"; done)
+    python3 experiments/benchmarks/paired.py "$tr, 1 MiB" $(for r in $(seq "$reps"); do echo "$out/ps1m-$tr-$r.txt"; done) -- \
+        $(for r in $(seq "$reps"); do echo "$out/zmqbare1m-$tr-$r.txt"; done)
 done
