@@ -1018,16 +1018,26 @@ static void *rank_thread(void *p) {
     return NULL;
 }
 
-static void run_allreduce_job(int world, const char *placement, int K, int *rc, unsigned long long *wrong,
-                              SyncTraffic *tr, const char *wire) {
+/* The allreduces a job makes: their element counts, and chunks of `chunk` elements. */
+typedef struct {
+    const size_t *counts;
+    int ncounts;
+    size_t chunk;
+} JobShape;
+
+static const size_t job_counts[] = {1, 2, 5, 999, 1000, 1001, 70000};
+static const JobShape job_small = {job_counts, (int)(sizeof job_counts / sizeof job_counts[0]), 1000};
+
+static void run_allreduce_shaped(int world, const char *placement, int K, int *rc, unsigned long long *wrong,
+                                 SyncTraffic *tr, const char *wire, const JobShape *shape) {
     void *ctx = zmq_ctx_new();
     Config cfg;
     config_defaults(&cfg);
     snprintf(cfg.wire, sizeof cfg.wire, "%s", wire);
     snprintf(cfg.ps_placement, sizeof cfg.ps_placement, "%s", placement);
     cfg.ps_servers = K;
-    cfg.bucket_mb = 1000.0 * sizeof(float) / 1048576.0;
-    size_t counts[] = {1, 2, 5, 999, 1000, 1001, 70000};
+    cfg.bucket_mb = (double)shape->chunk * sizeof(float) / 1048576.0;
+    const size_t *counts = shape->counts;
     char eps[16][256];
     memset(eps, 0, sizeof eps);
     Device sdev;
@@ -1047,8 +1057,7 @@ static void run_allreduce_job(int world, const char *placement, int K, int *rc, 
     pthread_t th[8];
     for (int r = 0; r < world; r++) {
         ra[r] = (RankArg){.rank = r, .world = world, .K = ded ? K : 0, .placement = placement, .ctx = ctx,
-                          .cfg = &cfg, .eps = eps, .bar = &bar, .counts = counts,
-                          .ncounts = (int)(sizeof counts / sizeof counts[0])};
+                          .cfg = &cfg, .eps = eps, .bar = &bar, .counts = (size_t *)counts, .ncounts = shape->ncounts};
         pthread_create(&th[r], NULL, rank_thread, &ra[r]);
     }
     *rc = 0;
@@ -1066,6 +1075,11 @@ static void run_allreduce_job(int world, const char *placement, int K, int *rc, 
     pthread_barrier_destroy(&bar);
     device_close(&sdev);
     zmq_ctx_term(ctx);
+}
+
+static void run_allreduce_job(int world, const char *placement, int K, int *rc, unsigned long long *wrong,
+                              SyncTraffic *tr, const char *wire) {
+    run_allreduce_shaped(world, placement, K, rc, wrong, tr, wire, &job_small);
 }
 
 static void test_backend_allreduce(void) {
@@ -1112,6 +1126,46 @@ static void test_backend_allreduce(void) {
             CHECK_MSG(tr[r].bytes_sent >= 2 * (world - 1) * (70000ull / world) * 4 &&
                           tr[r].bytes_sent <= 2 * elems * 4 * (world - 1) / (world > 1 ? world : 1) + 400 * WIRE_HEADER_BYTES,
                       "sharded world %d rank %d: %llu bytes sent", world, r, tr[r].bytes_sent);
+    }
+}
+
+/* Slices of 64 KiB and more go zero-copy from each worker's buffer, to the server in its own
+ * process over inproc and to the others over a socket: the sums stay exact on every rank
+ * (colocated, and sharded with a shard in every rank), one allreduce's buffer is freed and the
+ * next one's allocated right after it returns (nothing may still reference it), and the traffic
+ * is bytes and headers exactly (the host worker's inproc messages not counted). */
+static void test_backend_allreduce_large(void) {
+    static const size_t big[] = {70000, 16384, 300001, 1000000, 70000};
+    JobShape shape = {big, (int)(sizeof big / sizeof big[0]), 262144}; /* 1 MiB chunks */
+    unsigned long long elems = 0, msgs = 0;
+    for (int i = 0; i < shape.ncounts; i++) {
+        elems += big[i];
+        msgs += (big[i] + shape.chunk - 1) / shape.chunk;
+    }
+    for (int world = 1; world <= 4; world++) {
+        int rc;
+        unsigned long long wrong;
+        SyncTraffic tr[8];
+        run_allreduce_shaped(world, "colocated", 1, &rc, &wrong, tr, "fp32", &shape);
+        CHECK_MSG(rc == 0 && wrong == 0, "colocated world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(),
+                  wrong);
+        unsigned long long each = elems * 4 + msgs * WIRE_HEADER_BYTES;
+        for (int r = 1; r < world; r++)
+            CHECK_MSG(tr[r].bytes_sent == each && tr[r].bytes_received == each, "rank %d: %llu / %llu, want %llu", r,
+                      tr[r].bytes_sent, tr[r].bytes_received, each);
+        CHECK(tr[0].bytes_sent == (unsigned long long)(world - 1) * each);
+    }
+    for (int world = 2; world <= 4; world++) {
+        int rc;
+        unsigned long long wrong, sent = 0, recv = 0;
+        SyncTraffic tr[8];
+        run_allreduce_shaped(world, "sharded", 1, &rc, &wrong, tr, "fp32", &shape);
+        CHECK_MSG(rc == 0 && wrong == 0, "sharded world %d: rc %d (%s), #wrong %llu", world, rc, rs_errmsg(), wrong);
+        for (int r = 0; r < world; r++) {
+            sent += tr[r].bytes_sent;
+            recv += tr[r].bytes_received;
+        }
+        CHECK_MSG(sent == recv, "sharded world %d: %llu sent, %llu received", world, sent, recv);
     }
 }
 
@@ -1418,6 +1472,7 @@ int main(void) {
     RUN(test_server_wire);
     RUN(test_backend_matches_none);
     RUN(test_backend_allreduce);
+    RUN(test_backend_allreduce_large);
     RUN(test_backend_allreduce_wire);
     RUN(test_client_wire);
     RUN(test_backend_refuses);
