@@ -492,10 +492,8 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
-    size_t most = c->per; /* the largest reply: an allreduce's slice or a training bucket */
-    for (int b = 0; b < job->nbuckets; b++)
-        if (job->buckets[b].hi - job->buckets[b].lo > most) most = job->buckets[b].hi - job->buckets[b].lo;
-    heap_keep_frames(most * sizeof(float)); /* the replies in warm heap pages (common/heap.h) */
+    /* the replies in warm heap pages (common/heap.h) */
+    heap_keep_frames(ps_largest_slice(c->per, job->buckets, job->nbuckets) * sizeof(float));
     c->idlen = ps_identity(c->rank, c->id, sizeof c->id);
     c->sock = calloc((size_t)c->K, sizeof *c->sock);
     c->local = calloc((size_t)c->K, 1);

@@ -1161,9 +1161,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     int rc = s->known && s->bye && s->pull && s->clock && s->push_left && s->held && s->t_held && s->t_seen
                  ? RS_OK
                  : rs_error(RS_ERR_RUNTIME, "out of memory");
-    size_t maxmsg = s->per;
-    for (int b = 0; b < a->nbuckets; b++)
-        if (a->buckets[b].hi - a->buckets[b].lo > maxmsg) maxmsg = a->buckets[b].hi - a->buckets[b].lo;
+    size_t maxmsg = ps_largest_slice(s->per, a->buckets, a->nbuckets);
     if (rc == RS_OK && a->nparams > 0) rc = server_alloc_train(s);
     if (rc == RS_OK) rc = server_bind(s, maxmsg * sizeof(float) + 4096);
     if (rc == RS_OK) heap_keep_frames(maxmsg * sizeof(float)); /* contributions in warm heap pages (common/heap.h) */

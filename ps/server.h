@@ -224,6 +224,15 @@ static inline void ps_msg_close(PsMsg *m) {
     m->n = 0;
 }
 
+/* The most elements one ps message carries: an allreduce chunk of per elements, or the largest
+ * of the n training buckets (what the server's socket takes and the heap keeps warm). */
+static inline size_t ps_largest_slice(size_t per, const Bucket *buckets, int n) {
+    size_t most = per;
+    for (int b = 0; b < n; b++)
+        if (buckets[b].hi - buckets[b].lo > most) most = buckets[b].hi - buckets[b].lo;
+    return most;
+}
+
 /* ZeroMQ routing identity of worker rank ("w3"); returns its length. */
 static inline size_t ps_identity(int rank, char *buf, size_t len) {
     int n = snprintf(buf, len, "w%d", rank);
