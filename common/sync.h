@@ -121,7 +121,9 @@ typedef struct SyncOps {
 
     /* In-place sum over all ranks of count floats at buf (device memory of job->dev; the back
      * end stages it as it needs); returns when buf holds the sum on every rank. Never during a
-     * step. 0 or RS_ERR_*. */
+     * step. 0 or RS_ERR_*; on failure too nothing references buf once it returns (a back end
+     * that lent it to messages waits for them up to the job's timeout, and where they outlive
+     * that, its message says to keep buf until destroy). */
     int (*allreduce)(void *state, float *buf, size_t count);
     /* Copies the cumulative traffic counters. Thread-safe. */
     void (*traffic)(void *state, SyncTraffic *out);

@@ -753,6 +753,44 @@ static void ps_server_busy_op(void *state, double *busy_s, long long *steps) {
     if (c && c->server) ps_server_busy(c->server, busy_s, steps);
 }
 
+/* Sends an allreduce's contribution (src, count floats on the host) to the servers in nchunks
+ * chunks, each split over the servers; counts the replies to wait for in c->left. 0 or RS_ERR_PEER. */
+static int client_allreduce_send(PsClient *c, const float *src, size_t count, int nchunks) {
+    for (int b = 0; b < nchunks; b++) {
+        size_t lo, hi;
+        shard_chunk(count, c->per, b, &lo, &hi);
+        int n = shard_weighted_split(count, &c->w, lo, hi, c->split);
+        for (int j = 0; j < n; j++) {
+            WireHeader h = client_header(c, WIRE_SUM, c->seq);
+            h.total = count;
+            h.bucket = (uint32_t)b;
+            h.offset = c->split[j].off;
+            h.count = c->split[j].count;
+            if (c->coded) {
+                h.dtype = c->dtype;
+                RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->el,
+                                   c->split[j].count * c->el));
+            } else {
+                RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off,
+                                   c->split[j].count * sizeof(float)));
+            }
+            c->left++;
+        }
+    }
+    return RS_OK;
+}
+
+/* After a failed allreduce: its slices left zero-copy from the caller's buffer (or the encode
+ * buffer), which the caller may free as soon as it returns, so wait (up to the job's timeout)
+ * until no message holds them. Returns rc, its message extended when they are still held. */
+static int client_unlend(PsClient *c, int rc) {
+    if (ps_zc_drain(&c->zc, c->job.timeout)) return rc;
+    char why[512];
+    snprintf(why, sizeof why, "%s", rs_errmsg());
+    return rs_error(rc, "%s (and %ld of rank %d's messages still hold its buffer after %g s more: keep the buffer "
+                        "until the back end is destroyed)", why, (long)atomic_load(&c->zc.out), c->rank, c->job.timeout);
+}
+
 static int ps_allreduce(void *state, float *buf, size_t count) {
     PsClient *c = state;
     if (count == 0) return RS_OK;
@@ -777,30 +815,16 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     c->sum_total = count;
     c->left = 0;
     c->any_reply = 0;
-    for (int b = 0; b < nchunks; b++) {
-        size_t lo, hi;
-        shard_chunk(count, c->per, b, &lo, &hi);
-        int n = shard_weighted_split(count, &c->w, lo, hi, c->split);
-        for (int j = 0; j < n; j++) {
-            WireHeader h = client_header(c, WIRE_SUM, c->seq);
-            h.total = count;
-            h.bucket = (uint32_t)b;
-            h.offset = c->split[j].off;
-            h.count = c->split[j].count;
-            if (c->coded) {
-                h.dtype = c->dtype;
-                RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->el,
-                                   c->split[j].count * c->el));
-            } else {
-                RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off,
-                                   c->split[j].count * sizeof(float)));
-            }
-            c->left++;
-        }
+    int rc = client_allreduce_send(c, src, count, nchunks);
+    if (rc == RS_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "allreduce %u", c->seq);
+        rc = client_wait(c, 0, what);
     }
-    char what[64];
-    snprintf(what, sizeof what, "allreduce %u", c->seq);
-    RS_TRY(client_wait(c, 0, what));
+    if (rc != RS_OK) {
+        c->seq++; /* a late reply to this one must not pass for the next one's */
+        return client_unlend(c, rc);
+    }
     Device *d = c->job.dev;
     RS_TRY(d->ops->stream_sync(d, NULL));
     c->seq++;

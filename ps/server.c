@@ -840,7 +840,7 @@ static void phase_missing(const PsServer *s, const PsPhase *ph, char *out, size_
 /* Fails when a step (or the start) has waited longer than the timeout. */
 static int server_check_time(PsServer *s) {
     double now = clock_now(), T = s->a.timeout;
-    char who[256];
+    char who[272]; /* "ranks " and the list */
     if (s->async && !s->init_left) RS_TRY(async_check_time(s, now));
     PsPhase *phs[2] = {&s->train, &s->sum};
     for (int i = 0; i < 2; i++) {
@@ -883,6 +883,10 @@ static int server_fail(PsServer *s, int rc) {
     s->status = rc;
     snprintf(s->why, sizeof s->why, "%s", why);
     pthread_mutex_unlock(&s->lock);
+    /* serving ends here: let go of the kept contributions at once (over inproc they are the host
+     * worker's own buffers, which its failed call hands back to its caller) */
+    phase_release(s, &s->train);
+    phase_release(s, &s->sum);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 #include "../common/device.h"
 #include "../common/link.h"
 #include "../common/sync.h"
+#include "../common/tsan.h"
 #include "shard.h"
 #include "wire.h"
 
@@ -175,6 +176,7 @@ static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHe
         if (zmq_msg_init_size(&m, bytes) < 0) return -1;
         memcpy(zmq_msg_data(&m), payload, bytes);
     }
+    tsan_release(zmq_msg_data(&m)); /* over inproc the receiver reads these very bytes */
     if (zmq_msg_send(&m, sock, last) < 0) {
         int e = zmq_errno();
         zmq_msg_close(&m);
@@ -205,6 +207,7 @@ static inline int ps_recv(void *sock, PsMsg *m, int flags) {
             return -1;
         }
         more = zmq_msg_more(p);
+        tsan_acquire(zmq_msg_data(p));
         if (p == &spare) {
             /* the last frame may be an emulated link's stamp: not a frame of the message */
             if (more || m->extra || !link_stamp_decode(zmq_msg_data(p), zmq_msg_size(p), &m->stamp)) m->extra++;

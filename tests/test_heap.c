@@ -68,7 +68,7 @@ static long faults_per_round(void) {
 
 /* Runs faults_per_round in a child (the malloc policy is process-wide), with or without the
  * policy; its result comes back through a pipe. */
-static long faults_in_child(int keep) {
+__attribute__((unused)) static long faults_in_child(int keep) { /* unused where a sanitizer owns malloc */
     int fds[2];
     if (pipe(fds)) return -1;
     pid_t pid = fork();

@@ -968,6 +968,9 @@ typedef struct {
     unsigned long long wrong;
     SyncTraffic tr;
     double bucket_mb;
+    double timeout;         /* the job's (0: 10 s) */
+    double took;            /* seconds its allreduces took */
+    char why[512];          /* the first failure's message */
 } RankArg;
 
 /* One worker thread: init, exchange endpoints, connect, exact-sum allreduces. */
@@ -978,7 +981,7 @@ static void *rank_thread(void *p) {
     const SyncOps *ops = sync_find("ps");
     SyncJob job = {.cfg = a->cfg, .dev = &dev, .rank = a->rank, .world = a->world,
                    .local_rank = a->rank, .local_world = a->world, .zctx = a->ctx, .addr = "127.0.0.1",
-                   .token = TOKEN_TEXT, .timeout = 10};
+                   .token = TOKEN_TEXT, .timeout = a->timeout > 0 ? a->timeout : 10};
     void *st = NULL;
     char ep[256] = "";
     a->rc = ops->init(&job, &st, ep, sizeof ep);
@@ -992,7 +995,10 @@ static void *rank_thread(void *p) {
         size_t cnt = a->counts[c];
         float *x = malloc(cnt * sizeof *x);
         for (size_t i = 0; i < cnt; i++) x[i] = (float)((a->rank + 1) * (int)(i % 1000));
+        double t0 = clock_now();
         a->rc = ops->allreduce(st, x, cnt);
+        a->took += clock_now() - t0;
+        if (a->rc) snprintf(a->why, sizeof a->why, "%s", rs_errmsg());
         float f = (float)(a->world * (a->world + 1) / 2);
         Codec gc = codec_from_options(a->cfg->wire, a->cfg->loss_scale);
         for (size_t i = 0; i < cnt && a->rc == RS_OK; i++) {
@@ -1135,13 +1141,6 @@ static void test_backend_allreduce(void) {
  * next one's allocated right after it returns (nothing may still reference it), and the traffic
  * is bytes and headers exactly (the host worker's inproc messages not counted). */
 static void test_backend_allreduce_large(void) {
-#if defined(__SANITIZE_THREAD__)
-    /* open: under ThreadSanitizer alone this test dies in slice_sum_held (ps/server.c) reading a
-     * kept zero-copy contribution, 3 runs of 3, while the plain and ASan builds pass it with exact
-     * sums and no report (docs/reliability.md) */
-    SKIP("ThreadSanitizer build: a crash in slice_sum_held seen only here is under investigation (docs/reliability.md)");
-    return;
-#endif
     static const size_t big[] = {70000, 16384, 300001, 1000000, 70000};
     JobShape shape = {big, (int)(sizeof big / sizeof big[0]), 262144}; /* 1 MiB chunks */
     unsigned long long elems = 0, msgs = 0;
@@ -1174,6 +1173,35 @@ static void test_backend_allreduce_large(void) {
         }
         CHECK_MSG(sent == recv, "sharded world %d: %llu sent, %llu received", world, sent, recv);
     }
+}
+
+/* A failed allreduce hands its buffer back: rank 1 never contributes, so rank 0's call fails
+ * naming it, within the timeout and a margin, and when it returns no message holds rank 0's
+ * buffer (zero-copy to its colocated server: the server lets go of what it kept as it fails),
+ * so the caller may free it at once (the ASan build checks that nothing reads it after). */
+static void test_backend_allreduce_failed(void) {
+    void *ctx = zmq_ctx_new();
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.bucket_mb = 1.0;
+    char eps[16][256];
+    memset(eps, 0, sizeof eps);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    static const size_t big[] = {300001};
+    RankArg ra[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        ra[r] = (RankArg){.rank = r, .world = 2, .placement = "colocated", .ctx = ctx, .cfg = &cfg, .eps = eps,
+                          .bar = &bar, .counts = (size_t *)big, .ncounts = r == 0, .timeout = 1.0};
+        pthread_create(&th[r], NULL, rank_thread, &ra[r]);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    CHECK_MSG(ra[0].rc == RS_ERR_PEER && strstr(ra[0].why, "rank 1"), "rank 0: rc %d (%s)", ra[0].rc, ra[0].why);
+    CHECK_MSG(!strstr(ra[0].why, "still hold"), "rank 0's buffer still lent: %s", ra[0].why);
+    CHECK_MSG(ra[0].took < 4.0, "the failed allreduce took %.1f s (timeout 1 s)", ra[0].took);
+    pthread_barrier_destroy(&bar);
+    zmq_ctx_term(ctx);
 }
 
 /* The collective on a 16-bit wire: every contribution rounded, summed in fp32, the sum rounded
@@ -1480,6 +1508,7 @@ int main(void) {
     RUN(test_backend_matches_none);
     RUN(test_backend_allreduce);
     RUN(test_backend_allreduce_large);
+    RUN(test_backend_allreduce_failed);
     RUN(test_backend_allreduce_wire);
     RUN(test_client_wire);
     RUN(test_backend_refuses);
