@@ -48,6 +48,7 @@ typedef struct {
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
     double bucket_mb;       /* --bucket-mb: the server back ends' message cut (train's bucket, 25) */
+    char placement[16];     /* --ps-placement colocated|sharded ("": colocated) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -121,6 +122,9 @@ static void bench_usage(FILE *f) {
             "      --bucket-mb MB     ps, byteps: the all-reduce travels in slices of at most MB MiB, each\n"
             "                         summed and answered as soon as it is in (default 25, train's bucket);\n"
             "                         the ring and NCCL cut their own segments and ignore it\n"
+            "      --ps-placement P   ps: colocated (default: one server, a thread of rank 0, as\n"
+            "                         DataParallel's) | sharded (a server in every rank, 1/N of every\n"
+            "                         slice's keys each, the others' contributions over the network)\n"
             "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
             "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
             "                         none: where the scheduler puts it; auto (default): core for the\n"
@@ -193,7 +197,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
-                                      "--wire", "--bind", "--bucket-mb"};
+                                      "--wire", "--bind", "--bucket-mb", "--ps-placement"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -250,6 +254,13 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             o->bucket_mb = strtod(v, &end);
             if (*end || end == v || !(o->bucket_mb >= 1.0 / 1048576) || o->bucket_mb > 8192)
                 return rs_error(RS_ERR_INPUT, "bench: --bucket-mb '%s': expected MiB > 0 (at most 8192)", v);
+        } else if (!strcmp(name, "--ps-placement")) {
+            if (!strcmp(v, "dedicated"))
+                return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated: bench starts workers only (dedicated "
+                                              "servers are a training run's: train --sync ps --ps-placement dedicated)");
+            if (strcmp(v, "colocated") && strcmp(v, "sharded"))
+                return rs_error(RS_ERR_INPUT, "bench: --ps-placement '%s': expected colocated or sharded", v);
+            snprintf(o->placement, sizeof o->placement, "%s", v);
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -261,6 +272,9 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
 #undef IS
     }
+    if (o->placement[0] && strcmp(o->sync, "ps"))
+        return rs_error(RS_ERR_INPUT, "bench: --ps-placement %s with --sync %s: the placement is --sync ps's (byteps "
+                                      "has a shard in every rank already)", o->placement, o->sync);
     o->minbytes -= o->minbytes % sizeof(float);
     o->maxbytes -= o->maxbytes % sizeof(float);
     if (o->minbytes < sizeof(float)) return rs_error(RS_ERR_INPUT, "bench: -b: smallest size below one float (4 bytes)");
@@ -356,6 +370,9 @@ static int bench_setup(Bench *b) {
     /* bench starts no server processes: BytePS with k = 0, a summation shard in every rank (its
      * CPU servers are a training run's: `train --sync byteps --ps-servers K`) */
     if (!strcmp(o->sync, "byteps")) b->cfg.ps_servers = 0;
+    /* ps: the one server inside rank 0 (colocated, DataParallel's shape), or a shard of every
+     * message in every rank (sharded: N servers, 1/N of each slice's keys each) */
+    snprintf(b->cfg.ps_placement, sizeof b->cfg.ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     if (o->bind < 0) o->bind = !strcmp(o->sync, "ring");
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
@@ -510,6 +527,10 @@ static void bench_print_header(Bench *b) {
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
+    if (!strcmp(o->sync, "ps"))
+        printf("# ps placement %s: %s\n", b->cfg.ps_placement,
+               !strcmp(b->cfg.ps_placement, "sharded") ? "a server in every rank, 1/N of every slice's keys each"
+                                                       : "one server, a thread of rank 0");
     if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
         printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
                o->bucket_mb);
@@ -680,6 +701,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
         cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
         cJSON_AddNumberToObject(cfg, "bucket_mb", o->bucket_mb);
+        if (!strcmp(o->sync, "ps")) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);

@@ -87,6 +87,27 @@ print("rank 1 sent %d messages whole, %d sliced" % tuple(m))
 EOF
 ) && ok "--bucket-mb 0.25 slices the ps all-reduce ($why)" || bad "--bucket-mb slices" "$why"
 
+# --ps-placement: colocated, rank 0's server sends every other rank its sum ((N-1)x what rank 1
+# sends); sharded, every rank serves 1/N of every slice, so the ranks send about alike; both exact,
+# with slices of 64 KiB and more (zero-copy) and below
+for pl in colocated sharded; do
+    $BIN bench -n 3 --sync ps --ps-placement $pl -b 16K -e 1M -f 8 -w 1 -i 3 --bucket-mb 0.5 --report $T/pl-$pl.json \
+        >$T/pl-$pl.log 2>&1 || bad "bench --sync ps --ps-placement $pl" "$(tail -n 3 $T/pl-$pl.log)"
+done
+why=$($PY - $T/pl-colocated.json $T/pl-sharded.json <<'EOF' 2>&1
+import json, sys
+col, sh = (json.load(open(p)) for p in sys.argv[1:])
+assert col["config"]["ps_placement"] == "colocated" and sh["config"]["ps_placement"] == "sharded"
+assert all(x["wrong"] == 0 for x in col["rows"] + sh["rows"]) and len(sh["rows"]) == 3
+def sent(r): return {e["rank"]: e["bytes_sent"] for e in r["summary"]["traffic"]}
+c, s = sent(col), sent(sh)
+assert 1.9 < c[0] / c[1] < 2.1, "colocated: rank 0 sent %d, rank 1 %d" % (c[0], c[1])
+assert max(s.values()) < 1.2 * min(s.values()), "sharded: %s" % s
+assert sum(e["bytes_received"] for e in sh["summary"]["traffic"]) == sum(s.values())
+print("bytes sent, rank 0 / rank 1: colocated %.2f, sharded %.2f" % (c[0] / c[1], s[0] / s[1]))
+EOF
+) && ok "--ps-placement sharded spreads the server's traffic ($why)" || bad "--ps-placement" "$why"
+
 # bad options: exit 2 with one line naming the option, before any rank starts
 bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
     local name=$1 want=$2; shift 2
@@ -105,6 +126,8 @@ bad_opt "-i 0 refused" "-i" -n 2 -i 0
 bad_opt "-c 2 refused" "-c" -n 2 -c 2
 bad_opt "--bucket-mb 0 refused" "--bucket-mb" -n 2 --sync ps --bucket-mb 0
 bad_opt "--sync unknown refused" "--sync" -n 2 --sync nope
+bad_opt "--ps-placement dedicated refused" "training run's" -n 2 --sync ps --ps-placement dedicated
+bad_opt "--ps-placement without ps refused" "--ps-placement sharded with --sync ring" -n 2 --ps-placement sharded
 bad_opt "missing value refused" "--timeout" -n 2 --timeout
 bad_opt "unwritable --report refused" "$T/no/such/dir" -n 2 --report $T/no/such/dir/r.json
 
