@@ -2,8 +2,10 @@
 # ps_cost.sh - what one ps all-reduce costs the machine (CPU time, page faults, context switches), builds and ZeroMQ alone side by side
 #
 # usage: experiments/benchmarks/ps_cost.sh [VARIANT...]
-#   VARIANT   LABEL=BINARY (a ringside build), zmq (zmq_tput's bare pattern, ps's heap policy)
-#             or zmq-glibc (the same under glibc's malloc defaults); default: ps=build/ringside zmq
+#   VARIANT   LABEL=BINARY[,BENCH-ARG...] (a ringside build, with bench options of its own, e.g.
+#             sharded=build/ringside,--ps-placement,sharded), zmq (zmq_tput's bare pattern, ps's
+#             heap policy) or zmq-glibc (the same under glibc's malloc defaults);
+#             default: ps=build/ringside zmq
 #   REPS=3 ITERS=30 SIZES="4M 16M 64M" TRANSPORTS="ipc tcp"
 #
 # Wall times on a shared 2-core machine move by 2x from run to run; the work a call makes does
@@ -35,7 +37,8 @@ for r in $(seq "$reps"); do
                     case $v in
                     zmq) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare keep) ;;
                     zmq-glibc) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare glibc) ;;
-                    *=*) cmd=("${v#*=}" bench --sync ps -n 2 --transport "$tr" -b "$b" -e "$b" -w 3 -i "$n" -c 0) ;;
+                    *=*) IFS=, read -ra extra <<< "${v#*=}"
+                         cmd=("${extra[0]}" bench --sync ps -n 2 --transport "$tr" -b "$b" -e "$b" -w 3 -i "$n" -c 0 "${extra[@]:1}") ;;
                     *) echo "ps_cost: variant '$v': expected LABEL=BINARY, zmq or zmq-glibc" >&2; exit 2 ;;
                     esac
                     /usr/bin/time -f '%U %S %R %w %c' -o "$f.time" "${cmd[@]}" > "$f.out"
