@@ -356,10 +356,41 @@ static int server_reply_all(PsServer *s, const WireHeader *h, const void *payloa
     return RS_OK;
 }
 
-/* A float read from a message's payload, which need not be 4-byte aligned. */
-typedef float ps_float_u __attribute__((aligned(1)));
-
 #define PS_TILE 2048 /* keys summed at once from the kept messages (a tile of the sum stays in L1) */
+
+/* y = a + b and y = y + x over n floats read from payloads that need not be 4-byte aligned, a
+ * block of 8 at a time through memcpy (which the compiler turns into vector loads and adds at
+ * -O2, as the ring's ring_add; a loop of single unaligned floats stays scalar): the same adds in
+ * the same order as element by element, so the same bits. */
+static void sum_pair(float *restrict y, const unsigned char *restrict a, const unsigned char *restrict b, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float u[8], v[8];
+        memcpy(u, a + i * sizeof(float), sizeof u);
+        memcpy(v, b + i * sizeof(float), sizeof v);
+        for (int k = 0; k < 8; k++) y[i + k] = u[k] + v[k];
+    }
+    for (; i < n; i++) {
+        float u, v;
+        memcpy(&u, a + i * sizeof(float), sizeof u);
+        memcpy(&v, b + i * sizeof(float), sizeof v);
+        y[i] = u + v;
+    }
+}
+
+static void sum_into(float *restrict y, const unsigned char *restrict x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float v[8];
+        memcpy(v, x + i * sizeof(float), sizeof v);
+        for (int k = 0; k < 8; k++) y[i + k] = y[i + k] + v[k];
+    }
+    for (; i < n; i++) {
+        float v;
+        memcpy(&v, x + i * sizeof(float), sizeof v);
+        y[i] = y[i] + v;
+    }
+}
 
 /* Where the device is host memory: sum = chunk b's kept contributions added in rank order,
  * element by element, read straight from the messages (fp32, or decoded from the wire with the
@@ -377,17 +408,13 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
                 codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
             continue;
         }
-        const ps_float_u *x0 = (const ps_float_u *)zmq_msg_data(&m[0]) + i;
-        if (N == 2) { /* one pass: the common case */
-            const ps_float_u *x1 = (const ps_float_u *)zmq_msg_data(&m[1]) + i;
-            for (size_t j = 0; j < k; j++) y[j] = x0[j] + x1[j];
+        const unsigned char *x0 = (const unsigned char *)zmq_msg_data(&m[0]) + i * sizeof(float);
+        if (N == 1) {
+            memcpy(y, x0, k * sizeof(float));
             continue;
         }
-        for (size_t j = 0; j < k; j++) y[j] = x0[j];
-        for (size_t r = 1; r < N; r++) {
-            const ps_float_u *x = (const ps_float_u *)zmq_msg_data(&m[r]) + i;
-            for (size_t j = 0; j < k; j++) y[j] += x[j];
-        }
+        sum_pair(y, x0, (const unsigned char *)zmq_msg_data(&m[1]) + i * sizeof(float), k);
+        for (size_t r = 2; r < N; r++) sum_into(y, (const unsigned char *)zmq_msg_data(&m[r]) + i * sizeof(float), k);
     }
     for (size_t r = 0; r < N; r++) {
         zmq_msg_close(&m[r]);
