@@ -71,6 +71,10 @@ static void codec_decode_into(const Codec *c, const void *src, float *dst, size_
     const unsigned char *in = src;
     const size_t eb = codec_elem_bytes(c->type);
     const float inv = 1.0f / c->scale;
+    if (c->type == CODEC_F32 && inv == 1.0f && !add) { /* the floats themselves: one copy, not two a block */
+        memmove(dst, src, n * sizeof(float));
+        return;
+    }
     for (size_t i = 0; i < n; i += CODEC_BLOCK) {
         size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
         float v[CODEC_BLOCK];
