@@ -22,10 +22,14 @@ struct Ctrl {
     double timeout;
     char where[300];     /* "tcp://addr:port" */
     unsigned long long messages, dropped;
+    struct Msg *later;   /* member 0: messages of members outside a round (a server's during the
+                          * workers' own), kept for the next round; nlater of them */
+    struct Msg *spare;   /* the other of the two lists (members entries each, from the first round) */
+    int nlater;
 };
 
 /* A received multipart message, every frame kept: frames[0] is the ROUTER identity on member 0. */
-typedef struct {
+typedef struct Msg {
     int n, cap;
     zmq_msg_t *f;
 } Msg;
@@ -124,11 +128,11 @@ static int ctrl_parse_head(Ctrl *c, Msg *m, int h, char *type, int *member) {
     return strcmp(tok, c->token) == 0;
 }
 
-static void ctrl_missing(Ctrl *c, const int *seen, char *out, size_t len) {
+static void ctrl_missing(Ctrl *c, int upto, const int *seen, char *out, size_t len) {
     size_t k = 0;
     int count = 0;
     out[0] = 0;
-    for (int i = 1; i < c->members && k < len; i++) {
+    for (int i = 1; i < upto && k < len; i++) {
         if (seen[i]) continue;
         if (count++ < 8)
             k += (size_t)snprintf(out + k, len - k, "%s%s %d", count > 1 ? ", " : "",
@@ -153,7 +157,7 @@ static int ctrl_join_root(Ctrl *c, const char *canonical, double deadline) {
         Msg m;
         if (ctrl_recv(c, &m, deadline) != RS_OK) {
             char miss[256];
-            ctrl_missing(c, seen, miss, sizeof miss);
+            ctrl_missing(c, c->members, seen, miss, sizeof miss);
             rc = rs_error(RS_ERR_PEER, "control plane %s: %s did not join within %.0f s", c->where, miss, c->timeout);
             break;
         }
@@ -288,7 +292,7 @@ void *ctrl_zmq(const Ctrl *c) { return c->zctx; }
 
 /* One collective round: every member sends `type` with an optional text to member 0, which
  * collects them (texts into all[] when non-NULL) and answers each with `reply`. */
-static int ctrl_round(Ctrl *c, const char *type, const char *reply, const char *mine, char **all) {
+static int ctrl_round(Ctrl *c, int upto, const char *type, const char *reply, const char *mine, char **all) {
     double deadline = clock_now() + c->timeout;
     char t[16], who[32];
     if (c->member != 0) {
@@ -306,22 +310,41 @@ static int ctrl_round(Ctrl *c, const char *type, const char *reply, const char *
             c->dropped++;
         }
     }
+    if (!c->later) c->later = calloc((size_t)c->members, sizeof *c->later);
+    if (!c->spare) c->spare = calloc((size_t)c->members, sizeof *c->spare);
     int *seen = calloc((size_t)c->members, sizeof *seen);
-    if (!seen) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (!seen || !c->later || !c->spare) {
+        free(seen);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
     if (all) all[0] = strdup(mine ? mine : "");
+    /* what came during the last round for this one goes first; what comes now for the next one
+     * (one message a member at most: a member waits for the answer to its last) goes aside */
+    Msg *early = c->later, *keep = c->spare;
+    int nearly = c->nlater, nkeep = 0, next = 0;
+    c->later = keep;
+    c->spare = early;
+    c->nlater = 0;
     int got = 1, rc = RS_OK;
-    while (got < c->members) {
+    while (got < upto) {
         Msg m;
-        if (ctrl_recv(c, &m, deadline) != RS_OK) {
+        if (next < nearly) {
+            m = early[next++];
+        } else if (ctrl_recv(c, &m, deadline) != RS_OK) {
             char miss[256];
-            ctrl_missing(c, seen, miss, sizeof miss);
+            ctrl_missing(c, upto, seen, miss, sizeof miss);
             rc = rs_error(RS_ERR_PEER, "control plane: %s did not reach %s within %.0f s (dead or hung?)", miss,
                           type, c->timeout);
             break;
         }
         int from;
-        if (m.n < 2 || !ctrl_parse_head(c, &m, 1, t, &from) || strcmp(t, type) || from <= 0 || from >= c->members ||
-            seen[from]) {
+        int head = m.n >= 2 && ctrl_parse_head(c, &m, 1, t, &from);
+        if (head && from >= upto && from < c->members && nkeep < c->members) { /* not this round's member */
+            keep[nkeep++] = m;
+            c->nlater = nkeep;
+            continue;
+        }
+        if (!head || strcmp(t, type) || from <= 0 || from >= upto || seen[from]) {
             c->dropped++;
             msg_close(&m);
             continue;
@@ -332,14 +355,20 @@ static int ctrl_round(Ctrl *c, const char *type, const char *reply, const char *
         msg_close(&m);
     }
     free(seen);
-    for (int i = 1; i < c->members && rc == RS_OK; i++) {
+    while (next < nearly) msg_close(&early[next++]); /* a failed round: the rest is stale */
+    for (int i = 1; i < upto && rc == RS_OK; i++) {
         rc = ctrl_send(c, i, reply, NULL, 0);
         if (rc) rc = rs_error(RS_ERR_PEER, "control plane: cannot answer %s: %s", ctrl_who(c, i, who, sizeof who), rs_errmsg());
     }
     return rc;
 }
 
-int ctrl_barrier(Ctrl *c) { return ctrl_round(c, "BARRIER", "RELEASE", NULL, NULL); }
+int ctrl_barrier(Ctrl *c) { return ctrl_round(c, c->members, "BARRIER", "RELEASE", NULL, NULL); }
+
+int ctrl_barrier_workers(Ctrl *c) {
+    if (c->member >= c->world) return rs_error(RS_ERR_RUNTIME, "control plane: a worker barrier on a server");
+    return ctrl_round(c, c->world, "BARRIER", "RELEASE", NULL, NULL);
+}
 
 /* A member's side of ctrl_clock_offsets: answers PINGs with its clock until CLOCKEND. */
 static int ctrl_clock_answer(Ctrl *c) {
@@ -402,20 +431,29 @@ int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *un
     return RS_OK;
 }
 
-int ctrl_gather(Ctrl *c, const char *mine, char ***all) {
+/* ctrl_gather among members [0, upto). */
+static int ctrl_gather_upto(Ctrl *c, int upto, const char *mine, char ***all) {
     *all = NULL;
     char **texts = NULL;
     if (c->member == 0) {
         texts = calloc((size_t)c->members, sizeof *texts);
         if (!texts) return rs_error(RS_ERR_RUNTIME, "out of memory");
     }
-    int rc = ctrl_round(c, "GATHER", "GOT", mine, texts);
+    int rc = ctrl_round(c, upto, "GATHER", "GOT", mine, texts);
     if (rc != RS_OK) {
         ctrl_free_texts(texts, c->members);
         return rc;
     }
     *all = texts;
     return RS_OK;
+}
+
+int ctrl_gather(Ctrl *c, const char *mine, char ***all) { return ctrl_gather_upto(c, c->members, mine, all); }
+
+int ctrl_gather_workers(Ctrl *c, const char *mine, char ***all) {
+    *all = NULL;
+    if (c->member >= c->world) return rs_error(RS_ERR_RUNTIME, "control plane: a worker gather on a server");
+    return ctrl_gather_upto(c, c->world, mine, all);
 }
 
 void ctrl_free_texts(char **all, int n) {
@@ -426,6 +464,9 @@ void ctrl_free_texts(char **all, int n) {
 
 void ctrl_close(Ctrl *c) {
     if (!c) return;
+    for (int i = 0; i < c->nlater; i++) msg_close(&c->later[i]);
+    free(c->later);
+    free(c->spare);
     if (c->sock) zmq_close(c->sock);
     if (c->endpoints)
         for (int i = 0; i < c->members; i++) free(c->endpoints[i]);

@@ -64,6 +64,12 @@ int ctrl_barrier(Ctrl *c);
  * ctrl_members() malloc'd strings (caller frees with ctrl_free_texts); elsewhere *all = NULL.
  * 0 or RS_ERR_PEER. */
 int ctrl_gather(Ctrl *c, const char *mine, char ***all);
+
+/* ctrl_barrier and ctrl_gather among the workers alone (members 0 to world - 1), for what
+ * dedicated servers take no part in (bench's rows); *all has ctrl_members() entries, the
+ * servers' NULL. Called on a server: RS_ERR_RUNTIME. */
+int ctrl_barrier_workers(Ctrl *c);
+int ctrl_gather_workers(Ctrl *c, const char *mine, char ***all);
 void ctrl_free_texts(char **all, int n);
 
 /* Estimates the clock offset of members 1..upto-1 to member 0, NTP-style: member 0 sends each

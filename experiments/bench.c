@@ -16,6 +16,7 @@
 #include "../common/report.h"
 #include "../common/sync.h"
 #include "../common/zctx.h"
+#include "../ps/ps.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -48,7 +49,8 @@ typedef struct {
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
     double bucket_mb;       /* --bucket-mb: the server back ends' message cut (train's bucket, 25) */
-    char placement[16];     /* --ps-placement colocated|sharded ("": colocated) */
+    char placement[16];     /* --ps-placement colocated|sharded|dedicated ("": colocated) */
+    int servers;            /* --ps-servers: ps dedicated K (default 1), byteps k CPU servers (default 0); -1 unset */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -97,7 +99,7 @@ static void bench_usage(FILE *f) {
             "checked bitwise (#wrong).\n"
             "\n"
             "  -n, --ranks N          ranks to launch (default 1)\n"
-            "      --sync NAME        ring | nccl | ps | byteps (k = 0: a shard in every rank) | student (lab 5)\n"
+            "      --sync NAME        ring | nccl | ps | byteps (a shard in every rank; --ps-servers k CPU servers) | student (lab 5)\n"
             "                         (default ring)\n"
             "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
             "  -e, --maxbytes SIZE    largest message (default 64M)\n"
@@ -124,7 +126,10 @@ static void bench_usage(FILE *f) {
             "                         the ring and NCCL cut their own segments and ignore it\n"
             "      --ps-placement P   ps: colocated (default: one server, a thread of rank 0, as\n"
             "                         DataParallel's) | sharded (a server in every rank, 1/N of every\n"
-            "                         slice's keys each, the others' contributions over the network)\n"
+            "                         slice's keys each, the others' contributions over the network) |\n"
+            "                         dedicated (--ps-servers K processes of their own, keys by range)\n"
+            "      --ps-servers K     ps dedicated: K server processes (default 1); byteps: k CPU\n"
+            "                         servers beside the ranks' shards, 0 <= k <= N (default 0)\n"
             "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
             "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
             "                         none: where the scheduler puts it; auto (default): core for the\n"
@@ -178,6 +183,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     o->timeout = 60;
     o->bind = -1;
     o->bucket_mb = 25;
+    o->servers = -1;
     *help = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -197,7 +203,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
-                                      "--wire", "--bind", "--bucket-mb", "--ps-placement"};
+                                      "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -255,12 +261,12 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (*end || end == v || !(o->bucket_mb >= 1.0 / 1048576) || o->bucket_mb > 8192)
                 return rs_error(RS_ERR_INPUT, "bench: --bucket-mb '%s': expected MiB > 0 (at most 8192)", v);
         } else if (!strcmp(name, "--ps-placement")) {
-            if (!strcmp(v, "dedicated"))
-                return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated: bench starts workers only (dedicated "
-                                              "servers are a training run's: train --sync ps --ps-placement dedicated)");
-            if (strcmp(v, "colocated") && strcmp(v, "sharded"))
-                return rs_error(RS_ERR_INPUT, "bench: --ps-placement '%s': expected colocated or sharded", v);
+            if (strcmp(v, "colocated") && strcmp(v, "sharded") && strcmp(v, "dedicated"))
+                return rs_error(RS_ERR_INPUT, "bench: --ps-placement '%s': expected colocated, sharded or dedicated", v);
             snprintf(o->placement, sizeof o->placement, "%s", v);
+        } else if (!strcmp(name, "--ps-servers")) {
+            if (bench_parse_int(v, 0, 64, &o->servers))
+                return rs_error(RS_ERR_INPUT, "bench: --ps-servers '%s': expected 0..64 server processes", v);
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -275,6 +281,19 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     if (o->placement[0] && strcmp(o->sync, "ps"))
         return rs_error(RS_ERR_INPUT, "bench: --ps-placement %s with --sync %s: the placement is --sync ps's (byteps "
                                       "has a shard in every rank already)", o->placement, o->sync);
+    int dedicated = !strcmp(o->placement, "dedicated"), byteps = !strcmp(o->sync, "byteps");
+    if (o->servers >= 0 && !dedicated && !byteps)
+        return rs_error(RS_ERR_INPUT, "bench: --ps-servers %d: server processes are --ps-placement dedicated's and "
+                                      "--sync byteps's", o->servers);
+    if (dedicated && o->servers == 0)
+        return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated --ps-servers 0: at least one server process");
+    if (byteps && o->servers > o->nranks)
+        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with %d workers: 0 <= k <= n CPU servers",
+                        o->servers, o->nranks);
+    if (byteps && o->servers > 0 && o->nranks == 1)
+        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with one worker: one worker needs no "
+                                      "summation service (--ps-servers 0)", o->servers);
+    if (o->servers < 0) o->servers = dedicated ? 1 : 0;
     o->minbytes -= o->minbytes % sizeof(float);
     o->maxbytes -= o->maxbytes % sizeof(float);
     if (o->minbytes < sizeof(float)) return rs_error(RS_ERR_INPUT, "bench: -b: smallest size below one float (4 bytes)");
@@ -341,8 +360,9 @@ static void bench_bind(int local_rank) {
     }
 }
 
-/* Sets up the device, the back end and (under a launcher) the control plane. */
-static int bench_setup(Bench *b) {
+/* The run's Config from the options, for the workers and the server processes alike; sets the
+ * transport rule and the emulated link. 0 or RS_ERR_INPUT. */
+static int bench_config(Bench *b) {
     BenchOpts *o = &b->o;
     config_defaults(&b->cfg);
     snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
@@ -367,12 +387,27 @@ static int bench_setup(Bench *b) {
                                       "moves device data itself");
     link_set(&link);
     b->cfg.nranks = b->world;
-    /* bench starts no server processes: BytePS with k = 0, a summation shard in every rank (its
-     * CPU servers are a training run's: `train --sync byteps --ps-servers K`) */
-    if (!strcmp(o->sync, "byteps")) b->cfg.ps_servers = 0;
-    /* ps: the one server inside rank 0 (colocated, DataParallel's shape), or a shard of every
-     * message in every rank (sharded: N servers, 1/N of each slice's keys each) */
+    /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
+     * in every rank (sharded: N servers, 1/N of each slice's keys each), or K server processes
+     * of their own (dedicated, keys by range); byteps: a shard in every rank and k CPU servers */
     snprintf(b->cfg.ps_placement, sizeof b->cfg.ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
+    b->cfg.ps_servers = o->servers > 0 || !strcmp(o->sync, "byteps") ? o->servers : 1;
+    return RS_OK;
+}
+
+/* The text every member of the job must agree on: the Config's and the sweep's. */
+static void bench_canonical(const Bench *b, char *out, size_t len) {
+    const BenchOpts *o = &b->o;
+    size_t k = config_canonical(&b->cfg, out, len);
+    if (k < len)
+        snprintf(out + k, len - k, "bench=%zu,%zu,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor, o->warmup,
+                 o->iters, o->check, o->random);
+}
+
+/* Sets up the device, the back end and (under a launcher) the control plane. */
+static int bench_setup(Bench *b) {
+    BenchOpts *o = &b->o;
+    RS_TRY(bench_config(b));
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     if (o->bind < 0) o->bind = !strcmp(o->sync, "ring");
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
@@ -406,10 +441,7 @@ static int bench_setup(Bench *b) {
                    .zctx = b->zctx, .addr = b->env.bind, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
                    .timeout = o->timeout, .trace = NULL};
     char canon[8192];
-    size_t k = config_canonical(&b->cfg, canon, sizeof canon);
-    if (k < sizeof canon)
-        snprintf(canon + k, sizeof canon - k, "bench=%zu,%zu,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor,
-                 o->warmup, o->iters, o->check, o->random);
+    bench_canonical(b, canon, sizeof canon);
     RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
     b->data_barrier = !strcmp(o->sync, "ring") && b->world > 1 && b->world <= (int)(sizeof b->barrier_buf / sizeof(float));
     return RS_OK;
@@ -447,7 +479,7 @@ static long long bench_count_wrong(const Bench *b, size_t count) {
  * which lets everyone go within one hop of the data plane (shared memory: about a microsecond).
  * That second barrier's traffic is kept out of the report's counters. */
 static int bench_barrier(Bench *b) {
-    if (b->ctrl) RS_TRY(ctrl_barrier(b->ctrl));
+    if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl)); /* dedicated servers take no part */
     if (!b->data_barrier) return RS_OK;
     SyncTraffic t0 = {0}, t1 = {0};
     b->sync->traffic(b->sync_state, &t0);
@@ -492,7 +524,7 @@ static int bench_collect(Bench *b, BenchRow *row, double median_us, long long wr
     if (!b->ctrl) return RS_OK;
     char mine[128], **all = NULL;
     snprintf(mine, sizeof mine, "%.17g %lld %llx", median_us, wrong, b->hash);
-    RS_TRY(ctrl_gather(b->ctrl, mine, &all));
+    RS_TRY(ctrl_gather_workers(b->ctrl, mine, &all));
     if (!all) return RS_OK;
     int rc = RS_OK;
     row->wrong = 0;
@@ -527,10 +559,16 @@ static void bench_print_header(Bench *b) {
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
-    if (!strcmp(o->sync, "ps"))
+    if (!strcmp(o->sync, "ps") && !strcmp(b->cfg.ps_placement, "dedicated"))
+        printf("# ps placement dedicated: %d server process%s of %s own, keys by range\n", b->cfg.ps_servers,
+               b->cfg.ps_servers == 1 ? "" : "es", b->cfg.ps_servers == 1 ? "its" : "their");
+    else if (!strcmp(o->sync, "ps"))
         printf("# ps placement %s: %s\n", b->cfg.ps_placement,
                !strcmp(b->cfg.ps_placement, "sharded") ? "a server in every rank, 1/N of every slice's keys each"
                                                        : "one server, a thread of rank 0");
+    if (!strcmp(o->sync, "byteps"))
+        printf("# byteps: a summation shard in every rank and %d CPU server process%s (--ps-servers)\n",
+               b->cfg.ps_servers, b->cfg.ps_servers == 1 ? "" : "es");
     if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
         printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
                o->bucket_mb);
@@ -640,6 +678,17 @@ static cJSON *bench_traffic_json(const Bench *b, char **all, const char *mine, c
         cJSON_Delete(entry);
         cJSON_AddItemToArray(traffic, e);
     }
+    /* dedicated servers and byteps's CPU servers: their report entries' traffic, with "server" */
+    for (int i = b->world; all && b->ctrl && i < ctrl_members(b->ctrl); i++) {
+        cJSON *entry = all[i] ? cJSON_Parse(all[i]) : NULL, *t = cJSON_GetObjectItemCaseSensitive(entry, "traffic");
+        if (cJSON_IsObject(t)) {
+            cJSON *e = cJSON_CreateObject(), *f;
+            cJSON_AddNumberToObject(e, "server", i - b->world);
+            while ((f = t->child)) cJSON_AddItemToObject(e, f->string, cJSON_DetachItemViaPointer(t, f));
+            cJSON_AddItemToArray(traffic, e);
+        }
+        cJSON_Delete(entry);
+    }
     return traffic;
 }
 
@@ -702,6 +751,8 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
         cJSON_AddNumberToObject(cfg, "bucket_mb", o->bucket_mb);
         if (!strcmp(o->sync, "ps")) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
+        if (!strcmp(o->sync, "byteps") || !strcmp(b->cfg.ps_placement, "dedicated"))
+            cJSON_AddNumberToObject(cfg, "ps_servers", b->cfg.ps_servers);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);
@@ -751,7 +802,8 @@ static int bench_launch(const BenchOpts *o, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    return launch_command("bench", o->nranks, 0, argc, argv);
+    int servers = !strcmp(o->placement, "dedicated") || !strcmp(o->sync, "byteps") ? o->servers : 0;
+    return launch_command("bench", o->nranks, servers, argc, argv);
 }
 
 int bench_main(int argc, char **argv) {
@@ -784,8 +836,21 @@ int bench_main(int argc, char **argv) {
     size_t k = (size_t)snprintf(b->cmdline, sizeof b->cmdline, "ringside bench");
     for (int i = 0; i < argc && k < sizeof b->cmdline; i++)
         k += (size_t)snprintf(b->cmdline + k, sizeof b->cmdline - k, " %s", argv[i]);
-    if (b->env.servers > 0 || b->rank >= b->world)
-        rc = rs_error(RS_ERR_INPUT, "bench: runs workers only (no dedicated servers)");
+    if (b->rank >= b->world) { /* a server process of --ps-placement dedicated or byteps's k */
+        rc = bench_config(b);
+        if (rc == RS_OK && b->env.servers != b->cfg.ps_servers)
+            rc = rs_error(RS_ERR_INPUT, "bench: the launcher started %d server processes, the options ask for %d",
+                          b->env.servers, b->cfg.ps_servers);
+        char canon[8192];
+        if (rc == RS_OK) bench_canonical(b, canon, sizeof canon);
+        if (rc == RS_OK) rc = ps_server_main_keys(&b->cfg, &b->env, 0, canon); /* logs its own failure */
+        else log_error("%s", rs_errmsg());
+        free(b);
+        return rc;
+    }
+    if (b->env.servers > 0 && b->env.servers != b->o.servers)
+        rc = rs_error(RS_ERR_INPUT, "bench: the launcher started %d server processes, the options ask for %d",
+                      b->env.servers, b->o.servers);
     else if (b->env.launched && b->o.nranks_given && b->o.nranks != b->world)
         rc = rs_error(RS_ERR_INPUT, "bench: -n %d, but the launcher started %d ranks", b->o.nranks, b->world);
     if (rc == RS_OK && b->rank == 0 && b->o.report[0]) rc = report_check_writable(b->o.report);

@@ -36,9 +36,12 @@ static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, doub
 }
 
 int ps_server_main(const Config *cfg, const RankEnv *env) {
+    return ps_server_main_keys(cfg, env, config_param_count(cfg), NULL);
+}
+
+int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, const char *job) {
     int K = env->servers > 0 ? env->servers : cfg->ps_servers, id = env->member - env->world;
     int byteps = !strcmp(cfg->sync, "byteps");
-    size_t nparams = config_param_count(cfg);
     Device dev = {0};
     void *zctx = NULL;
     Bucket *buckets = NULL;
@@ -62,12 +65,12 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
     ShardWeights w = byteps ? shard_byteps(env->world, K) : shard_even(K);
     int sid = id + (byteps ? w.lead : 0);
     if (byteps && (rc = ps_byteps_check(cfg, env->world)) != RS_OK) goto err;
-    if (!byteps && (rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err; /* byteps: checked per bucket */
+    if (!byteps && nparams && (rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err; /* byteps: per bucket */
     if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
     kernels_cpu_set_threads(1);
     RankEnv here = *env; /* --bind may replace the bind address */
     if ((rc = zctx_open(&zctx, cfg, &here)) != RS_OK) goto err;
-    int nb = sync_plan_run(nparams, cfg, &buckets);
+    int nb = nparams ? sync_plan_run(nparams, cfg, &buckets) : 0; /* all-reduces only: no training buckets */
     if (nb < 0) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
         goto err;
@@ -83,12 +86,13 @@ int ps_server_main(const Config *cfg, const RankEnv *env) {
                       .nservers = w.K, .weights = w, .per_bucket = byteps, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
                       .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
-    size_t need = config_canonical(cfg, NULL, 0) + 1;
+    size_t need = job ? strlen(job) + 1 : config_canonical(cfg, NULL, 0) + 1;
     if (!(canon = malloc(need))) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory");
         goto err;
     }
-    config_canonical(cfg, canon, need);
+    if (job) memcpy(canon, job, need);
+    else config_canonical(cfg, canon, need);
     if (byteps)
         log_info("# ps server %d of %d: byteps, %llu/%llu of every bucket, listening on %s", id, K, w.wrest,
                  (unsigned long long)w.lead * w.wlead + (unsigned long long)(w.K - w.lead) * w.wrest,

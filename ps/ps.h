@@ -42,4 +42,9 @@ const struct StepDriver *ps_dataparallel_driver(void);
  * Returns the exit status. */
 int ps_server_main(const Config *cfg, const RankEnv *env);
 
+/* The same with nparams training keys instead of the model's (0: a server of all-reduces only,
+ * as `bench` starts: no parameters, no initial parameters to wait for) and job, the canonical
+ * text every member of the job must agree on (NULL: config_canonical(cfg)). */
+int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, const char *job);
+
 #endif

@@ -92,6 +92,46 @@ static void test_join_barrier_gather(void) {
     }
 }
 
+/* Members 0-2 are workers, 3 a server: the workers barrier and gather among themselves while
+ * the server only joins and then waits (its round would take the workers' messages), then all
+ * four gather; the server's own worker round is refused. */
+static int member_workers(int member, int members, int port, void *arg) {
+    RankEnv e;
+    env_for(&e, member, 3, port, "abc123");
+    e.servers = members - 3;
+    char canon[8192];
+    canon_default(canon, sizeof canon, 64);
+    void *z = zmq_ctx_new();
+    Ctrl *c;
+    if (ctrl_join(&c, &e, z, canon, "", 10)) return 40;
+    int rc = 0;
+    char mine[32], **all = NULL;
+    snprintf(mine, sizeof mine, "m%d", member);
+    if (member < 3) {
+        for (int k = 0; k < 3 && !rc; k++) {
+            if (ctrl_barrier_workers(c)) rc = 41;
+            else if (ctrl_gather_workers(c, mine, &all)) rc = 42;
+            else if (member == 0 && (!all || strcmp(all[0], "m0") || strcmp(all[2], "m2") || all[3])) rc = 43;
+            ctrl_free_texts(all, ctrl_members(c));
+            all = NULL;
+        }
+    } else if (ctrl_barrier_workers(c) != RS_ERR_RUNTIME || ctrl_gather_workers(c, mine, &all) != RS_ERR_RUNTIME) {
+        rc = 44;
+    }
+    if (!rc && ctrl_gather(c, mine, &all)) rc = 45;
+    if (!rc && member == 0 && (!all || strcmp(all[3], "m3"))) rc = 46;
+    ctrl_free_texts(all, ctrl_members(c));
+    ctrl_close(c);
+    zmq_ctx_term(z);
+    return rc;
+}
+
+static void test_workers_only(void) {
+    int st[16];
+    run_members(4, member_workers, NULL, st);
+    for (int i = 0; i < 4; i++) CHECK_MSG(st[i] == 0, "member %d exit %d", i, st[i]);
+}
+
 /* Member 2 runs with another --batch: rank 0 must refuse it, naming --batch, on both sides. */
 static int member_mismatch(int member, int world, int port, void *arg) {
     RankEnv e;
@@ -239,6 +279,7 @@ int main(void) {
     RUN(test_config_diff);
     RUN(test_rankenv);
     RUN(test_join_barrier_gather);
+    RUN(test_workers_only);
     RUN(test_mismatch_refused);
     RUN(test_wrong_token_dropped);
     RUN(test_dead_member_named);

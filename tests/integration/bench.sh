@@ -108,6 +108,33 @@ print("bytes sent, rank 0 / rank 1: colocated %.2f, sharded %.2f" % (c[0] / c[1]
 EOF
 ) && ok "--ps-placement sharded spreads the server's traffic ($why)" || bad "--ps-placement" "$why"
 
+# server processes: --ps-placement dedicated (K = 2, keys by range) and byteps's k = 1 CPU server;
+# exact, and every byte the workers send a server receives (and the other way), the servers'
+# traffic in the report beside the ranks'
+$BIN bench -n 2 --sync ps --ps-placement dedicated --ps-servers 2 -b 16K -e 1M -f 8 -w 1 -i 3 --bucket-mb 0.5 \
+    --report $T/ded.json >$T/ded.log 2>&1 || bad "bench --ps-placement dedicated" "$(tail -n 3 $T/ded.log)"
+$BIN bench -n 2 --sync byteps --ps-servers 1 -b 16K -e 1M -f 8 -w 1 -i 3 --bucket-mb 0.5 \
+    --report $T/bps.json >$T/bps.log 2>&1 || bad "bench --sync byteps --ps-servers 1" "$(tail -n 3 $T/bps.log)"
+why=$($PY - $T/ded.json $T/bps.json <<'EOF' 2>&1
+import json, sys
+for path, K in zip(sys.argv[1:], (2, 1)):
+    r = json.load(open(path))
+    assert r["config"]["ps_servers"] == K, r["config"]
+    assert all(x["wrong"] == 0 for x in r["rows"]) and len(r["rows"]) == 3
+    t = r["summary"]["traffic"]
+    workers = [e for e in t if "rank" in e]
+    servers = [e for e in t if "server" in e]
+    assert [e["server"] for e in servers] == list(range(K)), t
+    assert all(e["bytes_received"] > 0 for e in servers), servers
+    if r["config"]["sync"] == "ps":  # the servers hold every key: what the workers send, they receive
+        assert r["config"]["ps_placement"] == "dedicated"
+        assert sum(e["bytes_sent"] for e in workers) == sum(e["bytes_received"] for e in servers), t
+        assert sum(e["bytes_received"] for e in workers) == sum(e["bytes_sent"] for e in servers), t
+        assert workers[0]["bytes_sent"] == workers[1]["bytes_sent"], workers
+print("dedicated K = 2 and byteps k = 1 exact, servers' traffic reported")
+EOF
+) && ok "server processes: $why" || bad "server processes" "$why"
+
 # bad options: exit 2 with one line naming the option, before any rank starts
 bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
     local name=$1 want=$2; shift 2
@@ -126,7 +153,9 @@ bad_opt "-i 0 refused" "-i" -n 2 -i 0
 bad_opt "-c 2 refused" "-c" -n 2 -c 2
 bad_opt "--bucket-mb 0 refused" "--bucket-mb" -n 2 --sync ps --bucket-mb 0
 bad_opt "--sync unknown refused" "--sync" -n 2 --sync nope
-bad_opt "--ps-placement dedicated refused" "training run's" -n 2 --sync ps --ps-placement dedicated
+bad_opt "--ps-servers without server processes refused" "--ps-servers 2" -n 2 --sync ps --ps-servers 2
+bad_opt "--ps-placement dedicated --ps-servers 0 refused" "at least one" -n 2 --sync ps --ps-placement dedicated --ps-servers 0
+bad_opt "byteps --ps-servers above N refused" "0 <= k <= n" -n 2 --sync byteps --ps-servers 3
 bad_opt "--ps-placement without ps refused" "--ps-placement sharded with --sync ring" -n 2 --ps-placement sharded
 bad_opt "missing value refused" "--timeout" -n 2 --timeout
 bad_opt "unwritable --report refused" "$T/no/such/dir" -n 2 --report $T/no/such/dir/r.json
