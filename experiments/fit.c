@@ -74,10 +74,12 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
         return rs_error(RS_ERR_INPUT, "%s: schema %s, expected a bench report (%s: ringside bench ... --report FILE)", name,
                         schema ? schema : "(none)", FIT_BENCH_SCHEMA);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(bench, "config"), *row;
-    const char *sync = fit_str(cfg, "sync"), *placement = fit_str(cfg, "ps-placement"), *link = fit_str(cfg, "link");
-    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(cfg, "ranks"), *servers = cJSON_GetObjectItemCaseSensitive(cfg, "ps-servers");
+    const char *sync = fit_str(cfg, "sync"), *placement = fit_str(cfg, "ps_placement"), *link = fit_str(cfg, "link");
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(cfg, "ranks"), *servers = cJSON_GetObjectItemCaseSensitive(cfg, "ps_servers");
     if (!sync || !cJSON_IsNumber(ranks)) return rs_error(RS_ERR_INPUT, "%s: config.sync or config.ranks missing", name);
-    int n = ranks->valueint, k = cJSON_IsNumber(servers) ? servers->valueint : 1;
+    /* without ps_servers (reports before bench started server processes): byteps ran k = 0 CPU
+     * servers, ps one server */
+    int n = ranks->valueint, k = cJSON_IsNumber(servers) ? servers->valueint : !strcmp(sync, "byteps") ? 0 : 1;
     if (n < 2) return rs_error(RS_ERR_INPUT, "%s: a bench on %d rank moves nothing: run it with -n 2 or more", name, n);
     double a, b;
     if (!placement) placement = "colocated";

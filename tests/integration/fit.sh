@@ -55,6 +55,31 @@ check "fit on a noisy sweep exits 0" "$BIN" fit "$T/noisy.json"
 if grep -qE "^  shm .* -[0-9.]+% at 64K \(.*noisy.json\)" "$T/last.log" && ! grep -qE " 1\.0000 " "$T/last.log"; then
     ok "the worst residual names its size and report; R^2 below 1"; else bad "noisy fit" "$(cat "$T/last.log")"; fi
 
+# the report's placement and servers choose the model: a sharded sweep on 3 ranks (A = 2,
+# B = 4/3 S) and a dedicated one on 2 ranks with 2 servers (A = 2, B = 2 S) are recovered exactly
+# (read as colocated, A = 4, B = 4 S, they would not be)
+$PY - "$T" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+sizes = [1024 << (2 * k) for k in range(6)]
+for name, extra, coeff in (("sharded.json", {"ps_placement": "sharded"}, lambda s: (2, 4 * s / 3)),
+                           ("dedicated.json", {"ps_placement": "dedicated", "ps_servers": 2}, lambda s: (2, 2 * s))):
+    n = 3 if name == "sharded.json" else 2
+    rows = [{"size_bytes": s, "time_us": (coeff(s)[0] * 3e-5 + coeff(s)[1] * 5e-10) * 1e6} for s in sizes]
+    cfg = {"sync": "ps", "ranks": n, "transport": "ipc"}
+    cfg.update(extra)
+    json.dump({"schema": "ringside.bench/1", "config": cfg, "rows": rows, "summary": {"wrong": 0}}, open(os.path.join(d, name), "w"))
+EOF
+for pl in sharded dedicated; do
+    "$BIN" fit "$T/$pl.json" --report "$T/fit-$pl.json" >"$T/last.log" 2>&1
+    if $PY -c "
+import json, sys
+x = json.load(open(sys.argv[1]))['links']['ipc']
+assert abs(x['alpha_s'] - 3e-5) < 1e-12 and abs(x['beta_s_per_byte'] - 5e-10) < 1e-18 and x['r2'] > 1 - 1e-9, x
+" "$T/fit-$pl.json" 2>>"$T/last.log"; then ok "fit models a $pl bench by its placement (alpha, beta recovered)"
+    else bad "fit of a $pl bench" "$(tail -n 3 "$T/last.log")"; fi
+done
+
 # bad input: exit 2, one line naming the file and the problem, nothing written
 refuse() { # NAME WANT ARGS...
     local name=$1 want=$2; shift 2
