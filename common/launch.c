@@ -237,9 +237,12 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
         log_error("%s", rs_errmsg());
         launch_reported = 1;
         /* the others, stopped now, may print errors of their own after this: the last line names the first */
-        snprintf(first, sizeof first, "%s failed first (%s %d); its own error is the first line marked [rank %d] above",
-                 who(i, nworkers, name, sizeof name), WIFEXITED(st) ? "exit status" : "signal",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : 0, i);
+        if (WIFEXITED(st))
+            snprintf(first, sizeof first, "%s failed first (exit status %d); its own error is the first line marked [rank %d] above",
+                     who(i, nworkers, name, sizeof name), WEXITSTATUS(st), i);
+        else /* a process killed by a signal wrote no error of its own */
+            snprintf(first, sizeof first, "%s failed first (killed by signal %d)", who(i, nworkers, name, sizeof name),
+                     WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     }
     if (alive > 0) launch_stop_all(pid, n, grace_s);
     if (first[0]) log_error("%s", first);

@@ -42,6 +42,9 @@ left=$(pgrep -P $L | wc -l)
 [ $rc != 0 ] && grep -q "rank 1 was killed by signal 9" $T/kill.log && [ $((t1-t0)) -le 10 ] && [ "$left" = 0 ] \
     && ok "killed rank named, all stopped in $((t1-t0)) s" || bad "killed rank" "rc $rc, $((t1-t0)) s, left $left: $(cat $T/kill.log)"
 [ ! -e $T/k.json ] && ok "no report after a killed rank" || bad "no report after a killed rank" "report written"
+# its last line names it as the first to fail, and does not point at an error line it never wrote
+tail -n 1 $T/kill.log | grep -q "rank 1 failed first (killed by signal 9)$" \
+    && ok "the last line: the killed rank failed first, by its signal" || bad "last line after a kill" "$(tail -n 1 $T/kill.log)"
 
 # rank 0 killed under an external launcher: the others notice through the timeout and exit non-zero
 port=$(free_port)
