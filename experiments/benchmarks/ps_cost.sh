@@ -4,7 +4,9 @@
 # usage: experiments/benchmarks/ps_cost.sh [VARIANT...]
 #   VARIANT   LABEL=BINARY[,BENCH-ARG...] (a ringside build, with bench options of its own, e.g.
 #             sharded=build/ringside,--ps-placement,sharded), zmq (zmq_tput's bare pattern, ps's
-#             heap policy) or zmq-glibc (the same under glibc's malloc defaults);
+#             heap policy), zmq-glibc (the same under glibc's malloc defaults), or own=BINARY
+#             (the bench's own work a call, which ZeroMQ's pattern does not do: refilling the
+#             input and the barrier, from `bench --sync none -n 1` counted twice for 2 ranks);
 #             default: ps=build/ringside zmq
 #   REPS=3 ITERS=30 SIZES="4M 16M 64M" TRANSPORTS="ipc tcp"
 #
@@ -14,7 +16,8 @@
 # its ranks; zmq_tput for its second process); the difference over ITERS is one call's user +
 # system CPU time, minor page faults and context switches, set-up and teardown cancelled out.
 # The bench runs with -c 0 (no check of the result: zmq_tput checks nothing either); what
-# remains of the bench's own in a call is refilling each rank's input before it (one copy).
+# remains of the bench's own in a call is refilling each rank's input before it (one copy) and
+# the barrier, which the own=BINARY variant measures for subtracting.
 # The busbw column is the long run's own (its median call), the number ps_vs_zmq.sh compares.
 # Variants run in an order rotated by the repeat; medians over REPS.
 set -euo pipefail
@@ -37,6 +40,7 @@ for r in $(seq "$reps"); do
                     case $v in
                     zmq) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare keep) ;;
                     zmq-glibc) cmd=(build/zmq_tput "$tr" "$b" "$b" 4 3 "$n" 26214400 bare glibc) ;;
+                    own=*) cmd=("${v#own=}" bench --sync none -n 1 -b "$b" -e "$b" -w 3 -i "$n" -c 0) ;;
                     *=*) IFS=, read -ra extra <<< "${v#*=}"
                          cmd=("${extra[0]}" bench --sync ps -n 2 --transport "$tr" -b "$b" -e "$b" -w 3 -i "$n" -c 0 "${extra[@]:1}") ;;
                     *) echo "ps_cost: variant '$v': expected LABEL=BINARY, zmq or zmq-glibc" >&2; exit 2 ;;
@@ -62,11 +66,12 @@ for tr in trs:
     for s in sizes:
         for v in variants:
             label = v.split("=")[0]
+            per = 2 if label == "own" else 1  # one rank's run, for the two ranks of the others
             cpu, flt, sw, bw = [], [], [], []
             for r in range(1, reps + 1):
                 a = times(f"{d}/{label}-{tr}-{s}-{r}-5.time")
                 b = times(f"{d}/{label}-{tr}-{s}-{r}-{5 + iters}.time")
-                cpu.append((b[0] - a[0]) / iters * 1e3); flt.append((b[1] - a[1]) / iters); sw.append((b[2] - a[2]) / iters)
-                bw.append(busbw(f"{d}/{label}-{tr}-{s}-{r}-{5 + iters}.out"))
+                cpu.append(per * (b[0] - a[0]) / iters * 1e3); flt.append(per * (b[1] - a[1]) / iters); sw.append(per * (b[2] - a[2]) / iters)
+                bw.append(busbw(f"{d}/{label}-{tr}-{s}-{r}-{5 + iters}.out") if label != "own" else float("nan"))
             print(f"  {tr:<9} {s:>5} {label:<12} {st.median(cpu):8.2f} {st.median(flt):8.0f} {st.median(sw):9.0f} {st.median(bw):11.3f}")
 PY
