@@ -51,6 +51,8 @@ run "train -n 2 --sync ps, zero-copy buckets"   $bin train -n 2 --sync ps --laye
 # the kernels' thread pool: regions handed to a worker that watches for them, then sleeps
 run "train --model gpt --threads 2 (the pool)"  $bin train --model gpt --threads 2 --batch 4 --steps 6 --eval-samples 16 --timeout 30 --quiet --report $T/pool.json
 run "bench -n 2 --sync ps"                      $bin bench -n 2 --sync ps -b 8 -e 64K -f 4 --report $T/bench.json
+# a server thread in every rank, summing zero-copy slices from its own rank and the other's
+run "bench -n 2 --sync ps, sharded, zero-copy"   $bin bench -n 2 --sync ps --ps-placement sharded -b 64K -e 1M -f 4 -i 5 --bucket-mb 0.5 --report $T/bench-sh.json
 
 reports=$(grep -l "WARNING: ThreadSanitizer" "$logs"/tsan.* 2>/dev/null | wc -l)
 if [ "$reports" != 0 ]; then
