@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # ps_vs_zmq.sh - the parameter server at N = 2 against ZeroMQ alone moving the same messages, on ipc and tcp
 # usage: experiments/benchmarks/ps_vs_zmq.sh [BIN [REPEATS]]   (needs cc and libzmq's headers)
+#        PLACEMENT=sharded experiments/benchmarks/ps_vs_zmq.sh ...   (ps's placement: colocated, the
+#        default, or sharded: a server in every rank, the same bytes between the two processes)
 #
 # What is compared. `ringside bench --sync ps -n 2 --transport T` (colocated server in rank 0,
 # --bucket-mb 25): per all-reduce of S bytes rank 1 pushes S bytes to rank 0's server over T, in
@@ -38,18 +40,20 @@
 set -euo pipefail
 bin=${1:-build/ringside}
 reps=${2:-5}
+placement=${PLACEMENT:-colocated}
+case $placement in colocated|sharded) ;; *) echo "ps_vs_zmq: PLACEMENT=$placement: expected colocated or sharded" >&2; exit 2 ;; esac
 sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
 mkdir -p build
 cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
 out=$(mktemp -d /tmp/ps_vs_zmq-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, $(date -u +%FT%TZ)"
+echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, ps placement $placement, $(date -u +%FT%TZ)"
 for rep in $(seq "$reps"); do
     for tr in ipc tcp; do
-        echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr ${sizes[*]}"
-        "$bin" bench --sync ps -n 2 --transport "$tr" "${sizes[@]}" | tee "$out/ps-$tr-$rep.txt" | grep -v '^#' || true
-        echo "## repeat $rep, $tr: ringside bench --sync ps -n 2 --transport $tr --bucket-mb 1 ${sizes[*]}"
-        "$bin" bench --sync ps -n 2 --transport "$tr" --bucket-mb 1 "${sizes[@]}" | tee "$out/ps1m-$tr-$rep.txt" | grep -v '^#' || true
+        echo "## repeat $rep, $tr: ringside bench --sync ps --ps-placement $placement -n 2 --transport $tr ${sizes[*]}"
+        "$bin" bench --sync ps --ps-placement "$placement" -n 2 --transport "$tr" "${sizes[@]}" | tee "$out/ps-$tr-$rep.txt" | grep -v '^#' || true
+        echo "## repeat $rep, $tr: ringside bench --sync ps --ps-placement $placement -n 2 --transport $tr --bucket-mb 1 ${sizes[*]}"
+        "$bin" bench --sync ps --ps-placement "$placement" -n 2 --transport "$tr" --bucket-mb 1 "${sizes[@]}" | tee "$out/ps1m-$tr-$rep.txt" | grep -v '^#' || true
         for mode in bare ps fused fused1m bare1m bareglibc; do
             chunk=26214400; case $mode in *1m) chunk=1048576 ;; esac
             heap=keep; case $mode in *glibc) heap=glibc ;; esac
