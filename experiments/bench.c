@@ -825,7 +825,8 @@ int bench_main(int argc, char **argv) {
         free(b);
         return rc;
     }
-    if (!b->env.launched && b->o.nranks > 1) {
+    int servers = !strcmp(b->o.placement, "dedicated") || !strcmp(b->o.sync, "byteps") ? b->o.servers : 0;
+    if (!b->env.launched && (b->o.nranks > 1 || servers > 0)) { /* one worker and its servers launch too */
         rc = bench_launch(&b->o, argc, argv);
         free(b);
         return rc;

@@ -135,6 +135,16 @@ print("dedicated K = 2 and byteps k = 1 exact, servers' traffic reported")
 EOF
 ) && ok "server processes: $why" || bad "server processes" "$why"
 
+# one worker and its dedicated server: the launcher starts both
+$BIN bench -n 1 --sync ps --ps-placement dedicated -b 64K -e 256K -f 4 -w 1 -i 3 --report $T/ded1.json >$T/ded1.log 2>&1 \
+    && $PY -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert all(x['wrong'] == 0 for x in r['rows'])
+assert [e.get('server') for e in r['summary']['traffic'] if 'server' in e] == [0], r['summary']['traffic']
+" $T/ded1.json 2>>$T/ded1.log && ok "-n 1 with a dedicated server: launched, exact, its traffic reported" \
+    || bad "-n 1 --ps-placement dedicated" "$(tail -n 3 $T/ded1.log)"
+
 # bad options: exit 2 with one line naming the option, before any rank starts
 bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
     local name=$1 want=$2; shift 2
