@@ -779,8 +779,16 @@ def fig_table1(data, series):
 
 
 def bench_label(bench):
+    """"ps N=4 (cpu)"; a placement other than colocated and server processes are named too
+    ("ps sharded N=4", "ps dedicated K=2 N=4", "byteps k=2 N=4"), so that no two series share one."""
     cfg = bench.get("config", {})
-    return "%s N=%s (%s)" % (cfg.get("sync", "?"), cfg.get("ranks", "?"), cfg.get("device", "?"))
+    sync, extra = cfg.get("sync", "?"), ""
+    placement, servers = cfg.get("ps_placement"), cfg.get("ps_servers")
+    if placement and placement != "colocated":
+        extra += " " + placement
+    if isinstance(servers, (int, float)) and (sync == "byteps" or placement == "dedicated"):
+        extra += " %s=%d" % ("k" if sync == "byteps" else "K", servers)
+    return "%s%s N=%s (%s)" % (sync, extra, cfg.get("ranks", "?"), cfg.get("device", "?"))
 
 
 def fig_busbw(data, series):

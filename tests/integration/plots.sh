@@ -214,6 +214,22 @@ check "empty folder says why" grep -q "no ringside reports in" "$tmp/empty.out"
 check "empty folder writes nothing" [ -z "$(ls "$tmp/empty")" ]
 "$PY" plots/plot.py "$tmp/nonexistent" >/dev/null 2>&1; rc=$?
 check "missing folder exits 2 (rc $rc)" [ "$rc" = 2 ]
+# bench reports that differ only in ps's placement or servers: one series each, each named
+mkdir -p "$tmp/pl"
+"$PY" - "$tmp/pl" <<'PYEOF'
+import json, os, sys
+for name, extra in (("col", {}), ("sh", {"ps_placement": "sharded"}),
+                    ("ded", {"ps_placement": "dedicated", "ps_servers": 2})):
+    cfg = {"sync": "ps", "ranks": 4, "device": "cpu"}
+    cfg.update(extra)
+    rows = [{"size_bytes": 1 << k, "time_us": 10 + (1 << k) / 1e3, "busbw_gbps": (1 << k) / (10 + (1 << k) / 1e3) / 1e3,
+             "wrong": 0} for k in range(10, 20, 3)]
+    json.dump({"schema": "ringside.bench/1", "config": cfg, "rows": rows}, open(os.path.join(sys.argv[1], "bench-%s.json" % name), "w"))
+PYEOF
+"$PY" plots/plot.py "$tmp/pl" >/dev/null 2>&1
+check "busbw: placements are series of their own (3)" [ "$(svg_count "$tmp/pl/busbw.svg" series busbw)" = 3 ]
+check "busbw: the series are named by placement and servers" bash -c \
+    'grep -q "ps sharded N=4" "$1" && grep -q "ps dedicated K=2 N=4" "$1" && grep -q "ps N=4" "$1"' _ "$tmp/pl/busbw.svg"
 "$PY" plots/plot.py --help >"$tmp/help.out" 2>&1; rc=$?
 check "--help exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "--help prints usage" grep -q "usage: plot.py" "$tmp/help.out"
