@@ -273,23 +273,8 @@ static size_t ring_wire_bytes(const Ring *r, uint32_t kind, size_t n) {
     return n * codec_elem_bytes(ring_codec(r, kind)->type);
 }
 
-/* dst[i] += src[i] (src: a received frame or a lane, at any byte offset: read through memcpy,
- * an unaligned load, in blocks of 8 so that the compiler vectorises). */
-static void ring_add(float *restrict dst, const unsigned char *restrict src, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float v[8];
-        memcpy(v, src + i * sizeof(float), sizeof v);
-        for (int k = 0; k < 8; k++) dst[i + k] += v[k];
-    }
-    for (; i < n; i++) {
-        float v;
-        memcpy(&v, src + i * sizeof(float), sizeof v);
-        dst[i] += v;
-    }
-}
-
-/* dst[i] = src[i] + dst[i]: ring_add with the received value as the first operand. */
+/* dst[i] = src[i] + dst[i] (src at any byte offset, read through memcpy in blocks of 8 so that the
+ * compiler vectorises): codec_decode_add with the received value as the first operand. */
 static void ring_add_first(float *restrict dst, const unsigned char *restrict src, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -309,12 +294,9 @@ static void ring_add_first(float *restrict dst, const unsigned char *restrict sr
  * through. */
 static void ring_take(const Ring *r, uint32_t kind, float *dst, const unsigned char *src, size_t n, int reduce) {
     const Codec *c = ring_codec(r, kind);
-    if (c->type == CODEC_F32 && c->scale == 1.0f) {
-        if (reduce == 2) ring_add_first(dst, src, n);
-        else if (reduce) ring_add(dst, src, n);
-        else memcpy(dst, src, n * sizeof(float));
-    } else if (reduce) codec_decode_add(c, src, dst, n);
-    else codec_decode(c, src, dst, n);
+    if (reduce == 2 && c->type == CODEC_F32 && c->scale == 1.0f) ring_add_first(dst, src, n);
+    else if (reduce) codec_decode_add(c, src, dst, n); /* fp32: dst += the floats, vector code (common/codec.c) */
+    else codec_decode(c, src, dst, n);                 /* fp32: one memmove */
 }
 
 /* The header check shared by both transports: 0 when h is exactly the expected segment,

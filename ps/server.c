@@ -358,10 +358,10 @@ static int server_reply_all(PsServer *s, const WireHeader *h, const void *payloa
 
 #define PS_TILE 2048 /* keys summed at once from the kept messages (a tile of the sum stays in L1) */
 
-/* y = a + b and y = y + x over n floats read from payloads that need not be 4-byte aligned, a
- * block of 8 at a time through memcpy (which the compiler turns into vector loads and adds at
- * -O2, as the ring's ring_add; a loop of single unaligned floats stays scalar): the same adds in
- * the same order as element by element, so the same bits. */
+/* y = a + b over n floats read from payloads that need not be 4-byte aligned, a block of 8 at
+ * a time through memcpy (vector loads and adds at -O2; a loop of single unaligned floats stays
+ * scalar): fp32's first two contributions in one pass instead of codec_decode's copy and
+ * codec_decode_add's add, the same bits. */
 static void sum_pair(float *restrict y, const unsigned char *restrict a, const unsigned char *restrict b, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -378,20 +378,6 @@ static void sum_pair(float *restrict y, const unsigned char *restrict a, const u
     }
 }
 
-static void sum_into(float *restrict y, const unsigned char *restrict x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float v[8];
-        memcpy(v, x + i * sizeof(float), sizeof v);
-        for (int k = 0; k < 8; k++) y[i + k] = y[i + k] + v[k];
-    }
-    for (; i < n; i++) {
-        float v;
-        memcpy(&v, x + i * sizeof(float), sizeof v);
-        y[i] = y[i] + v;
-    }
-}
-
 /* Where the device is host memory: sum = chunk b's kept contributions added in rank order,
  * element by element, read straight from the messages (fp32, or decoded from the wire with the
  * gradients' codec: the same bits as decoding each into recv, then copy and add), a tile of
@@ -402,19 +388,13 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
     for (size_t i = 0; i < n; i += PS_TILE) {
         size_t k = n - i < PS_TILE ? n - i : PS_TILE;
         float *y = sum + i;
-        if (s->coded) {
-            codec_decode(&s->gc, (const unsigned char *)zmq_msg_data(&m[0]) + i * s->el, y, k);
-            for (size_t r = 1; r < N; r++)
-                codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
-            continue;
-        }
-        const unsigned char *x0 = (const unsigned char *)zmq_msg_data(&m[0]) + i * sizeof(float);
-        if (N == 1) {
-            memcpy(y, x0, k * sizeof(float));
-            continue;
-        }
-        sum_pair(y, x0, (const unsigned char *)zmq_msg_data(&m[1]) + i * sizeof(float), k);
-        for (size_t r = 2; r < N; r++) sum_into(y, (const unsigned char *)zmq_msg_data(&m[r]) + i * sizeof(float), k);
+        const unsigned char *x0 = (const unsigned char *)zmq_msg_data(&m[0]) + i * s->el;
+        size_t r = 1;
+        if (!s->coded && N >= 2) /* fp32: the first two in one pass */
+            sum_pair(y, x0, (const unsigned char *)zmq_msg_data(&m[r++]) + i * s->el, k);
+        else
+            codec_decode(&s->gc, x0, y, k);
+        for (; r < N; r++) codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
     }
     for (size_t r = 0; r < N; r++) {
         zmq_msg_close(&m[r]);
