@@ -341,7 +341,6 @@ static int ctrl_round(Ctrl *c, int upto, const char *type, const char *reply, co
         int head = m.n >= 2 && ctrl_parse_head(c, &m, 1, t, &from);
         if (head && from >= upto && from < c->members && nkeep < c->members) { /* not this round's member */
             keep[nkeep++] = m;
-            c->nlater = nkeep;
             continue;
         }
         if (!head || strcmp(t, type) || from <= 0 || from >= upto || seen[from]) {
@@ -355,6 +354,7 @@ static int ctrl_round(Ctrl *c, int upto, const char *type, const char *reply, co
         msg_close(&m);
     }
     free(seen);
+    c->nlater = nkeep;
     while (next < nearly) msg_close(&early[next++]); /* a failed round: the rest is stale */
     for (int i = 1; i < upto && rc == RS_OK; i++) {
         rc = ctrl_send(c, i, reply, NULL, 0);

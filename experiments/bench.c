@@ -50,7 +50,8 @@ typedef struct {
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
     double bucket_mb;       /* --bucket-mb: the server back ends' message cut (train's bucket, 25) */
     char placement[16];     /* --ps-placement colocated|sharded|dedicated ("": colocated) */
-    int servers;            /* --ps-servers: ps dedicated K (default 1), byteps k CPU servers (default 0); -1 unset */
+    int servers;            /* the server processes to start, from --ps-servers: ps dedicated K (default 1),
+                             * byteps k CPU servers (default 0), 0 otherwise; -1 while parsing, unset */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -802,8 +803,7 @@ static int bench_launch(const BenchOpts *o, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    int servers = !strcmp(o->placement, "dedicated") || !strcmp(o->sync, "byteps") ? o->servers : 0;
-    return launch_command("bench", o->nranks, servers, argc, argv);
+    return launch_command("bench", o->nranks, o->servers, argc, argv);
 }
 
 int bench_main(int argc, char **argv) {
@@ -825,8 +825,7 @@ int bench_main(int argc, char **argv) {
         free(b);
         return rc;
     }
-    int servers = !strcmp(b->o.placement, "dedicated") || !strcmp(b->o.sync, "byteps") ? b->o.servers : 0;
-    if (!b->env.launched && (b->o.nranks > 1 || servers > 0)) { /* one worker and its servers launch too */
+    if (!b->env.launched && (b->o.nranks > 1 || b->o.servers > 0)) { /* one worker and its servers launch too */
         rc = bench_launch(&b->o, argc, argv);
         free(b);
         return rc;
@@ -837,11 +836,11 @@ int bench_main(int argc, char **argv) {
     size_t k = (size_t)snprintf(b->cmdline, sizeof b->cmdline, "ringside bench");
     for (int i = 0; i < argc && k < sizeof b->cmdline; i++)
         k += (size_t)snprintf(b->cmdline + k, sizeof b->cmdline - k, " %s", argv[i]);
+    if (b->env.servers > 0 && b->env.servers != b->o.servers) /* workers and server processes alike */
+        rc = rs_error(RS_ERR_INPUT, "bench: the launcher started %d server processes, the options ask for %d",
+                      b->env.servers, b->o.servers);
     if (b->rank >= b->world) { /* a server process of --ps-placement dedicated or byteps's k */
-        rc = bench_config(b);
-        if (rc == RS_OK && b->env.servers != b->cfg.ps_servers)
-            rc = rs_error(RS_ERR_INPUT, "bench: the launcher started %d server processes, the options ask for %d",
-                          b->env.servers, b->cfg.ps_servers);
+        if (rc == RS_OK) rc = bench_config(b);
         char canon[8192];
         if (rc == RS_OK) bench_canonical(b, canon, sizeof canon);
         if (rc == RS_OK) rc = ps_server_main_keys(&b->cfg, &b->env, 0, canon); /* logs its own failure */
@@ -849,10 +848,7 @@ int bench_main(int argc, char **argv) {
         free(b);
         return rc;
     }
-    if (b->env.servers > 0 && b->env.servers != b->o.servers)
-        rc = rs_error(RS_ERR_INPUT, "bench: the launcher started %d server processes, the options ask for %d",
-                      b->env.servers, b->o.servers);
-    else if (b->env.launched && b->o.nranks_given && b->o.nranks != b->world)
+    if (rc == RS_OK && b->env.launched && b->o.nranks_given && b->o.nranks != b->world)
         rc = rs_error(RS_ERR_INPUT, "bench: -n %d, but the launcher started %d ranks", b->o.nranks, b->world);
     if (rc == RS_OK && b->rank == 0 && b->o.report[0]) rc = report_check_writable(b->o.report);
     if (rc == RS_OK) rc = bench_setup(b);
