@@ -279,14 +279,9 @@ static void lazy_layernorm_backward(KernelCtx *c, float *dx, float *dgamma, floa
     INNER->layernorm_backward(c->inner, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N, C);
 }
 
-static void lazy_gelu_forward(KernelCtx *c, float *y, const float *x, size_t n) {
+static void lazy_gelu_forward(KernelCtx *c, float *y, float *dydx, const float *x, size_t n) {
     lazy_drain(c->lq);
-    INNER->gelu_forward(c->inner, y, x, n);
-}
-
-static void lazy_gelu_backward(KernelCtx *c, float *dx, const float *dy, const float *x, size_t n) {
-    lazy_drain(c->lq);
-    INNER->gelu_backward(c->inner, dx, dy, x, n);
+    INNER->gelu_forward(c->inner, y, dydx, x, n);
 }
 
 static void lazy_softmax_causal_forward(KernelCtx *c, float *P, const float *S, int BH, int T, float scale) {
@@ -313,6 +308,11 @@ static void lazy_heads_merge(KernelCtx *c, float *out, const float *in, int B, i
 static void lazy_add(KernelCtx *c, float *out, const float *a, const float *b, size_t n) {
     lazy_drain(c->lq);
     INNER->add(c->inner, out, a, b, n);
+}
+
+static void lazy_mul(KernelCtx *c, float *out, const float *a, const float *b, size_t n) {
+    lazy_drain(c->lq);
+    INNER->mul(c->inner, out, a, b, n);
 }
 
 static void lazy_adamw_step(KernelCtx *c, float *p, const float *g, float *m, float *v, size_t n, float lr,
@@ -363,12 +363,12 @@ static const KernelOps lazy_kernel_ops = {
     .layernorm_forward = lazy_layernorm_forward,
     .layernorm_backward = lazy_layernorm_backward,
     .gelu_forward = lazy_gelu_forward,
-    .gelu_backward = lazy_gelu_backward,
     .softmax_causal_forward = lazy_softmax_causal_forward,
     .softmax_causal_backward = lazy_softmax_causal_backward,
     .heads_split = lazy_heads_split,
     .heads_merge = lazy_heads_merge,
     .add = lazy_add,
+    .mul = lazy_mul,
     .adamw_step = lazy_adamw_step,
     .bias_relu_forward = lazy_bias_relu_forward,
     .wire_encode = lazy_wire_encode,

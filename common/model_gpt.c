@@ -36,7 +36,8 @@ typedef struct {
     float *atty;             /* attention's output, heads merged [N, C] */
     float *resm;             /* the residual after attention [N, C] */
     float *ln2, *ln2m, *ln2r;
-    float *fch, *fchg;       /* the MLP's hidden layer before and after GELU [N, 4C] */
+    float *fch, *fchg;       /* the MLP's hidden layer before GELU (then GELU's derivative there,
+                              * written over it by the forward) and after GELU [N, 4C] */
 } Acts;
 
 typedef struct {
@@ -220,7 +221,7 @@ static int gpt_forward(Model *m, int B) {
         k->add(x, a->resm, a->resm, a->res, (size_t)NC);
         k->layernorm_forward(x, a->ln2, a->ln2m, a->ln2r, a->resm, p.ln2w, p.ln2b, N, C);
         RS_TRY(gpt_linear(m, a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * C));
-        k->gelu_forward(x, a->fchg, a->fch, (size_t)NC * 4);
+        k->gelu_forward(x, a->fchg, a->fch, a->fch, (size_t)NC * 4);
         RS_TRY(gpt_linear(m, next, a->fchg, p.fcpw, p.fcpb, N, 4 * C, C));
         k->add(x, next, next, a->resm, (size_t)NC);
     }
@@ -251,7 +252,7 @@ static int gpt_backward(Model *m, int B, LayerDoneFn done, void *arg) {
         Block p = gpt_block(m, m->params, l), d = gpt_block(m, m->grads, l);
         /* the MLP: dR is the gradient of the block's output */
         RS_TRY(gpt_linear_back(m, g->d4, d.fcpw, d.fcpb, g->dR, a->fchg, p.fcpw, N, 4 * C, C));
-        k->gelu_backward(x, g->d4, g->d4, a->fch, (size_t)NC * 4);
+        k->mul(x, g->d4, g->d4, a->fch, (size_t)NC * 4); /* through GELU: its derivative, kept */
         RS_TRY(gpt_linear_back(m, g->dtmp, d.fcw, d.fcb, g->d4, a->ln2, p.fcw, N, C, 4 * C));
         k->layernorm_backward(x, g->dR, d.ln2w, d.ln2b, g->dtmp, a->resm, p.ln2w, a->ln2m, a->ln2r, N, C);
         /* attention: dR is now the gradient of resm */

@@ -20,11 +20,14 @@
 
 enum { LN_SIDE = 28, LN_IN = 784, LN_CLASSES = 10, LN_K = 5 };
 enum { C1 = 6, C2 = 16, P1 = 14, O2 = 10, P2 = 5, F0 = 400, F1 = 120, F2 = 84 };
+/* A convolution's weight gradient sums the batch's samples in this many groups at once (below). */
+enum { LN_GROUPS = 16 };
 
 typedef struct {
     float *col1, *a1, *p1, *col2, *a2, *p2, *h1, *h2;     /* forward, kept for backward */
     int *arg1, *arg2;                                     /* the pools' argmax */
     float *dh2, *dh1, *dp2, *da2, *dcol2, *dp1, *da1;     /* backward */
+    float *dwg;                                           /* the groups' weight gradients [LN_GROUPS, C2 * 150] */
 } Lenet;
 
 static const int ln_in[5] = {1 * LN_K * LN_K, C1 * LN_K * LN_K, F0, F1, F2}; /* fan-in per layer */
@@ -84,7 +87,8 @@ static int lenet_setup(Model *m, const Config *c) {
     for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++)
         if (!(*fl[i] = model_scratch(m, B * sz[i] * f))) return RS_ERR_RUNTIME;
     if (!(n->arg1 = model_scratch(m, B * C1 * P1 * P1 * sizeof(int))) ||
-        !(n->arg2 = model_scratch(m, B * C2 * P2 * P2 * sizeof(int))))
+        !(n->arg2 = model_scratch(m, B * C2 * P2 * P2 * sizeof(int))) ||
+        !(n->dwg = model_scratch(m, (size_t)LN_GROUPS * C2 * 150 * f)))
         return RS_ERR_RUNTIME;
     return RS_OK;
 }
@@ -144,13 +148,22 @@ static int fc_backward(Model *m, int l, const float *X, const float *dY, float *
 }
 
 /* A convolution's weight and bias gradients from dy [B, OC, HW] (already through the ReLU):
- * dW = sum over b of dy_b col_b^T, db = sum over b and positions. */
+ * dW = sum over b of dy_b col_b^T, db = sum over b and positions. The samples are summed in
+ * LN_GROUPS interleaved groups (b = g, g + G, ...), all groups at once: each round is one batched
+ * GEMM, item g adding sample s G + g into group g's sum, and the groups' sums are then added in
+ * order, ((w_0 + w_1) + w_2) + .... One GEMM a sample, in order, left the other threads idle
+ * (each is a few hundred thousand multiply-adds, too small to cut). The grouping depends on the
+ * batch alone, so the bits do not depend on the thread count. */
 static int conv_weight_backward(Model *m, int l, const float *dy, const float *col, int B, int CKK, int HW) {
-    int OC = ln_out[l];
-    float *dW = m->grads + m->off[l];
-    for (int b = 0; b < B; b++)
-        RS_TRY(K(m)->gemm(CTX(m), 0, 1, OC, CKK, HW, 1.0f, dy + (size_t)b * OC * HW, HW, col + (size_t)b * CKK * HW, HW,
-                          b ? 1.0f : 0.0f, dW, CKK));
+    const Lenet *n = m->impl;
+    int OC = ln_out[l], G = B < LN_GROUPS ? B : LN_GROUPS;
+    long long sy = (long long)OC * HW, sc = (long long)CKK * HW, sw = (long long)OC * CKK;
+    float *dW = m->grads + m->off[l], *w = G > 1 ? n->dwg : dW;
+    for (int s = 0; s * G < B; s++)
+        RS_TRY(K(m)->gemm_strided_batched(CTX(m), 0, 1, OC, CKK, HW, 1.0f, dy + s * G * sy, HW, sy, col + s * G * sc, HW,
+                                          sc, s ? 1.0f : 0.0f, w, CKK, sw, B - s * G < G ? B - s * G : G));
+    if (G > 1) K(m)->add(CTX(m), dW, w, w + sw, (size_t)sw);
+    for (int g = 2; g < G; g++) K(m)->add(CTX(m), dW, dW, w + g * sw, (size_t)sw);
     K(m)->channel_bias_backward(CTX(m), dW + (size_t)OC * CKK, dy, B, OC, HW);
     return RS_OK;
 }

@@ -129,11 +129,11 @@ typedef struct KernelOps {
                                const float *dout, const float *x, const float *gamma,
                                const float *mean, const float *rstd, int N, int C);
 
-    /* GELU, GPT-2's tanh approximation: y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-     * y may alias x (but the backward needs x). */
-    void (*gelu_forward)(KernelCtx *ctx, float *y, const float *x, size_t n);
-    /* dx = dy * gelu'(x); dx may alias dy. */
-    void (*gelu_backward)(KernelCtx *ctx, float *dx, const float *dy, const float *x, size_t n);
+    /* GELU, GPT-2's tanh approximation: y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and,
+     * unless dydx is NULL, its derivative gelu'(x) for the backward (dx = dy * dydx, with mul):
+     * here the exponential both need is at hand, and the backward does not compute it again.
+     * y and dydx may each alias x, not each other. */
+    void (*gelu_forward)(KernelCtx *ctx, float *y, float *dydx, const float *x, size_t n);
 
     /* Causal softmax over scores S [BH, T, T] (BH = batch * heads): for row i of each T x T
      * matrix, P[i][j] = exp(scale S[i][j]) / sum over j' <= i of exp(scale S[i][j']) for j <= i,
@@ -162,6 +162,8 @@ typedef struct KernelOps {
 
     /* out = a + b (a residual connection); out may alias a or b. */
     void (*add)(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n);
+    /* out = a * b, elementwise (a gradient through a kept derivative); out may alias a or b. */
+    void (*mul)(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n);
 
     /* AdamW, torch.optim.AdamW's rule (decoupled weight decay), step t >= 1 counting from 1:
      *   g = grad * grad_scale;  param *= 1 - lr * weight_decay;

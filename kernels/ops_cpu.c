@@ -369,7 +369,7 @@ static int cpu_gemm_strided_batched(KernelCtx *ctx, int trans_a, int trans_b, in
         BatchJob j = {{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1, alpha, beta, A, B, C, 0},
                       strideA, strideB, strideC};
         pthread_once(&blas_once, blas_single);
-        par_run((size_t)batch, (size_t)(GEMM_GRAIN / (work + 1.0)) + 1, gemm_batch_range, &j);
+        par_run((size_t)batch, (size_t)(GEMM_GRAIN / 4 / (work + 1.0)) + 1, gemm_batch_range, &j);
     } else {
         for (int b = 0; b < batch; b++)
             gemm_split(trans_a, trans_b, M, N, K, alpha, A + b * strideA, lda, B + b * strideB,
@@ -947,32 +947,31 @@ static void cpu_layernorm_backward(KernelCtx *ctx, float *dx, float *dgamma, flo
 #define GELU_2K 1.5957691216057308f /* 2 sqrt(2/pi) */
 #define GELU_C 0.044715f
 
+/* Blocks of GELU_BLOCK elements: x is copied into a local block first, so that the loops see
+ * outputs apart from their input (y or dydx may be x's memory; with them overlapping x, GCC's
+ * aliasing check would take the scalar loop). */
+#define GELU_BLOCK 256
+
 static void gelu_forward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
-    for (size_t i = lo; i < hi; i++) {
-        float x = j->i0[i];
-        j->o0[i] = x / (1.0f + ops_expf(-GELU_2K * (x + GELU_C * x * x * x)));
+    float *y = j->o0, *dydx = j->o1;
+    float x[GELU_BLOCK], z[GELU_BLOCK];
+    for (size_t b = lo; b < hi; b += GELU_BLOCK) {
+        size_t n = hi - b < GELU_BLOCK ? hi - b : GELU_BLOCK;
+        memcpy(x, j->i0 + b, n * sizeof *x);
+        for (size_t i = 0; i < n; i++) z[i] = 1.0f + ops_expf(-GELU_2K * (x[i] + GELU_C * x[i] * x[i] * x[i]));
+        for (size_t i = 0; i < n; i++) y[b + i] = x[i] / z[i];
+        if (!dydx) continue;
+        for (size_t i = 0; i < n; i++) { /* d/dx x s(u) = s + x s (1 - s) du/dx, s = 1 / z */
+            float v = x[i], s = 1.0f / z[i];
+            dydx[b + i] = s + v * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * v * v);
+        }
     }
 }
 
-static void cpu_gelu_forward(KernelCtx *ctx, float *y, const float *x, size_t n) {
-    RowJob j = {.o0 = y, .i0 = x};
+static void cpu_gelu_forward(KernelCtx *ctx, float *y, float *dydx, const float *x, size_t n) {
+    RowJob j = {.o0 = y, .o1 = dydx, .i0 = x};
     par_run(n, PAR_GRAIN, gelu_forward_range, &j);
-}
-
-static void gelu_backward_range(void *arg, size_t lo, size_t hi) {
-    const RowJob *j = arg;
-    for (size_t i = lo; i < hi; i++) { /* d/dx x s(z) = s + x s (1 - s) dz/dx */
-        float x = j->i1[i], s = 1.0f / (1.0f + ops_expf(-GELU_2K * (x + GELU_C * x * x * x)));
-        float d = s + x * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * x * x);
-        j->o0[i] = j->i0[i] * d;
-    }
-}
-
-static void cpu_gelu_backward(KernelCtx *ctx, float *dx, const float *dy, const float *x,
-                              size_t n) {
-    RowJob j = {.o0 = dx, .i0 = dy, .i1 = x};
-    par_run(n, PAR_GRAIN, gelu_backward_range, &j);
 }
 
 /* Rows r = bh*T + i in [lo, hi): max and sum of exp (in double) over j <= i. (a = T, s = scale) */
@@ -1062,6 +1061,16 @@ static void cpu_add(KernelCtx *ctx, float *out, const float *a, const float *b, 
     par_run(n, PAR_GRAIN, add_range, &j);
 }
 
+static void mul_range(void *arg, size_t lo, size_t hi) {
+    const RowJob *j = arg;
+    for (size_t i = lo; i < hi; i++) j->o0[i] = j->i0[i] * j->i1[i];
+}
+
+static void cpu_mul(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n) {
+    RowJob j = {.o0 = out, .i0 = a, .i1 = b};
+    par_run(n, PAR_GRAIN, mul_range, &j);
+}
+
 /* AdamW's per-step constants, computed once on the host (the CUDA launcher uses the same). */
 typedef struct {
     float *p, *m, *v;
@@ -1127,12 +1136,12 @@ static const KernelOps cpu_ops = {
     .layernorm_forward = cpu_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
     .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
     .softmax_causal_forward = cpu_softmax_causal_forward,
     .softmax_causal_backward = cpu_softmax_causal_backward,
     .heads_split = cpu_heads_split,
     .heads_merge = cpu_heads_merge,
     .add = cpu_add,
+    .mul = cpu_mul,
     .adamw_step = cpu_adamw_step,
     .bias_relu_forward = cpu_bias_relu_forward,
     .wire_encode = cpu_wire_encode,

@@ -449,17 +449,15 @@ __global__ void layernorm_backward_dgamma_kernel(float *dgamma, float *dbeta, co
 #define GELU_2K 1.5957691216057308f /* 2 sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-__global__ void gelu_forward_kernel(float *y, const float *x, size_t n) {
+/* y and dydx (unless NULL) from x; each thread reads its x before it writes, so either may alias x. */
+__global__ void gelu_forward_kernel(float *y, float *dydx, const float *x, size_t n) {
     OPS_FOR(i, n) {
-        float v = x[i];
-        y[i] = v / (1.0f + expf(-GELU_2K * (v + GELU_C * v * v * v)));
-    }
-}
-
-__global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n) {
-    OPS_FOR(i, n) {
-        float v = x[i], s = 1.0f / (1.0f + expf(-GELU_2K * (v + GELU_C * v * v * v)));
-        dx[i] = dy[i] * (s + v * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * v * v));
+        float v = x[i], z = 1.0f + expf(-GELU_2K * (v + GELU_C * v * v * v));
+        y[i] = v / z;
+        if (dydx) {
+            float s = 1.0f / z;
+            dydx[i] = s + v * s * (1.0f - s) * GELU_2K * (1.0f + 3.0f * GELU_C * v * v);
+        }
     }
 }
 
@@ -505,6 +503,10 @@ __global__ void heads_kernel(float *out, const float *in, size_t n, int B, int T
 
 __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
     OPS_FOR(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void mul_kernel(float *out, const float *a, const float *b, size_t n) {
+    OPS_FOR(i, n) out[i] = a[i] * b[i];
 }
 
 /* AdamW with the step's constants from the host (the C twin's). */
@@ -780,16 +782,9 @@ static void cuda_layernorm_backward(KernelCtx *ctx, float *dx, float *dgamma, fl
     OPS_LAUNCH_CHECK(ctx);
 }
 
-static void cuda_gelu_forward(KernelCtx *ctx, float *y, const float *x, size_t n) {
+static void cuda_gelu_forward(KernelCtx *ctx, float *y, float *dydx, const float *x, size_t n) {
     if (n == 0) return;
-    gelu_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(y, x, n);
-    OPS_LAUNCH_CHECK(ctx);
-}
-
-static void cuda_gelu_backward(KernelCtx *ctx, float *dx, const float *dy, const float *x,
-                               size_t n) {
-    if (n == 0) return;
-    gelu_backward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dx, dy, x, n);
+    gelu_forward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(y, dydx, x, n);
     OPS_LAUNCH_CHECK(ctx);
 }
 
@@ -832,6 +827,12 @@ static void cuda_heads_merge(KernelCtx *ctx, float *out, const float *in, int B,
 static void cuda_add(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n) {
     if (n == 0) return;
     add_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(out, a, b, n);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_mul(KernelCtx *ctx, float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    mul_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(out, a, b, n);
     OPS_LAUNCH_CHECK(ctx);
 }
 
@@ -913,12 +914,12 @@ static const KernelOps cuda_ops = {
     cuda_layernorm_forward,
     cuda_layernorm_backward,
     cuda_gelu_forward,
-    cuda_gelu_backward,
     cuda_softmax_causal_forward,
     cuda_softmax_causal_backward,
     cuda_heads_split,
     cuda_heads_merge,
     cuda_add,
+    cuda_mul,
     cuda_adamw_step,
     cuda_bias_relu_forward,
     cuda_wire_encode,

@@ -512,20 +512,21 @@ static void test_cpu_gelu(void) {
     const size_t n = 1001;
     float *x = rnd_vec(n, -6, 6), *y = malloc(n * 4), *G = rnd_vec(n, -1, 1);
     x[0] = 0, x[1] = -20, x[2] = 20;
-    CPU->gelu_forward(cpu_ctx, y, x, n);
+    float *d = malloc(n * 4);
+    CPU->gelu_forward(cpu_ctx, y, d, x, n);
     GeluFd f = {n, to_double(x, n), to_double(G, n)};
     double *ry = malloc(n * 8);
     for (size_t i = 0; i < n; i++) ry[i] = ref_gelu(f.x[i]);
     check_ref("gelu forward", y, ry, n);
     CHECK(y[0] == 0.0f && fabsf(y[1]) < 1e-30f && y[2] == 20.0f);
     float *dx = malloc(n * 4);
-    CPU->gelu_backward(cpu_ctx, dx, G, x, n);
+    CPU->mul(cpu_ctx, dx, G, d, n); /* dx = dy gelu'(x) */
     check_grad("gelu dx", dx, gelu_loss, &f, f.x, n, 1e-5);
-    float *y2 = dup_vec(x, n), *g2 = dup_vec(G, n); /* in place */
-    CPU->gelu_forward(cpu_ctx, y2, y2, n);
-    CPU->gelu_backward(cpu_ctx, g2, g2, x, n);
-    CHECK(memcmp(y2, y, n * 4) == 0 && memcmp(g2, dx, n * 4) == 0);
-    free(x), free(y), free(G), free(f.x), free(f.G), free(ry), free(dx), free(y2), free(g2);
+    float *y2 = dup_vec(x, n), *d2 = dup_vec(x, n), *y3 = malloc(n * 4);
+    CPU->gelu_forward(cpu_ctx, y2, NULL, y2, n); /* y in place, no derivative */
+    CPU->gelu_forward(cpu_ctx, y3, d2, d2, n);   /* the derivative in place */
+    CHECK(memcmp(y2, y, n * 4) == 0 && memcmp(y3, y, n * 4) == 0 && memcmp(d2, d, n * 4) == 0);
+    free(x), free(y), free(G), free(f.x), free(f.G), free(ry), free(dx), free(y2), free(d2), free(y3), free(d);
 }
 
 typedef struct {
@@ -676,6 +677,18 @@ static void test_cpu_add(void) {
     free(a), free(b), free(o);
 }
 
+static void test_cpu_mul(void) {
+    const size_t n = 777;
+    float *a = rnd_vec(n, -1, 1), *b = rnd_vec(n, -1, 1), *o = malloc(n * 4), *a2 = dup_vec(a, n);
+    CPU->mul(cpu_ctx, o, a, b, n);
+    for (size_t i = 0; i < n; i++) CHECK(o[i] == a[i] * b[i]);
+    CPU->mul(cpu_ctx, a2, a2, b, n); /* out aliasing a */
+    CHECK(memcmp(a2, o, n * 4) == 0);
+    CPU->mul(cpu_ctx, b, a, b, n);   /* and b */
+    CHECK(memcmp(b, o, n * 4) == 0);
+    free(a), free(b), free(o), free(a2);
+}
+
 /* torch.optim.AdamW's single-tensor rule, in double. */
 static void ref_adamw(double *p, const float *g, double *m, double *v, size_t n, double lr,
                       double b1, double b2, double eps, double wd, double gs, int t) {
@@ -739,8 +752,8 @@ static void run_all_big(Outs *o, const float *x, const int *tok) {
     CPU->layernorm_forward(c, ln, mean, rstd, emb, x + 1000, x + 2000, 256, 256);
     memcpy(dx, x + 5, 65536 * 4);
     CPU->layernorm_backward(c, dx, o2 + 20000, o2 + 30000, ln, emb, x + 1000, mean, rstd, 256, 256);
-    CPU->gelu_forward(c, o0 + 600000, x, 100000);
-    CPU->gelu_backward(c, o1 + 300000, x + 1, x, 100000);
+    CPU->gelu_forward(c, o0 + 600000, o1 + 300000, x, 100000);
+    CPU->mul(c, o1 + 300000, x + 1, o1 + 300000, 100000);
     CPU->softmax_causal_forward(c, o0 + 700000, x, 8, 128, 0.125f);
     CPU->softmax_causal_backward(c, o1 + 400000, x + 7, o0 + 700000, 8, 128, 0.125f);
     CPU->heads_split(c, o2 + 100000, x, 8, 128, 3, 4, 16);
@@ -815,20 +828,20 @@ static void test_cpu_threads_fork(void) {
     const size_t n = 1 << 20;
     float *x = rnd_vec(n, -3, 3), *y = malloc(n * 4), *y2 = malloc(n * 4);
     kernels_cpu_set_threads(2);
-    CPU->gelu_forward(cpu_ctx, y, x, n); /* the parent's worker runs */
+    CPU->gelu_forward(cpu_ctx, y, NULL, x, n); /* the parent's worker runs */
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         alarm(20); /* a child stuck on the parent's pool dies instead of hanging the test */
-        CPU->gelu_forward(cpu_ctx, y2, x, n);
-        CPU->gelu_forward(cpu_ctx, y2, x, n);
+        CPU->gelu_forward(cpu_ctx, y2, NULL, x, n);
+        CPU->gelu_forward(cpu_ctx, y2, NULL, x, n);
         _exit(memcmp(y, y2, n * 4) == 0 ? 0 : 3);
     }
     int st = 0;
     CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d",
               WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    CPU->gelu_forward(cpu_ctx, y2, x, n); /* and the parent's pool still works */
+    CPU->gelu_forward(cpu_ctx, y2, NULL, x, n); /* and the parent's pool still works */
     CHECK(memcmp(y, y2, n * 4) == 0);
     kernels_cpu_set_threads(1);
     free(x), free(y), free(y2);
@@ -850,13 +863,13 @@ static void empty_ops(const KernelOps *k, KernelCtx *c) {
     k->embedding_backward(c, NULL, NULL, NULL, NULL, 0, 64, 64, 256);
     k->layernorm_forward(c, NULL, NULL, NULL, NULL, NULL, NULL, 0, 64);
     k->layernorm_backward(c, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 64);
-    k->gelu_forward(c, NULL, NULL, 0);
-    k->gelu_backward(c, NULL, NULL, NULL, 0);
+    k->gelu_forward(c, NULL, NULL, NULL, 0);
     k->softmax_causal_forward(c, NULL, NULL, 0, 64, 1);
     k->softmax_causal_backward(c, NULL, NULL, NULL, 0, 64, 1);
     k->heads_split(c, NULL, NULL, 0, 64, 3, 4, 16);
     k->heads_merge(c, NULL, NULL, 2, 0, 3, 4, 16);
     k->add(c, NULL, NULL, NULL, 0);
+    k->mul(c, NULL, NULL, NULL, 0);
     k->adamw_step(c, NULL, NULL, NULL, NULL, 0, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 1, 1);
     CHECK(k->sync(c) == 0);
 }
@@ -869,7 +882,7 @@ static void test_lazy_wrappers(void) {
     CHECK(k->gemm_strided_batched && k->im2col && k->col2im && k->channel_bias_forward &&
           k->channel_bias_backward && k->maxpool2_forward && k->maxpool2_backward &&
           k->embedding_forward && k->embedding_backward && k->layernorm_forward &&
-          k->layernorm_backward && k->gelu_forward && k->gelu_backward &&
+          k->layernorm_backward && k->gelu_forward && k->mul &&
           k->softmax_causal_forward && k->softmax_causal_backward && k->heads_split &&
           k->heads_merge && k->add && k->adamw_step);
     Device dev;
@@ -1138,16 +1151,21 @@ static void test_cuda_elementwise(void) {
     float *s = malloc(n * 4);
     float *gx = gpu_put(x, n * 4), *gdy = gpu_put(dy, n * 4), *gy = gpu_put(NULL, n * 4);
     float *gs = gpu_put(NULL, n * 4);
-    CPU->gelu_forward(cpu_ctx, y, x, n);
-    CPU->gelu_backward(cpu_ctx, dx, dy, x, n);
+    float *d = malloc(n * 4), *pr = malloc(n * 4), *gd = gpu_put(x, n * 4), *gpr = gpu_put(NULL, n * 4);
+    CPU->gelu_forward(cpu_ctx, y, d, x, n);
+    CPU->mul(cpu_ctx, dx, dy, d, n);
     CPU->add(cpu_ctx, s, x, dy, n);
-    gpu.k->gelu_forward(gpu.kctx, gy, gx, n);
+    CPU->mul(cpu_ctx, pr, x, dy, n);
+    gpu.k->gelu_forward(gpu.kctx, gy, gd, gd, n); /* the derivative over its input */
     gpu.k->add(gpu.kctx, gs, gx, gdy, n);
-    gpu.k->gelu_backward(gpu.kctx, gdy, gdy, gx, n); /* dx aliasing dy */
+    gpu.k->mul(gpu.kctx, gpr, gx, gdy, n);
+    gpu.k->mul(gpu.kctx, gdy, gdy, gd, n); /* out aliasing a */
     /* floor 1: expf differs by an ulp or two between libraries, which 1 - s magnifies */
     check_close("gelu_forward", gpu_get_back(gy, n * 4), y, n, 1.0);
-    check_close("gelu_backward", gpu_get_back(gdy, n * 4), dx, n, 1.0);
+    check_close("gelu derivative", gpu_get_back(gd, n * 4), d, n, 1.0);
+    check_close("gelu dx", gpu_get_back(gdy, n * 4), dx, n, 1.0);
     check_same("add", gpu_get_back(gs, n * 4), s, n * 4);
+    check_same("mul", gpu_get_back(gpr, n * 4), pr, n * 4);
     gpu_release();
 
     /* AdamW, three steps */
@@ -1163,7 +1181,7 @@ static void test_cuda_elementwise(void) {
     check_close("adamw_step m", gpu_get_back(gm, m * 4), mo, m, -1);
     check_close("adamw_step v", gpu_get_back(gv, m * 4), v, m, -1);
     gpu_release();
-    free(x), free(dy), free(y), free(dx), free(s), free(p), free(mo), free(v);
+    free(x), free(dy), free(y), free(dx), free(s), free(d), free(pr), free(p), free(mo), free(v);
 }
 
 static void test_cuda_attention(void) {
@@ -1262,6 +1280,7 @@ int main(void) {
     RUN(test_cpu_heads);
     RUN(test_cpu_attention);
     RUN(test_cpu_add);
+    RUN(test_cpu_mul);
     RUN(test_cpu_adamw);
     RUN(test_cpu_threads);
     RUN(test_cpu_threads_fork);
