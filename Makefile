@@ -102,9 +102,10 @@ $(BUILD)/obj/%.o: %.c
 VEC_CFLAGS := $(shell $(CC) -ftree-vectorize -fvect-cost-model=cheap -x c -c -o /dev/null /dev/null \
                 2>/dev/null && echo -ftree-vectorize -fvect-cost-model=cheap)
 # -fno-trapping-math lets a float select (a clamp, x < c ? c : x) become a vector blend instead of a
-# branch, so that the loops around ops_expf vectorize; it changes no value (no reassociation, NaN
-# and signed zeros kept)
-NOTRAP_CFLAGS := $(shell $(CC) -fno-trapping-math -x c -c -o /dev/null /dev/null 2>/dev/null && echo -fno-trapping-math)
+# branch, so that the loops around ops_expf vectorize, and -fno-math-errno lets sqrtf be the
+# instruction, so that AdamW's loop does; neither changes a value (no reassociation, NaN and signed
+# zeros kept; sqrt is correctly rounded either way, and no kernel reads errno)
+NOTRAP_CFLAGS := $(shell $(CC) -fno-trapping-math -fno-math-errno -x c -c -o /dev/null /dev/null 2>/dev/null && echo -fno-trapping-math -fno-math-errno)
 # SIMD=auto (default): the CPU kernels for AVX2 where the building machine has it and the compiler
 # takes -mavx2, else x86-64's baseline (SSE2); SIMD=avx2 or SIMD=sse2 to choose (make clean
 # first: the object is not rebuilt on a change of SIMD alone). -mno-fma: AVX2 and SSE2 builds

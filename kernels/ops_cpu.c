@@ -578,6 +578,55 @@ static void cpu_relu_backward(KernelCtx *ctx, float *dX, const float *dY, const 
     par_run(n, PAR_GRAIN, relu_backward_range, &j);
 }
 
+/* ---- Sums in double, over lanes ----
+ * The rows' sums (the softmaxes' normalisers and the causal softmax's backward dot product,
+ * LayerNorm's moments, the channels' bias gradient) are taken in double over SUM_LANES lanes:
+ * lane k adds elements k, k + SUM_LANES, ... in order, and the lanes are added in one fixed tree
+ * at the end. An in-order double sum waits for each addition (4 cycles) before the next, which
+ * left these rows latency-bound (a LayerNorm row of 64 floats: 512 cycles of additions in
+ * chain); lanes are independent chains, added two vectors at a time. The order depends on the
+ * length alone, never on the thread count; against the in-order sum only the last bits of the
+ * double differ, which move the float rounded from it only when they decide its rounding. */
+#define SUM_LANES 8
+
+static inline double lanes_total(const double *a) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* acc[k] += x[i] for i = k mod SUM_LANES, in order (the tail from lane 0). */
+static inline void lanes_add(double *acc, const float *x, int n) {
+    int c = 0;
+    for (; c + SUM_LANES <= n; c += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) acc[k] += x[c + k];
+    for (int k = 0; c < n; c++, k++) acc[k] += x[c];
+}
+
+static inline double sum_f(const float *x, int n) {
+    double acc[SUM_LANES] = {0};
+    lanes_add(acc, x, n);
+    return lanes_total(acc);
+}
+
+/* Sum of (double)a[i] * b[i]. */
+static inline double dot_f(const float *a, const float *b, int n) {
+    double acc[SUM_LANES] = {0};
+    int c = 0;
+    for (; c + SUM_LANES <= n; c += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) acc[k] += (double)a[c + k] * b[c + k];
+    for (int k = 0; c < n; c++, k++) acc[k] += (double)a[c] * b[c];
+    return lanes_total(acc);
+}
+
+/* Sum of (double)(x[i] - m)^2, the difference rounded to float first. */
+static inline double sqdev_f(const float *x, float m, int n) {
+    double acc[SUM_LANES] = {0};
+    int c = 0;
+    for (; c + SUM_LANES <= n; c += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) acc[k] += (double)(x[c + k] - m) * (x[c + k] - m);
+    for (int k = 0; c < n; c++, k++) acc[k] += (double)(x[c] - m) * (x[c] - m);
+    return lanes_total(acc);
+}
+
 /* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
  * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that
  * bad data cannot pass unnoticed. Rows are independent and go to the pool's threads (at V = 32k
@@ -610,10 +659,8 @@ static void xent_range(void *job, size_t lo, size_t hi) {
             }
         int valid = label >= 0 && label < cols;
         float xl = valid ? x[label] - m : 0.0f; /* read before dx (which may be x) is written */
-        double sum = 0.0; /* exact enough for any width: the reference for CUDA's tree sum */
         for (int c = 0; c < cols; c++) dx[c] = ops_expf(x[c] - m); /* kept for the gradient */
-        for (int c = 0; c < cols; c++) sum += dx[c]; /* in order, apart: the loop above vectorizes */
-        float s = (float)sum;
+        float s = (float)sum_f(dx, cols); /* in double: the reference for CUDA's tree sum */
         j->loss[i] = valid ? (double)(logf(s) - xl) : (double)NAN;
         j->hit[i] = valid && arg == label;
         for (int c = 0; c < cols; c++) dx[c] = dx[c] / s - (c == label ? 1.0f : 0.0f);
@@ -713,16 +760,14 @@ static void cpu_channel_bias_forward(KernelCtx *ctx, float *Y, const float *bias
     par_run((size_t)B * C, par_rows(HW), channel_bias_forward_range, &j);
 }
 
-/* Channels in [lo, hi): the sum over b, then p, in double. (a = B, b = C, c = HW) */
+/* Channels in [lo, hi): the sum over b, then p, in double lanes (lane k: the positions p = k mod
+ * SUM_LANES of every b in turn). (a = B, b = C, c = HW) */
 static void channel_bias_backward_range(void *arg, size_t lo, size_t hi) {
     const RowJob *j = arg;
     for (size_t c = lo; c < hi; c++) {
-        double s = 0.0;
-        for (int b = 0; b < j->a; b++) {
-            const float *dy = j->i0 + ((size_t)b * j->b + c) * j->c;
-            for (int i = 0; i < j->c; i++) s += dy[i];
-        }
-        j->o0[c] = (float)s;
+        double acc[SUM_LANES] = {0};
+        for (int b = 0; b < j->a; b++) lanes_add(acc, j->i0 + ((size_t)b * j->b + c) * j->c, j->c);
+        j->o0[c] = (float)lanes_total(acc);
     }
 }
 
@@ -869,10 +914,8 @@ static void layernorm_forward_range(void *arg, size_t lo, size_t hi) {
     for (size_t r = lo; r < hi; r++) {
         const float *x = j->i0 + r * C;
         float *o = j->o0 + r * C;
-        double s = 0.0, v = 0.0;
-        for (int c = 0; c < C; c++) s += x[c];
-        float m = (float)(s / C);
-        for (int c = 0; c < C; c++) v += (double)(x[c] - m) * (x[c] - m);
+        float m = (float)(sum_f(x, C) / C);
+        double v = sqdev_f(x, m, C);
         float rs = (float)(1.0 / sqrt(v / C + (double)RS_LAYERNORM_EPS));
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * j->i1[c] + j->i2[c];
         j->o1[r] = m;
@@ -896,14 +939,21 @@ static void layernorm_dx_range(void *arg, size_t lo, size_t hi) {
     for (size_t r = lo; r < hi; r++) {
         const float *dy = j->i0 + r * C, *x = j->i1 + r * C, *g = j->i2;
         float m = j->i3[r], rs = j->i4[r], *dx = j->o0 + r * C;
-        double a = 0.0, b = 0.0;
-        for (int c = 0; c < C; c++) {
+        double a[SUM_LANES] = {0}, b[SUM_LANES] = {0};
+        int c = 0;
+        for (; c + SUM_LANES <= C; c += SUM_LANES)
+            for (int k = 0; k < SUM_LANES; k++) {
+                float dn = g[c + k] * dy[c + k];
+                a[k] += dn;
+                b[k] += (double)dn * ((x[c + k] - m) * rs);
+            }
+        for (int k = 0; c < C; c++, k++) {
             float dn = g[c] * dy[c];
-            a += dn;
-            b += (double)dn * ((x[c] - m) * rs);
+            a[k] += dn;
+            b[k] += (double)dn * ((x[c] - m) * rs);
         }
-        float ma = (float)(a / C), mb = (float)(b / C);
-        for (int c = 0; c < C; c++) dx[c] += rs * (g[c] * dy[c] - ma - (x[c] - m) * rs * mb);
+        float ma = (float)(lanes_total(a) / C), mb = (float)(lanes_total(b) / C);
+        for (c = 0; c < C; c++) dx[c] += rs * (g[c] * dy[c] - ma - (x[c] - m) * rs * mb);
     }
 }
 
@@ -985,10 +1035,8 @@ static void softmax_causal_forward_range(void *arg, size_t lo, size_t hi) {
         float *p = j->o0 + r * T;
         float m = -INFINITY;
         for (int c = 0; c < len; c++) m = scale * s[c] > m ? scale * s[c] : m;
-        double sum = 0.0;
         for (int c = 0; c < len; c++) p[c] = ops_expf(scale * s[c] - m);
-        for (int c = 0; c < len; c++) sum += p[c]; /* in order, apart: the loop above vectorizes */
-        float z = (float)sum;
+        float z = (float)sum_f(p, len);
         for (int c = 0; c < len; c++) p[c] /= z;
         for (int c = len; c < T; c++) p[c] = 0.0f;
     }
@@ -1009,9 +1057,7 @@ static void softmax_causal_backward_range(void *arg, size_t lo, size_t hi) {
         int len = (int)(r % T) + 1;
         const float *dp = j->i0 + r * T, *p = j->i1 + r * T;
         float *ds = j->o0 + r * T;
-        double dot = 0.0;
-        for (int c = 0; c < len; c++) dot += (double)p[c] * dp[c];
-        float d = (float)dot;
+        float d = (float)dot_f(p, dp, len);
         for (int c = 0; c < len; c++) ds[c] = j->s * p[c] * (dp[c] - d);
         for (int c = len; c < T; c++) ds[c] = 0.0f;
     }
@@ -1078,15 +1124,21 @@ typedef struct {
     float beta1, beta2, eps, decay, grad_scale, step_size, bc2_sqrt;
 } AdamJob;
 
+/* The job's pointers and constants in locals: the stores through p, m and v cannot then change
+ * them, and the loop vectorizes (sqrtf inline: this file is built with -fno-math-errno; v >= 0). */
 static void adamw_range(void *arg, size_t lo, size_t hi) {
     const AdamJob *j = arg;
+    float *p = j->p, *mo = j->m, *vo = j->v;
+    const float *gr = j->g;
+    const float beta1 = j->beta1, beta2 = j->beta2, gs = j->grad_scale, decay = j->decay;
+    const float step = j->step_size, bc2 = j->bc2_sqrt, eps = j->eps;
     for (size_t i = lo; i < hi; i++) {
-        float g = j->g[i] * j->grad_scale;
-        float m = j->beta1 * j->m[i] + (1.0f - j->beta1) * g;
-        float v = j->beta2 * j->v[i] + (1.0f - j->beta2) * g * g;
-        j->m[i] = m;
-        j->v[i] = v;
-        j->p[i] = j->p[i] * j->decay - j->step_size * m / (sqrtf(v) / j->bc2_sqrt + j->eps);
+        float g = gr[i] * gs;
+        float m = beta1 * mo[i] + (1.0f - beta1) * g;
+        float v = beta2 * vo[i] + (1.0f - beta2) * g * g;
+        mo[i] = m;
+        vo[i] = v;
+        p[i] = p[i] * decay - step * m / (sqrtf(v) / bc2 + eps);
     }
 }
 
