@@ -627,6 +627,50 @@ static inline double sqdev_f(const float *x, float m, int n) {
     return lanes_total(acc);
 }
 
+/* The largest of a * x[i] over n floats (-INFINITY for none; NaNs passed over, as v > m ? v : m
+ * does in order), in SUM_LANES lanes: a maximum is exact in any order. */
+static inline float max_scaled(const float *x, float a, int n) {
+    float lm[SUM_LANES];
+    for (int k = 0; k < SUM_LANES; k++) lm[k] = -INFINITY;
+    int c = 0;
+    for (; c + SUM_LANES <= n; c += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) {
+            float v = a * x[c + k];
+            lm[k] = v > lm[k] ? v : lm[k];
+        }
+    for (int k = 0; c < n; c++, k++) {
+        float v = a * x[c];
+        lm[k] = v > lm[k] ? v : lm[k];
+    }
+    float m = lm[0];
+    for (int k = 1; k < SUM_LANES; k++) m = lm[k] > m ? lm[k] : m;
+    return m;
+}
+
+/* x's largest value and its first index, as m = x[0], then x[c] > m ? (m = x[c], arg = c) in
+ * order would find them (a NaN x[0] stays; other NaNs are passed over), in SUM_LANES lanes of
+ * (maximum, first index), whose ties go to the smaller index. n >= 1. */
+static inline float max_arg(const float *x, int n, int *arg) {
+    float lm[SUM_LANES];
+    int li[SUM_LANES];
+    for (int k = 0; k < SUM_LANES; k++) lm[k] = -INFINITY, li[k] = 0;
+    int c = 0;
+    for (; c + SUM_LANES <= n; c += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++) {
+            int up = x[c + k] > lm[k];
+            lm[k] = up ? x[c + k] : lm[k];
+            li[k] = up ? c + k : li[k];
+        }
+    for (int k = 0; c < n; c++, k++)
+        if (x[c] > lm[k]) lm[k] = x[c], li[k] = c;
+    float m = x[0];
+    int a = 0;
+    for (int k = 0; k < SUM_LANES; k++) /* a NaN m compares false: it stays */
+        if (lm[k] > m || (lm[k] == m && li[k] < a)) m = lm[k], a = li[k];
+    *arg = a;
+    return m;
+}
+
 /* Per row: max and first argmax, then the sum of exp(x - max) (in double, then rounded to
  * float), then the loss and the gradient. A label outside [0, cols) makes the loss NaN, so that
  * bad data cannot pass unnoticed. Rows are independent and go to the pool's threads (at V = 32k
@@ -650,13 +694,8 @@ static void xent_range(void *job, size_t lo, size_t hi) {
         const float *x = j->logits + r * (size_t)cols;
         float *dx = j->dlogits + r * (size_t)cols;
         int label = j->labels[r];
-        float m = x[0];
-        int arg = 0;
-        for (int c = 1; c < cols; c++)
-            if (x[c] > m) {
-                m = x[c];
-                arg = c;
-            }
+        int arg;
+        float m = max_arg(x, cols, &arg);
         int valid = label >= 0 && label < cols;
         float xl = valid ? x[label] - m : 0.0f; /* read before dx (which may be x) is written */
         for (int c = 0; c < cols; c++) dx[c] = ops_expf(x[c] - m); /* kept for the gradient */
@@ -1033,8 +1072,7 @@ static void softmax_causal_forward_range(void *arg, size_t lo, size_t hi) {
         int len = (int)(r % T) + 1;
         const float *s = j->i0 + r * T;
         float *p = j->o0 + r * T;
-        float m = -INFINITY;
-        for (int c = 0; c < len; c++) m = scale * s[c] > m ? scale * s[c] : m;
+        float m = max_scaled(s, scale, len);
         for (int c = 0; c < len; c++) p[c] = ops_expf(scale * s[c] - m);
         float z = (float)sum_f(p, len);
         for (int c = 0; c < len; c++) p[c] /= z;

@@ -231,6 +231,30 @@ static void test_cpu_relu(void) {
     k->ctx_destroy(ctx);
 }
 
+/* The argmax that counts a hit is the first maximum in order (m = x[0], then x[c] > m), whatever
+ * the kernel's lanes: ties, signed zeros, a NaN first (it stays) or later (passed over), -inf. */
+static void test_cpu_xent_argmax(void) {
+    const KernelOps *k = kernels_cpu();
+    KernelCtx *ctx = k->ctx_create(NULL);
+    const float pool[] = {-1.0f, 0.0f, -0.0f, 2.0f, 2.0f, -INFINITY, NAN, 1.5f};
+    float x[37], dx[37];
+    int bad = 0;
+    for (int t = 0; t < 300; t++) {
+        int cols = 1 + t % 37;
+        for (int c = 0; c < cols; c++) x[c] = pool[(unsigned)(rnd(0, 8)) % 8];
+        int arg = 0;
+        for (int c = 1; c < cols; c++)
+            if (x[c] > x[arg]) arg = c;
+        for (int label = 0; label < cols; label++) {
+            float st[2] = {0, 0};
+            k->softmax_xent(ctx, x, &label, 1, cols, dx, st);
+            bad += st[1] != (label == arg);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d rows x labels where the hit disagrees with the first maximum", bad);
+    k->ctx_destroy(ctx);
+}
+
 static void test_cpu_softmax_xent(void) {
     const KernelOps *k = kernels_cpu();
     KernelCtx *ctx = k->ctx_create(NULL);
@@ -845,6 +869,7 @@ int main(void) {
     RUN_CLEAN(test_cpu_bias);
     RUN_CLEAN(test_cpu_relu);
     RUN_CLEAN(test_cpu_softmax_xent);
+    RUN_CLEAN(test_cpu_xent_argmax);
     RUN_CLEAN(test_cpu_sgd_step);
     RUN_CLEAN(test_cpu_scale_axpy_fill);
     RUN_CLEAN(test_cpu_empty);
