@@ -248,10 +248,10 @@ static void lazy_maxpool2_forward(KernelCtx *c, float *Y, int *argmax, const flo
     INNER->maxpool2_forward(c->inner, Y, argmax, X, N, H, W);
 }
 
-static void lazy_maxpool2_backward(KernelCtx *c, float *dX, const float *dY, const int *argmax, int N, int H,
-                                   int W) {
+static void lazy_maxpool2_backward(KernelCtx *c, float *dX, const float *dY, const int *argmax,
+                                   const float *relu_x, int N, int H, int W) {
     lazy_drain(c->lq);
-    INNER->maxpool2_backward(c->inner, dX, dY, argmax, N, H, W);
+    INNER->maxpool2_backward(c->inner, dX, dY, argmax, relu_x, N, H, W);
 }
 
 static void lazy_embedding_forward(KernelCtx *c, float *out, const int *tokens, const float *wte,

@@ -177,8 +177,7 @@ static int lenet_backward(Model *m, int B, LayerDoneFn done, void *arg) {
     RS_TRY(fc_backward(m, 2, n->p2, n->dh1, n->dp2, B, 0));
     if (done) RS_TRY(done(arg, 2));
     /* conv2: through the pool and the ReLU, then its weights, then back to pool1's output */
-    K(m)->maxpool2_backward(CTX(m), n->da2, n->dp2, n->arg2, B * C2, O2, O2);
-    K(m)->relu_backward(CTX(m), n->da2, n->da2, n->a2, (size_t)B * C2 * O2 * O2);
+    K(m)->maxpool2_backward(CTX(m), n->da2, n->dp2, n->arg2, n->a2, B * C2, O2, O2); /* and the ReLU */
     RS_TRY(conv_weight_backward(m, 1, n->da2, n->col2, B, 150, O2 * O2));
     const float *W2 = m->params + m->off[1];
     RS_TRY(K(m)->gemm_strided_batched(CTX(m), 1, 0, 150, O2 * O2, C2, 1.0f, W2, 150, 0, n->da2, O2 * O2,
@@ -186,8 +185,7 @@ static int lenet_backward(Model *m, int B, LayerDoneFn done, void *arg) {
     K(m)->col2im(CTX(m), n->dp1, n->dcol2, B, C1, P1, P1, LN_K, 1, 0);
     if (done) RS_TRY(done(arg, 1));
     /* conv1: the input needs no gradient */
-    K(m)->maxpool2_backward(CTX(m), n->da1, n->dp1, n->arg1, B * C1, LN_SIDE, LN_SIDE);
-    K(m)->relu_backward(CTX(m), n->da1, n->da1, n->a1, (size_t)B * C1 * LN_IN);
+    K(m)->maxpool2_backward(CTX(m), n->da1, n->dp1, n->arg1, n->a1, B * C1, LN_SIDE, LN_SIDE);
     RS_TRY(conv_weight_backward(m, 0, n->da1, n->col1, B, 25, LN_IN));
     if (done) RS_TRY(done(arg, 0));
     return RS_OK;

@@ -101,9 +101,11 @@ typedef struct KernelOps {
      * plane of the maximum (the first in row-major order on ties; a NaN wins, as in PyTorch). */
     void (*maxpool2_forward)(KernelCtx *ctx, float *Y, int *argmax, const float *X, int N, int H,
                              int W);
-    /* dX[argmax] = dY, every other element of dX 0 (overwrites all of dX [N, H, W]). */
+    /* dX[argmax] = dY, every other element of dX 0 (overwrites all of dX [N, H, W]). With relu_x
+     * (the pooled input X, a ReLU's output; may be NULL) it is the ReLU's backward too: dX[argmax]
+     * = dY only where X there > 0, as relu_backward after it would leave it, in the same pass. */
     void (*maxpool2_backward)(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
-                              int N, int H, int W);
+                              const float *relu_x, int N, int H, int W);
 
     /* Token plus position embedding: out[b][t][:] = wte[tokens[b*T + t]][:] + wpe[t][:], with
      * out [B, T, C], wte [V, C], wpe [at least T, C]. A token outside [0, V) gives a row of NaN,

@@ -878,14 +878,24 @@ static void maxpool2_backward_range(void *arg, size_t lo, size_t hi) {
         const float *dy = j->i0 + p * out;
         const int *am = j->idx + p * out;
         memset(dx, 0, plane * sizeof *dx);
-        for (size_t i = 0; i < out; i++) dx[am[i]] = dy[i];
+        if (j->i1) { /* and the ReLU's mask, as relu_backward applies it (no branch) */
+            const float *x = j->i1 + p * plane;
+            for (size_t i = 0; i < out; i++) {
+                uint32_t d;
+                memcpy(&d, dy + i, sizeof d);
+                d &= -(uint32_t)(x[am[i]] > 0.0f);
+                memcpy(dx + am[i], &d, sizeof d);
+            }
+        } else {
+            for (size_t i = 0; i < out; i++) dx[am[i]] = dy[i];
+        }
     }
 }
 
 static void cpu_maxpool2_backward(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
-                                  int N, int H, int W) {
+                                  const float *relu_x, int N, int H, int W) {
     if (N <= 0 || H <= 0 || W <= 0) return;
-    RowJob j = {.o0 = dX, .i0 = dY, .idx = argmax, .a = H, .b = W};
+    RowJob j = {.o0 = dX, .i0 = dY, .i1 = relu_x, .idx = argmax, .a = H, .b = W};
     par_run((size_t)N, par_rows((size_t)H * W), maxpool2_backward_range, &j);
 }
 

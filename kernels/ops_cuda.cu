@@ -320,8 +320,8 @@ __global__ void maxpool2_forward_kernel(float *Y, int *argmax, const float *X, s
 }
 
 /* One thread per input element: its window's gradient if it was the window's argmax, else 0. */
-__global__ void maxpool2_backward_kernel(float *dX, const float *dY, const int *argmax, size_t n,
-                                         int H, int W) {
+__global__ void maxpool2_backward_kernel(float *dX, const float *dY, const int *argmax,
+                                         const float *relu_x, size_t n, int H, int W) {
     int OH = H / 2, OW = W / 2;
     OPS_FOR(e, n) {
         int w = (int)(e % W), h = (int)(e / W % H);
@@ -329,7 +329,7 @@ __global__ void maxpool2_backward_kernel(float *dX, const float *dY, const int *
         float v = 0.0f;
         if (h / 2 < OH && w / 2 < OW) {
             size_t o = (p * OH + h / 2) * OW + w / 2;
-            if (argmax[o] == h * W + w) v = dY[o];
+            if (argmax[o] == h * W + w && (!relu_x || relu_x[e] > 0.0f)) v = dY[o];
         }
         dX[e] = v;
     }
@@ -727,11 +727,11 @@ static void cuda_maxpool2_forward(KernelCtx *ctx, float *Y, int *argmax, const f
 }
 
 static void cuda_maxpool2_backward(KernelCtx *ctx, float *dX, const float *dY, const int *argmax,
-                                   int N, int H, int W) {
+                                   const float *relu_x, int N, int H, int W) {
     if (N <= 0 || H <= 0 || W <= 0) return;
     size_t n = (size_t)N * H * W;
-    maxpool2_backward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dX, dY, argmax, n, H,
-                                                                              W);
+    maxpool2_backward_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dX, dY, argmax, relu_x,
+                                                                              n, H, W);
     OPS_LAUNCH_CHECK(ctx);
 }
 

@@ -391,10 +391,16 @@ static void test_cpu_maxpool(void) {
                     bad += x[(size_t)n * H * W + (2 * oh + q / 2) * W + 2 * ow + q % 2] > y[o];
             }
     CHECK_MSG(bad == 0, "maxpool2_forward: %zu wrong", bad);
-    CPU->maxpool2_backward(cpu_ctx, dx, G, am, N, H, W);
+    CPU->maxpool2_backward(cpu_ctx, dx, G, am, NULL, N, H, W);
     check_grad("maxpool2 dX", dx, pool_loss, &p, p.x, nx, 1e-3);
     for (int n = 0; n < N; n++) /* the dropped last column gets no gradient */
         for (int h = 0; h < H; h++) CHECK(dx[((size_t)n * H + h) * W + W - 1] == 0.0f);
+    /* with the ReLU's mask: the bits of the pool's backward, then relu_backward over x */
+    float *dxr = malloc(nx * 4), *want = malloc(nx * 4);
+    CPU->relu_backward(cpu_ctx, want, dx, x, nx);
+    CPU->maxpool2_backward(cpu_ctx, dxr, G, am, x, N, H, W);
+    CHECK(memcmp(dxr, want, nx * 4) == 0);
+    free(dxr), free(want);
 
     /* ties go to the first in row-major order; a NaN wins */
     float t[2 * 2 * 4] = {1, 1, 2, 3, 1, 1, 3, 1, /* plane 0: windows (1 1; 1 1) and (2 3; 3 1) */
@@ -743,7 +749,7 @@ static void run_all_big(Outs *o, const float *x, const int *tok) {
     CPU->channel_bias_forward(c, o1, x, 16, 6, 784);            /* o1 [0, 75264) */
     CPU->channel_bias_backward(c, o2, o1, 16, 6, 784);          /* o2 [0, 6) */
     CPU->maxpool2_forward(c, o2 + 8, o->iout, o1, 96, 28, 28);  /* o2 [8, 18824) */
-    CPU->maxpool2_backward(c, o3, o2 + 8, o->iout, 96, 28, 28); /* o3 [0, 75264) */
+    CPU->maxpool2_backward(c, o3, o2 + 8, o->iout, o1, 96, 28, 28); /* o3 [0, 75264) */
     /* GPT: B 4, T 64, C 256, V 300 */
     float *emb = o0 + 500000, *dwte = o1 + 100000, *dwpe = o1 + 200000;
     float *mean = o3 + 100000, *rstd = o3 + 100256, *ln = o3 + 200000, *dx = o1 + 600000;
@@ -858,7 +864,7 @@ static void empty_ops(const KernelOps *k, KernelCtx *c) {
     k->channel_bias_forward(c, NULL, NULL, 0, 6, 784);
     k->channel_bias_backward(c, NULL, NULL, 4, 0, 784);
     k->maxpool2_forward(c, NULL, NULL, NULL, 0, 28, 28);
-    k->maxpool2_backward(c, NULL, NULL, NULL, 0, 28, 28);
+    k->maxpool2_backward(c, NULL, NULL, NULL, NULL, 0, 28, 28);
     k->embedding_forward(c, NULL, NULL, NULL, NULL, 0, 64, 64, 256);
     k->embedding_backward(c, NULL, NULL, NULL, NULL, 0, 64, 64, 256);
     k->layernorm_forward(c, NULL, NULL, NULL, NULL, NULL, NULL, 0, 64);
@@ -1066,12 +1072,16 @@ static void test_cuda_maxpool(void) {
     float *gdx = gpu_put(NULL, nx * 4);
     int *gam = gpu_put(NULL, ny * sizeof *am);
     CPU->maxpool2_forward(cpu_ctx, y, am, x, N, H, W);
-    CPU->maxpool2_backward(cpu_ctx, dx, dy, am, N, H, W);
+    CPU->maxpool2_backward(cpu_ctx, dx, dy, am, NULL, N, H, W);
     gpu.k->maxpool2_forward(gpu.kctx, gy, gam, gx, N, H, W);
-    gpu.k->maxpool2_backward(gpu.kctx, gdx, gdy, gam, N, H, W);
+    gpu.k->maxpool2_backward(gpu.kctx, gdx, gdy, gam, NULL, N, H, W);
     check_same("maxpool2_forward", gpu_get_back(gy, ny * 4), y, ny * 4);
     check_same("maxpool2_forward argmax", gpu_get_back(gam, ny * sizeof *am), am, ny * sizeof *am);
     check_same("maxpool2_backward", gpu_get_back(gdx, nx * 4), dx, nx * 4);
+    float *gdr = gpu_put(NULL, nx * 4); /* with the ReLU's mask over x */
+    CPU->maxpool2_backward(cpu_ctx, dx, dy, am, x, N, H, W);
+    gpu.k->maxpool2_backward(gpu.kctx, gdr, gdy, gam, gx, N, H, W);
+    check_same("maxpool2_backward with the ReLU's mask", gpu_get_back(gdr, nx * 4), dx, nx * 4);
     gpu_release();
     free(x), free(dy), free(y), free(dx), free(am);
 }
