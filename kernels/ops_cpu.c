@@ -209,18 +209,22 @@ static void par_grow(int workers) {
     }
 }
 
-/* Runs fn over [0, n) in parts of at least grain items, on up to par_threads threads. The
- * workers are started by kernels_cpu_set_threads (or at first need, in a forked child); should
- * one fail to start, or be slow to wake, the caller runs its parts. */
+/* Runs fn over [0, n) in parts of at least grain items, up to PAR_SPLIT parts a thread, on up to
+ * par_threads threads, each claiming the next part as it comes free: a thread that starts late
+ * (a worker waking, a vCPU the hypervisor lent elsewhere) takes fewer parts instead of making the
+ * caller wait for its half (one part a thread left gpt's caller waiting about 1 ms a step).
+ * Who runs a part never changes its result. The workers are started by kernels_cpu_set_threads
+ * (or at first need, in a forked child); should one fail to start, the caller runs its parts. */
+#define PAR_SPLIT 4
 static void par_run(size_t n, size_t grain, ParFn fn, void *arg) {
     int threads = atomic_load_explicit(&par_threads, memory_order_relaxed);
-    size_t most = grain ? n / grain : n;
-    int parts = most < (size_t)threads ? (int)most : threads;
+    size_t most = grain ? n / grain : n, cap = threads > 1 ? (size_t)threads * PAR_SPLIT : 1;
+    int parts = most < cap ? (int)most : (int)cap;
     if (parts <= 1 || pthread_mutex_trylock(&pool.use) != 0) {
         if (n) fn(arg, 0, n);
         return;
     }
-    par_grow(parts - 1);
+    par_grow((parts < threads ? parts : threads) - 1);
     pthread_mutex_lock(&pool.mu);
     pool.fn = fn;
     pool.arg = arg;
