@@ -76,7 +76,8 @@ endif
 # ---- targets ------------------------------------------------------------------------------
 .PHONY: all deps deps-slurm demo test test-unit asan asan-quick clean info-build
 
-all: info-build $(BIN) $(TEST_BIN)
+BENCH_BIN := $(BUILD)/bench/rest_alone
+all: info-build $(BIN) $(TEST_BIN) $(BENCH_BIN)
 
 info-build:
 	@printf '# ringside build (%s) in %s\n' "$(VARIANT)" "$(BUILD)"
@@ -136,6 +137,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.cu.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# the benchmark programs that use the library (experiments/benchmarks/NAME.c; the others there are
+# built by their scripts)
+$(BUILD)/bench/%: experiments/benchmarks/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
