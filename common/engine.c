@@ -432,7 +432,7 @@ int engine_create(Engine **out, const EngineArgs *a) {
         }
     e->on_host = a->ops->place == SYNC_ON_HOST && a->dev->host_visible;
     e->stage_bytes = m->nparams * sizeof(float);
-    if (a->ops->place == SYNC_ON_HOST && !e->on_host && a->world > 1) {
+    if (a->ops->place == SYNC_ON_HOST && !e->on_host) { /* one rank too: broadcast, hand and the copy back use it */
         if (!(e->stage_g = engine_host_alloc(e, e->stage_bytes))) {
             rc = RS_ERR_RUNTIME;
             goto err;

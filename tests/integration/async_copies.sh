@@ -27,6 +27,9 @@ ps colocated N=2|-n 2 --sync ps
 ps colocated N=3, three buckets|-n 3 --sync ps --bucket-mb 0.06
 ps dedicated K=2 N=2|-n 2 --sync ps --ps-placement dedicated --ps-servers 2
 ps dataparallel N=3|-n 3 --sync ps --ps-mode dataparallel --global-batch 96
+ring N=1 (the staging of one rank: broadcast, hand-over, copy back)|--sync ring
+ps N=1, the server in the one rank|--sync ps
+student ring N=1|--sync student
 EOF
 # the one-rank path with no back end (device staging for evaluation and saving)
 for dev in cpu cpu-async; do
