@@ -7,7 +7,9 @@
  * CPU behave like the worst legal GPU: every copy is queued and runs as late as the contract
  * allows (at the next stream_sync, stream_wait, event_elapsed, kernel sync, or before the next
  * kernel, which is ordered after it on a stream), and its memory is not host-visible, so the back
- * ends take their staging paths as they do on a GPU. A source freed before the copy ran is a
+ * ends take their staging paths as they do on a GPU, and a copy's device side must lie in memory
+ * this device allocated: a host pointer handed where device memory is due fails at once, naming
+ * the copy, where a GPU's runtime gives undefined behaviour. A source freed before the copy ran is a
  * use-after-free that AddressSanitizer reports; a source reused too early gives wrong numbers
  * that the equivalence tests catch. Kernels are the CPU's, run after the queue is drained.
  */
@@ -40,6 +42,62 @@ struct KernelCtx {
     LazyQueue *lq;
 };
 
+/* The process's live device allocations (every cpu-async Device of it: memory of one is usable
+ * from another, as a GPU's is from any stream of its context), guarded by lazy_mu. */
+typedef struct {
+    const char *p;
+    size_t bytes;
+} LazyBlock;
+static LazyBlock *lazy_blocks;
+static size_t lazy_nblocks, lazy_capblocks;
+static pthread_mutex_t lazy_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- Device memory ---- */
+
+static void *lazy_alloc(Device *dev, size_t bytes) {
+    void *p = device_cpu_ops()->alloc(dev, bytes);
+    if (!p) return NULL;
+    pthread_mutex_lock(&lazy_mu);
+    if (lazy_nblocks == lazy_capblocks) {
+        size_t cap = lazy_capblocks ? 2 * lazy_capblocks : 64;
+        LazyBlock *nb = realloc(lazy_blocks, cap * sizeof *nb);
+        if (!nb) {
+            pthread_mutex_unlock(&lazy_mu);
+            device_cpu_ops()->free(dev, p);
+            rs_error(RS_ERR_RUNTIME, "cpu-async: out of host memory for its allocation table");
+            return NULL;
+        }
+        lazy_blocks = nb;
+        lazy_capblocks = cap;
+    }
+    lazy_blocks[lazy_nblocks++] = (LazyBlock){p, bytes ? bytes : 1};
+    pthread_mutex_unlock(&lazy_mu);
+    return p;
+}
+
+static void lazy_free(Device *dev, void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&lazy_mu);
+    for (size_t i = 0; i < lazy_nblocks; i++)
+        if (lazy_blocks[i].p == p) {
+            lazy_blocks[i] = lazy_blocks[--lazy_nblocks];
+            break;
+        }
+    pthread_mutex_unlock(&lazy_mu);
+    device_cpu_ops()->free(dev, p);
+}
+
+/* 1 when [p, p + bytes) lies inside one live allocation of this device. */
+static int lazy_is_device(const void *p, size_t bytes) {
+    const char *c = p;
+    int in = 0;
+    pthread_mutex_lock(&lazy_mu);
+    for (size_t i = 0; i < lazy_nblocks && !in; i++)
+        in = c >= lazy_blocks[i].p && bytes <= lazy_blocks[i].bytes && (size_t)(c - lazy_blocks[i].p) <= lazy_blocks[i].bytes - bytes;
+    pthread_mutex_unlock(&lazy_mu);
+    return in;
+}
+
 /* ---- The queue ---- */
 
 /* Runs every queued copy, in the order issued. */
@@ -71,11 +129,17 @@ static void lazy_close(Device *dev) {
     dev->stream = NULL;
 }
 
-/* Queues the copy; it runs at the next synchronisation. 0 or RS_ERR_RUNTIME (out of memory). */
+/* Queues the copy; it runs at the next synchronisation. 0, or RS_ERR_RUNTIME (out of memory, or
+ * a device side that is not this device's memory). */
 static int lazy_copy(Device *dev, void *dst, const void *src, size_t bytes, int kind, void *stream) {
+    static const char *kinds[] = {"host-to-device", "device-to-host", "device-to-device"};
     LazyQueue *lq = lazy_of(dev);
     if (kind < 0 || kind > 2) return rs_error(RS_ERR_RUNTIME, "device copy: bad kind %d", kind);
     if (!bytes) return 0;
+    if (kind != 1 && !lazy_is_device(dst, bytes))
+        return rs_error(RS_ERR_RUNTIME, "cpu-async: %s copy of %zu bytes to %p, which is not device memory", kinds[kind], bytes, dst);
+    if (kind != 0 && !lazy_is_device(src, bytes))
+        return rs_error(RS_ERR_RUNTIME, "cpu-async: %s copy of %zu bytes from %p, which is not device memory", kinds[kind], bytes, src);
     if (lq->n == lq->cap) {
         size_t cap = lq->cap ? 2 * lq->cap : 64;
         LazyCopy *q = realloc(lq->q, cap * sizeof *q);
@@ -122,6 +186,8 @@ static void lazy_device_ops_init(void) {
     o->name = "cpu-async";
     o->open = lazy_open;
     o->close = lazy_close;
+    o->alloc = lazy_alloc;
+    o->free = lazy_free;
     o->copy = lazy_copy;
     o->stream_create = lazy_stream_create;
     o->stream_destroy = lazy_stream_destroy;

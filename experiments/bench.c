@@ -84,7 +84,7 @@ typedef struct {
     long long wrong_here;  /* this rank's wrong elements over the sweep */
     unsigned long long hash; /* --inputs random: this size's result, hashed */
     int data_barrier;      /* the back end's own all-reduce lines the ranks up (ring) */
-    float barrier_buf[256]; /* its N floats (N <= 256) */
+    float *barrier_buf;    /* its N floats (N <= 256), on the device: sync's allreduce takes device memory (MEM_COMM) */
     SyncTraffic barrier_traffic; /* what those barriers moved: not counted in the report */
     char cmdline[2048];
 } Bench;
@@ -108,7 +108,8 @@ static void bench_usage(FILE *f) {
             "  -w, --warmup_iters W   untimed iterations per size (default 5)\n"
             "  -i, --iters I          timed iterations per size (default 20)\n"
             "  -c, --check 0|1        check every element of every timed iteration (default 1)\n"
-            "      --device D         auto | cpu | cuda (default auto)\n"
+            "      --device D         auto | cpu | cuda | cpu-async (the CPU with a GPU's asynchronous copies\n"
+            "                         and no host-visible memory, for tests) (default auto)\n"
             "      --timeout S        seconds any wait may last before the job fails (default 60)\n"
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
             "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
@@ -230,8 +231,8 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (IS("-c", "--check")) {
             if (bench_parse_int(v, 0, 1, &o->check)) return rs_error(RS_ERR_INPUT, "bench: %s '%s': expected 0 or 1", name, v);
         } else if (!strcmp(name, "--device")) {
-            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
-                return rs_error(RS_ERR_INPUT, "bench: --device '%s': expected auto, cpu or cuda", v);
+            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "cpu-async"))
+                return rs_error(RS_ERR_INPUT, "bench: --device '%s': expected auto, cpu, cuda or cpu-async", v);
             snprintf(o->device, sizeof o->device, "%s", v);
         } else if (!strcmp(name, "--timeout")) {
             char *end;
@@ -444,7 +445,12 @@ static int bench_setup(Bench *b) {
     char canon[8192];
     bench_canonical(b, canon, sizeof canon);
     RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
-    b->data_barrier = !strcmp(o->sync, "ring") && b->world > 1 && b->world <= (int)(sizeof b->barrier_buf / sizeof(float));
+    static const float zeros[256]; /* the barrier sums zeros, so its floats stay zero after the first fill */
+    b->data_barrier = !strcmp(o->sync, "ring") && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
+    if (b->data_barrier) {
+        if (!(b->barrier_buf = device_alloc(&b->dev, (size_t)b->world * sizeof(float), MEM_COMM))) return RS_ERR_RUNTIME;
+        RS_TRY(device_h2d(&b->dev, b->barrier_buf, zeros, (size_t)b->world * sizeof(float)));
+    }
     return RS_OK;
 }
 
@@ -454,6 +460,7 @@ static void bench_free(Bench *b) {
     zctx_close(b->zctx);
     size_t bytes = b->max_count * sizeof(float);
     if (b->dbuf) device_free(&b->dev, b->dbuf, bytes, MEM_COMM);
+    if (b->barrier_buf) device_free(&b->dev, b->barrier_buf, (size_t)b->world * sizeof(float), MEM_COMM);
     if (b->hin) b->dev.ops->host_free(&b->dev, b->hin);
     if (b->hout) b->dev.ops->host_free(&b->dev, b->hout);
     if (b->dev.ops) device_close(&b->dev);
@@ -484,7 +491,6 @@ static int bench_barrier(Bench *b) {
     if (!b->data_barrier) return RS_OK;
     SyncTraffic t0 = {0}, t1 = {0};
     b->sync->traffic(b->sync_state, &t0);
-    memset(b->barrier_buf, 0, sizeof b->barrier_buf);
     RS_TRY(b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world));
     b->sync->traffic(b->sync_state, &t1);
     b->barrier_traffic.bytes_sent += t1.bytes_sent - t0.bytes_sent;
