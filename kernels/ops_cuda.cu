@@ -136,12 +136,26 @@ __device__ float warp_sum(float v) {
     return v;
 }
 
-/* Max with its index; ties go to the lower index, as in the CPU's first-argmax scan. */
+/* The order of (value, column) candidates that the C twin's in-order scan (m = x[0], then
+ * x[c] > m) defines: a NaN in column 0 beats everything (it stays), any other NaN loses to
+ * everything (it is passed over), otherwise the greater value wins and ties go to the lower
+ * column. It is a strict total order on distinct columns, so any reduction tree (a thread's
+ * strided scan, the warp's butterfly, the block's) ends on the same candidate in every lane.
+ * 1 when (v, i) beats (w, j). */
+__device__ __forceinline__ bool argmax_beats(float v, int i, float w, int j) {
+    bool v0 = isnan(v) && i == 0, w0 = isnan(w) && j == 0;
+    if (v0 || w0) return v0 && !w0;
+    if (isnan(v)) return false;
+    if (isnan(w)) return true;
+    return v > w || (v == w && i < j);
+}
+
+/* Max with its index over the warp, by argmax_beats: every lane ends with the same pair. */
 __device__ void warp_argmax(float *v, int *idx) {
     for (int off = 16; off > 0; off >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, *v, off);
         int oi = __shfl_xor_sync(0xffffffffu, *idx, off);
-        if (ov > *v || (ov == *v && oi < *idx)) {
+        if (argmax_beats(ov, oi, *v, *idx)) {
             *v = ov;
             *idx = oi;
         }
@@ -184,10 +198,10 @@ __global__ void softmax_xent_kernel(const float *logits, const int *labels, int 
     float *dx = dlogits + (size_t)blockIdx.x * cols;
     int label = labels[blockIdx.x];
 
-    float m = -INFINITY;
+    float m = -INFINITY; /* (-inf, INT_MAX) loses to every column but a later NaN, which column 0 beats */
     int arg = INT_MAX;
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        if (x[c] > m || arg == INT_MAX) {
+        if (argmax_beats(x[c], c, m, arg)) {
             m = x[c];
             arg = c;
         }

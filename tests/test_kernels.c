@@ -232,26 +232,49 @@ static void test_cpu_relu(void) {
 }
 
 /* The argmax that counts a hit is the first maximum in order (m = x[0], then x[c] > m), whatever
- * the kernel's lanes: ties, signed zeros, a NaN first (it stays) or later (passed over), -inf. */
-static void test_cpu_xent_argmax(void) {
-    const KernelOps *k = kernels_cpu();
-    KernelCtx *ctx = k->ctx_create(NULL);
+ * the kernel's lanes or threads: ties, signed zeros, a NaN first (it stays) or later (passed over),
+ * -inf; rows of 1 to 37 columns, and every fifth of 100 to 999 (a GPU block's warps all hold some).
+ * Each row is labelled with that first maximum, so a miss is a row whose kernel chose another
+ * column. dev NULL: host buffers; else the row goes through dev's memory. Returns the misses. */
+static int xent_argmax_misses(const KernelOps *k, KernelCtx *ctx, Device *dev) {
     const float pool[] = {-1.0f, 0.0f, -0.0f, 2.0f, 2.0f, -INFINITY, NAN, 1.5f};
-    float x[37], dx[37];
+    enum { MAXC = 1000 };
+    static float x[MAXC];
     int bad = 0;
     for (int t = 0; t < 300; t++) {
-        int cols = 1 + t % 37;
+        int cols = t % 5 == 4 ? 100 + (t * 37) % 900 : 1 + t % 37;
         for (int c = 0; c < cols; c++) x[c] = pool[(unsigned)(rnd(0, 8)) % 8];
         int arg = 0;
         for (int c = 1; c < cols; c++)
             if (x[c] > x[arg]) arg = c;
-        for (int label = 0; label < cols; label++) {
-            float st[2] = {0, 0};
-            k->softmax_xent(ctx, x, &label, 1, cols, dx, st);
-            bad += st[1] != (label == arg);
+        float st[2] = {0, 0};
+        if (!dev) {
+            static float dx[MAXC];
+            k->softmax_xent(ctx, x, &arg, 1, cols, dx, st);
+        } else {
+            size_t xb = (size_t)cols * sizeof(float);
+            float *gx = device_alloc(dev, xb, MEM_ACTIVATIONS), *gs = device_alloc(dev, sizeof st, MEM_ACTIVATIONS);
+            int *gl = device_alloc(dev, sizeof arg, MEM_ACTIVATIONS);
+            CHECK(gx && gs && gl);
+            if (!gx || !gs || !gl) return -1;
+            CHECK(device_h2d(dev, gx, x, xb) == 0 && device_h2d(dev, gs, st, sizeof st) == 0 &&
+                  device_h2d(dev, gl, &arg, sizeof arg) == 0);
+            k->softmax_xent(ctx, gx, gl, 1, cols, gx, gs); /* in place, as the models call it */
+            CHECK(k->sync(ctx) == 0 && device_d2h(dev, st, gs, sizeof st) == 0);
+            device_free(dev, gx, xb, MEM_ACTIVATIONS);
+            device_free(dev, gs, sizeof st, MEM_ACTIVATIONS);
+            device_free(dev, gl, sizeof arg, MEM_ACTIVATIONS);
         }
+        bad += st[1] != 1.0f;
     }
-    CHECK_MSG(bad == 0, "%d rows x labels where the hit disagrees with the first maximum", bad);
+    return bad;
+}
+
+static void test_cpu_xent_argmax(void) {
+    const KernelOps *k = kernels_cpu();
+    KernelCtx *ctx = k->ctx_create(NULL);
+    int bad = xent_argmax_misses(k, ctx, NULL);
+    CHECK_MSG(bad == 0, "%d rows where the hit disagrees with the first maximum", bad);
     k->ctx_destroy(ctx);
 }
 
@@ -552,6 +575,14 @@ static void test_cuda_softmax_xent(void) {
     }
 }
 
+/* The CUDA cross-entropy's hit follows the C twin's rule on the same rows (its lanes and warps
+ * agree on one (maximum, first index) whatever NaNs they hold). */
+static void test_cuda_xent_argmax(void) {
+    if (!gpu_get()) return;
+    int bad = xent_argmax_misses(gpu.k, gpu.kctx, &gpu);
+    CHECK_MSG(bad == 0, "%d rows where the GPU's hit disagrees with the first maximum", bad);
+}
+
 static void test_cuda_sgd_step(void) {
     if (!gpu_get()) return;
     const KernelOps *c = kernels_cpu();
@@ -759,7 +790,19 @@ static void test_device_cpu_async(void) {
           twin.impl != dev.impl);
     device_close(&twin);
     dev.ops->stream_destroy(&dev, st);
+    /* a copy whose device side is not this device's memory is refused, as a GPU's would be undefined */
+    CHECK(dev.ops->copy(&dev, back, src, sizeof src, 0, NULL) == RS_ERR_RUNTIME);
+    CHECK(strstr(rs_errmsg(), "host-to-device") && strstr(rs_errmsg(), "not device memory"));
+    CHECK(dev.ops->copy(&dev, back, src, sizeof src, 1, NULL) == RS_ERR_RUNTIME);
+    CHECK(dev.ops->copy(&dev, back, d + 1, 64 * sizeof(float), 1, NULL) == RS_ERR_RUNTIME); /* runs past the end */
+    CHECK(dev.ops->copy(&dev, back, d + 1, 63 * sizeof(float), 1, NULL) == 0);
+    CHECK(dev.ops->copy(&dev, d, d + 32, 32 * sizeof(float), 2, NULL) == 0);
+    CHECK(dev.ops->stream_sync(&dev, NULL) == 0);
+    /* the cross-entropy's first-maximum rule through device memory (the helper's GPU path, on the CPU) */
+    int bad = xent_argmax_misses(dev.k, dev.kctx, &dev);
+    CHECK_MSG(bad == 0, "%d rows where the hit disagrees with the first maximum on cpu-async", bad);
     device_free(&dev, d, 64 * sizeof(float), MEM_COMM);
+    CHECK(dev.ops->copy(&dev, back, d, sizeof back, 1, NULL) == RS_ERR_RUNTIME); /* freed */
     device_close(&dev);
 }
 
@@ -879,6 +922,7 @@ int main(void) {
     RUN_CLEAN(test_cuda_bias);
     RUN_CLEAN(test_cuda_relu);
     RUN_CLEAN(test_cuda_softmax_xent);
+    RUN_CLEAN(test_cuda_xent_argmax);
     RUN_CLEAN(test_cuda_sgd_step);
     RUN_CLEAN(test_cuda_scale_axpy_fill);
     RUN_CLEAN(test_cuda_empty);
