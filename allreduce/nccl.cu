@@ -587,3 +587,15 @@ static const SyncOps nccl_ops = {
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */
 extern "C" const SyncOps *sync_nccl(void) { return &nccl_ops; }
+
+extern "C" int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) {
+        if (loaded_len) loaded[0] = 0;
+        if (built_len) built[0] = 0;
+        return -1;
+    }
+    nccl_version_text(v, loaded, loaded_len);
+    nccl_version_text(NCCL_VERSION_CODE, built, built_len);
+    return 0;
+}

@@ -699,8 +699,11 @@ static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
     if (fd < 0) {
         int err = errno;
         if (err == ENOENT || err == ESRCH) /* the process keeps the lane open while its ring exists */
-            return rs_error(RS_ERR_PEER, "ring: rank %d (process %ld) is gone: its shared-memory lane %s is closed", who,
-                            ep->pid, path);
+            return rs_error(RS_ERR_PEER,
+                            "ring: rank %d (process %ld) is gone: its shared-memory lane %s is closed (if it is "
+                            "alive, this host's /proc does not show other processes' descriptors, as in some "
+                            "sandboxes: --transport ipc avoids shared memory)",
+                            who, ep->pid, path);
         return rs_error(RS_ERR_RUNTIME,
                         "ring: cannot open rank %d's shared-memory lane (%s: %s; --transport ipc avoids it)", who,
                         path, strerror(err));

@@ -3,6 +3,7 @@
 #include "atomicfile.h"
 #include "device.h"
 #include "err.h"
+#include "sync.h"
 
 #include <cJSON.h>
 #include <cblas.h>
@@ -91,10 +92,11 @@ cJSON *report_env_json(void) {
 #else
     cJSON_AddStringToObject(env, "blas", "cblas");
 #endif
-    if (cu) {
-        cJSON_AddBoolToObject(env, "cuda_build", 1);
-    } else {
-        cJSON_AddBoolToObject(env, "cuda_build", 0);
+    cJSON_AddBoolToObject(env, "cuda_build", cu != NULL);
+    char built[32];
+    if (sync_nccl_versions(buf, sizeof buf, built, sizeof built) == 0) { /* a library older than its headers is a clue */
+        cJSON_AddStringToObject(env, "nccl", buf);
+        cJSON_AddStringToObject(env, "nccl_built", built);
     }
     return env;
 }

@@ -163,6 +163,9 @@ const char *sync_transport_slower(const char *a, const char *b);
 const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);
 const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
+/* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
+ * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */
+int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len);
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
 const SyncOps *sync_ps(void);      /* ps/client.c (rank 0 may host the colocated server) */
 const SyncOps *sync_byteps(void);  /* ps/client.c: BytePS's split over worker shards and k servers */

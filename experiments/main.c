@@ -49,7 +49,9 @@ static int info_main(int argc, char **argv) {
     printf("ringside %s\n", RS_GIT);
     printf("build:\n");
     printf("  cuda       %s\n", cu ? "yes (kernels, cuBLAS)" : "no (CPU-only build)");
-    printf("  nccl       %s\n", cu ? "yes" : "no");
+    cJSON *nl = cJSON_GetObjectItem(env, "nccl"), *nb = cJSON_GetObjectItem(env, "nccl_built");
+    if (nl && nb) printf("  nccl       yes: library %s, headers %s\n", nl->valuestring, nb->valuestring);
+    else printf("  nccl       %s\n", cu ? "yes (ncclGetVersion failed)" : "no");
     printf("  blas       %s\n", cJSON_GetObjectItem(env, "blas")->valuestring);
     printf("libraries:\n");
     printf("  zeromq     %s\n", cJSON_GetObjectItem(env, "zeromq")->valuestring);

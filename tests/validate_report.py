@@ -109,6 +109,12 @@ def check_env(c, rep):
     for k in ("zeromq", "cjson", "zlib", "blas"):
         c.get(env, k, "env", "str")
     c.get(env, "cuda_build", "env", "bool")
+    if "nccl" in env or "nccl_built" in env:  # CUDA builds; none before they had them
+        for k in ("nccl", "nccl_built"):
+            v = c.get(env, k, "env", "str")
+            c.expect(v is None or re.fullmatch(r"\d+\.\d+\.\d+", v or "") is not None, "env." + k,
+                     "%r is not a version X.Y.Z" % (v,))
+        c.expect(env.get("cuda_build") is True, "env.nccl", "present in a build without CUDA")
     if "cpu_kernels_isa" in env:  # reports before it had none
         c.expect(env["cpu_kernels_isa"] in ("avx2", "sse2"), "env.cpu_kernels_isa",
                  "%r is not avx2 or sse2" % (env["cpu_kernels_isa"],))

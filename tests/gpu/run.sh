@@ -3,9 +3,15 @@
 #
 #   tests/gpu/run.sh [BUILD]        BUILD: a CUDA build's folder (default: build, from `make CUDA=1`)
 #
+# Bounded for a short GPU slot: every check by CHECK_TIMEOUT seconds (default 60), the whole suite
+# by SUITE_CAP seconds (default 360): a check gets at most what is left of the cap, and once it is
+# spent the remaining checks are listed NOT-RUN. Where $OUT is set (a device run brings back what
+# is under it), the table and every log are packed into $OUT/gpu-suite.tgz. NCCL_DEBUG is WARN
+# unless set, so an NCCL failure says why in its log.
+#
 # Adding a check is one line at the bottom: `check NAME CMD...`. A check passes when CMD exits
 # 0; its figure is the last non-empty line CMD printed. Output follows the suite's habit: every
-# line that is not a table row starts with '#'. Exits 1 when any check fails.
+# line that is not a table row starts with '#'. Exits 1 when any check fails or did not run.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 build=${1:-${BUILD:-build}}
@@ -15,26 +21,39 @@ mkdir -p "$log_dir"
 if [ -d "$build/lib" ]; then
     export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+CHECK_TIMEOUT=${CHECK_TIMEOUT:-60}
+SUITE_CAP=${SUITE_CAP:-360}
+suite_t0=$SECONDS
 
 names=() results=() figures=()
-failures=0
+failures=0 not_run=0
 
 # check NAME CMD... : runs CMD (a command or a function below) with its output in
-# $log_dir/NAME.log, and records NAME, PASS or FAIL, and a figure for the table. Every check is
-# bounded by CHECK_TIMEOUT seconds (default 150; the whole suite stays under 8 minutes): a
-# function runs in a child bash that `timeout` can end (the script's functions and variables are
-# exported to it).
+# $log_dir/NAME.log, and records NAME, PASS, FAIL or NOT-RUN, and a figure for the table. A check
+# is bounded by CHECK_TIMEOUT seconds and by what is left of SUITE_CAP; with less than 5 s left it
+# is not started (NOT-RUN). A function runs in a child bash that `timeout` can end with its whole
+# process group (the script's functions and variables are exported to it).
 check() {
-    local name=$1 log=$log_dir/$1.log t0=$SECONDS rc fig result
+    local name=$1 log=$log_dir/$1.log t0=$SECONDS rc fig result left limit
     shift
-    echo "# $name: $*"
+    left=$((SUITE_CAP - (SECONDS - suite_t0)))
+    if [ "$left" -lt 5 ]; then
+        echo "# $name: NOT-RUN (the suite's cap of $SUITE_CAP s is spent)"
+        names+=("$name") results+=(NOT-RUN) figures+=("the suite's cap of $SUITE_CAP s was spent before it")
+        not_run=$((not_run + 1))
+        return
+    fi
+    limit=$CHECK_TIMEOUT
+    [ "$left" -lt "$limit" ] && limit=$left
+    echo "# $name: $* (at most $limit s)"
     if [ "$(type -t "$1")" = function ]; then
-        timeout -k 5 "${CHECK_TIMEOUT:-150}" bash -c '"$@"' check "$@" >"$log" 2>&1
+        timeout -k 5 "$limit" bash -c '"$@"' check "$@" >"$log" 2>&1
     else
-        timeout -k 5 "${CHECK_TIMEOUT:-150}" "$@" >"$log" 2>&1
+        timeout -k 5 "$limit" "$@" >"$log" 2>&1
     fi
     rc=$?
-    [ "$rc" = 124 ] && echo "timed out after ${CHECK_TIMEOUT:-150} s" >>"$log"
+    [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "timed out after $limit s" >>"$log"
     fig=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-110)
     if [ "$rc" = 0 ]; then
         result=PASS
@@ -71,15 +90,37 @@ gpu_visible() {
     fi
 }
 
-# print_table : the table, last; returns 1 when any check failed.
+# print_table : the table, last (also in $log_dir/table.txt, and with every log in
+# $OUT/gpu-suite.tgz where $OUT is set); returns 1 when any check failed or did not run.
 print_table() {
-    echo "# ringside GPU suite: build $build, host $(hostname), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    printf '# %-22s %-6s %s\n' check result figure
-    for i in "${!names[@]}"; do
-        printf '  %-22s %-6s %s\n' "${names[$i]}" "${results[$i]}" "${figures[$i]}"
-    done
-    echo "# ${#names[@]} checks: $((${#names[@]} - failures)) PASS, $failures FAIL; logs in $log_dir"
-    [ "$failures" = 0 ]
+    {
+        echo "# ringside GPU suite: build $build, host $(hostname), $(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS - suite_t0)) s of a $SUITE_CAP s cap"
+        printf '# %-22s %-7s %s\n' check result figure
+        for i in "${!names[@]}"; do
+            printf '  %-22s %-7s %s\n' "${names[$i]}" "${results[$i]}" "${figures[$i]}"
+        done
+        echo "# ${#names[@]} checks: $((${#names[@]} - failures - not_run)) PASS, $failures FAIL, $not_run NOT-RUN; logs in $log_dir"
+    } | tee "$log_dir/table.txt"
+    if [ -n "${OUT:-}" ] && mkdir -p "$OUT" && tar -C "$(dirname "$log_dir")" -czf "$OUT/gpu-suite.tgz" "$(basename "$log_dir")"; then
+        echo "# the table and the logs: $OUT/gpu-suite.tgz"
+    fi
+    [ "$failures" = 0 ] && [ "$not_run" = 0 ]
+}
+
+# facts : what the machine is, before anything runs: the kernel (4.4.0 is gVisor, where NCCL has
+# had trouble), the GPU's compute mode (Exclusive_Process stops ranks sharing it), the driver, and
+# the NCCL library this build loads beside the headers it was built against.
+facts() {
+    echo "# kernel $(uname -r)$([ "$(uname -r)" = 4.4.0 ] && echo ' (gVisor: NCCL has had trouble there)')"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,compute_mode,driver_version --format=csv,noheader | sed 's/^/# gpu: /'
+        if nvidia-smi --query-gpu=compute_mode --format=csv,noheader | grep -q Exclusive; then
+            echo "# compute mode Exclusive_*: several ranks cannot share the GPU; the multi-rank checks will fail"
+        fi
+    else
+        echo "# no nvidia-smi"
+    fi
+    timeout -k 2 5 "$build/ringside" info | sed -n 's/^  \(nccl\|cuda\) */# \1: /p'
 }
 
 # cuda_poll : the probe first. Says whether a polled cudaErrorNotReady stays in the runtime's
@@ -97,10 +138,35 @@ cuda_poll() {
 # ---- checks (append new ones here) ----
 export build log_dir
 export -f no_skips gpu_visible cuda_poll
+facts
 check gpu_visible gpu_visible
 check cuda_poll cuda_poll
 check test_kernels no_skips "$build/tests/test_kernels"
 check test_ops_nn no_skips "$build/tests/test_ops_nn"
+
+# one_rank MODEL : one rank of MODEL on the GPU beside the CPU (no back end, 20 steps, the same
+# seed and data): every point of the loss curves within a relative 2e-3 (the GPU sums in other
+# orders, so not the bits; 20 steps of SGD let the difference grow past the kernels' 1e-4), and
+# the loss must fall on both. Figure: the largest relative difference.
+one_rank() {
+    local m=$1 d
+    for d in cuda cpu; do
+        timeout 50 "$build/ringside" train --device $d --sync none --model "$m" --steps 20 --quiet \
+            --report "$log_dir/one_${m}_$d.json" || { echo "train --model $m --device $d failed"; return 1; }
+    done
+    python3 -c '
+import json, sys
+g, c = [json.load(open(f))["summary"]["loss_curve"] for f in sys.argv[1:3]]
+d = max(abs(a[1] - b[1]) / max(abs(b[1]), 1e-6) for a, b in zip(g, c))
+fell = g[-1][1] < g[0][1] and c[-1][1] < c[0][1]
+print("%s: GPU against CPU, max relative loss difference %.2e over %d points (at most 2e-3), loss %.4f -> %.4f"
+      % (sys.argv[3], d, min(len(g), len(c)), g[0][1], g[-1][1]))
+sys.exit(0 if len(g) == len(c) and d <= 2e-3 and fell else 1)' "$log_dir/one_${m}_cuda.json" "$log_dir/one_${m}_cpu.json" "$m"
+}
+export -f one_rank
+check one_rank_mlp one_rank mlp
+check one_rank_lenet one_rank lenet
+check one_rank_gpt one_rank gpt
 
 # ---- sync back ends on one GPU: nccl (2 and 4 ranks), the CUDA-staged host ring, ps sharing the GPU ----
 # Several ranks on one GPU: NCCL refuses it unless told; ringside's nccl back end sets what this
@@ -220,6 +286,17 @@ sys.exit(0 if len(a) == len(b) and d <= 0.05 else 1)' "$log_dir/nccl_wire.json" 
 }
 
 export -f nccl_pinned nccl_four nccl_straggler nccl_wire
+# one_rank_staged : one rank with the host ring and with ps on the GPU: the engine stages
+# through pinned memory at one rank too; the loss must fall.
+one_rank_staged() {
+    local s
+    for s in ring ps; do
+        timeout 50 "$build/ringside" train --device cuda --sync $s --batch 128 --steps 20 --quiet \
+            --report "$log_dir/one_staged_$s.json" && report_summary "$log_dir/one_staged_$s.json" || return
+    done
+}
+export -f one_rank_staged
+check one_rank_staged one_rank_staged
 check train_nccl train_nccl
 check bench_nccl bench_nccl
 check train_ring_cuda train_ring_cuda
