@@ -63,6 +63,7 @@ static const Opt opts[] = {
     {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process) | sharded (a server shard in every worker, 1/N of the keys each)"},
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker; byteps: k CPU servers, 0 <= k <= N, beside every worker's shard"},
+    {"ps-partition-kb", 0, OPT_STR, O(ps_partition), S(ps_partition), "auto", 1, "ps, byteps: every bucket cut into partitions of at most K KiB, each summed and answered on its own and the partitions striped over every server (BytePS's partitions); auto: the bytes --link carries in 2 ms (64 KiB to 4 MiB), whole buckets without --link; off: whole buckets, each server its key range"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16 or fp16: the type gradients (and a server's parameters) travel in; sums stay fp32"},
@@ -272,6 +273,24 @@ int config_validate(const Config *c) {
     if (c->nranks > 256) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: at most 256 local ranks", c->nranks);
     if (!(c->bucket_mb > 0)) return rs_error(RS_ERR_INPUT, "--bucket-mb %g: must be > 0", c->bucket_mb);
     if (!(c->timeout > 0)) return rs_error(RS_ERR_INPUT, "--timeout %g: must be > 0 seconds", c->timeout);
+    if (strcmp(c->ps_partition, "auto") && strcmp(c->ps_partition, "off")) {
+        char *end;
+        errno = 0;
+        double kb = strtod(c->ps_partition, &end);
+        if (end == c->ps_partition || *end || errno || !(kb > 0) || !isfinite(kb))
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%s': expected a positive number of KiB, auto or off",
+                            c->ps_partition);
+        if (kb * 1024 < sizeof(float))
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter (4 bytes)", c->ps_partition);
+        if (kb > c->bucket_mb * 1024)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB): "
+                                          "partitions cut buckets (off: whole buckets)",
+                            c->ps_partition, c->bucket_mb, c->bucket_mb * 1024);
+        size_t np = config_param_count(c) / (size_t)(kb * 1024 / sizeof(float)) + 1;
+        if (np > 0xfffffffeu)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
+                            c->ps_partition, np);
+    }
     if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated") && strcmp(c->ps_placement, "sharded"))
         return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
     if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))
@@ -459,3 +478,18 @@ cJSON *config_json(const Config *c) {
 }
 
 size_t config_param_count(const Config *c) { return model_param_count(c); }
+
+size_t config_partition_keys(const Config *c) {
+    if (!strcmp(c->ps_partition, "off")) return 0;
+    double bytes;
+    if (!strcmp(c->ps_partition, "auto")) {
+        LinkSpec link;
+        if (link_parse(c->link, &link) || !(link.bytes_per_s > 0)) return 0;
+        bytes = link.bytes_per_s * 0.002;
+        bytes = bytes < 65536 ? 65536 : bytes > 4194304 ? 4194304 : bytes;
+    } else {
+        bytes = strtod(c->ps_partition, NULL) * 1024;
+    }
+    size_t keys = (size_t)(bytes / sizeof(float));
+    return keys < 1 ? 1 : keys;
+}

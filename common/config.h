@@ -43,6 +43,7 @@ typedef struct {
     double timeout;           /* seconds, every blocking wait */
     char ps_placement[16];    /* colocated | dedicated | sharded */
     int ps_servers;
+    char ps_partition[16];    /* --ps-partition-kb: auto | off | KiB (config_partition_keys) */
     char ps_mode[16];         /* push | dataparallel */
     char ps_consistency[16];  /* sync | async | ssp:S */
     int ps_staleness;         /* from ps_consistency: 0 sync (and ssp:0), S for ssp:S, CONFIG_ASYNC */
@@ -105,6 +106,12 @@ int config_lockstep(const Config *c);
 
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);
+
+/* Keys per parameter-server partition (--ps-partition-kb): K KiB as keys (at least 1), and
+ * under auto the bytes an emulated link (--link) carries in 2 ms, within 64 KiB .. 4 MiB (a
+ * partition's fill and drain stay a few ms, its message's own cost a few percent of its
+ * time), or, without a link, 0: whole buckets. 0 also for off. Validated values only. */
+size_t config_partition_keys(const Config *c);
 
 /* The parameter count of c->model with its options (0 for an unknown model). */
 size_t config_param_count(const Config *c);

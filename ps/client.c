@@ -145,7 +145,12 @@ typedef struct {
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
     const char *via;           /* the slowest of this rank's links ("tcp", "ipc", "inproc", a static string) */
     ShardSlice *split;         /* [K] scratch for cutting one allreduce chunk */
-    ShardPlan plan;            /* the training buckets over the servers */
+    ShardPlan plan;            /* the training partitions over the servers (plan.nbuckets of them) */
+    Bucket *parts;             /* [np] the partitions the servers sum and answer (--ps-partition-kb;
+                                * whole buckets when off: parts[b] = buckets[b]) */
+    int np;
+    int *pfirst;               /* [nbuckets + 1] engine bucket b's partitions: pfirst[b] .. pfirst[b+1] */
+    size_t part_keys;          /* keys per partition (0: whole buckets, each server its key range) */
     int host_visible;          /* the device's memory is host memory: no staging */
     float *stage;              /* host staging of allreduce() where it is not */
     size_t stage_cap;
@@ -156,8 +161,8 @@ typedef struct {
     int left;                  /* replies still to come */
     unsigned char *got;        /* [plan.nslices] (training) or [nchunks * K] (allreduce) */
     size_t got_cap;
-    int *bucket_left;          /* [nbuckets] replies each bucket still waits for */
-    double *bucket_in;         /* [nbuckets] when its last reply is in on the emulated link (0: none) */
+    int *bucket_left;          /* [np] replies each partition still waits for */
+    double *bucket_in;         /* [np] when its last reply is in on the emulated link (0: none) */
     double *t_push;            /* [nbuckets] */
     /* the allreduce in flight */
     uint32_t seq;
@@ -503,15 +508,18 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         if (sharded && (size_t)c->K > c->nparams)
             return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
                                           "parameters", c->K, c->nparams);
-        if (byteps) /* every bucket in the servers' proportions, as BytePS splits each tensor */
-            RS_TRY(shard_bucket_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
+        RS_TRY(shard_partition_run(cfg, job->buckets, job->nbuckets, c->K, &c->parts, &c->pfirst, &c->np, &c->part_keys));
+        if (c->part_keys) /* partitions striped over every server, each wholly on one */
+            RS_TRY(shard_stripe_plan(&c->plan, c->nparams, &c->w, c->parts, c->np));
+        else if (byteps) /* every bucket in the servers' proportions, as BytePS splits each tensor */
+            RS_TRY(shard_bucket_plan(&c->plan, c->nparams, &c->w, c->parts, c->np));
         else
-            RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, job->buckets, job->nbuckets));
+            RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, c->parts, c->np));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
-        c->bucket_left = calloc((size_t)job->nbuckets, sizeof *c->bucket_left);
+        c->bucket_left = calloc((size_t)c->np, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
-        c->bucket_in = calloc((size_t)job->nbuckets, sizeof *c->bucket_in);
+        c->bucket_in = calloc((size_t)c->np, sizeof *c->bucket_in);
         if (!c->got || !c->bucket_left || !c->t_push || !c->bucket_in) return rs_error(RS_ERR_RUNTIME, "out of memory");
         if (c->coded) { /* once: every push of the run is encoded here */
             if (!(c->enc = malloc(c->nparams * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
@@ -525,9 +533,9 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     }
     if (c->rank < c->nlocal) { /* server `rank` (sharded, byteps: that shard of the keys), in this worker */
         PsServerArgs a = {.cfg = cfg, .dev = job->dev, .zctx = job->zctx, .addr = job->addr, .token = job->token,
-                          .id = c->rank, .nservers = c->K, .weights = c->w, .per_bucket = byteps, .nworkers = c->N,
-                          .nparams = c->nparams,
-                          .buckets = job->buckets, .nbuckets = job->nbuckets, .colocated = 1,
+                          .id = c->rank, .nservers = c->K, .weights = c->w, .per_bucket = byteps,
+                          .striped = c->part_keys > 0, .nworkers = c->N, .nparams = c->nparams,
+                          .buckets = c->parts, .nbuckets = c->np, .colocated = 1,
                           .local_rank = c->rank, .timeout = job->timeout, .dataparallel = c->dp,
                           .trace = job->trace};
         RS_TRY(ps_server_create(&c->server, &a));
@@ -653,9 +661,9 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     c->left = c->plan.nslices;
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
-    for (int b = 0; b < c->plan.nbuckets; b++) {
-        c->bucket_left[b] = c->plan.first[b + 1] - c->plan.first[b];
-        c->bucket_in[b] = 0;
+    for (int p = 0; p < c->plan.nbuckets; p++) {
+        c->bucket_left[p] = c->plan.first[p + 1] - c->plan.first[p];
+        c->bucket_in[p] = 0;
     }
     if (c->async) { /* no step sizes: each push says its own */
         c->samples = global_samples > 0 ? (uint32_t)global_samples : 0;
@@ -670,15 +678,15 @@ static int ps_begin_step(void *state, int step, int global_samples) {
  * bucket is done); the new parameters land in out. */
 static int ps_start(void *state, int step, int b, float *grad, float *out) {
     PsClient *c = state;
-    if (b < 0 || b >= c->plan.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
+    if (b < 0 || b >= c->job.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
     const Bucket *bk = &c->job.buckets[b];
     c->out = out - bk->lo;
     c->t_push[b] = c->t_last = clock_now();
-    for (int j = c->plan.first[b]; j < c->plan.first[b + 1]; j++) {
+    for (int j = c->plan.first[c->pfirst[b]]; j < c->plan.first[c->pfirst[b + 1]]; j++) { /* its partitions' slices */
         const ShardSlice *sl = &c->plan.slices[j];
         WireHeader h = client_header(c, WIRE_PUSH, c->step);
         h.samples = c->samples; /* async: the server scales this push alone (0 under sync: STEP says it) */
-        h.bucket = (uint32_t)b;
+        h.bucket = (uint32_t)sl->bucket; /* the partition */
         h.offset = sl->off;
         h.count = sl->count;
         const float *g = grad + (sl->off - bk->lo);
@@ -694,12 +702,21 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
     return RS_OK;
 }
 
+/* Replies engine bucket b still waits for, over its partitions. */
+static int client_bucket_left(const PsClient *c, int b) {
+    int n = 0;
+    for (int p = c->pfirst[b]; p < c->pfirst[b + 1]; p++) n += c->bucket_left[p];
+    return n;
+}
+
 /* Bucket b's new parameters are in: 1; not yet: 0; the server failed or nothing came for the
  * timeout: -RS_ERR_PEER. Under DataParallel's step only rank 0 waits for replies. */
 /* 1 when bucket b's replies are all here and, under --link, in on the interface: else waits up to
  * wait_ms (at most until then) and says 0, so that the engine can push a bucket meanwhile. */
 static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
-    double now = clock_now(), in = c->bucket_in[b];
+    double now = clock_now(), in = 0;
+    for (int p = c->pfirst[b]; p < c->pfirst[b + 1]; p++)
+        if (c->bucket_in[p] > in) in = c->bucket_in[p];
     if (in <= now) return 1;
     double until = now + wait_ms * 1e-3;
     link_wait_until(in < until ? in : until);
@@ -709,10 +726,10 @@ static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
 static int ps_poll(void *state, int b, int wait_ms) {
     PsClient *c = state;
     if (c->dp && c->rank != 0) return 1;
-    if (c->bucket_left[b] == 0) return ps_bucket_in(c, b, wait_ms);
+    if (client_bucket_left(c, b) == 0) return ps_bucket_in(c, b, wait_ms);
     int got, rc = client_poll(c, wait_ms, &got);
     if (rc) return -rc;
-    if (c->bucket_left[b] == 0) return ps_bucket_in(c, b, 0);
+    if (client_bucket_left(c, b) == 0) return ps_bucket_in(c, b, 0);
     if ((rc = ps_health(c))) return -rc;
     /* the server's verdict names the missing rank: give it a moment to come first */
     if (clock_now() - c->t_last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
@@ -889,6 +906,8 @@ static void ps_destroy(void *state) {
     }
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);
+    free(c->parts);
+    free(c->pfirst);
     free(c->sock);
     free(c->local);
     free(c->split);

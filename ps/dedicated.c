@@ -44,7 +44,8 @@ int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, c
     int byteps = !strcmp(cfg->sync, "byteps");
     Device dev = {0};
     void *zctx = NULL;
-    Bucket *buckets = NULL;
+    Bucket *buckets = NULL; /* the training partitions (whole buckets without --ps-partition-kb) */
+    int *pfirst = NULL;
     PsServer *s = NULL;
     Trace *trace = NULL;
     Ctrl *ctrl = NULL;
@@ -75,6 +76,17 @@ int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, c
         rc = rs_error(RS_ERR_RUNTIME, "out of memory planning buckets");
         goto err;
     }
+    int np = 0;
+    size_t part_keys = 0;
+    if (nparams) { /* the partitions the workers push, as they cut them (ps/shard.h) */
+        Bucket *whole = buckets;
+        rc = shard_partition_run(cfg, whole, nb, w.K, &buckets, &pfirst, &np, &part_keys);
+        free(whole);
+        if (rc != RS_OK) {
+            buckets = NULL;
+            goto err;
+        }
+    }
     /* bind on this host's address on the route to MASTER_ADDR, as the workers' data planes do */
     const char *addr = here.bind[0] ? here.bind : here.addr;
     if (cfg->trace[0]) { /* its work joins rank 0's trace file, as a process of its own */
@@ -83,8 +95,9 @@ int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, c
         trace = trace_new(env->member, label);
     }
     PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = sid,
-                      .nservers = w.K, .weights = w, .per_bucket = byteps, .nworkers = env->world, .nparams = nparams, .buckets = buckets,
-                      .nbuckets = nb, .colocated = 0, .timeout = cfg->timeout, .trace = trace};
+                      .nservers = w.K, .weights = w, .per_bucket = byteps, .striped = part_keys > 0,
+                      .nworkers = env->world, .nparams = nparams, .buckets = buckets, .nbuckets = np, .colocated = 0,
+                      .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
     size_t need = job ? strlen(job) + 1 : config_canonical(cfg, NULL, 0) + 1;
     if (!(canon = malloc(need))) {
@@ -122,6 +135,7 @@ err:
     trace_free(trace);
     zctx_close(zctx);
     free(buckets);
+    free(pfirst);
     if (dev.ops) device_close(&dev);
     return rc;
 }

@@ -1090,9 +1090,21 @@ static int server_alloc_train(PsServer *s) {
     ph->total = a->nparams;
     ph->range = s->range;
     ph->nchunks = a->nbuckets;
+    ShardPlan stripe = {0}; /* striped: the partitions' owners, as every worker computes them */
+    int compact = a->per_bucket || a->striped; /* keys held in bucket order, not one range */
+    if (a->striped) {
+        int rc = shard_stripe_plan(&stripe, a->nparams, &s->w, a->buckets, a->nbuckets);
+        if (rc) {
+            free(slice);
+            return rc;
+        }
+    }
     for (int b = 0; b < a->nbuckets; b++) {
         size_t off, n, lo = a->buckets[b].lo, hi = a->buckets[b].hi;
-        if (a->per_bucket) { /* this server's piece of the bucket, by weight */
+        if (a->striped) { /* the whole partition, or none of it */
+            off = lo;
+            n = stripe.slices[b].server == a->id ? hi - lo : 0;
+        } else if (a->per_bucket) { /* this server's piece of the bucket, by weight */
             ShardRange r = shard_weighted_range(hi - lo, &s->w, a->id);
             off = lo + r.lo;
             n = r.hi - r.lo;
@@ -1100,15 +1112,16 @@ static int server_alloc_train(PsServer *s) {
             phase_slice(s, ph, b, &off, &n);
         }
         slice[b] = (ShardSlice){.server = a->id, .bucket = b, .off = off, .count = n};
-        s->base[b] = a->per_bucket ? s->nkeys : off - s->range.lo; /* ranges: the keys' own order */
+        s->base[b] = compact ? s->nkeys : off - s->range.lo; /* ranges: the keys' own order */
         s->nkeys += n;
         ph->nslices += n > 0;
     }
+    shard_plan_free(&stripe);
     s->slice = slice;
-    if (a->per_bucket && s->nkeys == 0)
-        return rs_error(RS_ERR_INPUT, "--sync byteps: server %d of %d would hold no key of the model's %zu parameters",
-                        a->id, a->nservers, a->nparams);
-    if (!a->per_bucket) s->nkeys = s->range.hi - s->range.lo;
+    if (compact && s->nkeys == 0)
+        return rs_error(RS_ERR_INPUT, "%s: server %d of %d would hold no key of the model's %zu parameters",
+                        a->striped ? "--ps-partition-kb" : "--sync byteps", a->id, a->nservers, a->nparams);
+    if (!compact) s->nkeys = s->range.hi - s->range.lo;
     s->init_left = ph->nslices;
     s->early_cap = ph->nslices * a->nworkers;
     if (s->early_cap && !(s->early = calloc((size_t)s->early_cap, sizeof *s->early)))
@@ -1132,7 +1145,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     ShardWeights w = a->weights.K ? a->weights : shard_even(a->nservers);
     if (w.K != a->nservers)
         return rs_error(RS_ERR_INPUT, "ps server: weights for %d servers, %d servers", w.K, a->nservers);
-    if (a->nparams > 0 && !a->per_bucket) RS_TRY(shard_weighted_check(a->nparams, &w));
+    if (a->nparams > 0 && !a->per_bucket && !a->striped) RS_TRY(shard_weighted_check(a->nparams, &w));
     PsServer *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RS_ERR_RUNTIME, "out of memory");
     s->a = *a;

@@ -35,6 +35,9 @@ typedef struct {
                              * nservers (otherwise K must be nservers) */
     int per_bucket;         /* 1 (byteps): the training keys are every bucket split by the weights
                              * (shard_bucket_plan), not one range; the allreduce keeps ranges */
+    int striped;            /* 1 (--ps-partition-kb): buckets are partitions, each wholly on the
+                             * server shard_stripe_plan gives it (over the weights); per_bucket
+                             * then does not apply */
     int nworkers;
     size_t nparams;         /* training keys (0: collective use only, no optimizer state) */
     const Bucket *buckets;  /* the trainer's buckets over nparams (nbuckets of them) */

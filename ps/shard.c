@@ -1,4 +1,4 @@
-/* shard.c - the range slicer's weighted ranges and plan: every bucket cut by the K servers' key ranges */
+/* shard.c - the key slicer's weighted ranges and plans: every bucket cut by the K servers' key ranges, or into partitions striped over them */
 #include "shard.h"
 #include "../common/err.h"
 
@@ -129,5 +129,127 @@ static int shard_plan_build(ShardPlan *p, size_t total, const ShardWeights *w, c
         p->nslices += n;
     }
     p->first[nb] = p->nslices;
+    return RS_OK;
+}
+
+/* ---- partitions ------------------------------------------------------------------------------ */
+
+/* Partitions of at most keys keys that nb buckets cut into (keys > 0). */
+static unsigned long long shard_count_parts(const Bucket *b, int nb, size_t keys) {
+    unsigned long long n = 0;
+    for (int i = 0; i < nb; i++) {
+        size_t m = b[i].hi - b[i].lo;
+        n += m ? (m + keys - 1) / keys : 1;
+    }
+    return n;
+}
+
+int shard_partition(const Bucket *b, int nb, size_t keys, int K, Bucket **parts, int **first, size_t *used) {
+    *parts = NULL;
+    *first = NULL;
+    size_t most = 0;
+    for (int i = 0; i < nb; i++)
+        if (b[i].hi - b[i].lo > most) most = b[i].hi - b[i].lo;
+    if (keys == 0 || keys > most) keys = most ? most : 1;
+    while (keys > 1 && shard_count_parts(b, nb, keys) < (unsigned long long)K) keys = (keys + 1) / 2;
+    unsigned long long np = shard_count_parts(b, nb, keys);
+    if (np > SHARD_MAX_PARTS)
+        return -rs_error(RS_ERR_INPUT, "--ps-partition-kb: %llu partitions of %zu keys, more than the wire header "
+                                       "addresses (%u): larger partitions", np, keys, SHARD_MAX_PARTS);
+    Bucket *pp = calloc((size_t)np + 1, sizeof *pp);
+    int *f = calloc((size_t)nb + 1, sizeof *f);
+    if (!pp || !f) {
+        free(pp);
+        free(f);
+        return -rs_error(RS_ERR_RUNTIME, "out of memory for %llu partitions", np);
+    }
+    int n = 0;
+    for (int i = 0; i < nb; i++) {
+        f[i] = n;
+        size_t lo = b[i].lo;
+        do {
+            size_t hi = b[i].hi - lo > keys ? lo + keys : b[i].hi;
+            pp[n++] = (Bucket){.lo = lo, .hi = hi};
+            lo = hi;
+        } while (lo < b[i].hi);
+    }
+    f[nb] = n;
+    *parts = pp;
+    *first = f;
+    *used = keys;
+    return n;
+}
+
+int shard_partition_run(const Config *cfg, const Bucket *b, int nb, int K, Bucket **parts, int **first, int *np,
+                        size_t *keys) {
+    size_t want = config_partition_keys(cfg);
+    *np = 0;
+    *keys = 0;
+    if (want == 0) { /* whole buckets: one partition each */
+        *parts = calloc((size_t)nb + 1, sizeof **parts);
+        *first = calloc((size_t)nb + 1, sizeof **first);
+        if (!*parts || !*first) {
+            free(*parts);
+            free(*first);
+            *parts = NULL;
+            *first = NULL;
+            return rs_error(RS_ERR_RUNTIME, "out of memory");
+        }
+        for (int i = 0; i <= nb; i++) (*first)[i] = i;
+        if (nb > 0) memcpy(*parts, b, (size_t)nb * sizeof *b);
+        *np = nb;
+        return RS_OK;
+    }
+    int n = shard_partition(b, nb, want, K, parts, first, keys);
+    if (n < 0) return -n;
+    *np = n;
+    return RS_OK;
+}
+
+/* Server s's weight under w. */
+static unsigned long long shard_weight(const ShardWeights *w, int s) { return s < w->lead ? w->wlead : w->wrest; }
+
+int shard_stripe_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *parts, int np) {
+    int K = w->K;
+    memset(p, 0, sizeof *p);
+    if (K < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", K);
+    for (int i = 0; i < np; i++)
+        if (parts[i].hi > total || parts[i].lo > parts[i].hi)
+            return rs_error(RS_ERR_INPUT, "partition %d [%zu, %zu) lies outside the %zu keys", i, parts[i].lo,
+                            parts[i].hi, total);
+    p->K = K;
+    p->nbuckets = np;
+    p->total = total;
+    p->first = calloc((size_t)np + 1, sizeof *p->first);
+    p->slices = calloc((size_t)np + 1, sizeof *p->slices);
+    p->per_server = calloc((size_t)K, sizeof *p->per_server);
+    unsigned long long *load = calloc((size_t)K, sizeof *load);
+    if (!p->first || !p->slices || !p->per_server || !load) {
+        free(load);
+        shard_plan_free(p);
+        return rs_error(RS_ERR_RUNTIME, "out of memory planning %d partitions over %d servers", np, K);
+    }
+    for (int i = 0; i < np; i++) {
+        unsigned long long m = parts[i].hi - parts[i].lo;
+        int best = 0;
+        for (int s = 1; s < K; s++) { /* (load_s + m) / w_s < (load_best + m) / w_best, in integers */
+            unsigned __int128 a = (unsigned __int128)(load[s] + m) * shard_weight(w, best),
+                              z = (unsigned __int128)(load[best] + m) * shard_weight(w, s);
+            if (a < z) best = s;
+        }
+        load[best] += m;
+        p->first[i] = i;
+        p->slices[i] = (ShardSlice){.server = best, .bucket = i, .off = parts[i].lo, .count = (size_t)m};
+        p->per_server[best]++;
+    }
+    p->first[np] = np;
+    p->nslices = np;
+    free(load);
+    for (int s = 0; s < K; s++)
+        if (p->per_server[s] == 0) {
+            shard_plan_free(p);
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb: server %d of %d would hold no partition of the %d", s, K,
+                            np);
+        }
     return RS_OK;
 }

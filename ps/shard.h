@@ -1,4 +1,4 @@
-/* shard.h - the range slicer: K servers own contiguous key ranges (even or weighted); buckets cut into (server, offset, count) slices */
+/* shard.h - the key slicer: K servers own contiguous key ranges (even or weighted), or buckets cut into partitions striped over every server; buckets cut into (server, offset, count) slices */
 #ifndef RS_PS_SHARD_H
 #define RS_PS_SHARD_H
 
@@ -123,5 +123,39 @@ int shard_bucket_plan(ShardPlan *p, size_t total, const ShardWeights *w, const B
  * shard_weighted_plan says. */
 int shard_weighted_check(size_t total, const ShardWeights *w);
 void shard_plan_free(ShardPlan *p);
+
+/* ---- Partitions (--ps-partition-kb) ---- */
+
+/* The most partitions a run may have: the wire header's bucket field is a u32. */
+#define SHARD_MAX_PARTS 0xfffffffeu
+
+/* Cuts each of nb buckets into partitions of at most keys keys (keys 0: whole buckets), each
+ * bucket's partitions in key order from its lo, so that the servers sum and answer partitions,
+ * not buckets. When that gives fewer partitions than K servers, keys is halved until it gives
+ * K or each partition is one key, so that every server can hold one (a pure function of its
+ * arguments: workers and servers compute the same). On success returns the partition count np
+ * with *parts [np] and *first [nb + 1] (bucket b's partitions are parts[first[b] .. first[b+1]))
+ * owned by the caller (free), and *used the keys per partition it settled on; -RS_ERR_INPUT
+ * when np would exceed SHARD_MAX_PARTS ("--ps-partition-kb: N partitions, more than the wire
+ * header addresses"), -RS_ERR_RUNTIME on OOM, rs_errmsg() set either way. */
+int shard_partition(const Bucket *b, int nb, size_t keys, int K, Bucket **parts, int **first, size_t *used);
+
+/* A run's partitions of its nb buckets for K servers (cfg's --ps-partition-kb, by
+ * config_partition_keys): *keys 0 when the run has none (off, or auto without --link), and then
+ * *parts is a copy of the buckets, one partition each; else shard_partition's. *np, *parts
+ * [*np] and *first [nb + 1] as shard_partition's, owned by the caller (free). 0 or RS_ERR_*. */
+int shard_partition_run(const Config *cfg, const Bucket *b, int nb, int K, Bucket **parts, int **first, int *np,
+                        size_t *keys);
+
+/* The striped plan of np partitions over w's servers: each partition wholly on one server,
+ * partitions taken in order and each given to the server whose load (keys held, over its weight)
+ * would be least with it, ties to the lower server: under equal weights and equal partitions a
+ * round robin, so that consecutive partitions of a bucket load every server's link at once, and
+ * no two servers' keys differ by more than one partition (weighted: in the weights' proportions
+ * within one partition each). A pure function of its arguments, which the workers and every
+ * server compute alike. One slice per partition (slices[j].bucket = j). 0, RS_ERR_INPUT when a
+ * server would hold no partition ("--ps-partition-kb: server 3 of 4 would hold no partition"),
+ * or RS_ERR_RUNTIME on OOM. */
+int shard_stripe_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *parts, int np);
 
 #endif

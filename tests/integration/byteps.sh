@@ -41,100 +41,11 @@ cmp -s $T/shb.bin $T/kb0.bin && ok "k = 0, split buckets: bitwise the sharded ps
 cmp -s $T/deb.bin $T/kb3.bin && ok "k = n, split buckets: bitwise the dedicated ps's" || bad "k = n, split buckets" "not dedicated's bits"
 
 # ---- traffic and the key split: measured bytes equal ps/client.c's formulas exactly -----------------
-# Servers 0..n-1 are the workers' shards (weight n - k each; none at k = n), then the k CPU servers
-# (weight 2(n - 1)): of every bucket of m keys server s holds floor(m w_s / W), the first
-# m - sum of them one more; n_s its keys over the buckets, nsl_s the buckets it has a piece of.
-# Q_s = el n_s + nsl_s H (a step's part: el bytes a key on the wire), R_s = 4 n_s + nsl_s H (the fp32
-# start). Per step a worker pushes Q - Q_own and is answered as much; its shard receives the N - 1
-# others' pushes and answers them ((N - 1) Q_own each way); rank 0 tells every server but its own the
-# step size (H). A CPU server receives N Q_s + H and sends N Q_s a step; at the start R_s (INIT) and
-# N - 1 pulls, answered with (N - 1) R_s; at the end N goodbyes. A server's `server` memory is
-# 4 n_s (N + 3) bytes (parameters, momentum, the sum, N receive buffers; 2 n_s more on a 16-bit wire).
-cat >$T/traffic.py <<'EOF'
-import json, sys
-
-def expect(r, el):
-    """{("worker", rank) | ("server", j): (sent, received, step payload sent, received)}, and the keys per process."""
-    c = r["config"]
-    S, N, H = r["summary"]["steps"], r["run"]["world"], 56
-    k = int(c["ps-servers"])
-    n = r["ranks"][0]["memory"]["by_tag"]["params"] // 4
-    per = max(1, int(float(c["bucket-mb"]) * 1048576 / 4))
-    buckets, hi = [], n
-    while hi > 0:
-        buckets.append((max(0, hi - per), hi)); hi -= per
-    L = N if k < N else 0
-    w = [N - k] * L + [2 * (N - 1)] * k if L else [1] * k
-    K, W = len(w), sum(w)
-    def split(m):  # m keys by the weights: floor(m w_s / W), the first m - sum of them one more
-        q = [m * x // W for x in w]
-        return [q[s] + (s < m - sum(q)) for s in range(K)]
-    pieces = [split(b - a) for a, b in buckets]     # every bucket split in the servers' proportions
-    held = [sum(p[s] for p in pieces) for s in range(K)]
-    nsl = [sum(1 for p in pieces if p[s]) for s in range(K)]
-    P = [el * x for x in held]
-    Q = [p + H * m for p, m in zip(P, nsl)]
-    R = [4 * x + H * m for x, m in zip(held, nsl)]
-    Qa, Ra, Pa, sh = sum(Q), sum(R), sum(P), 1 if L else 0
-    want = {}
-    for rank in range(N):
-        Qo, Ro, Po = (Q[rank], R[rank], P[rank]) if L else (0, 0, 0)
-        step, pay = Qa - Qo + (N - 1) * Qo, S * (Pa - Po + (N - 1) * Po)
-        if rank == 0:
-            sent = S * step + S * (K - sh) * H + (Ra - Ro) + (N - 1) * Ro + k * H
-            recv = S * step + sh * (N - 1) * H
-        else:
-            sent = S * step + (K - sh) * H + sh * (N - 2) * Ro + k * H
-            recv = S * step + sh * S * H + (Ra - Ro) + sh * (Ro + (N - 2) * H)
-        want[("worker", rank)] = (sent, recv, pay, pay)
-    for j in range(k):
-        s = L + j
-        want[("server", j)] = (S * N * Q[s] + (N - 1) * R[s], S * (N * Q[s] + H) + R[s] + (N - 1) * H + N * H,
-                               S * N * P[s], S * N * P[s])
-    keys = held[:L] + [0] * (N - L) + held[L:]
-    return want, keys, N, k
-
-def measured(r):
-    out = {}
-    for e in r["ranks"]:
-        key = ("server", e["server"]) if e.get("role") == "server" else ("worker", e["rank"])
-        out[key] = (e["traffic"]["bytes_sent"], e["traffic"]["bytes_received"], e["traffic"]["dropped"],
-                    e["memory"]["by_tag"].get("server", 0))
-    return out
-
-r = json.load(open(sys.argv[1]))
-el = 4 if r["config"].get("wire", "fp32") == "fp32" else 2
-want, keys, N, k = expect(r, el)
-got = measured(r)
-assert sorted(got) == sorted(want), "processes %s, want %s" % (sorted(got), sorted(want))
-bad = ["%s %d: sent/received %s, want %s" % (p[0], p[1], got[p][:2], want[p][:2]) for p in sorted(want)
-       if got[p][:2] != want[p][:2] or got[p][2]]
-assert not bad, "; ".join(bad)
-mem = [got[("worker", i)][3] for i in range(N)] + [got[("server", j)][3] for j in range(k)]
-per_key = 4 * (N + 3) + (2 if el == 2 else 0)  # a 16-bit wire adds the replies' encode buffer
-assert mem == [per_key * x for x in keys], "server memory %s, want %d x keys %s" % (mem, per_key, keys)
-W = N * N + k * N - 2 * k
-n = sum(keys)
-nb = max(1, -(-n // max(1, int(float(r["config"]["bucket-mb"]) * 1048576 / 4))))  # the buckets
-if k < N:  # each bucket's piece within one key of its share: the sum within one key a bucket
-    assert all(abs(x - n * (N - k) / W) < nb for x in keys[:N]), "worker shards %s, want y = %g" % (keys[:N], n * (N - k) / W)
-want_x = n * 2 * (N - 1) / W if k < N else n / N
-assert all(abs(x - want_x) < nb for x in keys[N:]), "CPU servers %s, want x = %g" % (keys[N:], want_x)
-msg = "N=%d k=%d keys %s" % (N, k, keys)
-if len(sys.argv) > 2:  # the same run on fp32: the steps' payload moved here is exactly half of it
-    f = json.load(open(sys.argv[2]))
-    want4, _, _, _ = expect(f, 4)
-    got4 = measured(f)
-    for p in want:
-        for i in (0, 1):
-            assert got4[p][i] - got[p][i] == want4[p][2 + i] // 2, "%s %d: fp32 %d - bf16 %d != half the steps' %d" % (
-                p[0], p[1], got4[p][i], got[p][i], want4[p][2 + i])
-    msg += ", the steps' payload halved (%d of %d bytes sent by rank 0)" % (want[("worker", 0)][2], want4[("worker", 0)][2])
-print(msg)
-EOF
+# tests/ps_traffic.py has the formulas (servers 0..n-1 the workers' shards of weight n - k, then the
+# k CPU servers of weight 2(n - 1); every bucket split by the weights) and the server memory.
 traffic() { # NAME REPORT [FP32-REPORT]
     local name=$1; shift
-    $PY $T/traffic.py "$@" >$T/t.log 2>&1 && ok "$name ($(cat $T/t.log))" || bad "$name" "$(cat $T/t.log)"
+    $PY tests/ps_traffic.py "$@" >$T/t.log 2>&1 && ok "$name ($(cat $T/t.log))" || bad "$name" "$(cat $T/t.log)"
 }
 for k in 0 1 3; do
     [ -e $T/k$k.json ] && traffic "traffic and key split: n = 3, k = $k" $T/k$k.json

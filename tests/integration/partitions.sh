@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# partitions.sh - --ps-partition-kb: buckets cut into partitions striped over every server give the same bits, the exact bytes of the formulas with a header a partition, and bad values are refused
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/../.." || exit 1
+SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3 --global-batch 96 --steps 20 -q"
+
+# ---- the same bits as whole buckets (each key's sum is still taken in rank order) -------------------
+$BIN train -n 1 --sync none --batch 96 $SMALL --report $T/one.json --save-params $T/one.bin >$T/one.log 2>&1 \
+    || bad "one rank, batch 96" "$(tail -n 3 $T/one.log)"
+while IFS='|' read -r name opts; do
+    [ -n "$name" ] || continue
+    if ! $BIN train -n 3 $opts --ps-partition-kb off $SMALL --report $T/w.json --save-params $T/w.bin >$T/w.log 2>&1 ||
+        ! $BIN train -n 3 $opts --ps-partition-kb 4 $SMALL --report $T/p.json --save-params $T/p.bin >$T/p.log 2>&1; then
+        bad "$name" "$(tail -n 3 $T/w.log $T/p.log)"
+        continue
+    fi
+    cmp -s $T/w.bin $T/p.bin && ok "$name: partitions of 4 KiB give whole buckets' bits" \
+        || bad "$name" "parameters differ from whole buckets': $(cmp $T/w.bin $T/p.bin | head -n 1)"
+    check "$name: one rank's run within 1e-5" $PY tests/compare_runs.py $T/one.json $T/p.json --params $T/one.bin $T/p.bin --tol 1e-5
+    $PY tests/ps_traffic.py $T/p.json >$T/t.log 2>&1 && ok "$name: exact bytes ($(cat $T/t.log))" || bad "$name: bytes" "$(cat $T/t.log)"
+done <<'LIST'
+dedicated K=2|--sync ps --ps-placement dedicated --ps-servers 2
+dedicated K=3, buckets of 0.01 MiB|--sync ps --ps-placement dedicated --ps-servers 3 --bucket-mb 0.01
+sharded|--sync ps --ps-placement sharded
+byteps k=0|--sync byteps --ps-servers 0
+byteps k=1, buckets of 0.01 MiB|--sync byteps --ps-servers 1 --bucket-mb 0.01
+byteps k=3|--sync byteps --ps-servers 3
+LIST
+# colocated: one server, partitions pipeline only; DataParallel's step through them too
+for opts in "--sync ps" "--sync ps --ps-mode dataparallel"; do
+    $BIN train -n 3 $opts --ps-partition-kb off $SMALL --report $T/w.json --save-params $T/w.bin >$T/w.log 2>&1 &&
+        $BIN train -n 3 $opts --ps-partition-kb 4 $SMALL --report $T/p.json --save-params $T/p.bin >$T/p.log 2>&1 &&
+        cmp -s $T/w.bin $T/p.bin && ok "$opts: partitions give whole buckets' bits" || bad "$opts" "$(tail -n 2 $T/w.log $T/p.log)"
+done
+# bf16: the same bits and exact bytes (2 a key), the steps' payload half of fp32's
+$BIN train -n 3 --sync byteps --ps-servers 1 --wire bf16 --ps-partition-kb 4 $SMALL --report $T/bf.json >$T/bf.log 2>&1 &&
+    $BIN train -n 3 --sync byteps --ps-servers 1 --ps-partition-kb 4 $SMALL --report $T/f4.json >$T/f4.log 2>&1 &&
+    check "bf16 with partitions: exact bytes, the steps' payload halved" $PY tests/ps_traffic.py $T/bf.json $T/f4.json ||
+    bad "bf16 with partitions" "$(tail -n 3 $T/bf.log $T/f4.log)"
+# auto under an emulated link: 2 ms of it (100 Mbit/s: 25 kB, at least 64 KiB), halved until every
+# one of 4 servers holds a partition of this 38 KB model
+$BIN train -n 2 --sync ps --ps-placement dedicated --ps-servers 4 --link 100mbit $SMALL --report $T/auto.json >$T/auto.log 2>&1 &&
+    check "auto under --link: the partitions its rule gives, exact bytes" $PY tests/ps_traffic.py $T/auto.json ||
+    bad "auto under --link" "$(tail -n 3 $T/auto.log)"
+grep -q '"ps-partition-kb":[[:space:]]*"auto"' $T/auto.json && ok "the report's config says auto" || bad "config" "no ps-partition-kb auto"
+
+# ---- bad values: exit 2 naming the value, before any rank starts, no report ---------------------------
+for v in 0 -4 abc 1e400 "" 0.001; do
+    expect_status "--ps-partition-kb '$v' is refused" 2 $BIN train -n 3 --sync ps --ps-partition-kb "$v" $SMALL --report $T/bad.json
+    grep -q -- "--ps-partition-kb" $T/last.log && ok "'$v': names the option" || bad "'$v': names the option" "$(cat $T/last.log)"
+done
+expect_status "a partition larger than a bucket is refused" 2 $BIN train -n 3 --sync ps --bucket-mb 0.5 --ps-partition-kb 1024 $SMALL --report $T/bad.json
+grep -q "larger than a bucket" $T/last.log && ok "larger than a bucket: says so" || bad "larger than a bucket" "$(cat $T/last.log)"
+[ ! -e $T/bad.json ] && ok "no report after refusals" || bad "no report after refusals" "written"
+finish
