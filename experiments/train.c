@@ -60,6 +60,7 @@ typedef struct {
     double t_start, t_end;
     Trace *trace;         /* --trace: spans of this rank */
     double gemm_s0, gemm_s1;  /* CPU GEMM seconds at the end of warm-up and of the run */
+    double gemm_eval;         /* of those, the evaluations' (--eval-every) after warm-up: not a step's */
     double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
     char params_hash[20]; /* FNV-1a of the final parameters' bytes, hex */
     char cmdline[2048];
@@ -193,7 +194,7 @@ static cJSON *run_rank_json(Run *r) {
     report_entry_timeline(o, times, n, r->wall_offset, busy, ssteps);
     int w = r->cfg.warmup < r->done ? r->cfg.warmup : 0;
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
-    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->done - w ? (r->gemm_s1 - r->gemm_s0) / (r->done - w) : 0);
+    if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->done - w ? (r->gemm_s1 - r->gemm_s0 - r->gemm_eval) / (r->done - w) : 0);
 
     /* per-step sums the report's loss curve is built from (removed before writing) */
     cJSON *cv = cJSON_AddObjectToObject(o, "_curve");
@@ -554,8 +555,11 @@ static int run_train(Run *r) {
         }
         if (!r->lockstep || r->cfg.time_budget > 0) rc = engine_should_stop(r->engine, spent, &stop);
         if (rc) break;
-        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop)
+        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop) {
+            double g0 = kernels_cpu_gemm_seconds();
             rc = run_eval(r, s + 1);
+            if (s >= (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_eval += kernels_cpu_gemm_seconds() - g0;
+        }
         /* rank 0's loss sum covers the global batch under DataParallel's step */
         int n = r->driver && r->driver->loss ? r->global_samples[s] : r->samples[s];
         if ((s + 1) % every == 0 || s + 1 == r->steps || stop)
