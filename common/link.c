@@ -35,6 +35,7 @@
 static LinkSpec link_spec;
 static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
 static double link_tx_free, link_rx_free; /* clock_now() when each direction is free */
+static double link_tx_busy, link_rx_busy; /* seconds each direction has been booked */
 
 /* The multiplier of a bandwidth unit to bytes per second; 0 for an unknown unit. */
 static double link_rate_unit(const char *u) {
@@ -97,6 +98,7 @@ void link_set(const LinkSpec *spec) {
     pthread_mutex_lock(&link_mu);
     link_spec = spec ? *spec : (LinkSpec){0};
     link_tx_free = link_rx_free = 0;
+    link_tx_busy = link_rx_busy = 0;
     pthread_mutex_unlock(&link_mu);
 }
 
@@ -117,8 +119,24 @@ double link_send(size_t bytes) {
     pthread_mutex_lock(&link_mu);
     double now = clock_now(), start = link_tx_free > now ? link_tx_free : now;
     link_tx_free = start + (double)bytes / link_spec.bytes_per_s;
+    link_tx_busy += (double)bytes / link_spec.bytes_per_s;
     pthread_mutex_unlock(&link_mu);
     return start;
+}
+
+double link_backlog(void) {
+    if (!(link_spec.bytes_per_s > 0)) return 0;
+    pthread_mutex_lock(&link_mu);
+    double b = link_tx_free - clock_now();
+    pthread_mutex_unlock(&link_mu);
+    return b > 0 ? b : 0;
+}
+
+void link_busy(double *tx_s, double *rx_s) {
+    pthread_mutex_lock(&link_mu);
+    *tx_s = link_tx_busy;
+    *rx_s = link_rx_busy;
+    pthread_mutex_unlock(&link_mu);
 }
 
 double link_recv_book(size_t bytes, double stamp) {
@@ -129,6 +147,7 @@ double link_recv_book(size_t bytes, double stamp) {
     if (link_rx_free > start) start = link_rx_free;
     double done = start + (double)bytes / link_spec.bytes_per_s;
     link_rx_free = done;
+    link_rx_busy += (double)bytes / link_spec.bytes_per_s;
     pthread_mutex_unlock(&link_mu);
     return done + link_spec.latency_s;
 }

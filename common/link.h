@@ -48,6 +48,16 @@ void link_recv(size_t bytes, double stamp);
  * arrival where it needs the data, not inside the receive. Thread-safe. */
 double link_recv_book(size_t bytes, double stamp);
 
+/* Seconds until this interface's transmit side is free again (what is booked and not yet on the
+ * wire): 0 without a link or when idle. A sender that holds messages back while it is above a
+ * credit lets later, more urgent messages of the process go first (ps/client.c). Thread-safe. */
+double link_backlog(void);
+
+/* Seconds this interface has been busy transmitting and receiving since link_set (each message's
+ * bytes / bandwidth, as booked): how much of a run the link, not the cores, set the pace of.
+ * Both 0 without a link. Thread-safe. */
+void link_busy(double *tx_s, double *rx_s);
+
 /* Sleeps until clock_now() >= t (t from link_recv_book; returns at once for t <= now). */
 void link_wait_until(double t);
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 cJSON *report_link_json(void) {
     const LinkSpec *l = link_get();
@@ -32,6 +33,13 @@ cJSON *report_traffic_json(const SyncTraffic *tr) {
     cJSON_AddStringToObject(t, "transport", tr->transport ? tr->transport : "");
     cJSON_AddBoolToObject(t, "measured", !tr->derived);
     if (tr->algorithm[0]) cJSON_AddStringToObject(t, "algorithm", tr->algorithm);
+    if (link_get()->bytes_per_s > 0) { /* the process's emulated interface, the whole run */
+        double tx, rx;
+        link_busy(&tx, &rx);
+        cJSON *b = cJSON_AddObjectToObject(t, "link_busy_s");
+        cJSON_AddNumberToObject(b, "tx", tx);
+        cJSON_AddNumberToObject(b, "rx", rx);
+    }
     return t;
 }
 
@@ -58,6 +66,10 @@ cJSON *report_entry(int rank, const char *role, Device *dev, long long samples, 
         cJSON_AddNullToObject(mem, "process_device_bytes"); /* no NVML, or the CPU: unknown, not 0 */
     cJSON_AddNumberToObject(mem, "host_peak_rss_bytes", (double)mem_host_peak_rss());
     cJSON_AddItemToObject(o, "traffic", report_traffic_json(traffic));
+    struct rusage ru; /* the process's CPU, its every thread, up to now (the run's end) */
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        cJSON_AddNumberToObject(o, "cpu_s", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+                                                (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
     return o;
 }
 

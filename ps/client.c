@@ -105,6 +105,7 @@
  * Refused messages are counted in `dropped`, not in bytes or messages.
  */
 #include "ps.h"
+#include "sendq.h"
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
@@ -151,6 +152,8 @@ typedef struct {
     int np;
     int *pfirst;               /* [nbuckets + 1] engine bucket b's partitions: pfirst[b] .. pfirst[b+1] */
     size_t part_keys;          /* keys per partition (0: whole buckets, each server its key range) */
+    PsSendQ q;                 /* pushes to other processes held behind the link's credit */
+    double credit;             /* seconds of the link booked ahead past which pushes wait (0: no link) */
     int host_visible;          /* the device's memory is host memory: no staging */
     float *stage;              /* host staging of allreduce() where it is not */
     size_t stage_cap;
@@ -517,6 +520,15 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
             RS_TRY(shard_weighted_plan(&c->plan, c->nparams, &c->w, c->parts, c->np));
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
+        RS_TRY(sendq_init(&c->q, c->plan.nslices));
+        const LinkSpec *ln = link_get();
+        if (ln->bytes_per_s > 0) { /* one slice's time on the link, at least 2 ms (the poll's wake-up) */
+            size_t most = 0;
+            for (int j = 0; j < c->plan.nslices; j++)
+                if (c->plan.slices[j].count > most) most = c->plan.slices[j].count;
+            double t = (double)(most * c->el + WIRE_HEADER_BYTES) / ln->bytes_per_s;
+            c->credit = t > 0.002 ? t : 0.002;
+        }
         c->bucket_left = calloc((size_t)c->np, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         c->bucket_in = calloc((size_t)c->np, sizeof *c->bucket_in);
@@ -659,6 +671,7 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     c->kind = WAIT_STEP;
     c->any_reply = 0;
     c->left = c->plan.nslices;
+    c->q.head = c->q.n = 0; /* a failed step's leftovers are not this one's */
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
     for (int p = 0; p < c->plan.nbuckets; p++) {
@@ -674,8 +687,25 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     return c->rank == 0 ? client_tell_step(c, global_samples) : RS_OK;
 }
 
+/* Sends the plan's slice j of this step's pushes, whose payload is data (bytes). */
+static int client_push_send(void *arg, int j, const void *data, size_t bytes) {
+    PsClient *c = arg;
+    const ShardSlice *sl = &c->plan.slices[j];
+    WireHeader h = client_header(c, WIRE_PUSH, c->step);
+    h.samples = c->samples; /* async: the server scales this push alone (0 under sync: STEP says it) */
+    h.bucket = (uint32_t)sl->bucket; /* the partition */
+    h.offset = sl->off;
+    h.count = sl->count;
+    h.dtype = c->dtype;
+    return client_send(c, sl->server, &h, data, bytes);
+}
+
+/* Hands queued pushes to the interface as its credit allows (ps/sendq.h). */
+static int client_flush(PsClient *c) { return sendq_flush(&c->q, c->credit, client_push_send, c); }
+
 /* Pushes bucket b's slices (grad, host memory, goes zero-copy where large: unchanged until the
- * bucket is done); the new parameters land in out. */
+ * bucket is done): to this process's own server at once, to the others through the send queue,
+ * which lets this process's replies pass them (ps/sendq.h); the new parameters land in out. */
 static int ps_start(void *state, int step, int b, float *grad, float *out) {
     PsClient *c = state;
     if (b < 0 || b >= c->job.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
@@ -684,22 +714,18 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
     c->t_push[b] = c->t_last = clock_now();
     for (int j = c->plan.first[c->pfirst[b]]; j < c->plan.first[c->pfirst[b + 1]]; j++) { /* its partitions' slices */
         const ShardSlice *sl = &c->plan.slices[j];
-        WireHeader h = client_header(c, WIRE_PUSH, c->step);
-        h.samples = c->samples; /* async: the server scales this push alone (0 under sync: STEP says it) */
-        h.bucket = (uint32_t)sl->bucket; /* the partition */
-        h.offset = sl->off;
-        h.count = sl->count;
-        const float *g = grad + (sl->off - bk->lo);
+        const void *data = grad + (sl->off - bk->lo);
+        size_t bytes = sl->count * sizeof(float);
         if (c->coded) { /* x * scale in the wire's type, at the slice's keys */
             unsigned char *e = c->enc + sl->off * c->el;
-            codec_encode(&c->gc, g, e, sl->count);
-            h.dtype = c->dtype;
-            RS_TRY(client_send(c, sl->server, &h, e, sl->count * c->el));
-        } else {
-            RS_TRY(client_send(c, sl->server, &h, g, sl->count * sizeof(float)));
+            codec_encode(&c->gc, grad + (sl->off - bk->lo), e, sl->count);
+            data = e;
+            bytes = sl->count * c->el;
         }
+        if (c->local[sl->server]) RS_TRY(client_push_send(c, j, data, bytes));
+        else RS_TRY(sendq_put(&c->q, j, data, bytes));
     }
-    return RS_OK;
+    return client_flush(c);
 }
 
 /* Replies engine bucket b still waits for, over its partitions. */
@@ -726,9 +752,15 @@ static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
 static int ps_poll(void *state, int b, int wait_ms) {
     PsClient *c = state;
     if (c->dp && c->rank != 0) return 1;
-    if (client_bucket_left(c, b) == 0) return ps_bucket_in(c, b, wait_ms);
-    int got, rc = client_poll(c, wait_ms, &got);
+    int rc = client_flush(c);
     if (rc) return -rc;
+    if (client_bucket_left(c, b) == 0 && !sendq_waiting(&c->q)) return ps_bucket_in(c, b, wait_ms);
+    int got, wait = wait_ms;
+    if (sendq_waiting(&c->q)) { /* wake when the next push may go */
+        double due = sendq_due_in(&c->q, c->credit) * 1e3;
+        if (due < wait) wait = (int)due;
+    }
+    if ((rc = client_poll(c, wait, &got)) || (rc = client_flush(c))) return -rc;
     if (client_bucket_left(c, b) == 0) return ps_bucket_in(c, b, 0);
     if ((rc = ps_health(c))) return -rc;
     /* the server's verdict names the missing rank: give it a moment to come first */
@@ -906,6 +938,7 @@ static void ps_destroy(void *state) {
     }
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);
+    sendq_free(&c->q);
     free(c->parts);
     free(c->pfirst);
     free(c->sock);

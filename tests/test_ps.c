@@ -12,6 +12,7 @@
 #include "../common/ctrl.h"
 #include "../experiments/backends.h"
 #include "../ps/ps.h"
+#include "../ps/sendq.h"
 #include "../ps/server.h"
 #include "../ps/shard.h"
 #include "../ps/wire.h"
@@ -393,6 +394,126 @@ static void test_shard_weighted(void) {
 
 /* byteps's cost model: k = 0 is the sharded ps's, k = n the dedicated ps's with n servers (the
  * same runs), a push and a pull round each as long as the busiest link; k outside 0..n refused. */
+
+/* Partitions cut every bucket in key order, at most keys keys each, halved until every server can
+ * hold one; the striped plan gives each partition wholly to one server, round robin under equal
+ * weights (consecutive partitions on different servers), every server's keys within one partition
+ * of every other's, and under BytePS's weights within one partition of its share. */
+static void test_shard_partitions(void) {
+    Bucket b[3] = {{700, 1000}, {100, 700}, {0, 100}}; /* the engine's order: last layer first */
+    Bucket *parts;
+    int *first;
+    size_t used;
+    int np = shard_partition(b, 3, 128, 4, &parts, &first, &used);
+    CHECK(np == 3 + 5 + 1 && used == 128);
+    CHECK(first[0] == 0 && first[1] == 3 && first[2] == 8 && first[3] == 9);
+    size_t covered = 0;
+    for (int i = 0; i < 3; i++)
+        for (int p = first[i]; p < first[i + 1]; p++) {
+            CHECK(parts[p].lo >= b[i].lo && parts[p].hi <= b[i].hi && parts[p].hi - parts[p].lo <= 128);
+            CHECK(p == first[i] ? parts[p].lo == b[i].lo : parts[p].lo == parts[p - 1].hi); /* in key order */
+            covered += parts[p].hi - parts[p].lo;
+        }
+    CHECK(covered == 1000);
+    ShardWeights even = shard_even(4);
+    ShardPlan pl;
+    CHECK(shard_stripe_plan(&pl, 1000, &even, parts, np) == 0);
+    CHECK(pl.nslices == np && pl.nbuckets == np);
+    size_t keys[4] = {0};
+    for (int j = 0; j < np; j++) {
+        CHECK(pl.slices[j].bucket == j && pl.first[j] == j && pl.slices[j].off == parts[j].lo);
+        keys[pl.slices[j].server] += pl.slices[j].count;
+    }
+    CHECK(pl.slices[0].server == 0 && pl.slices[1].server == 1 && pl.slices[2].server == 2); /* round robin */
+    size_t lo = keys[0], hi = keys[0];
+    for (int s = 1; s < 4; s++) lo = keys[s] < lo ? keys[s] : lo, hi = keys[s] > hi ? keys[s] : hi;
+    CHECK_MSG(hi - lo <= 128, "servers' keys %zu..%zu differ by more than one partition", lo, hi);
+    /* the same arguments, the same plan: what workers and servers compute alike */
+    ShardPlan again;
+    CHECK(shard_stripe_plan(&again, 1000, &even, parts, np) == 0);
+    CHECK(memcmp(again.slices, pl.slices, (size_t)np * sizeof *pl.slices) == 0);
+    shard_plan_free(&again);
+    shard_plan_free(&pl);
+    /* BytePS's weights at n = 4, k = 2: shards 2 each, CPU servers 6 each, out of 20 */
+    ShardWeights bw = shard_byteps(4, 2);
+    Bucket whole = {0, 100000};
+    Bucket *p2;
+    int *f2;
+    int n2 = shard_partition(&whole, 1, 1000, bw.K, &p2, &f2, &used);
+    CHECK(n2 == 100 && shard_stripe_plan(&pl, 100000, &bw, p2, n2) == 0);
+    size_t k6[6] = {0};
+    for (int j = 0; j < n2; j++) k6[pl.slices[j].server] += pl.slices[j].count;
+    for (int s = 0; s < 6; s++) {
+        double share = 100000.0 * (s < 4 ? 2 : 6) / 20;
+        CHECK_MSG(fabs((double)k6[s] - share) <= 1000, "server %d holds %zu keys, its share %g", s, k6[s], share);
+    }
+    shard_plan_free(&pl);
+    free(p2), free(f2);
+    /* too few partitions for the servers: halved until each server has one */
+    Bucket small = {0, 10};
+    CHECK(shard_partition(&small, 1, 1000, 4, &p2, &f2, &used) == 4 && used == 3);
+    free(p2), free(f2);
+    /* more servers than keys: a server with no partition is refused, naming it */
+    CHECK(shard_partition(&small, 1, 1000, 12, &p2, &f2, &used) == 10 && used == 1);
+    ShardWeights e12 = shard_even(12);
+    CHECK(shard_stripe_plan(&pl, 10, &e12, p2, 10) == RS_ERR_INPUT && strstr(rs_errmsg(), "server 10 of 12"));
+    free(p2), free(f2);
+    free(parts), free(first);
+}
+
+/* A worker's pushes held behind its link's credit: a reply its process books meanwhile goes on
+ * the interface before the queued pushes (its stamp, the start on the wire, comes first), and
+ * without a link nothing is held. An order, not a timing: every stamp is a booking. */
+typedef struct {
+    double stamp[8];
+    int slice[8], n;
+} SendLog;
+
+static int test_sendq_send(void *arg, int slice, const void *data, size_t bytes) {
+    SendLog *l = arg;
+    (void)data;
+    l->slice[l->n] = slice;
+    l->stamp[l->n++] = link_send(bytes);
+    return RS_OK;
+}
+
+static void test_sendq_order(void) {
+    LinkSpec ln;
+    CHECK(link_parse("1MB/s", &ln) == 0); /* 100 kB take 0.1 s: no wake-up can let the queue drain */
+    link_set(&ln);
+    PsSendQ q;
+    CHECK(sendq_init(&q, 8) == 0);
+    SendLog log = {.n = 0};
+    static char buf[100000];
+    for (int j = 0; j < 4; j++) CHECK(sendq_put(&q, j, buf, sizeof buf) == 0);
+    double credit = 0.01;
+    CHECK(sendq_flush(&q, credit, test_sendq_send, &log) == 0);
+    CHECK_MSG(log.n == 1 && sendq_waiting(&q) == 3, "%d sent, %d waiting: one push goes, three wait", log.n,
+              sendq_waiting(&q));
+    CHECK(sendq_due_in(&q, credit) > 0.05);  /* the head waits for most of the first push's 0.1 s */
+    double reply = link_send(sizeof buf);    /* the process's server answers meanwhile */
+    CHECK(reply < log.stamp[0] + 0.1 + 1e-6); /* right behind the push on the wire, not behind the queue */
+    link_set(NULL); /* no link: the rest go at once, in order */
+    CHECK(sendq_flush(&q, 0, test_sendq_send, &log) == 0 && log.n == 4 && sendq_waiting(&q) == 0);
+    for (int j = 0; j < 4; j++) CHECK(log.slice[j] == j);
+    CHECK(sendq_put(&q, 9, buf, 1) == 0 && sendq_waiting(&q) == 1); /* emptied: starts over at the front */
+    for (int j = 0; j < 7; j++) CHECK(sendq_put(&q, j, buf, 1) == 0);
+    CHECK(sendq_put(&q, 8, buf, 1) == RS_ERR_RUNTIME); /* more than a step's slices */
+    sendq_free(&q);
+    /* the order on a link: with the reply booked between, pushes 2..4 start after it */
+    link_set(&ln);
+    CHECK(sendq_init(&q, 8) == 0);
+    log.n = 0;
+    for (int j = 0; j < 4; j++) CHECK(sendq_put(&q, j, buf, sizeof buf) == 0);
+    CHECK(sendq_flush(&q, credit, test_sendq_send, &log) == 0 && log.n == 1);
+    reply = link_send(sizeof buf);
+    CHECK(sendq_flush(&q, 1e9, test_sendq_send, &log) == 0 && log.n == 4); /* credit given: all go, after it */
+    for (int j = 1; j < 4; j++) CHECK_MSG(log.stamp[j] > reply, "push %d starts at %.3f, before the reply's %.3f", j,
+                                          log.stamp[j], reply);
+    sendq_free(&q);
+    link_set(NULL);
+}
+
 static void test_byteps_cost(void) {
     const Backend *bp = backend_find("byteps"), *ps = backend_find("ps");
     CHECK(bp && ps && !strcmp(bp->family, "ps"));
@@ -1499,6 +1620,8 @@ int main(void) {
     RUN(test_shard_ranges);
     RUN(test_shard_plan);
     RUN(test_shard_weighted);
+    RUN(test_shard_partitions);
+    RUN(test_sendq_order);
     RUN(test_byteps_cost);
     RUN(test_rules);
     RUN(test_server_fake_workers);

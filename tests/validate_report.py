@@ -190,6 +190,8 @@ def slowest_transport(names):
 
 
 def check_traffic(c, e, path):
+    if "cpu_s" in e:  # reports before it had none
+        c.expect(isinstance(e["cpu_s"], (int, float)) and e["cpu_s"] >= 0, path + ".cpu_s", "%r is not >= 0" % (e["cpu_s"],))
     tr = c.get(e, "traffic", path, "dict")
     if tr is None:
         return None
@@ -205,6 +207,10 @@ def check_traffic(c, e, path):
     if measured is not None and how is not None:
         c.expect(measured == (how != "nccl"), p + ".measured",
                  "%r with transport %r: only nccl's counts are derived (from the ring it ran)" % (measured, how))
+    busy = tr.get("link_busy_s")
+    if busy is not None:  # --link only: the interface's booked seconds each way
+        c.expect(isinstance(busy, dict) and all(isinstance(busy.get(k), (int, float)) and busy[k] >= 0
+                                                for k in ("tx", "rx")), p + ".link_busy_s", "%r is not {tx, rx} >= 0" % (busy,))
     if None in v.values():
         return None
     c.expect(v["messages"] == v["messages_sent"] + v["messages_received"], p + ".messages",
