@@ -153,6 +153,9 @@ typedef struct {
     int *pfirst;               /* [nbuckets + 1] engine bucket b's partitions: pfirst[b] .. pfirst[b+1] */
     size_t part_keys;          /* keys per partition (0: whole buckets, each server its key range) */
     PsSendQ q;                 /* pushes to other processes held behind the link's credit */
+    int *sent_to;              /* [K] slices queued to each server this step (the rotation's rounds) */
+    int *order;                /* [plan.nslices] scratch: one bucket's slices in the rotation's order */
+    long long *okey;           /* [plan.nslices] their keys */
     double credit;             /* seconds of the link booked ahead past which pushes wait (0: no link) */
     int host_visible;          /* the device's memory is host memory: no staging */
     float *stage;              /* host staging of allreduce() where it is not */
@@ -521,6 +524,10 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         c->got = calloc((size_t)c->plan.nslices, 1);
         c->got_cap = (size_t)c->plan.nslices;
         RS_TRY(sendq_init(&c->q, c->plan.nslices));
+        c->sent_to = calloc((size_t)c->K, sizeof *c->sent_to);
+        c->order = calloc((size_t)c->plan.nslices + 1, sizeof *c->order);
+        c->okey = calloc((size_t)c->plan.nslices + 1, sizeof *c->okey);
+        if (!c->sent_to || !c->order || !c->okey) return rs_error(RS_ERR_RUNTIME, "out of memory");
         const LinkSpec *ln = link_get();
         if (ln->bytes_per_s > 0) { /* one slice's time on the link, at least 2 ms (the poll's wake-up) */
             size_t most = 0;
@@ -672,6 +679,7 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     c->any_reply = 0;
     c->left = c->plan.nslices;
     c->q.head = c->q.n = 0; /* a failed step's leftovers are not this one's */
+    memset(c->sent_to, 0, (size_t)c->K * sizeof *c->sent_to);
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
     for (int p = 0; p < c->plan.nbuckets; p++) {
@@ -705,14 +713,33 @@ static int client_flush(PsClient *c) { return sendq_flush(&c->q, c->credit, clie
 
 /* Pushes bucket b's slices (grad, host memory, goes zero-copy where large: unchanged until the
  * bucket is done): to this process's own server at once, to the others through the send queue,
- * which lets this process's replies pass them (ps/sendq.h); the new parameters land in out. */
+ * which lets this process's replies pass them (ps/sendq.h), in a rotation: the i-th slice this
+ * step to server s goes in round i, and within a round worker r starts at server r + 1, so that
+ * at any moment the workers push to different servers (an all-to-all schedule: no server's
+ * interface takes every worker's push at once while the others idle). The new parameters land in
+ * out. */
 static int ps_start(void *state, int step, int b, float *grad, float *out) {
     PsClient *c = state;
     if (b < 0 || b >= c->job.nbuckets) return rs_error(RS_ERR_RUNTIME, "ps: no bucket %d", b);
     const Bucket *bk = &c->job.buckets[b];
     c->out = out - bk->lo;
     c->t_push[b] = c->t_last = clock_now();
-    for (int j = c->plan.first[c->pfirst[b]]; j < c->plan.first[c->pfirst[b + 1]]; j++) { /* its partitions' slices */
+    int n = 0, j0 = c->plan.first[c->pfirst[b]], j1 = c->plan.first[c->pfirst[b + 1]]; /* its partitions' slices */
+    for (int j = j0; j < j1; j++) {
+        int k = c->plan.slices[j].server;
+        long long round = c->sent_to[k]++, rot = ((k - c->rank - 1) % c->K + c->K) % c->K;
+        c->order[n] = j;
+        c->okey[n++] = round * c->K + rot;
+    }
+    for (int i = 1; i < n; i++) { /* insertion sort by key, stable: the slices come nearly in order */
+        int j = c->order[i];
+        long long key = c->okey[i];
+        int m = i;
+        for (; m > 0 && c->okey[m - 1] > key; m--) c->order[m] = c->order[m - 1], c->okey[m] = c->okey[m - 1];
+        c->order[m] = j, c->okey[m] = key;
+    }
+    for (int i = 0; i < n; i++) {
+        int j = c->order[i];
         const ShardSlice *sl = &c->plan.slices[j];
         const void *data = grad + (sl->off - bk->lo);
         size_t bytes = sl->count * sizeof(float);
@@ -939,6 +966,9 @@ static void ps_destroy(void *state) {
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);
     sendq_free(&c->q);
+    free(c->sent_to);
+    free(c->order);
+    free(c->okey);
     free(c->parts);
     free(c->pfirst);
     free(c->sock);

@@ -34,6 +34,10 @@ typedef struct {
     int *count;              /* [cap_chunks] contributions in */
     unsigned char *seen;     /* [cap_chunks * nworkers] */
     unsigned char *waiting;  /* [cap_chunks] summed, waiting for the step's sample count */
+    double *in;              /* [cap_chunks] --link: when the chunk's last contribution is in on
+                              * this process's interface (booked as it came, not slept for) */
+    unsigned char *due;      /* [cap_chunks] complete, to be applied once its contributions are in */
+    int ndue;
     size_t cap;              /* keys the buffers hold */
     float *recv, *sum;       /* device: nworkers * cap, cap */
     float *stage;            /* host staging of replies (cap) where the device is not host memory */
@@ -81,6 +85,7 @@ struct PsServer {
     size_t cur_bytes;        /* payload bytes of the message being handled */
     zmq_msg_t *cur_payload;  /* its payload frame (NULL: none), which a contribution may keep */
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
+    double cur_in;           /* --link: when it is in on this process's interface (server_accept) */
     double t_last;
     PsZeroCopy zc;
     /* --wire (ps/client.c's head comment): contributions arrive in the gradients' codec and are
@@ -151,13 +156,21 @@ static void server_count(PsServer *s, int r, int sent, size_t bytes) {
 
 /* Counts a refused message; the first few are also logged with the reason. */
 /* Counts the message being handled as received (called once it is accepted, before any reply
- * it causes, so that a worker that has its reply also sees the message counted). */
-static void server_accept(PsServer *s, int r) {
+ * it causes, so that a worker that has its reply also sees the message counted), and books it on
+ * the emulated interface as it came (--link): s->cur_in is when it is in. A contribution of the
+ * synchronous step (defer) is not waited for here: its chunk is applied once its last one is in
+ * (phase_ready), so that the thread books what comes meanwhile in the order it came, as its host
+ * worker's thread books the replies (sleeping here let the replies take the interface first and
+ * starved the pushes); everything else is waited for at once. */
+static void server_accept_as(PsServer *s, int r, int defer) {
     s->known[r] = 1;
-    if (server_counted(s, r)) link_recv(WIRE_HEADER_BYTES + s->cur_bytes, s->cur_stamp); /* --link */
+    s->cur_in = server_counted(s, r) ? link_recv_book(WIRE_HEADER_BYTES + s->cur_bytes, s->cur_stamp) : 0;
+    if (!defer) link_wait_until(s->cur_in);
     s->t_last = clock_now();
     server_count(s, r, 0, WIRE_HEADER_BYTES + s->cur_bytes);
 }
+
+static void server_accept(PsServer *s, int r) { server_accept_as(s, r, 0); }
 
 /* Before a send to worker r: the emulated interface books what leaves the process; the stamp
  * travels with the message (0: rank 0's own, or no link). */
@@ -226,6 +239,10 @@ static void phase_free(PsServer *s, PsPhase *ph) {
     free(ph->count);
     free(ph->seen);
     free(ph->waiting);
+    free(ph->in);
+    free(ph->due);
+    ph->in = NULL;
+    ph->due = NULL;
     ph->recv = ph->sum = ph->stage = NULL;
     ph->count = NULL;
     ph->seen = ph->waiting = NULL;
@@ -268,12 +285,18 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
         free(ph->count);
         free(ph->seen);
         free(ph->waiting);
+        free(ph->in);
+        free(ph->due);
         ph->count = calloc((size_t)chunks, sizeof *ph->count);
         ph->seen = calloc((size_t)chunks * N, 1);
         ph->waiting = calloc((size_t)chunks, 1);
+        ph->in = calloc((size_t)chunks, sizeof *ph->in);
+        ph->due = calloc((size_t)chunks, 1);
         if (s->host_visible && (ph->held = malloc((size_t)chunks * N * sizeof *ph->held)))
             for (size_t i = 0; i < (size_t)chunks * N; i++) zmq_msg_init(&ph->held[i]);
-        ph->cap_chunks = ph->count && ph->seen && ph->waiting && (ph->held || !s->host_visible) ? chunks : 0;
+        ph->cap_chunks = ph->count && ph->seen && ph->waiting && ph->in && ph->due && (ph->held || !s->host_visible)
+                             ? chunks
+                             : 0;
         if (!ph->cap_chunks) {
             free(ph->held);
             ph->held = NULL;
@@ -326,6 +349,9 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
     memset(ph->count, 0, (size_t)ph->nchunks * sizeof *ph->count);
     memset(ph->seen, 0, (size_t)ph->nchunks * (size_t)s->a.nworkers);
     memset(ph->waiting, 0, (size_t)ph->nchunks);
+    memset(ph->in, 0, (size_t)ph->nchunks * sizeof *ph->in);
+    memset(ph->due, 0, (size_t)ph->nchunks);
+    ph->ndue = 0;
     ph->step = step;
     ph->begun = 1;
     ph->active = ph->nslices > 0;
@@ -341,8 +367,10 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
 static int server_reply_all(PsServer *s, const WireHeader *h, const void *payload, size_t bytes) {
     char id[16];
     for (int i = 0; i < s->a.nworkers; i++) {
-        /* colocated, the host worker goes last: once it has its reply, every other send is counted */
-        int r = s->a.colocated ? (s->a.local_rank + 1 + i) % s->a.nworkers : i;
+        /* colocated, the host worker goes last: once it has its reply, every other send is counted;
+         * and every server starts past its own index, so that servers finishing at once do not
+         * all answer the same worker first */
+        int r = s->a.colocated ? (s->a.local_rank + 1 + i) % s->a.nworkers : (s->a.id + i) % s->a.nworkers;
         if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
         size_t idlen = ps_identity(r, id, sizeof id);
         double stamp = server_pace(s, r, bytes);
@@ -453,6 +481,33 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     h.sender = (uint16_t)s->a.id;
     h.dtype = s->dtype;
     return server_reply_all(s, &h, payload, bytes);
+}
+
+/* Chunk b has every contribution (and its step size): applied now when they are all in on the
+ * emulated interface, else once they are (phase_apply_due). */
+static int phase_ready(PsServer *s, PsPhase *ph, int b) {
+    ph->waiting[b] = 0;
+    if (ph->in[b] <= clock_now()) return slice_apply(s, ph, b);
+    if (!ph->due[b]) ph->due[b] = 1, ph->ndue++;
+    return RS_OK;
+}
+
+/* Applies every due chunk whose contributions are in by now; *next is the earliest in-time of
+ * those still due (0: none). RS_OK or the first failure. */
+static int phase_apply_due(PsServer *s, PsPhase *ph, double *next) {
+    if (!ph->ndue) return RS_OK;
+    double now = clock_now();
+    for (int b = 0; b < ph->nchunks && ph->ndue; b++) {
+        if (!ph->due[b]) continue;
+        if (ph->in[b] <= now) {
+            ph->due[b] = 0;
+            ph->ndue--;
+            RS_TRY(slice_apply(s, ph, b));
+        } else if (*next == 0 || ph->in[b] < *next) {
+            *next = ph->in[b];
+        }
+    }
+    return RS_OK;
 }
 
 /* ---- async and ssp: every push applied as it arrives, replies held to the bound ---------------- */
@@ -670,7 +725,8 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     if (n == 0 || h->offset != off || h->count != n) return server_drop(s, "a slice this server does not hold");
     unsigned char *seen = ph->seen + (size_t)b * (size_t)s->a.nworkers + (size_t)r;
     if (*seen) return server_drop(s, "a second contribution to the same slice");
-    server_accept(s, r);
+    server_accept_as(s, r, 1);
+    if (s->cur_in > ph->in[b]) ph->in[b] = s->cur_in;
     if (ph->held) { /* host memory: the payload (n elements of the wire, wire_check saw to it) is
                      * kept and summed from where it is (slice_apply) */
         zmq_msg_move(&ph->held[(size_t)b * (size_t)s->a.nworkers + (size_t)r], s->cur_payload);
@@ -687,7 +743,7 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
         ph->waiting[b] = 1;
         return RS_OK;
     }
-    return slice_apply(s, ph, b);
+    return phase_ready(s, ph, b);
 }
 
 /* WIRE_STEP from rank 0: the step's global sample count; applies the slices waiting for it. */
@@ -705,7 +761,7 @@ static int on_step(PsServer *s, int r, const WireHeader *h) {
     ph->samples = h->samples;
     ph->t_progress = clock_now();
     for (int b = 0; b < ph->nchunks; b++)
-        if (ph->waiting[b]) RS_TRY(slice_apply(s, ph, b));
+        if (ph->waiting[b]) RS_TRY(phase_ready(s, ph, b));
     return RS_OK;
 }
 
@@ -919,10 +975,16 @@ static void server_sort_stamped(PsMsg *m, int n) {
 
 int ps_server_run(PsServer *s) {
     s->t_last = clock_now();
+    double next = 0; /* the earliest due chunk's in-time (0: none) */
     for (;;) {
         if (atomic_load(&s->stop) || s->nbye == s->a.nworkers) return RS_OK;
         zmq_pollitem_t it = {s->router, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, 100);
+        long wait = 100;
+        if (next > 0) { /* wake when the next due chunk is in */
+            double ms = (next - clock_now()) * 1e3;
+            wait = ms <= 0 ? 0 : ms < 100 ? (long)ms + 1 : 100;
+        }
+        int n = zmq_poll(&it, 1, wait);
         if (n < 0) {
             if (zmq_errno() == EINTR) continue;
             return server_fail(s, zmqCheck(n));
@@ -953,7 +1015,10 @@ int ps_server_run(PsServer *s) {
             if (rc > 0) return server_fail(s, rc);
             if (got < PS_REORDER) break;
         }
-        int rc = server_check_time(s);
+        next = 0;
+        int rc = phase_apply_due(s, &s->train, &next);
+        if (!rc) rc = phase_apply_due(s, &s->sum, &next);
+        if (!rc) rc = server_check_time(s);
         if (rc) return server_fail(s, rc);
     }
 }
