@@ -80,11 +80,12 @@ cJSON *trace_json(Trace *t) {
     cJSON_AddItemToArray(arr, trace_meta(t->pid, 0, "thread_name", "compute"));
     cJSON_AddItemToArray(arr, trace_meta(t->pid, 1, "thread_name", "communication"));
     cJSON_AddItemToArray(arr, trace_meta(t->pid, 2, "thread_name", "server"));
+    cJSON_AddItemToArray(arr, trace_meta(t->pid, 3, "thread_name", "partitions on the link"));
     for (int i = 0; i < t->n; i++) {
         const Span *s = &t->spans[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", s->name);
-        cJSON_AddStringToObject(e, "cat", s->tid == 2 ? "server" : s->tid ? "comm" : "compute");
+        cJSON_AddStringToObject(e, "cat", s->tid == 2 ? "server" : s->tid == 3 ? "link" : s->tid ? "comm" : "compute");
         cJSON_AddStringToObject(e, "ph", "X");
         cJSON_AddNumberToObject(e, "ts", s->t0 * 1e6);
         cJSON_AddNumberToObject(e, "dur", (s->t1 - s->t0) * 1e6);

@@ -17,7 +17,7 @@ Trace *trace_new(int pid, const char *label);
 void trace_reserve(Trace *t, long spans);
 
 /* Records a complete span [t0, t1] in seconds on the wall clock (clock_wall) on thread tid
- * (0: compute, 1: communication, 2: a server's work). Thread-safe; silently stops recording after a cap. NULL-safe. */
+ * (0: compute, 1: communication, 2: a server's work, 3: a ps worker's pushes and replies on its link). Thread-safe; silently stops recording after a cap. NULL-safe. */
 void trace_span(Trace *t, const char *name, int tid, double t0, double t1);
 
 /* The events as a JSON array (caller owns it). */

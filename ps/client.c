@@ -2,7 +2,11 @@
 /*
  * The protocol (ps/wire.h has the header). Keys are parameter indices, sharded over K servers
  * by range (ps/shard.h: evenly, or under byteps by BytePS's weights); every bucket is cut into
- * one slice per server it touches (nsl slices per step in all).
+ * one slice per server it touches (nsl slices per step in all). With --ps-partition-kb (auto
+ * under --link) every bucket is first cut into partitions, each wholly on one server
+ * (shard_stripe_plan), and the header's bucket field is the partition's index: a slice is then
+ * a partition, nsl the partitions, n_s and nsl_s below a server's keys and partitions, and every
+ * formula below holds as it stands (tests/ps_traffic.py computes them both ways).
  *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
  *          server one PULL and gets every slice back (PARAMS).
  *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step);
@@ -118,6 +122,7 @@
 #include "../common/log.h"
 #include "../common/zendpoint.h"
 #include "../common/mem.h"
+#include "../common/trace.h"
 #include "../common/zmq_check.h"
 
 #include <limits.h>
@@ -157,6 +162,7 @@ typedef struct {
     int *order;                /* [plan.nslices] scratch: one bucket's slices in the rotation's order */
     long long *okey;           /* [plan.nslices] their keys */
     double credit;             /* seconds of the link booked ahead past which pushes wait (0: no link) */
+    double wall_offset;        /* clock_wall() - clock_now(), for the trace's partition spans */
     int host_visible;          /* the device's memory is host memory: no staging */
     float *stage;              /* host staging of allreduce() where it is not */
     size_t stage_cap;
@@ -200,8 +206,18 @@ typedef struct {
 
 /* ---- sending ---------------------------------------------------------------------------------- */
 
+/* A span of the trace's partition lane (tid 3): a push's or a reply's time on this process's
+ * interface (under --link; else the moment it was sent or taken). */
+static void client_trace(PsClient *c, const char *name, double t0, double t1) {
+    if (c->job.trace) trace_span(c->job.trace, name, 3, t0 + c->wall_offset, (t1 > t0 ? t1 : t0 + 1e-6) + c->wall_offset);
+}
+
 static int client_send(PsClient *c, int k, const WireHeader *h, const void *payload, size_t bytes) {
     double stamp = c->local[k] ? 0 : link_send(WIRE_HEADER_BYTES + (payload ? bytes : 0)); /* --link */
+    if (h->op == WIRE_PUSH && !c->local[k]) {
+        double bps = link_get()->bytes_per_s, t0 = stamp > 0 ? stamp : clock_now();
+        client_trace(c, "push", t0, bps > 0 ? t0 + (WIRE_HEADER_BYTES + bytes) / bps : t0);
+    }
     if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc, stamp) < 0) {
         int e = zmq_errno();
         return rs_error(RS_ERR_PEER, "ps: rank %d cannot send %s to server %d: %s", c->rank, wire_op_name(h->op), k,
@@ -352,6 +368,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         if (c->kind == WAIT_STEP) {
             double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
             if (in > c->bucket_in[b]) c->bucket_in[b] = in;
+            client_trace(c, "reply", m->stamp > 0 ? m->stamp : c->t_last, in > 0 ? in : c->t_last);
         } else
             link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
@@ -494,6 +511,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     atomic_init(&c->last_version, 0);
     atomic_init(&c->last_stale, 0);
     c->token = wire_token(job->token);
+    c->wall_offset = clock_wall() - clock_now();
     c->host_visible = job->dev->host_visible;
     c->gc = codec_from_options(cfg->wire, cfg->loss_scale);
     c->pc = codec_make(c->gc.type, 1.0f);

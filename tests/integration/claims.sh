@@ -21,8 +21,7 @@ def curve(sync, N, how="sync"):
     return c
 
 B = 125e6  # --link 1gbit, bytes/s each way
-def table1(sync, placement, k):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
-    N = 4
+def table1(sync, placement, k, N):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
     u = {"ring": 2 * (N - 1) / N, "sharded": 2 * (N - 1) / N, "dedicated": max(1, N / max(k, 1)),
          "byteps": 2 * N * (N - 1) / (N * N + k * N - 2 * k)}["byteps" if sync == "byteps" else placement if sync == "ps" else "ring"]
     return u * n / B
@@ -53,7 +52,9 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
             sent = recv = per + (n if k < N - 1 else 0)
             comm = 1e-3 * (1 + 0.05 * N) if variant != "fail3" else 1e-3 * N * N
         if link:  # claim 8's runs: on their Table 1 line, 5% over (the ring 50% over when broken)
-            comm = table1(sync, placement, servers) * (1.5 if variant == "fail8" and sync == "ring" else 1.05)
+            comm = table1(sync, placement, servers, N) * (1.5 if variant == "fail8" and sync == "ring" and N == 4 else 1.05)
+            if variant == "fail8tie" and N == 2 and placement == "dedicated":  # the lines tie at n = 2: 1.5x is off
+                comm *= 1.5
             if sync != "ring":  # no server in rank 0: balanced memory; a shard in every worker moves the ring's bytes
                 peak = 3 * MiB
                 sent = recv = (2 * (N - 1) / N if placement == "sharded" else 1) * n * STEPS
@@ -108,6 +109,8 @@ report("ring", 4, link="1gbit")                  # claim 8: Table 1's lines unde
 report("ps", 4, placement="dedicated", servers=4, link="1gbit")
 report("ps", 4, placement="sharded", servers=4, link="1gbit")
 report("byteps", 4, placement="colocated", servers=2, link="1gbit")
+report("ring", 2, link="1gbit")                  # at n = 2 the k = n line ties the ring's: decided as a tie
+report("ps", 2, placement="dedicated", servers=2, link="1gbit")
 # files that are not training reports: skipped
 json.dump({"schema": "ringside.matrix/1", "runs": []}, open(os.path.join(out, "summary.json"), "w"))
 json.dump({"schema": "ringside.bench/1", "rows": []}, open(os.path.join(out, "bench.json"), "w"))
@@ -123,13 +126,16 @@ v=$(verdicts "$T/pass")
 if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "eight PASS verdicts"; else bad "eight PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
 if grep -vE '^#|^[1-8] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-8] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
 else ok "every non-data line starts with #"; fi
-if grep -q "16 reports, 15 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+if grep -q "18 reports, 17 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
 else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
 if $PY -c "
 import json,sys
 c=json.load(open(sys.argv[1]))
 assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8]
-assert len(c[7]['numbers']['runs']) == 4 and c[7]['numbers']['k_equals_n'][0]['ps_comm_s'] < c[7]['numbers']['k_equals_n'][0]['ring_comm_s']
+assert len(c[7]['numbers']['runs']) == 6
+beat = [p for p in c[7]['numbers']['k_equals_n'] if not p['tie']]
+tie = [p for p in c[7]['numbers']['k_equals_n'] if p['tie']]
+assert len(beat) == 1 and beat[0]['ps_comm_s'] < beat[0]['ring_comm_s'] and len(tie) == 1
 assert c[6]['numbers']['pairs'][0]['async_throughput'] == 2e4
 for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
 assert c[1]['numbers']['ps'][0]['r2'] > 0.99
@@ -155,6 +161,14 @@ for k in 1 2 3 4 5 6 7 8; do
     want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,9)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
 done
+
+# claim 8 at n = 2: k = n servers and the ring share one line (M/B), so the pair must tie within 20%
+$PY "$T/make.py" "$T/fail8tie" fail8tie
+expect_status "claim 8, k = n = 2 servers 1.5x the ring: exit 4" 4 "$BIN" claims "$T/fail8tie"
+v=$(verdicts "$T/fail8tie")
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
+   && grep -q "(lines tie at n = 2)" "$T/pass.log"; then ok "claim 8: the n = 2 pair is decided as the tie the table says"
+else bad "claim 8 at n = 2" "$v: $(grep -A30 '^8 ' "$T/last.log" | grep 'k = n')"; fi
 
 # claim 6 outside the factor only where ranks outnumber the cores: the why line says so, each line names its link
 $PY "$T/make.py" "$T/crowded" crowded
