@@ -63,7 +63,7 @@ static const Opt opts[] = {
     {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process) | sharded (a server shard in every worker, 1/N of the keys each)"},
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker; byteps: k CPU servers, 0 <= k <= N, beside every worker's shard"},
-    {"ps-partition-kb", 0, OPT_STR, O(ps_partition), S(ps_partition), "auto", 1, "ps, byteps: every bucket cut into partitions of at most K KiB, each summed and answered on its own and the partitions striped over every server (BytePS's partitions); auto: the bytes --link carries in 2 ms (64 KiB to 4 MiB), whole buckets without --link; off: whole buckets, each server its key range"},
+    {"ps-partition-kb", 0, OPT_STR, O(ps_partition), S(ps_partition), "auto", 1, "ps, byteps: every bucket cut into partitions of at most K KiB on the wire, each summed and answered on its own and the partitions striped over every server (BytePS's partitions); auto: the bytes --link carries in 2 ms (64 KiB to 4 MiB), whole buckets without --link; off: whole buckets, each server its key range"},
     {"ps-mode", 0, OPT_STR, O(ps_mode), S(ps_mode), "push", 1, "push (push gradients, pull parameters) | dataparallel (DataParallel's whole step)"},
     {"ps-consistency", 0, OPT_CONSISTENCY, O(ps_consistency), S(ps_consistency), "sync", 1, "sync | async (each push applied as it arrives, no waiting for the others) | ssp:S (a worker at most S steps ahead of the slowest; ssp:0 is sync). Under async and ssp --steps counts the server's updates: N pushes make one step"},
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16 or fp16: the type gradients (and a server's parameters) travel in; sums stay fp32"},
@@ -282,11 +282,17 @@ int config_validate(const Config *c) {
                             c->ps_partition);
         if (kb * 1024 < sizeof(float))
             return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter (4 bytes)", c->ps_partition);
-        if (kb > c->bucket_mb * 1024)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB): "
-                                          "partitions cut buckets (off: whole buckets)",
-                            c->ps_partition, c->bucket_mb, c->bucket_mb * 1024);
-        size_t np = config_param_count(c) / (size_t)(kb * 1024 / sizeof(float)) + 1;
+        CodecType wt = CODEC_F32;
+        codec_parse(c->wire, &wt);
+        double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
+        if (kb * 1024 < el)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
+                            c->ps_partition, el);
+        if (kb > bucket_kb)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
+                                          "wire): partitions cut buckets (off: whole buckets)",
+                            c->ps_partition, c->bucket_mb, bucket_kb);
+        size_t np = config_param_count(c) / (size_t)(kb * 1024 / el) + 1;
         if (np > 0xfffffffeu)
             return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
                             c->ps_partition, np);
@@ -490,6 +496,8 @@ size_t config_partition_keys(const Config *c) {
     } else {
         bytes = strtod(c->ps_partition, NULL) * 1024;
     }
-    size_t keys = (size_t)(bytes / sizeof(float));
+    CodecType wt = CODEC_F32; /* the bytes are the wire's: 2 a key on a 16-bit wire */
+    codec_parse(c->wire, &wt);
+    size_t keys = (size_t)(bytes / (double)codec_elem_bytes(wt));
     return keys < 1 ? 1 : keys;
 }

@@ -107,8 +107,9 @@ int config_lockstep(const Config *c);
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);
 
-/* Keys per parameter-server partition (--ps-partition-kb): K KiB as keys (at least 1), and
- * under auto the bytes an emulated link (--link) carries in 2 ms, within 64 KiB .. 4 MiB (a
+/* Keys per parameter-server partition (--ps-partition-kb): K KiB of the wire as keys (4 bytes a
+ * key, 2 on a 16-bit --wire; at least 1), and under auto the bytes an emulated link (--link)
+ * carries in 2 ms, within 64 KiB .. 4 MiB (a
  * partition's fill and drain stay a few ms, its message's own cost a few percent of its
  * time), or, without a link, 0: whole buckets. 0 also for off. Validated values only. */
 size_t config_partition_keys(const Config *c);

@@ -27,7 +27,7 @@ H = 56
 
 
 def config_partition_keys(c):
-    """common/config.c's config_partition_keys: 0 for whole buckets."""
+    """common/config.c's config_partition_keys: 0 for whole buckets; the bytes are the wire's."""
     v = str(c.get("ps-partition-kb", "off"))
     if v == "off":
         return 0
@@ -38,7 +38,7 @@ def config_partition_keys(c):
         b = min(max(bw * 0.002, 65536), 4194304)
     else:
         b = float(v) * 1024
-    return max(1, int(b / 4))
+    return max(1, int(b / (4 if c.get("wire", "fp32") == "fp32" else 2)))  # bytes on the wire
 
 
 def link_bytes_per_s(text):
