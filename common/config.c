@@ -255,6 +255,32 @@ int config_parse(Config *c, int argc, char **argv, int *help) {
     return RS_OK;
 }
 
+int config_partition_check(const Config *c, size_t nparams) {
+    if (strcmp(c->ps_partition, "auto") && strcmp(c->ps_partition, "off")) {
+        char *end;
+        errno = 0;
+        double kb = strtod(c->ps_partition, &end);
+        if (end == c->ps_partition || *end || errno || !(kb > 0) || !isfinite(kb))
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%s': expected a positive number of KiB, auto or off",
+                            c->ps_partition);
+        CodecType wt = CODEC_F32;
+        codec_parse(c->wire, &wt);
+        double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
+        if (kb * 1024 < el)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
+                            c->ps_partition, el);
+        if (kb > bucket_kb)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
+                                          "wire): partitions cut buckets (off: whole buckets)",
+                            c->ps_partition, c->bucket_mb, bucket_kb);
+        size_t np = nparams / (size_t)(kb * 1024 / el) + 1;
+        if (np > 0xfffffffeu)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
+                            c->ps_partition, np);
+    }
+    return RS_OK;
+}
+
 int config_validate(const Config *c) {
     if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda") && strcmp(c->device, "cpu-async"))
         return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu, cuda or cpu-async", c->device);
@@ -273,30 +299,7 @@ int config_validate(const Config *c) {
     if (c->nranks > 256) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: at most 256 local ranks", c->nranks);
     if (!(c->bucket_mb > 0)) return rs_error(RS_ERR_INPUT, "--bucket-mb %g: must be > 0", c->bucket_mb);
     if (!(c->timeout > 0)) return rs_error(RS_ERR_INPUT, "--timeout %g: must be > 0 seconds", c->timeout);
-    if (strcmp(c->ps_partition, "auto") && strcmp(c->ps_partition, "off")) {
-        char *end;
-        errno = 0;
-        double kb = strtod(c->ps_partition, &end);
-        if (end == c->ps_partition || *end || errno || !(kb > 0) || !isfinite(kb))
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%s': expected a positive number of KiB, auto or off",
-                            c->ps_partition);
-        if (kb * 1024 < sizeof(float))
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter (4 bytes)", c->ps_partition);
-        CodecType wt = CODEC_F32;
-        codec_parse(c->wire, &wt);
-        double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
-        if (kb * 1024 < el)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
-                            c->ps_partition, el);
-        if (kb > bucket_kb)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
-                                          "wire): partitions cut buckets (off: whole buckets)",
-                            c->ps_partition, c->bucket_mb, bucket_kb);
-        size_t np = config_param_count(c) / (size_t)(kb * 1024 / el) + 1;
-        if (np > 0xfffffffeu)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
-                            c->ps_partition, np);
-    }
+    RS_TRY(config_partition_check(c, config_param_count(c)));
     if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated") && strcmp(c->ps_placement, "sharded"))
         return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
     if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))

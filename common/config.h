@@ -107,6 +107,12 @@ int config_lockstep(const Config *c);
 /* Every option, resolved, as a JSON object (the report's "config"). Caller owns it; NULL on OOM. */
 struct cJSON *config_json(const Config *c);
 
+/* --ps-partition-kb's refusals (config_validate's, and bench's): not auto, off or a positive
+ * number of KiB; less than one parameter on the wire; larger than a bucket (--bucket-mb);
+ * more partitions of nparams keys than the wire header addresses (nparams 0: not checked).
+ * 0 or RS_ERR_INPUT naming the value. */
+int config_partition_check(const Config *c, size_t nparams);
+
 /* Keys per parameter-server partition (--ps-partition-kb): K KiB of the wire as keys (4 bytes a
  * key, 2 on a 16-bit --wire; at least 1), and under auto the bytes an emulated link (--link)
  * carries in 2 ms, within 64 KiB .. 4 MiB (a

@@ -50,6 +50,7 @@ typedef struct {
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
     double bucket_mb;       /* --bucket-mb: the server back ends' message cut (train's bucket, 25) */
     char placement[16];     /* --ps-placement colocated|sharded|dedicated ("": colocated) */
+    char partition[16];     /* --ps-partition-kb auto|off|KiB ("": auto) */
     int servers;            /* the server processes to start, from --ps-servers: ps dedicated K (default 1),
                              * byteps k CPU servers (default 0), 0 otherwise; -1 while parsing, unset */
 } BenchOpts;
@@ -126,6 +127,10 @@ static void bench_usage(FILE *f) {
             "      --bucket-mb MB     ps, byteps: the all-reduce travels in slices of at most MB MiB, each\n"
             "                         summed and answered as soon as it is in (default 25, train's bucket);\n"
             "                         the ring and NCCL cut their own segments and ignore it\n"
+            "      --ps-partition-kb K  ps, byteps: the all-reduce in partitions of at most K KiB on the wire,\n"
+            "                         each wholly on one server, striped over all of them (round robin in\n"
+            "                         bytes); auto (default): 2 ms of --link (64 KiB to 4 MiB), else off;\n"
+            "                         off: --bucket-mb slices cut by the servers' key ranges\n"
             "      --ps-placement P   ps: colocated (default: one server, a thread of rank 0, as\n"
             "                         DataParallel's) | sharded (a server in every rank, 1/N of every\n"
             "                         slice's keys each, the others' contributions over the network) |\n"
@@ -205,7 +210,8 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
-                                      "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers"};
+                                      "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers",
+                                      "--ps-partition-kb"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -266,6 +272,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (strcmp(v, "colocated") && strcmp(v, "sharded") && strcmp(v, "dedicated"))
                 return rs_error(RS_ERR_INPUT, "bench: --ps-placement '%s': expected colocated, sharded or dedicated", v);
             snprintf(o->placement, sizeof o->placement, "%s", v);
+        } else if (!strcmp(name, "--ps-partition-kb")) {
+            if (strlen(v) >= sizeof o->partition)
+                return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%.20s...': expected a positive number of KiB, auto or off", v);
+            snprintf(o->partition, sizeof o->partition, "%s", v);
         } else if (!strcmp(name, "--ps-servers")) {
             if (bench_parse_int(v, 0, 64, &o->servers))
                 return rs_error(RS_ERR_INPUT, "bench: --ps-servers '%s': expected 0..64 server processes", v);
@@ -394,7 +404,8 @@ static int bench_config(Bench *b) {
      * of their own (dedicated, keys by range); byteps: a shard in every rank and k CPU servers */
     snprintf(b->cfg.ps_placement, sizeof b->cfg.ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
     b->cfg.ps_servers = o->servers > 0 || !strcmp(o->sync, "byteps") ? o->servers : 1;
-    return RS_OK;
+    snprintf(b->cfg.ps_partition, sizeof b->cfg.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
+    return config_partition_check(&b->cfg, 0);
 }
 
 /* The text every member of the job must agree on: the Config's and the sweep's. */
@@ -576,7 +587,11 @@ static void bench_print_header(Bench *b) {
     if (!strcmp(o->sync, "byteps"))
         printf("# byteps: a summation shard in every rank and %d CPU server process%s (--ps-servers)\n",
                b->cfg.ps_servers, b->cfg.ps_servers == 1 ? "" : "es");
-    if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
+    size_t pk = config_partition_keys(&b->cfg);
+    if ((!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps")) && pk)
+        printf("# the all-reduce travels in partitions of %zu keys (--ps-partition-kb %s), each wholly on one server, "
+               "striped over all of them, each summed and answered as it lands\n", pk, b->cfg.ps_partition);
+    else if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
         printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
                o->bucket_mb);
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
@@ -757,6 +772,10 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
         cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
         cJSON_AddNumberToObject(cfg, "bucket_mb", o->bucket_mb);
+        if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps")) { /* the partition keys, 0: --bucket-mb slices */
+            cJSON_AddStringToObject(cfg, "ps_partition_kb", b->cfg.ps_partition);
+            cJSON_AddNumberToObject(cfg, "ps_partition_keys", (double)config_partition_keys(&b->cfg));
+        }
         if (!strcmp(o->sync, "ps")) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
         if (!strcmp(o->sync, "byteps") || !strcmp(b->cfg.ps_placement, "dedicated"))
             cJSON_AddNumberToObject(cfg, "ps_servers", b->cfg.ps_servers);
@@ -805,6 +824,14 @@ static int bench_finish(Bench *b) {
 static int bench_launch(const BenchOpts *o, int argc, char **argv) {
     int rc = o->report[0] ? report_check_writable(o->report) : RS_OK;
     if (rc == RS_OK && !sync_find(o->sync)) rc = RS_ERR_INPUT;
+    if (rc == RS_OK) { /* --ps-partition-kb against --bucket-mb and --wire, before any rank starts */
+        Config c;
+        config_defaults(&c);
+        c.bucket_mb = o->bucket_mb;
+        snprintf(c.wire, sizeof c.wire, "%s", o->wire[0] ? o->wire : "fp32");
+        snprintf(c.ps_partition, sizeof c.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
+        rc = config_partition_check(&c, 0);
+    }
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         return rc;

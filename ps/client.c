@@ -177,6 +177,10 @@ typedef struct {
     double *bucket_in;         /* [np] when its last reply is in on the emulated link (0: none) */
     double *t_push;            /* [nbuckets] */
     /* the allreduce in flight */
+    int sum_striped;           /* --ps-partition-kb: chunks of per keys, each wholly on sum_owner[b] */
+    int *sum_owner;            /* [sum_owner_cap] each chunk's server, for sum_owner_total elements */
+    int sum_owner_cap;
+    size_t sum_owner_total;
     uint32_t seq;
     float *sum_buf;
     size_t sum_total, per;
@@ -326,10 +330,15 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     if (c->kind == WAIT_SUM) {
         if (h.op != WIRE_SUMMED || h.step != c->seq || h.total != c->sum_total) return client_drop(c);
         if (h.bucket >= (uint32_t)shard_nchunks(c->sum_total, c->per)) return client_drop(c);
-        size_t lo, hi;
+        size_t lo, hi, a, z;
         shard_chunk(c->sum_total, c->per, b, &lo, &hi);
-        ShardRange r = shard_weighted_range(c->sum_total, &c->w, k);
-        size_t a = lo > r.lo ? lo : r.lo, z = hi < r.hi ? hi : r.hi;
+        if (c->sum_striped) { /* the whole chunk, from its one server */
+            if (c->sum_owner[b] != k) return client_drop(c);
+            a = lo, z = hi;
+        } else {
+            ShardRange r = shard_weighted_range(c->sum_total, &c->w, k);
+            a = lo > r.lo ? lo : r.lo, z = hi < r.hi ? hi : r.hi;
+        }
         if (z <= a || h.offset != a || h.count != z - a) return client_drop(c);
         idx = b * c->K + k;
         dst = c->sum_buf;
@@ -521,6 +530,8 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
+    size_t pk = config_partition_keys(cfg); /* the allreduce's chunks are partitions, striped */
+    if (pk) c->per = pk, c->sum_striped = 1;
     /* the replies in warm heap pages (common/heap.h) */
     heap_keep_frames(ps_largest_slice(c->per, job->buckets, job->nbuckets) * sizeof(float));
     c->idlen = ps_identity(c->rank, c->id, sizeof c->id);
@@ -853,7 +864,9 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
     for (int b = 0; b < nchunks; b++) {
         size_t lo, hi;
         shard_chunk(count, c->per, b, &lo, &hi);
-        int n = shard_weighted_split(count, &c->w, lo, hi, c->split);
+        int n = 1;
+        if (c->sum_striped) c->split[0] = (ShardSlice){.server = c->sum_owner[b], .bucket = b, .off = lo, .count = hi - lo};
+        else n = shard_weighted_split(count, &c->w, lo, hi, c->split);
         for (int j = 0; j < n; j++) {
             WireHeader h = client_header(c, WIRE_SUM, c->seq);
             h.total = count;
@@ -897,6 +910,16 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
         c->got_cap = need;
     }
     memset(c->got, 0, need);
+    if (c->sum_striped && c->sum_owner_total != count) { /* each chunk's server, for this size */
+        if (nchunks > c->sum_owner_cap) {
+            int *o = realloc(c->sum_owner, (size_t)nchunks * sizeof *o);
+            if (!o) return rs_error(RS_ERR_RUNTIME, "out of memory");
+            c->sum_owner = o;
+            c->sum_owner_cap = nchunks;
+        }
+        shard_stripe_chunks(count, c->per, nchunks, &c->w, c->sum_owner);
+        c->sum_owner_total = count;
+    }
     RS_TRY(client_stage(c, count));
     const float *src;
     RS_TRY(client_host_view(c, buf, 0, count, &src));
@@ -985,6 +1008,7 @@ static void ps_destroy(void *state) {
     shard_plan_free(&c->plan);
     sendq_free(&c->q);
     free(c->sent_to);
+    free(c->sum_owner);
     free(c->order);
     free(c->okey);
     free(c->parts);

@@ -62,6 +62,10 @@ struct PsServer {
     Device *dev;             /* the serving loop's device: a.dev, or the thread's own handle */
     Device tdev;
     size_t per;              /* elements per allreduce chunk */
+    int sum_striped;         /* --ps-partition-kb: each chunk wholly on sum_owner[b] (not cut by ranges) */
+    int *sum_owner;          /* [sum.nchunks] each allreduce chunk's server (striped) */
+    size_t *sum_base;        /* [sum.nchunks] where this server's chunk b starts in its buffers */
+    int sum_cap;
     /* training */
     ShardWeights w;          /* the key split (a.weights, or the even one over a.nservers) */
     ShardRange range;        /* the training keys' range (per_bucket: the keys span it, not all held) */
@@ -321,6 +325,11 @@ static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off
         hi = s->a.buckets[b].hi;
     } else {
         shard_chunk(ph->total, s->per, b, &lo, &hi);
+        if (s->sum_striped) { /* the whole chunk, or none of it */
+            *off = lo;
+            *count = s->sum_owner[b] == s->a.id ? hi - lo : 0;
+            return;
+        }
     }
     size_t a = lo > ph->range.lo ? lo : ph->range.lo, z = hi < ph->range.hi ? hi : ph->range.hi;
     *off = a;
@@ -329,7 +338,36 @@ static void phase_slice(const PsServer *s, const PsPhase *ph, int b, size_t *off
 
 /* Where key off of chunk b's slice lies in ph's buffers and, training, in the parameters. */
 static size_t phase_at(const PsServer *s, const PsPhase *ph, int b, size_t off) {
-    return ph->op == WIRE_PUSH ? s->base[b] + (off - s->slice[b].off) : off - ph->range.lo;
+    if (ph->op == WIRE_PUSH) return s->base[b] + (off - s->slice[b].off);
+    if (s->sum_striped) {
+        size_t lo, hi;
+        shard_chunk(ph->total, s->per, b, &lo, &hi);
+        return s->sum_base[b] + (off - lo);
+    }
+    return off - ph->range.lo;
+}
+
+/* Striped allreduce chunks of total elements: each chunk's server and where this server's
+ * chunks lie in its buffers (their keys, in chunk order); *keys the keys it holds. 0 or
+ * RS_ERR_RUNTIME. */
+static int server_stripe_sum(PsServer *s, size_t total, int nchunks, size_t *keys) {
+    if (nchunks > s->sum_cap) {
+        int *o = realloc(s->sum_owner, (size_t)nchunks * sizeof *o);
+        if (o) s->sum_owner = o;
+        size_t *bs = o ? realloc(s->sum_base, (size_t)nchunks * sizeof *bs) : NULL;
+        if (bs) s->sum_base = bs;
+        if (!o || !bs) return rs_error(RS_ERR_RUNTIME, "%s: out of memory for %d chunks", s->name, nchunks);
+        s->sum_cap = nchunks;
+    }
+    shard_stripe_chunks(total, s->per, nchunks, &s->w, s->sum_owner);
+    *keys = 0;
+    for (int b = 0; b < nchunks; b++) {
+        size_t lo, hi;
+        shard_chunk(total, s->per, b, &lo, &hi);
+        s->sum_base[b] = *keys;
+        if (s->sum_owner[b] == s->a.id) *keys += hi - lo;
+    }
+    return RS_OK;
 }
 
 /* Starts step `step` of ph over total keys: plans the allreduce's chunks, clears the tracking. */
@@ -338,7 +376,9 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
         ph->total = total;
         ph->range = shard_weighted_range(total, &s->w, s->a.id);
         ph->nchunks = shard_nchunks(total, s->per);
-        RS_TRY(phase_reserve(s, ph, ph->range.hi - ph->range.lo, ph->nchunks));
+        size_t keys = ph->range.hi - ph->range.lo;
+        if (s->sum_striped) RS_TRY(server_stripe_sum(s, total, ph->nchunks, &keys));
+        RS_TRY(phase_reserve(s, ph, keys, ph->nchunks));
         ph->nslices = 0;
         for (int b = 0; b < ph->nchunks; b++) {
             size_t off, n;
@@ -1099,6 +1139,8 @@ void ps_server_destroy(PsServer *s) {
     device_free(s->a.dev, s->mom2, n * sizeof(float), s->mom_tag);
     free(s->slice);
     free(s->base);
+    free(s->sum_owner);
+    free(s->sum_base);
     free(s->init_seen);
     free(s->early);
     free(s->pull);
@@ -1231,6 +1273,8 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     else snprintf(s->name, sizeof s->name, "ps server");
     double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);
     s->per = per < 1 ? 1 : (size_t)per;
+    size_t pk = config_partition_keys(a->cfg); /* as the workers cut their allreduce */
+    if (pk) s->per = pk, s->sum_striped = 1;
     s->train.op = WIRE_PUSH;
     s->train.rule = !strcmp(a->cfg->optimizer, "adamw") ? ps_rule_adamw : ps_rule_sgd;
     s->train.needs_samples = 1;

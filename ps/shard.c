@@ -209,6 +209,28 @@ int shard_partition_run(const Config *cfg, const Bucket *b, int nb, int K, Bucke
 /* Server s's weight under w. */
 static unsigned long long shard_weight(const ShardWeights *w, int s) { return s < w->lead ? w->wlead : w->wrest; }
 
+/* The server the stripe gives a piece of m keys, with load[] so far; adds it to that load. */
+static int shard_stripe_next(const ShardWeights *w, unsigned long long *load, unsigned long long m) {
+    int best = 0;
+    for (int s = 1; s < w->K; s++) { /* (load_s + m) / w_s < (load_best + m) / w_best, in integers */
+        unsigned __int128 a = (unsigned __int128)(load[s] + m) * shard_weight(w, best),
+                          z = (unsigned __int128)(load[best] + m) * shard_weight(w, s);
+        if (a < z) best = s;
+    }
+    load[best] += m;
+    return best;
+}
+
+void shard_stripe_chunks(size_t total, size_t per, int nchunks, const ShardWeights *w, int *owner) {
+    unsigned long long load[64] = {0}, *ld = w->K <= 64 ? load : calloc((size_t)w->K, sizeof *ld);
+    for (int b = 0; b < nchunks; b++) {
+        size_t lo, hi;
+        shard_chunk(total, per, b, &lo, &hi);
+        owner[b] = ld ? shard_stripe_next(w, ld, hi - lo) : b % w->K; /* no memory: the equal weights' round robin */
+    }
+    if (ld != load) free(ld);
+}
+
 int shard_stripe_plan(ShardPlan *p, size_t total, const ShardWeights *w, const Bucket *parts, int np) {
     int K = w->K;
     memset(p, 0, sizeof *p);
@@ -231,13 +253,7 @@ int shard_stripe_plan(ShardPlan *p, size_t total, const ShardWeights *w, const B
     }
     for (int i = 0; i < np; i++) {
         unsigned long long m = parts[i].hi - parts[i].lo;
-        int best = 0;
-        for (int s = 1; s < K; s++) { /* (load_s + m) / w_s < (load_best + m) / w_best, in integers */
-            unsigned __int128 a = (unsigned __int128)(load[s] + m) * shard_weight(w, best),
-                              z = (unsigned __int128)(load[best] + m) * shard_weight(w, s);
-            if (a < z) best = s;
-        }
-        load[best] += m;
+        int best = shard_stripe_next(w, load, m);
         p->first[i] = i;
         p->slices[i] = (ShardSlice){.server = best, .bucket = i, .off = parts[i].lo, .count = (size_t)m};
         p->per_server[best]++;

@@ -86,6 +86,12 @@ static inline void shard_chunk(size_t total, size_t per, int b, size_t *lo, size
 
 /* ---- Prototypes ---- */
 
+/* The allreduce's chunks striped (--ps-partition-kb): owner[b] for the nchunks chunks of total
+ * elements cut every per from the end (shard_chunk), each wholly on the server shard_stripe_plan
+ * would give it (the least loaded over its weight, ties to the lower: a round robin under equal
+ * weights). A pure function both sides compute. */
+void shard_stripe_chunks(size_t total, size_t per, int nchunks, const ShardWeights *w, int *owner);
+
 /* Server s's keys of total weighed by w: server i gets floor(total w_i / W) keys (W the weights'
  * sum), and the first total - sum of those servers one key more, so that the ranges, in server
  * order, partition [0, total). Under equal weights the same ranges as shard_range. total * W

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# partitions.sh - --ps-partition-kb: buckets cut into partitions striped over every server give the same bits, the exact bytes of the formulas with a header a partition, and bad values are refused
+# partitions.sh - --ps-partition-kb: buckets (and the bench's all-reduce) cut into partitions striped over every server give the same bits, the exact bytes of the formulas with a header a partition, and bad values are refused
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3 --global-batch 96 --steps 20 -q"
@@ -44,6 +44,38 @@ $BIN train -n 2 --sync ps --ps-placement dedicated --ps-servers 4 --link 100mbit
     check "auto under --link: the partitions its rule gives, exact bytes" $PY tests/ps_traffic.py $T/auto.json ||
     bad "auto under --link" "$(tail -n 3 $T/auto.log)"
 grep -q '"ps-partition-kb":[[:space:]]*"auto"' $T/auto.json && ok "the report's config says auto" || bad "config" "no ps-partition-kb auto"
+
+# ---- the bench's all-reduce in striped partitions: exact sums, and each chunk on one server -------------
+# 256 KiB and 1 MiB in 64 KiB partitions (4 and 16 chunks), 4 calls a size (1 warm-up + 3): each worker
+# sends 4 x (4 + 16) pushes and 3 goodbyes; server s gets N pushes of every chunk b with b mod 3 = s
+# (round robin: 2 + 6 chunks on server 0, 1 + 5 on the others) and N goodbyes
+for opts in "--sync ps --ps-placement dedicated --ps-servers 3" "--sync ps --ps-placement sharded" "--sync byteps --ps-servers 2" \
+            "--sync ps --ps-placement dedicated --ps-servers 3 --wire bf16"; do
+    if $BIN bench -n 3 $opts --ps-partition-kb 64 -b 256K -e 1M -f 4 -w 1 -i 3 --timeout 30 --report $T/bp.json >$T/bp.log 2>&1 &&
+        grep -q '^# wrong elements : 0 OK' $T/bp.log && grep -q 'partitions of' $T/bp.log; then
+        ok "bench $opts: striped partitions, every element exact"
+    else bad "bench $opts" "$(tail -n 3 $T/bp.log)"; fi
+done
+$BIN bench -n 3 --sync ps --ps-placement dedicated --ps-servers 3 --ps-partition-kb 64 -b 256K -e 1M -f 4 -w 1 -i 3 \
+    --report $T/bp.json >$T/bp.log 2>&1
+if $PY - $T/bp.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["summary"]["traffic"]
+w = [e for e in t if "rank" in e]
+s = {e["server"]: e for e in t if "server" in e}
+H, calls, N = 56, 4, 3
+pay = calls * (256 * 1024 + 1024 * 1024)  # bytes of fp32 each worker contributes over the sweep
+assert all(e["messages_sent"] == calls * (4 + 16) + 3 and e["bytes_sent"] == pay + (calls * 20 + 3) * H for e in w), w
+assert [s[k]["messages_received"] for k in range(3)] == [calls * N * 8 + N, calls * N * 6 + N, calls * N * 6 + N], s
+assert r["config"]["ps_partition_keys"] == 16384 and r["config"]["ps_partition_kb"] == "64"
+print("ok")
+PY
+then ok "bench: messages and bytes of the striped partitions, exactly"; else bad "bench striped traffic" "$(cat $T/bp.log | tail -3)"; fi
+expect_status "bench: a partition larger than --bucket-mb is refused before launching" 2 \
+    $BIN bench -n 3 --sync ps --bucket-mb 1 --ps-partition-kb 2048 -b 8 -e 1M
+grep -q "larger than a bucket" $T/last.log && ! grep -q "rank 0" $T/last.log && ok "bench: says so, from the launcher" \
+    || bad "bench refusal" "$(cat $T/last.log)"
 
 # ---- bad values: exit 2 naming the value, before any rank starts, no report ---------------------------
 for v in 0 -4 abc 1e400 "" 0.001; do
