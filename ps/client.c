@@ -179,6 +179,13 @@ typedef struct {
     /* the allreduce in flight */
     int sum_striped;           /* --ps-partition-kb: chunks of per keys, each wholly on sum_owner[b] */
     int *sum_owner;            /* [sum_owner_cap] each chunk's server, for sum_owner_total elements */
+    ShardSlice *sum_sl;        /* [sum_owner_cap] the chunks as slices, and their rotation's order */
+    int *sum_order, *sum_rounds; /* [sum_owner_cap], [K] */
+    long long *sum_key;        /* [sum_owner_cap] scratch */
+    double sum_in;             /* --link: when the allreduce's last reply is in on the interface */
+    PsSendQ sq;                /* striped: the allreduce's contributions behind the link's credit, as
+                                * training's pushes (booked all at once, a 64 MiB call's would reach
+                                * a server's interface in the order its senders' processes ran) */
     int sum_owner_cap;
     size_t sum_owner_total;
     uint32_t seq;
@@ -378,6 +385,9 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
             double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
             if (in > c->bucket_in[b]) c->bucket_in[b] = in;
             client_trace(c, "reply", m->stamp > 0 ? m->stamp : c->t_last, in > 0 ? in : c->t_last);
+        } else if (c->kind == WAIT_SUM) { /* booked, not slept for: this thread still has contributions to send */
+            double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
+            if (in > c->sum_in) c->sum_in = in;
         } else
             link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
@@ -417,11 +427,18 @@ static int client_poll(PsClient *c, int wait_ms, int *got) {
 
 /* Waits until the awaited replies are in (or, first_only, the first of them), failing when
  * nothing comes for the timeout or the colocated server fails. */
+static int client_sum_flush(PsClient *c);
+
 static int client_wait(PsClient *c, int first_only, const char *what) {
     double last = clock_now();
     while (c->left > 0 && !(first_only && c->any_reply)) {
-        int got;
-        RS_TRY(client_poll(c, 100, &got));
+        int got, wait = 100;
+        if (sendq_waiting(&c->sq)) { /* the allreduce's contributions still held: wake when the next may go */
+            RS_TRY(client_sum_flush(c));
+            double due = sendq_due_in(&c->sq, c->credit) * 1e3;
+            if (sendq_waiting(&c->sq) && due < wait) wait = (int)due;
+        }
+        RS_TRY(client_poll(c, wait, &got));
         double now = clock_now();
         if (got > 0) {
             last = now;
@@ -557,14 +574,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         c->order = calloc((size_t)c->plan.nslices + 1, sizeof *c->order);
         c->okey = calloc((size_t)c->plan.nslices + 1, sizeof *c->okey);
         if (!c->sent_to || !c->order || !c->okey) return rs_error(RS_ERR_RUNTIME, "out of memory");
-        const LinkSpec *ln = link_get();
-        if (ln->bytes_per_s > 0) { /* one slice's time on the link, at least 2 ms (the poll's wake-up) */
-            size_t most = 0;
-            for (int j = 0; j < c->plan.nslices; j++)
-                if (c->plan.slices[j].count > most) most = c->plan.slices[j].count;
-            double t = (double)(most * c->el + WIRE_HEADER_BYTES) / ln->bytes_per_s;
-            c->credit = t > 0.002 ? t : 0.002;
-        }
+
         c->bucket_left = calloc((size_t)c->np, sizeof *c->bucket_left);
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         c->bucket_in = calloc((size_t)c->np, sizeof *c->bucket_in);
@@ -573,6 +583,14 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
             if (!(c->enc = malloc(c->nparams * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
             mem_account(MEM_COMM, (long long)(c->nparams * c->el));
         }
+    }
+    const LinkSpec *ln = link_get();
+    if (ln->bytes_per_s > 0) { /* the credit: one message's time on the link, at least 2 ms (the poll's wake-up) */
+        size_t most = c->sum_striped ? c->per : 0;
+        for (int j = 0; j < c->plan.nslices; j++)
+            if (c->plan.slices[j].count > most) most = c->plan.slices[j].count;
+        double t = (double)(most * c->el + WIRE_HEADER_BYTES) / ln->bytes_per_s;
+        c->credit = t > 0.002 ? t : 0.002;
     }
     if (c->rank >= c->nlocal) { /* no server here: this worker's host names the transport its servers use */
         char host[40];
@@ -740,6 +758,26 @@ static int client_push_send(void *arg, int j, const void *data, size_t bytes) {
 /* Hands queued pushes to the interface as its credit allows (ps/sendq.h). */
 static int client_flush(PsClient *c) { return sendq_flush(&c->q, c->credit, client_push_send, c); }
 
+/* The rotation's order of n slices sl[0..n): the i-th slice to server s so far (rounds[s], which
+ * it counts on) goes in round i, and within a round this worker starts at server rank + 1, so
+ * that the workers send to different servers at any moment (an all-to-all schedule: no server's
+ * interface takes every worker's message at once while the others idle). order[0..n) gets the
+ * slices' indices, key[] is scratch (n each). */
+static void client_rotate(const PsClient *c, const ShardSlice *sl, int n, int *rounds, int *order, long long *key) {
+    for (int i = 0; i < n; i++) {
+        int k = sl[i].server;
+        order[i] = i;
+        key[i] = (long long)rounds[k]++ * c->K + ((k - c->rank - 1) % c->K + c->K) % c->K;
+    }
+    for (int i = 1; i < n; i++) { /* insertion sort by key, stable: the slices come nearly in order */
+        int j = order[i];
+        long long kk = key[i];
+        int m = i;
+        for (; m > 0 && key[m - 1] > kk; m--) order[m] = order[m - 1], key[m] = key[m - 1];
+        order[m] = j, key[m] = kk;
+    }
+}
+
 /* Pushes bucket b's slices (grad, host memory, goes zero-copy where large: unchanged until the
  * bucket is done): to this process's own server at once, to the others through the send queue,
  * which lets this process's replies pass them (ps/sendq.h), in a rotation: the i-th slice this
@@ -753,22 +791,10 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
     const Bucket *bk = &c->job.buckets[b];
     c->out = out - bk->lo;
     c->t_push[b] = c->t_last = clock_now();
-    int n = 0, j0 = c->plan.first[c->pfirst[b]], j1 = c->plan.first[c->pfirst[b + 1]]; /* its partitions' slices */
-    for (int j = j0; j < j1; j++) {
-        int k = c->plan.slices[j].server;
-        long long round = c->sent_to[k]++, rot = ((k - c->rank - 1) % c->K + c->K) % c->K;
-        c->order[n] = j;
-        c->okey[n++] = round * c->K + rot;
-    }
-    for (int i = 1; i < n; i++) { /* insertion sort by key, stable: the slices come nearly in order */
-        int j = c->order[i];
-        long long key = c->okey[i];
-        int m = i;
-        for (; m > 0 && c->okey[m - 1] > key; m--) c->order[m] = c->order[m - 1], c->okey[m] = c->okey[m - 1];
-        c->order[m] = j, c->okey[m] = key;
-    }
+    int j0 = c->plan.first[c->pfirst[b]], n = c->plan.first[c->pfirst[b + 1]] - j0; /* its partitions' slices */
+    client_rotate(c, c->plan.slices + j0, n, c->sent_to, c->order, c->okey);
     for (int i = 0; i < n; i++) {
-        int j = c->order[i];
+        int j = j0 + c->order[i];
         const ShardSlice *sl = &c->plan.slices[j];
         const void *data = grad + (sl->off - bk->lo);
         size_t bytes = sl->count * sizeof(float);
@@ -860,13 +886,43 @@ static void ps_server_busy_op(void *state, double *busy_s, long long *steps) {
 
 /* Sends an allreduce's contribution (src, count floats on the host) to the servers in nchunks
  * chunks, each split over the servers; counts the replies to wait for in c->left. 0 or RS_ERR_PEER. */
+/* Sends the allreduce's striped chunk b (c->sum_sl[b]) of this call, whose payload is data. */
+static int client_sum_send(void *arg, int b, const void *data, size_t bytes) {
+    PsClient *c = arg;
+    const ShardSlice *sl = &c->sum_sl[b];
+    WireHeader h = client_header(c, WIRE_SUM, c->seq);
+    h.total = c->sum_total;
+    h.bucket = (uint32_t)b;
+    h.offset = sl->off;
+    h.count = sl->count;
+    h.dtype = c->dtype;
+    return client_send(c, sl->server, &h, data, bytes);
+}
+
+static int client_sum_flush(PsClient *c) { return sendq_flush(&c->sq, c->credit, client_sum_send, c); }
+
 static int client_allreduce_send(PsClient *c, const float *src, size_t count, int nchunks) {
-    for (int b = 0; b < nchunks; b++) {
+    if (c->sum_striped) { /* one slice a chunk, to its server, in the rotation's order, behind the credit */
+        if (c->sq.cap < nchunks) {
+            sendq_free(&c->sq);
+            RS_TRY(sendq_init(&c->sq, nchunks));
+        }
+        c->sq.head = c->sq.n = 0;
+        for (int i = 0; i < nchunks; i++) {
+            int b = c->sum_order[i];
+            const ShardSlice *sl = &c->sum_sl[b];
+            const void *data = c->coded ? (const void *)(c->enc_sum + sl->off * c->el) : (const void *)(src + sl->off);
+            size_t bytes = sl->count * (c->coded ? c->el : sizeof(float));
+            if (c->local[sl->server]) RS_TRY(client_sum_send(c, b, data, bytes));
+            else RS_TRY(sendq_put(&c->sq, b, data, bytes));
+            c->left++;
+        }
+        return client_sum_flush(c);
+    }
+    for (int b = 0; b < nchunks; b++) { /* key ranges: every chunk cut by the servers' */
         size_t lo, hi;
         shard_chunk(count, c->per, b, &lo, &hi);
-        int n = 1;
-        if (c->sum_striped) c->split[0] = (ShardSlice){.server = c->sum_owner[b], .bucket = b, .off = lo, .count = hi - lo};
-        else n = shard_weighted_split(count, &c->w, lo, hi, c->split);
+        int n = shard_weighted_split(count, &c->w, lo, hi, c->split);
         for (int j = 0; j < n; j++) {
             WireHeader h = client_header(c, WIRE_SUM, c->seq);
             h.total = count;
@@ -912,12 +968,24 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     memset(c->got, 0, need);
     if (c->sum_striped && c->sum_owner_total != count) { /* each chunk's server, for this size */
         if (nchunks > c->sum_owner_cap) {
-            int *o = realloc(c->sum_owner, (size_t)nchunks * sizeof *o);
-            if (!o) return rs_error(RS_ERR_RUNTIME, "out of memory");
-            c->sum_owner = o;
-            c->sum_owner_cap = nchunks;
+            free(c->sum_owner), free(c->sum_sl), free(c->sum_order), free(c->sum_key);
+            c->sum_owner = malloc((size_t)nchunks * sizeof *c->sum_owner);
+            c->sum_sl = malloc((size_t)nchunks * sizeof *c->sum_sl);
+            c->sum_order = malloc((size_t)nchunks * sizeof *c->sum_order);
+            c->sum_key = malloc((size_t)nchunks * sizeof *c->sum_key);
+            if (!c->sum_rounds) c->sum_rounds = calloc((size_t)c->K, sizeof *c->sum_rounds);
+            c->sum_owner_cap = c->sum_owner && c->sum_sl && c->sum_order && c->sum_key && c->sum_rounds ? nchunks : 0;
+            c->sum_owner_total = 0;
+            if (!c->sum_owner_cap) return rs_error(RS_ERR_RUNTIME, "out of memory");
         }
         shard_stripe_chunks(count, c->per, nchunks, &c->w, c->sum_owner);
+        for (int b = 0; b < nchunks; b++) { /* each chunk, wholly on its server, in the rotation's order */
+            size_t lo, hi;
+            shard_chunk(count, c->per, b, &lo, &hi);
+            c->sum_sl[b] = (ShardSlice){.server = c->sum_owner[b], .bucket = b, .off = lo, .count = hi - lo};
+        }
+        memset(c->sum_rounds, 0, (size_t)c->K * sizeof *c->sum_rounds);
+        client_rotate(c, c->sum_sl, nchunks, c->sum_rounds, c->sum_order, c->sum_key);
         c->sum_owner_total = count;
     }
     RS_TRY(client_stage(c, count));
@@ -928,6 +996,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
         codec_encode(&c->gc, src, c->enc_sum, count);
     }
     c->kind = WAIT_SUM;
+    c->sum_in = 0;
     c->sum_buf = buf;
     c->sum_total = count;
     c->left = 0;
@@ -937,6 +1006,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
         char what[64];
         snprintf(what, sizeof what, "allreduce %u", c->seq);
         rc = client_wait(c, 0, what);
+        if (rc == RS_OK) link_wait_until(c->sum_in); /* the call ends when the last reply is in */
     }
     if (rc != RS_OK) {
         c->seq++; /* a late reply to this one must not pass for the next one's */
@@ -1008,7 +1078,12 @@ static void ps_destroy(void *state) {
     shard_plan_free(&c->plan);
     sendq_free(&c->q);
     free(c->sent_to);
+    sendq_free(&c->sq);
     free(c->sum_owner);
+    free(c->sum_sl);
+    free(c->sum_order);
+    free(c->sum_rounds);
+    free(c->sum_key);
     free(c->order);
     free(c->okey);
     free(c->parts);

@@ -3,15 +3,18 @@
 #
 # Pacing: at large sizes `bench --link 1gbit` reaches, for the ring, a bus bandwidth within 15% of
 # the link rate (each rank's interface carries 2(N-1)/N of the buffer each way, full duplex: busbw
-# = BW); for a colocated ps, of BW/N (rank 0's interface takes in the N-1 other ranks' buffers,
-# then, once the sum is made, sends N-1 buffers back: t = 2(N-1)S/BW, busbw = S/t x 2(N-1)/N).
+# = BW); for a colocated ps in whole messages (--ps-partition-kb off), of BW/N (rank 0's interface
+# takes in the N-1 other ranks' buffers, then, once the sum is made, sends N-1 buffers back:
+# t = 2(N-1)S/BW, busbw = S/t x 2(N-1)/N); in partitions (auto: 2 ms of the link), of 2 BW/N: each
+# partition is answered as soon as it is in, so the replies leave while the pushes still arrive on
+# the full-duplex interface, t = (N-1)S/BW.
 . "$(dirname "$0")/lib.sh"
 BW=125000000 # 1gbit in bytes per second
 
 # busbw of the largest rows of a bench run: "SYNC N" -> the median busbw (GB/s) of its 4M and 16M rows
 bench_busbw() {
     local sync=$1 n=$2
-    timeout 300 $BIN bench -n "$n" --sync "$sync" --link 1gbit -b 4M -e 16M -f 4 -w 1 -i 3 --timeout 60 \
+    timeout 300 $BIN bench -n "$n" --sync "$sync" ${PART:+--ps-partition-kb $PART} --link 1gbit -b 4M -e 16M -f 4 -w 1 -i 3 --timeout 60 \
         --report "$T/bench-$sync-$n.json" >"$T/bench-$sync-$n.log" 2>&1 || return 1
     $PY -c '
 import json, statistics, sys
@@ -30,7 +33,8 @@ check_busbw() {
 }
 for n in 2 3; do
     check_busbw ring $n 1 ring "the link's"
-    check_busbw ps $n $n "ps colocated" "BW/N ="
+    PART=off check_busbw ps $n $n "ps colocated, whole messages" "BW/N ="
+    check_busbw ps $n "($n / 2)" "ps colocated, partitions" "2 BW/N ="
 done
 
 # the DataParallel imbalance where the network sets the pace: rank 0's interface carries every
