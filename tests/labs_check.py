@@ -3,7 +3,7 @@
 
 usage: python3 tests/labs_check.py LAB DIR [LOG]
 
-LAB is 1..5, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
+LAB is 1..6, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
 lab's output (lab 5 looks for the skeleton's message in it). Prints one line per check,
 "ok - ..." or "not ok - ...", and exits 1 when any check failed. tests/integration/labs.sh
 runs it after each lab; the numbers checked are the machine-independent ones the pages quote.
@@ -212,12 +212,130 @@ def lab5(d, log):
         check(f.get("busbw", {}).get("status") == "drawn", "lab 5: busbw figure drawn")
 
 
+def lab6_comm(r):
+    w = workers(r)
+    return sum(k["time_s"]["phases"]["comm_total"] for k in w) / len(w)
+
+
+def lab6_tail(r):
+    curve = [p[1] for p in r["summary"]["loss_curve"]]
+    k = max(1, len(curve) // 4)
+    return sum(curve[-k:]) / k
+
+
+def lab6(d, log):
+    thr = lambda r: r["summary"]["throughput_samples_per_s"]
+    # part 1: b B / M, the dedicated server's interface bound under async (n = 4, b = 32, 1 Gbit/s)
+    r0, a0 = load(d, "results/lab6/sweep/ring-s0.json"), load(d, "results/lab6/sweep/async-s0.json")
+    if a0:
+        M = a0["ranks"][0]["memory"]["by_tag"]["params"]
+        bound = a0["config"]["batch"] * a0["env"]["link"]["bandwidth_bytes_per_s"] / M
+        check(M == 814_120 and abs(bound - 4913) < 1, f"lab 6: M = {M} = 814,120 bytes, b B/M = {bound:.0f} samples/s")
+        check(0.75 * bound <= thr(a0) <= 1.1 * bound, f"lab 6: no straggler: async {thr(a0):.0f} samples/s within 0.75-1.1x of b B/M = {bound:.0f}")
+    if r0 and a0:
+        check(thr(r0) >= 1.2 * thr(a0), f"lab 6: no straggler: the ring {thr(r0):.0f} samples/s >= 1.2x async's {thr(a0):.0f}")
+    st = {v: load(d, f"results/lab6/straggler/{v}.json") for v in ("ring", "ps-sync", "ps-async", "ps-ssp2")}
+    ring, sync, asy, ssp = st["ring"], st["ps-sync"], st["ps-async"], st["ps-ssp2"]
+    if ring:
+        idle = [k["time_s"]["phases"]["idle"] for k in workers(ring)]
+        check(min(idle[:3]) >= 0.7 * 0.030 and idle[3] <= 0.3 * 0.030,
+              f"lab 6: straggler 3:30: the ring's ranks 0-2 idle {', '.join(f'{x * 1e3:.1f}' for x in idle[:3])} ms >= 21, rank 3's {idle[3] * 1e3:.1f} <= 9")
+    if ring and asy:
+        check(thr(asy) >= 1.25 * thr(ring), f"lab 6: straggler 3:30: async {thr(asy):.0f} samples/s >= 1.25x the ring's {thr(ring):.0f}")
+        fast, slow = [k["staleness"]["steps"] for k in workers(asy)[:3]], workers(asy)[3]["staleness"]["steps"]
+        check(min(fast) >= 1.5 * slow, f"lab 6: async: the fast workers' local steps {fast} >= 1.5x the straggler's {slow}")
+    if ring and sync:
+        check(thr(sync) < thr(ring), f"lab 6: straggler 3:30: ps sync {thr(sync):.0f} samples/s below the ring's {thr(ring):.0f}")
+        a, b = sync["summary"]["final_loss"], ring["summary"]["final_loss"]
+        check(abs(a - b) <= 1e-3 * abs(b), f"lab 6: ps sync and the ring end at the same loss ({a:.6f}, {b:.6f})")
+    if ssp and asy:
+        m = max(k["staleness"]["max"] for k in workers(ssp))
+        check(m <= 2 and thr(ssp) <= 0.75 * thr(asy),
+              f"lab 6: ssp:2: staleness max {m} <= 2, {thr(ssp):.0f} samples/s <= 0.75x async's {thr(asy):.0f}")
+    c = load(d, "results/lab6/straggler/claims.json")
+    if c:
+        check(c[6]["claim"] == 7 and c[6]["verdict"] == "PASS", f"lab 6: claim 7 {c[6]['verdict']}")
+        check(c[7]["verdict"] == "NOT-RUN", f"lab 6: claim 8 NOT-RUN beside the stragglers ({c[7]['verdict']})")
+    f = load(d, "results/lab6/straggler/figures.json")
+    if f:
+        check(f.get("loss", {}).get("status") == "drawn", "lab 6: loss figure drawn")
+    rs = [load(d, f"results/lab6/sweep/ring-s{s}.json") for s in (0, 10, 20)] + [ring]
+    if all(rs):
+        t = [thr(r) for r in rs]
+        check(all(x > y for x, y in zip(t, t[1:])), f"lab 6: the ring's samples/s falls with S = 0, 10, 20, 30 ms: {', '.join(f'{x:.0f}' for x in t)}")
+    if a0 and asy:
+        check(thr(asy) >= 0.85 * thr(a0), f"lab 6: async about flat in S: {thr(asy):.0f} at 30 ms >= 0.85x {thr(a0):.0f} at 0")
+    bud = {v: load(d, f"results/lab6/budget/{v}.json") for v in ("ring-m0.5", "async-m0.5", "ring-m0.9", "async-m0.9")}
+    if all(bud.values()):
+        st5 = [bud[v]["summary"]["steps"] for v in ("ring-m0.5", "async-m0.5")]
+        check(st5[1] >= 1.3 * st5[0], f"lab 6: 3 s budget: async {st5[1]} steps >= 1.3x the ring's {st5[0]}")
+        t = {v: lab6_tail(r) for v, r in bud.items()}
+        check(t["async-m0.5"] < t["ring-m0.5"], f"lab 6: 3 s budget, momentum 0.5: async's loss {t['async-m0.5']:.3f} below the ring's {t['ring-m0.5']:.3f}")
+        check(t["ring-m0.9"] < 0.5 * t["async-m0.5"], f"lab 6: 3 s budget: the ring at 0.9 {t['ring-m0.9']:.3f} below half async's at 0.5 {t['async-m0.5']:.3f}")
+        check(t["async-m0.9"] > 1.5 * t["async-m0.5"] and t["async-m0.9"] > 1.5,
+              f"lab 6: 3 s budget: async at momentum 0.9 does not train ({t['async-m0.9']:.3f})")
+        check(all(r["config"]["time-budget"] == 3 and r["summary"]["steps"] < 5000 for r in bud.values()), "lab 6: the budget, not --steps, ended every run")
+    # part 2: BytePS's Table 1, n = 4, the default model (M = 7,454,760 bytes), 300 Mbit/s; partitions of 2 ms
+    n, tau = 4, 0.002
+    t1 = {v: load(d, f"results/lab6/table1/{v}.json") for v in ("ring", "ps-k1", "ps-k2", "ps-k4")}
+    lines = {}
+    if all(t1.values()):
+        M = t1["ring"]["ranks"][0]["memory"]["by_tag"]["params"]
+        B = t1["ring"]["env"]["link"]["bandwidth_bytes_per_s"]
+        check(M == 7_454_760 and B == 37_500_000, f"lab 6: M = {M} = 7,454,760 bytes, B = {B} = 37,500,000 bytes/s")
+        comm = {v: lab6_comm(r) for v, r in t1.items()}
+        lines = {"ring": 2 * (n - 1) / n * M / B, "ps-k1": 4 * M / B, "ps-k2": 2 * M / B, "ps-k4": M / B}
+        for v, hi in (("ring", 1.25), ("ps-k1", 1.25), ("ps-k2", 1.25), ("ps-k4", 1.4)):
+            x = comm[v] / lines[v]
+            check(0.95 <= x <= hi, f"lab 6: {v}: comm {comm[v] * 1e3:.1f} ms per step = {x:.2f}x its line {lines[v] * 1e3:.1f} ms (0.95-{hi})")
+        check(comm["ps-k4"] < 0.85 * comm["ring"], f"lab 6: k = n = 4 servers {comm['ps-k4'] * 1e3:.1f} ms per step < 0.85x the ring's {comm['ring'] * 1e3:.1f}")
+        check(comm["ps-k1"] > comm["ps-k2"] > comm["ps-k4"], "lab 6: comm per step falls with k = 1, 2, 4")
+        x = comm["ps-k1"] / comm["ps-k4"]
+        check(3.0 <= x <= 4.5, f"lab 6: one server takes {x:.2f}x the k = n time (3-4.5; the lines say n = 4)")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        for v, r in t1.items():
+            busy = max(max(k["traffic"]["link_busy_s"].values()) for k in r["ranks"])
+            share = busy / r["summary"]["time_curve"][-1][1]
+            used = sum(k["cpu_s"] for k in r["ranks"]) / r["run"]["wall_s"]
+            check(share >= 0.6 and used < cores,
+                  f"lab 6: {v}: the busiest interface busy {share:.2f} of the training (>= 0.6), the processes {used:.2f} of {cores} cores")
+        servers_cpu = [k["cpu_s"] for k in servers(t1["ps-k4"])]
+        check(len(servers_cpu) == 4 and max(servers_cpu) < min(k["cpu_s"] for k in workers(t1["ps-k4"])),
+              "lab 6: k = 4: every server's cpu_s below every worker's")
+    c = load(d, "results/lab6/table1/claims.json")
+    if c:
+        check(c[7]["claim"] == 8 and c[7]["verdict"] in ("PASS", "FAIL"), f"lab 6: claim 8 decided on the table ({c[7]['verdict']})")
+        pair = c[7]["numbers"].get("k_equals_n", [])
+        check(len(pair) == 1 and pair[0]["ps_comm_s"] < pair[0]["ring_comm_s"], "lab 6: claims: the k = n pair, servers below the ring")
+    f = load(d, "results/lab6/table1/figures.json")
+    if f:
+        check(f.get("table1", {}).get("status") == "drawn", "lab 6: table1 figure drawn")
+    # step 6: the same few ms above the line weigh more on a smaller gradient (784,512,10)
+    sm = {v: load(d, f"results/lab6/small/{v}.json") for v in ("ring", "ps-k4", "ps-k4-p128")}
+    if all(sm.values()) and lines:
+        M = sm["ring"]["ranks"][0]["memory"]["by_tag"]["params"]
+        B = sm["ring"]["env"]["link"]["bandwidth_bytes_per_s"]
+        cs = {v: lab6_comm(r) for v, r in sm.items()}
+        xr = cs["ring"] / (2 * (n - 1) / n * M / B)
+        check(M == 1_628_200 and 0.95 <= xr <= 1.25, f"lab 6: M = {M} = 1,628,200 bytes: the ring {xr:.2f}x its line (0.95-1.25)")
+        xs, xb = cs["ps-k4"] / (M / B), lab6_comm(t1["ps-k4"]) / lines["ps-k4"]
+        check(xs >= xb + 0.1, f"lab 6: k = 4 at {xs:.2f}x its line with M = 1.6 MB, {xb:.2f}x with 7.5 MB (further off by 0.1 at least)")
+        for name, r, c_, line in (("M = 1.6 MB", sm["ps-k4"], cs["ps-k4"], M / B), ("M = 7.5 MB", t1["ps-k4"], lab6_comm(t1["ps-k4"]), lines["ps-k4"])):
+            check(c_ - line >= 0.5 * n * tau, f"lab 6: {name}: k = 4 {(c_ - line) * 1e3:.1f} ms above its line, >= half of n tau = {n * tau * 1e3:.0f} ms")
+        check(cs["ps-k4-p128"] > cs["ps-k4"], f"lab 6: k = 4 slower with 128 KiB partitions ({cs['ps-k4-p128'] * 1e3:.1f} ms) than with 2 ms ones ({cs['ps-k4'] * 1e3:.1f})")
+    one = {v: load(d, f"results/lab6/one-core/{v}.json") for v in ("ring", "ps-k4")}
+    if all(one.values()) and all(t1.values()):
+        for v, r in one.items():
+            x = lab6_comm(r) / lab6_comm(t1[v])
+            check(0.8 <= x <= 1.25, f"lab 6: {v} on one core: comm {x:.2f}x the run on every core (0.8-1.25)")
+
+
 def main(argv):
-    if len(argv) < 2 or argv[0] not in "12345" or len(argv[0]) != 1:
+    if len(argv) < 2 or argv[0] not in "123456" or len(argv[0]) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     d, log = argv[1], argv[2] if len(argv) > 2 else None
-    [lab1, lab2, lab3, lab4, lab5][int(argv[0]) - 1](d, log)
+    [lab1, lab2, lab3, lab4, lab5, lab6][int(argv[0]) - 1](d, log)
     bad = results.count(False)
     print(f"# lab {argv[0]}: {len(results) - bad} checks ok, {bad} not ok")
     return 1 if bad else 0
