@@ -9,13 +9,13 @@
 
 /* ---- cost models (experiments/predict.h has the derivations) ---- */
 
-static int cost_none(const char *placement, int servers, int nranks, double n, double *a, double *b) {
+static int cost_none(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
     *a = *b = 0;
     return 0;
 }
 
 /* Ring all-reduce: reduce-scatter then all-gather, N-1 steps each, n/N bytes a step. */
-static int cost_ring(const char *placement, int servers, int nranks, double n, double *a, double *b) {
+static int cost_ring(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
     double N = nranks;
     *a = *b = 0;
     if (nranks < 2) return 0;
@@ -27,14 +27,18 @@ static int cost_ring(const char *placement, int servers, int nranks, double n, d
 /* A parameter server: colocated (rank 0's link carries every other rank's push and pull), K
  * dedicated servers (a push and a pull; the busier of a worker's and a server's link bounds), or
  * sharded, a shard in every worker (each link carries the ring's 2(N-1)/N n, in N-1 messages each
- * way sent at once: a push round and a pull round). */
-static int cost_ps(const char *placement, int servers, int nranks, double n, double *a, double *b) {
+ * way sent at once: a push round and a pull round). Pipelined (partitions, --ps-partition-kb:
+ * every partition answered as soon as it is in, so the pulls leave while the pushes still come
+ * in on a full-duplex link) the two rounds overlap and the bytes term is the busiest link's one
+ * way, BytePS's Table 1: colocated (N-1) n, dedicated max(n, N n / K); sharded's push and pull
+ * share each direction already, 2(N-1)/N n either way. */
+static int cost_ps(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
     double N = nranks;
     *a = *b = 0;
     if (!placement || !strcmp(placement, "colocated")) {
         if (nranks < 2) return 0;
         *a = 2 * (N - 1);
-        *b = 2 * (N - 1) * n;
+        *b = (pipelined ? 1 : 2) * (N - 1) * n;
         return 0;
     }
     if (!strcmp(placement, "sharded")) { /* a shard in every worker: the ring's bytes, in one round each way */
@@ -46,7 +50,7 @@ static int cost_ps(const char *placement, int servers, int nranks, double n, dou
     if (!strcmp(placement, "dedicated")) {
         double K = servers > 0 ? servers : 1, server_link = N * n / K;
         *a = 2;
-        *b = 2 * (n > server_link ? n : server_link);
+        *b = (pipelined ? 1 : 2) * (n > server_link ? n : server_link);
         return 0;
     }
     return -1;
@@ -59,15 +63,17 @@ static int cost_ps(const char *placement, int servers, int nranks, double n, dou
  * (and the same back in the pull round). k = 0 is the sharded ps's 2(N-1)/N n and k = N the
  * dedicated ps's 2n with N servers: the same runs, the same prediction. BytePS's Table 1 line,
  * 2N(N-1)/W n = N x n, is the limit where one bucket's pull overlaps the next one's push (both
- * directions busy at once); one bucket's rounds do not overlap. */
-static int cost_byteps(const char *placement, int servers, int nranks, double n, double *a, double *b) {
+ * directions busy at once); one bucket's rounds do not overlap. Pipelined (partitions) they do: a
+ * worker's link then carries its pushes and its shard's answers, (1 - y) n + (N-1) y n, each way
+ * at once, a CPU server's N x n, and the bytes term is the larger: Table 1's line. */
+static int cost_byteps(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
     double N = nranks, k = servers, W = N * N + k * N - 2 * k;
     *a = *b = 0;
     if (servers < 0 || servers > nranks || (nranks == 1 && servers > 0)) return -1;
     if (nranks < 2) return 0;
     double y = (N - k) / W, x = 2 * (N - 1) / W, worker = fmax(1 - y, (N - 1) * y), server = k > 0 ? N * x : 0;
     *a = 2;
-    *b = 2 * fmax(worker, server) * n;
+    *b = pipelined ? fmax((1 - y) + (N - 1) * y, server) * n : 2 * fmax(worker, server) * n;
     return 0;
 }
 

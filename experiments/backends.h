@@ -11,7 +11,7 @@
 /* Coefficients of the alpha-beta model (experiments/predict.h) for one reduction of n_bytes
  * over nranks ranks: t = alpha * *a + beta * *b. placement and servers are ps's options. 0, or
  * -1 for a combination the model does not cover. */
-typedef int (*BackendCostFn)(const char *placement, int servers, int nranks, double n_bytes, double *a, double *b);
+typedef int (*BackendCostFn)(const char *placement, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
 
 typedef struct {
     const char *name;         /* the --sync value */

@@ -208,7 +208,10 @@ static int spec_fit_rows(const cJSON *b, double *alpha, double *beta) {
                 t[k++] = y->valuedouble * 1e-6;
             }
         }
-        if (predict_fit(sync->valuestring, "colocated", 1, ranks->valueint, sz, t, k, alpha, beta, NULL) == 0) rc = RS_OK;
+        const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
+        int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
+        if (predict_fit(sync->valuestring, "colocated", 1, ranks->valueint, pipelined, sz, t, k, alpha, beta, NULL) == 0)
+            rc = RS_OK;
     }
     free(sz);
     free(t);

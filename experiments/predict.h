@@ -38,14 +38,17 @@
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
  * nranks ranks with back end sync (its registry row's cost model: "none", "ring", "nccl",
- * "student", "ps"; placement "colocated", "dedicated" or "sharded", servers K for dedicated). Returns 0,
- * or -1 for an unknown sync or placement (*a = *b = 0). */
-int predict_coeffs(const char *sync, const char *placement, int servers, int nranks,
+ * "student", "ps"; placement "colocated", "dedicated" or "sharded", servers K for dedicated).
+ * pipelined: the server answers partitions as they come in (--ps-partition-kb in force, as
+ * config_partition_keys says), so its push and pull rounds overlap (experiments/backends.c);
+ * the others ignore it. Returns 0, or -1 for an unknown sync or placement (*a = *b = 0). The
+ * functions below take pipelined alike. */
+int predict_coeffs(const char *sync, const char *placement, int servers, int nranks, int pipelined,
                    double n_bytes, double *a, double *b);
 
 /* Seconds one reduction of n_bytes takes under the model: alpha * A + beta * Bc (see above).
  * Returns a negative number for an unknown sync or placement. */
-double predict_comm(const char *sync, const char *placement, int servers, int nranks,
+double predict_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
                     double n_bytes, double alpha, double beta);
 
 /* Seconds of communication per training step: the gradient (n_bytes) is reduced in DDP's
@@ -53,7 +56,7 @@ double predict_comm(const char *sync, const char *placement, int servers, int nr
  * others bucket_bytes, the last one smaller), each bucket one reduction; the sum over buckets.
  * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or
  * placement. The back ends' coefficients are their rows' cost models (experiments/backends.c). */
-double predict_step_comm(const char *sync, const char *placement, int servers, int nranks,
+double predict_step_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
                          double n_bytes, double bucket_bytes, double alpha, double beta);
 
 /* Seconds per step of DataParallel's data messages through rank 0 (see above) for a global batch
@@ -75,7 +78,7 @@ int predict_fit_linear(const double *a, const double *b, const double *t, int k,
  * Needs k >= 2 points of different sizes and times > 0. Returns 0, or -1 when the sweep cannot
  * determine the fit (fewer than 2 sizes, N = 1 ring, unknown back end, a time <= 0); *alpha,
  * *beta and *rms_err (the RMS relative residual, 0.05 = 5%; may be NULL) are set on success only. */
-int predict_fit(const char *sync, const char *placement, int servers, int nranks,
+int predict_fit(const char *sync, const char *placement, int servers, int nranks, int pipelined,
                 const double *sizes, const double *times, int k, double *alpha, double *beta,
                 double *rms_err);
 
