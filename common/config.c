@@ -299,6 +299,9 @@ int config_validate(const Config *c) {
     if (c->nranks > 256) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: at most 256 local ranks", c->nranks);
     if (!(c->bucket_mb > 0)) return rs_error(RS_ERR_INPUT, "--bucket-mb %g: must be > 0", c->bucket_mb);
     if (!(c->timeout > 0)) return rs_error(RS_ERR_INPUT, "--timeout %g: must be > 0 seconds", c->timeout);
+    if (c->timeout > 1e6) /* the sockets' waits take int milliseconds: 24.8 days at most */
+        return rs_error(RS_ERR_INPUT, "--timeout %g: at most 1e6 seconds (11.6 days; a socket's wait is an int of "
+                                      "milliseconds)", c->timeout);
     RS_TRY(config_partition_check(c, config_param_count(c)));
     if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated") && strcmp(c->ps_placement, "sharded"))
         return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);

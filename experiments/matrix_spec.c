@@ -171,11 +171,15 @@ out:
 
 /* ---- the file -------------------------------------------------------------------------------- */
 
+/* The top-level number key: 1 with *out set, 0 when absent, -1 (rs_errmsg() naming it) when it is
+ * not a finite number >= lo. */
 static int spec_number_key(const MatrixSpec *m, const char *key, double lo, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->root, key);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo) || !isfinite(v->valuedouble))
-        return rs_error(RS_ERR_INPUT, "%s: %s: expected a number >= %g", m->path, key, lo);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo) || !isfinite(v->valuedouble)) {
+        rs_error(RS_ERR_INPUT, "%s: %s: expected a number >= %g", m->path, key, lo);
+        return -1; /* rs_error's status is positive: the callers test < 0 */
+    }
     *out = v->valuedouble;
     return 1;
 }

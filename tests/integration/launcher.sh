@@ -5,6 +5,10 @@ SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
 
 expect_status "-n 0 is refused" 2 $BIN train -n 0 --sync ring $SMALL --report $T/r.json
 expect_status "-n 1000 is refused" 2 $BIN train -n 1000 --sync ring $SMALL --report $T/r.json
+for t in 0 -1 abc 3e6; do  # the waits' milliseconds are ints: 24.8 days at most, so above 1e6 s is refused
+    expect_status "--timeout $t is refused" 2 $BIN train -n 2 --sync ring --timeout $t $SMALL --report $T/r.json
+done
+grep -q "at most 1e6 seconds" $T/last.log && ok "--timeout 3e6: says the bound" || bad "--timeout bound" "$(cat $T/last.log)"
 [ ! -e $T/r.json ] && ok "no report after refused -n" || bad "no report after refused -n" "report written"
 
 # a MASTER_PORT in use is an error naming it

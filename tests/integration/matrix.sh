@@ -166,6 +166,17 @@ invalid "a variant's option that is also an axis" '{"axes": {"variants": {"r": {
 invalid "a variant name with a space" '{"axes": {"variants": {"a b": {"sync": "ring"}}}}' "variant name 'a b'"
 invalid "variants not an object" '{"axes": {"variants": ["ring"]}}' "axes.variants: expected a non-empty object"
 invalid "exclude names no variant" '{"axes": {"variants": {"r": {"sync": "ring"}}}, "exclude": [{"variant": "x"}]}' "exclude\[0\].variant: expected the name of a variant"
+# every top-level number key, property-style: a negative number, a string, a list and null are
+# each refused naming the key (a negative timeout_s fell back to the default and a negative
+# alpha_s predicted 0: the check's status was positive where its callers tested < 0)
+for key in timeout_s alpha_s beta_s_per_byte repeats; do
+    other=""
+    case $key in alpha_s) other=', "beta_s_per_byte": 1e-9' ;; beta_s_per_byte) other=', "alpha_s": 1e-5' ;; esac
+    for v in -1 '"5"' '[1]' null -1e-300; do
+        [ "$key" = repeats ] && [ "$v" = -1e-300 ] && v=0
+        invalid "$key: $v" "{\"$key\": $v$other, \"axes\": {\"sync\": [\"ring\"]}}" "$key: expected"
+    done
+done
 printf '{\n  "name": "x",\n  "axes": {"sync": ["ring"],}\n}\n' >"$T/bad.json"
 "$BIN" matrix "$T/bad.json" --out "$T/never" >"$T/last.log" 2>&1; rc=$?
 if [ "$rc" = 2 ] && grep -q "bad.json:3:[0-9]*: malformed JSON" "$T/last.log" && [ ! -e "$T/never" ]; then ok "malformed JSON names file:line:col"
