@@ -799,9 +799,15 @@ static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
 
 static int ps_poll(void *state, int b, int wait_ms) {
     PsClient *c = state;
-    if (c->dp && c->rank != 0) return 1;
     int rc = client_flush(c);
     if (rc) return -rc;
+    if (c->dp && c->rank != 0) { /* no replies to wait for: done once its pushes have all left */
+        if (!sendq_waiting(&c->q)) return 1;
+        double due = sendq_due_in(&c->q, c->credit), most = wait_ms * 1e-3;
+        link_wait_until(clock_now() + (due < most ? due : most));
+        if ((rc = client_flush(c))) return -rc;
+        return !sendq_waiting(&c->q);
+    }
     if (client_bucket_left(c, b) == 0 && !sendq_waiting(&c->q)) return ps_bucket_in(c, b, wait_ms);
     int got, wait = wait_ms;
     if (sendq_waiting(&c->q)) { /* wake when the next push may go */

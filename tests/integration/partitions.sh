@@ -32,6 +32,19 @@ for opts in "--sync ps" "--sync ps --ps-mode dataparallel"; do
         $BIN train -n 3 $opts --ps-partition-kb 4 $SMALL --report $T/p.json --save-params $T/p.bin >$T/p.log 2>&1 &&
         cmp -s $T/w.bin $T/p.bin && ok "$opts: partitions give whole buckets' bits" || bad "$opts" "$(tail -n 2 $T/w.log $T/p.log)"
 done
+# under --link (auto: partitions, the send queue, contributions booked as they come) every mode ends,
+# with the bits of the same run without a link: DataParallel's other ranks wait for no replies, so
+# their queued pushes must still all leave (they once stayed queued and rank 0 waited for them)
+for opts in "--sync ps --ps-mode dataparallel" "--sync ps --ps-placement dedicated --ps-servers 2" "--sync byteps --ps-servers 1" \
+            "--sync ps --ps-placement sharded"; do
+    if timeout 120 $BIN train -n 3 $opts $SMALL --timeout 20 --report $T/nl.json --save-params $T/nl.bin >$T/nl.log 2>&1 &&
+        timeout 120 $BIN train -n 3 $opts --link 100mbit $SMALL --timeout 20 --report $T/l.json --save-params $T/l.bin >$T/l.log 2>&1 &&
+        cmp -s $T/nl.bin $T/l.bin; then ok "$opts under --link 100mbit: ends, the bits of no link"
+    else bad "$opts under --link" "$(tail -n 3 $T/nl.log $T/l.log)"; fi
+done
+timeout 120 $BIN train -n 3 --sync ps --ps-placement dedicated --ps-consistency async --momentum 0.5 --link 100mbit $SMALL \
+    --timeout 20 --report $T/as.json >$T/as.log 2>&1 && ok "async under --link 100mbit: ends" || bad "async under --link" "$(tail -n 3 $T/as.log)"
+
 # bf16: exact bytes (2 a key, partitions of K KiB on the wire: 4 KiB of bf16 are 8 KiB of fp32's
 # keys), the steps' payload half of fp32's over the same partitions
 $BIN train -n 3 --sync byteps --ps-servers 1 --wire bf16 --ps-partition-kb 4 $SMALL --report $T/bf.json >$T/bf.log 2>&1 &&
