@@ -376,10 +376,25 @@ int config_validate(const Config *c) {
         return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire fp32: the scale only protects 16-bit gradients "
                                       "(--wire fp16 or bf16)", c->loss_scale);
     if (!(c->time_budget >= 0)) return rs_error(RS_ERR_INPUT, "--time-budget %g: must be >= 0 seconds", c->time_budget);
-    for (int i = 0; i < c->nstragglers; i++)
+    for (int i = 0; i < c->nstragglers; i++) {
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],
                             c->straggler_ms[i], c->straggler_rank[i], c->nranks);
+        if (config_lockstep(c) && config_straggler_ms(c, c->straggler_rank[i]) >= c->timeout * 1e3) /* in lockstep the others
+                                                                                                   * would time out waiting */
+            return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d sleeps %g ms a step, not less than --timeout %g s: "
+                                          "every other rank's wait for it would end the job", c->straggler_rank[i],
+                            c->straggler_ms[i], c->straggler_rank[i], config_straggler_ms(c, c->straggler_rank[i]),
+                            c->timeout);
+    }
+    if (link.bytes_per_s > 0) { /* the emulated link's waits sleep: one bucket must cross within the timeout */
+        double eb = wire == CODEC_F32 ? 4.0 : 2.0, n = (double)config_param_count(c) * eb;
+        double bucket = fmin(c->bucket_mb * 1048576.0 * eb / 4, n), secs = bucket / link.bytes_per_s;
+        if (secs >= c->timeout)
+            return rs_error(RS_ERR_INPUT, "--link %s: one bucket of %.3g MB takes %.3g s on it, not less than --timeout "
+                                          "%g s: the job would time out on the emulated wire (a faster link, smaller "
+                                          "--bucket-mb, or a longer --timeout)", c->link, bucket / 1e6, secs, c->timeout);
+    }
     return RS_OK;
 }
 

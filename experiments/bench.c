@@ -374,6 +374,19 @@ static void bench_bind(int local_rank) {
 
 /* The run's Config from the options, for the workers and the server processes alike; sets the
  * transport rule and the emulated link. 0 or RS_ERR_INPUT. */
+/* --link's refusal: the sweep's largest call must cross the emulated wire within --timeout (its
+ * waits sleep as long as the bandwidth implies). 0 or RS_ERR_INPUT naming the link. */
+static int bench_check_link(const BenchOpts *o) {
+    LinkSpec l;
+    RS_TRY(link_parse(o->link, &l));
+    double secs = l.bytes_per_s > 0 ? (double)o->maxbytes / l.bytes_per_s : 0;
+    if (secs >= o->timeout)
+        return rs_error(RS_ERR_INPUT, "bench: --link %s: the sweep's largest call (%zu bytes) takes %.3g s on it, not less "
+                                      "than --timeout %g s (a faster link, a smaller -e, or a longer --timeout)",
+                        o->link, o->maxbytes, secs, o->timeout);
+    return RS_OK;
+}
+
 static int bench_config(Bench *b) {
     BenchOpts *o = &b->o;
     config_defaults(&b->cfg);
@@ -394,6 +407,7 @@ static int bench_config(Bench *b) {
     zep_set(want);
     LinkSpec link;
     RS_TRY(link_parse(o->link, &link));
+    RS_TRY(bench_check_link(o));
     if (link.bytes_per_s > 0 && !strcmp(o->sync, "nccl"))
         return rs_error(RS_ERR_INPUT, "bench: --link with --sync nccl: the emulated link paces host data planes; NCCL "
                                       "moves device data itself");
@@ -832,6 +846,7 @@ static int bench_launch(const BenchOpts *o, int argc, char **argv) {
         snprintf(c.ps_partition, sizeof c.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
         rc = config_partition_check(&c, 0);
     }
+    if (rc == RS_OK) rc = bench_check_link(o);
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         return rc;

@@ -94,5 +94,16 @@ grep -q "1furlong" "$T/last.log" && ok "the unit error names the value" || bad "
 expect_status "--link 1gbit,20s (latency over 10 s) is exit 2" 2 $BIN train --link 1gbit,20s --steps 1 --report "$T/x.json"
 expect_status "--link 1gbit,5parsecs is exit 2" 2 $BIN train --link 1gbit,5parsecs --steps 1 --report "$T/x.json"
 expect_status "bench --link 0bit is exit 2" 2 $BIN bench --link 0bit
+# a link under which one bucket cannot cross within --timeout (its waits sleep as long as the
+# bandwidth implies: 1 kbit/s once hung `bench --timeout 5`): refused at once, from the launcher
+s0=$SECONDS
+expect_status "train --link 1kbit --timeout 5 is exit 2" 2 $BIN train -n 2 --link 1kbit --timeout 5 --steps 1 --report "$T/x.json"
+grep -q "one bucket of .* takes .* s on it, not less than --timeout 5 s" "$T/last.log" && ok "train: says the bucket cannot cross" \
+    || bad "train 1kbit" "$(cat "$T/last.log")"
+expect_status "bench -n 2 --link 1kbit --timeout 5 is exit 2" 2 timeout 30 $BIN bench -n 2 --link 1kbit --timeout 5
+grep -q "the sweep's largest call (67108864 bytes) takes" "$T/last.log" && ! grep -q "rank 0" "$T/last.log" \
+    && ok "bench: says the largest call cannot cross, before any rank starts" || bad "bench 1kbit" "$(cat "$T/last.log")"
+[ $((SECONDS - s0)) -le 10 ] && ok "refused within seconds" || bad "1kbit refusals" "took $((SECONDS - s0)) s"
+expect_status "bench --link 1kbit -e 64 --timeout 5 runs (64 bytes cross in 0.5 s)" 0 timeout 60 $BIN bench --link 1kbit -b 8 -e 64 -w 1 -i 1 --timeout 5
 [ ! -e "$T/x.json" ] && ok "no report after a refused --link" || bad "refused --link" "a report was written"
 finish

@@ -93,7 +93,7 @@ done
 for spec in "ssp:-1|--ps-consistency ssp:-1" "ssp:1.5|--ps-consistency ssp:1.5" "ssp:|--ps-consistency ssp:" \
             "async with ring|--ps-consistency async --sync ring" "stale|--ps-consistency stale --sync ps" \
             "async with dataparallel|--ps-consistency async --sync ps --ps-mode dataparallel --global-batch 32" \
-            "time budget|--time-budget -1"; do
+            "time budget|--time-budget -1" "a lockstep straggler past --timeout|--straggler 1:6000 --timeout 5 --sync ring"; do
     name=${spec%%|*}; args=${spec#*|}
     "$BIN" train -n 2 $args --steps 2 --report "$T/bad.json" >"$T/bad.log" 2>&1; rc=$?
     if [ "$rc" = 2 ] && [ ! -e "$T/bad.json" ] && grep -q -- "${args%% *}" "$T/bad.log"; then ok "refused: $name (exit 2, named)"
