@@ -19,7 +19,7 @@ m = re.search(r"whole step ([\d.]+) ms, of it in GEMM ([\d.]+) ms \((\d+)%\); re
 assert m, "no result line"
 whole, gemm, share, rest, best = (float(x) for x in m.groups())
 # the step and its GEMM seconds are medians of separate blocks of steps, so on a loaded machine GEMM
-# can come out over the step's median (103% and 146% seen in suites run beside other jobs); twice
+# can come out over the step's median (103% in a clean-clone suite, 146% beside another suite); twice
 # the step would mean the GEMM time is counted twice, which is what this checks
 assert whole > 0 and 0 < gemm < 2 * whole and 0 < share < 200, f"step {whole}, GEMM {gemm} ({share}%)"
 assert 0 < rest < whole and 0 < best <= 100, f"rest alone {rest} ms of a {whole} ms step, best share {best}%"
