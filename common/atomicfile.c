@@ -6,6 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,4 +79,41 @@ int atomicfile_write(const char *path, const void *data, size_t len, int mode) {
         return rs_error(RS_ERR_RUNTIME, "%s: write failed: %s", path, strerror(err));
     }
     return atomicfile_commit(&af);
+}
+
+int atomicfile_check_name(const char *path) {
+    AtomicFile af;
+    if (strlen(path) + 12 >= sizeof af.path) /* and so the temporary fits af.tmp */
+        return rs_error(RS_ERR_INPUT, "%.64s...: path too long (%zu characters, at most %zu)", path, strlen(path),
+                        sizeof af.path - 13);
+    char dir[1024], base[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    snprintf(base, sizeof base, "%s", path);
+    const char *d = dirname(dir), *b = basename(base);
+    long name_max = pathconf(d, _PC_NAME_MAX);
+    if (name_max <= 0) name_max = NAME_MAX;
+    size_t need = strlen(b) + strlen(".tmp.") + 7; /* a PID has at most 7 digits (pid_max <= 4194304) */
+    if ((long)need > name_max)
+        return rs_error(RS_ERR_INPUT, "%s: the file name is %zu characters; its temporary name while it is written "
+                                      "(NAME.tmp.PID) needs up to %zu, more than the %ld this directory allows",
+                        path, strlen(b), need, name_max);
+    return RS_OK;
+}
+
+/* The real path of path's directory, then "/" and its base name, into out. 0, or -1 when the
+ * directory cannot be resolved. */
+static int canonical_entry(const char *path, char *out, size_t len) {
+    char dir[1024], base[1024], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    snprintf(base, sizeof base, "%s", path);
+    if (!realpath(dirname(dir), real)) return -1;
+    return snprintf(out, len, "%s/%s", real, basename(base)) < (int)len ? 0 : -1;
+}
+
+int atomicfile_same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+    if (canonical_entry(a, ca, sizeof ca) || canonical_entry(b, cb, sizeof cb)) return !strcmp(a, b);
+    return !strcmp(ca, cb);
 }

@@ -30,4 +30,14 @@ void atomicfile_abort(AtomicFile *af);
  * 0, or RS_ERR_RUNTIME with rs_errmsg() naming path and the reason; path untouched then. */
 int atomicfile_write(const char *path, const void *data, size_t len, int mode);
 
+/* Checks that path can be written by atomicfile_open/commit: the path fits the buffers above and
+ * the temporary name (the final name plus ".tmp." and up to 7 digits of PID) fits the directory's
+ * NAME_MAX, so a long name fails at start-up, not when the file is done. 0, or RS_ERR_INPUT naming
+ * path and the limit. */
+int atomicfile_check_name(const char *path);
+
+/* 1 when a and b name the same file (the same directory entry, whether or not it exists yet:
+ * compared as the real path of the directory plus the base name), else 0. */
+int atomicfile_same_path(const char *a, const char *b);
+
 #endif

@@ -40,6 +40,9 @@ static int in_open(IdxIn *in, const char *path) {
     struct stat st;
     memset(in, 0, sizeof *in);
     in->path = path;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) /* a FIFO would block the open */
+        return rs_error(RS_ERR_INPUT, "%s: cannot read: not a regular file (a %s)", path,
+                        S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ? "character device" : "special file");
     in->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (in->fd < 0)
         return rs_error(RS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));

@@ -37,6 +37,12 @@ void mem_reset(void);
 /* "params", "grads", ... ; NULL for an out-of-range tag. */
 const char *mem_tag_name(MemTag tag);
 
+/* Memory this process could still take, in bytes: MemAvailable of /proc/meminfo, lowered to what
+ * is left under the process's cgroup limit (v2 memory.max - memory.current, or v1's
+ * limit_in_bytes - usage_in_bytes) where one is set. Writes a short description of where the
+ * number came from ("MemAvailable", "cgroup limit") into src (may be NULL). 0 where unknown. */
+size_t mem_host_available(char *src, size_t len);
+
 /* Peak resident set size of this process in bytes (0 where unknown). */
 size_t mem_host_peak_rss(void);
 

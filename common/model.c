@@ -55,6 +55,10 @@ int model_load_data(const Config *c, DataPair *out) {
 /* ---- buffers -------------------------------------------------------------------------------- */
 
 void *model_scratch(Model *m, size_t bytes) {
+    if (m->sizing) { /* counted only; setups never write through what they take */
+        m->sized_bytes += bytes ? bytes : 4;
+        return &m->sized_bytes;
+    }
     if (m->nscratch == m->cap_scratch) {
         int cap = m->cap_scratch ? 2 * m->cap_scratch : 32;
         void **p = realloc(m->scratch, (size_t)cap * sizeof *p);
@@ -75,14 +79,21 @@ void *model_scratch(Model *m, size_t bytes) {
     return d;
 }
 
+/* device_alloc, or in a dry run a count and a placeholder that is never dereferenced. */
+static void *model_take(Model *m, size_t bytes, MemTag tag) {
+    if (!m->sizing) return device_alloc(m->dev, bytes, tag);
+    m->sized_bytes += bytes;
+    return &m->sized_bytes;
+}
+
 int model_alloc_common(Model *m) {
     size_t pb = m->nparams * sizeof(float), rows = (size_t)model_out_rows(m, m->max_batch);
-    m->params = device_alloc(m->dev, pb, MEM_PARAMS);
-    m->grads = m->params ? device_alloc(m->dev, pb, MEM_GRADS) : NULL;
+    m->params = model_take(m, pb, MEM_PARAMS);
+    m->grads = m->params ? model_take(m, pb, MEM_GRADS) : NULL;
     int ok = m->grads != NULL;
     if (ok && !m->no_optimizer) {
-        ok = (m->mom = device_alloc(m->dev, pb, MEM_OPTIMIZER)) != NULL;
-        if (ok && m->adamw) ok = (m->mom2 = device_alloc(m->dev, pb, MEM_OPTIMIZER)) != NULL;
+        ok = (m->mom = model_take(m, pb, MEM_OPTIMIZER)) != NULL;
+        if (ok && m->adamw) ok = (m->mom2 = model_take(m, pb, MEM_OPTIMIZER)) != NULL;
     }
     if (ok) ok = (m->labels = model_scratch(m, rows * sizeof(int))) != NULL;
     if (ok) ok = (m->stats = model_scratch(m, 2 * sizeof(float))) != NULL;
@@ -123,6 +134,27 @@ void model_free(Model *m) {
     free(m->scratch);
     free(m->scratch_bytes);
     memset(m, 0, sizeof *m);
+}
+
+int model_estimate(const Config *c, int max_batch, int with_optimizer, size_t *bytes, size_t *nparams,
+                   int *in_width) {
+    *bytes = *nparams = 0;
+    *in_width = 0;
+    RS_TRY(model_check(c));
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.ops = model_find(c->model);
+    m.sizing = 1;
+    m.max_batch = max_batch < 1 ? 1 : max_batch;
+    m.adamw = !strcmp(c->optimizer, "adamw");
+    m.no_optimizer = !with_optimizer;
+    m.out_per_sample = 1;
+    int rc = m.ops->setup(&m, c);
+    *bytes = m.sized_bytes + m.nparams * sizeof(float); /* model_create's host copy for the init */
+    *nparams = m.nparams;
+    *in_width = m.in_width;
+    if (m.ops->release) m.ops->release(&m);
+    return rc == RS_OK ? RS_OK : rs_error(RS_ERR_RUNTIME, "--model %s: sizing failed: %s", c->model, rs_errmsg());
 }
 
 int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with_optimizer) {

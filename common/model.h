@@ -71,6 +71,8 @@ struct Model {
     void **scratch;                     /* model_scratch's buffers and their sizes */
     size_t *scratch_bytes;
     int nscratch, cap_scratch;
+    int sizing;                         /* 1: model_estimate's dry run: buffers are counted, not allocated */
+    size_t sized_bytes;                 /* what the dry run would have allocated */
 };
 
 /* ---- Prototypes: the table ---- */
@@ -98,6 +100,14 @@ int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with
 /* The MLP of sizes[0..nsizes) with SGD's momentum, parameters from seed as PyTorch's nn.Linear
  * (uniform in +-1/sqrt(fan_in)). 0, or RS_ERR_RUNTIME (the model is then freed). */
 int model_init(Model *m, Device *dev, const int *sizes, int nsizes, int max_batch, uint64_t seed);
+
+/* The bytes model_create(c, max_batch, with_optimizer) would allocate on its device (parameters,
+ * gradients, optimizer state, activations and scratch) plus its transient host copy of the
+ * parameters, counted by running the model's setup without allocating anything; also its
+ * parameter count and the 32-bit values of one input sample. 0 with the three set, or
+ * RS_ERR_INPUT for options model_check refuses. */
+int model_estimate(const Config *c, int max_batch, int with_optimizer, size_t *bytes, size_t *nparams,
+                   int *in_width);
 
 /* Frees everything; safe on a zeroed or freed model. */
 void model_free(Model *m);

@@ -27,6 +27,7 @@ int report_check_writable(const char *path) {
     if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "%s: %s is not a directory", path, d);
     if (access(d, W_OK) != 0)
         return rs_error(RS_ERR_INPUT, "%s: directory %s is not writable", path, d);
+    RS_TRY(atomicfile_check_name(path));
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "%s: is a directory", path);
         if (access(path, W_OK) != 0) return rs_error(RS_ERR_INPUT, "%s: file is not writable", path);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Makes d hold n sequences of T tokens and T labels (the inputs shifted by one). */
 static int seq_alloc(Dataset *d, int n, int T, int vocab) {
@@ -55,6 +56,11 @@ static int text_windows(Dataset *d, const unsigned char *text, size_t a, size_t 
 int data_load_text(const char *path, int seq_len, DataPair *out) {
     memset(out, 0, sizeof *out);
     if (seq_len < 1) return rs_error(RS_ERR_INPUT, "--seq-len %d: must be at least 1", seq_len);
+    struct stat st; /* a FIFO or a terminal would block the read forever: regular files only */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return rs_error(RS_ERR_INPUT, "--data text:%s: not a regular file (a %s); give a file of text", path,
+                        S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ?
+                        "character device" : S_ISSOCK(st.st_mode) ? "socket" : "special file");
     FILE *f = fopen(path, "rb");
     if (!f) return rs_error(RS_ERR_INPUT, "--data text:%s: %s", path, strerror(errno));
     size_t cap = 1 << 16, len = 0;

@@ -1,6 +1,7 @@
 /* train.c - one rank's training run: data, model, the step loop, per-step timing and the report */
 #include "train.h"
 #include "backends.h"
+#include "fits.h"
 #include "../common/atomicfile.h"
 #include "../common/clock.h"
 #include "../common/config.h"
@@ -450,6 +451,12 @@ static int run_check_outputs(const Config *c) {
     if (c->trace[0] && report_check_writable(c->trace)) return rs_error(RS_ERR_INPUT, "--trace %s", rs_errmsg());
     if (c->save_params[0] && report_check_writable(c->save_params))
         return rs_error(RS_ERR_INPUT, "--save-params %s", rs_errmsg());
+    const char *name[3] = {"--report", "--trace", "--save-params"}, *path[3] = {c->report, c->trace, c->save_params};
+    for (int i = 0; i < 3; i++) /* one file written twice would keep only the last */
+        for (int j = i + 1; j < 3; j++)
+            if (path[i][0] && path[j][0] && atomicfile_same_path(path[i], path[j]))
+                return rs_error(RS_ERR_INPUT, "%s %s and %s %s: the same file (each needs its own)", name[i], path[i],
+                                name[j], path[j]);
     return RS_OK;
 }
 
@@ -686,6 +693,15 @@ int train_main(int argc, char **argv) {
         return rc;
     }
     int servers = ps_dedicated_servers(&r->cfg); /* ps dedicated, byteps: processes of their own */
+    /* a job that cannot fit is refused before it starts, not OOM-killed in the middle: by the
+     * launcher (or a lone process) for the whole job, by local rank 0 under srun/torchrun/mpirun */
+    int fit_workers = !r->env.launched ? r->cfg.nranks : strcmp(r->env.source, "ringside") && r->env.local_rank == 0 &&
+                      r->env.member < r->env.world ? r->env.local_world : 0;
+    if (fit_workers > 0 && (rc = fits_check(&r->cfg, fit_workers, r->env.launched ? 0 : servers)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        free(r);
+        return rc;
+    }
     if (!r->env.launched && (r->cfg.nranks > 1 || servers > 0)) {
         rc = train_launch(&r->cfg, servers, argc, argv);
         free(r);
