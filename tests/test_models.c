@@ -208,6 +208,33 @@ static void test_counts(void) {
     CHECK(config_param_count(&mlp) == 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10);
 }
 
+/* ---- the dry run's estimate: what model_create allocates, byte for byte ------------------------ */
+
+static void test_estimate(void) {
+    Device dev;
+    device_open(&dev, "cpu", 0, NULL);
+    const char *names[3] = {"mlp", "lenet", "gpt"};
+    for (int i = 0; i < 3; i++)
+        for (int v = 0; v < 3; v++) {
+            Config c = small(names[i]);
+            snprintf(c.optimizer, sizeof c.optimizer, "%s", v == 1 ? "adamw" : "sgd");
+            size_t est = 0, np = 0;
+            int in_width = 0;
+            CHECK(model_estimate(&c, 5, v < 2, &est, &np, &in_width) == RS_OK);
+            mem_reset();
+            Model m;
+            CHECK(model_create(&m, &dev, &c, 5, v < 2) == RS_OK);
+            MemStats st;
+            mem_snapshot(&st);
+            CHECK_MSG(est == st.peak_total + m.nparams * sizeof(float) && np == m.nparams && in_width == m.in_width,
+                      "%s, %s: estimated %zu bytes, %zu parameters, width %d; allocated %zu (+ %zu host copy), %zu, %d",
+                      names[i], c.optimizer, est, np, in_width, st.peak_total, m.nparams * sizeof(float), m.nparams,
+                      m.in_width);
+            model_free(&m);
+        }
+    device_close(&dev);
+}
+
 /* ---- AdamW's state ------------------------------------------------------------------------------ */
 
 static void test_optimizer_state(void) {
@@ -429,6 +456,7 @@ int main(void) {
     RUN(test_grad_mlp);
     RUN(test_grad_lenet);
     RUN(test_grad_gpt);
+    RUN(test_estimate);
     RUN(test_optimizer_state);
     RUN(test_text);
     RUN(test_tokens);
