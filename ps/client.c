@@ -139,6 +139,9 @@ typedef struct {
     int rank, N, K, dedicated;
     int sharded;               /* --ps-placement sharded: server k lives in worker k (K = N) */
     int byteps;                /* --sync byteps: N worker shards (none at k = N), then k server processes */
+    int failed;                /* 1 once a server failed or went silent: no goodbye then (it would let a
+                                * starved server end as if the job were done) */
+    int *owe;                  /* [K] the awaited replies still owed by each server (names them on a timeout) */
     int nlocal;                /* servers 0..nlocal-1 are threads of workers 0..nlocal-1 (colocated 1,
                                 * sharded N, byteps N or 0), the others processes of their own */
     ShardWeights w;            /* the servers' shares of the keys (ps/shard.h) */
@@ -291,6 +294,52 @@ static int client_host_view(PsClient *c, const float *src, size_t at, size_t n, 
     return RS_OK;
 }
 
+/* ---- what is awaited, and from whom -------------------------------------------------------------- */
+
+/* The replies of the plan's slices (the start, a step) are awaited, each from its server. */
+static void client_expect_plan(PsClient *c) {
+    c->left = c->plan.nslices;
+    if (!c->owe) return;
+    memset(c->owe, 0, (size_t)c->K * sizeof *c->owe);
+    for (int j = 0; j < c->plan.nslices; j++) c->owe[c->plan.slices[j].server]++;
+}
+
+/* One more reply awaited, from server k. */
+static void client_owe(PsClient *c, int k) {
+    c->left++;
+    if (c->owe) c->owe[k]++;
+}
+
+/* Server k as the launcher and the servers name it: "server 1", "server 0 (in rank 0)" for a
+ * worker's own shard, "server 2 (CPU server 0)" for byteps's dedicated processes. */
+static void client_server_name(const PsClient *c, int k, char *out, size_t len) {
+    if (k < c->nlocal) snprintf(out, len, "server %d (in rank %d)", k, k);
+    else if (c->byteps) snprintf(out, len, "server %d (CPU server %d)", k, k - c->nlocal);
+    else snprintf(out, len, "server %d", k);
+}
+
+/* The timeout's verdict: which servers' replies are missing for what. Returns RS_ERR_PEER. */
+static int client_lacking(PsClient *c, const char *what) {
+    char list[512], name[64];
+    c->failed = 1;
+    size_t at = 0;
+    int n = 0;
+    list[0] = 0;
+    for (int k = 0; k < c->K && c->owe && at < sizeof list; k++)
+        if (c->owe[k] > 0) {
+            client_server_name(c, k, name, sizeof name);
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", n++ ? ", " : "", name);
+        }
+    if (c->K == 1)
+        return rs_error(RS_ERR_PEER, "ps: rank %d: no reply from the server for %s within %g s", c->rank, what,
+                        c->job.timeout);
+    if (!n)
+        return rs_error(RS_ERR_PEER, "ps: rank %d: %d replies from the %d servers missing for %s within %g s", c->rank,
+                        c->left, c->K, what, c->job.timeout);
+    return rs_error(RS_ERR_PEER, "ps: rank %d: no reply from %s for %s within %g s (%d of %d servers replied)", c->rank,
+                    list, what, c->job.timeout, c->K - n, c->K);
+}
+
 /* ---- receiving --------------------------------------------------------------------------------- */
 
 static int client_drop(PsClient *c) {
@@ -323,7 +372,10 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     const void *data = m->n == 2 ? zmq_msg_data(&m->part[1]) : NULL;
     if (h.op == WIRE_ABORT) {
         int len = (int)(pb > 400 ? 400 : pb);
-        return rs_error(RS_ERR_PEER, "ps: rank %d: server %d failed: %.*s", c->rank, k, len, (const char *)data);
+        char name[64];
+        c->failed = 1;
+        client_server_name(c, k, name, sizeof name);
+        return rs_error(RS_ERR_PEER, "ps: rank %d: %s ended the job: %.*s", c->rank, name, len, (const char *)data);
     }
     if (h.dtype != (c->kind == WAIT_INIT ? WIRE_F32 : c->dtype)) return client_drop(c); /* the start is fp32 */
     float *dst;
@@ -370,6 +422,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
     else memcpy(dst + at, data, pb); /* training: host memory (the engine stages a GPU's) */
     c->got[idx] = 1;
     c->left--;
+    if (c->owe) c->owe[k]--;
     c->any_reply = 1;
     c->t_last = clock_now();
     if (!c->local[k]) {
@@ -446,13 +499,7 @@ static int client_wait(PsClient *c, int first_only, const char *what) {
         }
         /* the server's verdict names the missing rank: give it a moment to come first
          * (colocated, rank 0 reads it directly; others get it as an ABORT) */
-        if (now - last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
-            if (c->K == 1)
-                return rs_error(RS_ERR_PEER, "ps: rank %d: no reply from the server for %s within %g s", c->rank, what,
-                                c->job.timeout);
-            return rs_error(RS_ERR_PEER, "ps: rank %d: %d replies from the %d servers missing for %s within %g s",
-                            c->rank, c->left, c->K, what, c->job.timeout);
-        }
+        if (now - last > c->job.timeout + (c->server ? 2.0 : 1.0)) return client_lacking(c, what);
     }
     return RS_OK;
 }
@@ -550,7 +597,8 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->sock = calloc((size_t)c->K, sizeof *c->sock);
     c->local = calloc((size_t)c->K, 1);
     c->split = calloc((size_t)c->K, sizeof *c->split);
-    if (!c->sock || !c->local || !c->split) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    c->owe = calloc((size_t)c->K, sizeof *c->owe);
+    if (!c->sock || !c->local || !c->split || !c->owe) return rs_error(RS_ERR_RUNTIME, "out of memory");
     if (c->nparams) {
         if (sharded && (size_t)c->K > c->nparams)
             return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
@@ -689,7 +737,7 @@ static int ps_broadcast(void *state, float *buf, size_t count) {
     c->kind = WAIT_INIT;
     c->out = buf;
     memset(c->got, 0, c->got_cap);
-    c->left = c->plan.nslices;
+    client_expect_plan(c);
     for (int k = 0; k < c->K; k++) {
         WireHeader h = client_header(c, WIRE_PULL, WIRE_STEP_INIT);
         RS_TRY(client_send(c, k, &h, NULL, 0));
@@ -715,7 +763,7 @@ static int ps_begin_step(void *state, int step, int global_samples) {
     if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: step %d, expected step %u", step, c->step);
     c->kind = WAIT_STEP;
     c->any_reply = 0;
-    c->left = c->plan.nslices;
+    client_expect_plan(c);
     c->q.head = c->q.n = 0; /* a failed step's leftovers are not this one's */
     c->t_last = clock_now();
     memset(c->got, 0, c->got_cap);
@@ -819,13 +867,9 @@ static int ps_poll(void *state, int b, int wait_ms) {
     if ((rc = ps_health(c))) return -rc;
     /* the server's verdict names the missing rank: give it a moment to come first */
     if (clock_now() - c->t_last > c->job.timeout + (c->server ? 2.0 : 1.0)) {
-        if (c->K == 1)
-            rc = rs_error(RS_ERR_PEER, "ps: rank %d: no reply from the server for step %u within %g s", c->rank, c->step,
-                          c->job.timeout);
-        else
-            rc = rs_error(RS_ERR_PEER, "ps: rank %d: %d replies from the %d servers missing for step %u within %g s",
-                          c->rank, c->left, c->K, c->step, c->job.timeout);
-        return -rc;
+        char what[32];
+        snprintf(what, sizeof what, "step %u", c->step);
+        return -client_lacking(c, what);
     }
     return 0;
 }
@@ -886,7 +930,7 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
             size_t bytes = sl->count * (c->coded ? c->el : sizeof(float));
             if (c->local[sl->server]) RS_TRY(client_sum_send(c, b, data, bytes));
             else RS_TRY(sendq_put(&c->sq, b, data, bytes));
-            c->left++;
+            client_owe(c, sl->server);
         }
         return client_sum_flush(c);
     }
@@ -908,7 +952,7 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
                 RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off,
                                    c->split[j].count * sizeof(float)));
             }
-            c->left++;
+            client_owe(c, c->split[j].server);
         }
     }
     return RS_OK;
@@ -966,6 +1010,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     c->sum_buf = buf;
     c->sum_total = count;
     c->left = 0;
+    if (c->owe) memset(c->owe, 0, (size_t)c->K * sizeof *c->owe);
     c->any_reply = 0;
     int rc = client_allreduce_send(c, src, count, nchunks);
     if (rc == RS_OK) {
@@ -987,7 +1032,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
 /* Tells every dedicated server (every server, under async) this worker is done (they then hand
  * rank 0 their report entry). */
 static void client_bye(PsClient *c) {
-    if (!(c->nlocal < c->K || c->async) || c->said_bye) return;
+    if (!(c->nlocal < c->K || c->async) || c->said_bye || c->failed) return;
     c->said_bye = 1;
     for (int k = c->async ? 0 : c->nlocal; k < c->K; k++) {
         if (!c->sock[k]) continue;
@@ -1052,6 +1097,7 @@ static void ps_destroy(void *state) {
     free(c->local);
     free(c->split);
     free(c->got);
+    free(c->owe);
     free(c->bucket_left);
     free(c->bucket_in);
     free(c->t_push);

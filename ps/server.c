@@ -14,6 +14,7 @@
 #include "../common/zmq_check.h"
 
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -957,13 +958,16 @@ static int server_check_time(PsServer *s) {
     }
     if (s->params && s->init_left > 0 && !s->a.colocated && now - s->t_last > T)
         return rs_error(RS_ERR_PEER, "%s: no initial parameters from rank 0 within %g s", s->name, T);
-    if (!s->a.colocated && now - s->t_last > T) {
+    /* idle: every reply sent. A worker that waits for another server's reply names it itself at
+     * T + 1 s; this server, starved by that failure, must not out-shout it, so it waits longer */
+    double idle = fmax(2 * T, T + 3);
+    if (!s->a.colocated && now - s->t_last > idle) {
         size_t k = 0;
         who[0] = 0;
         for (int r = 0; r < s->a.nworkers && k < sizeof who; r++)
             if (!s->bye[r]) k += (size_t)snprintf(who + k, sizeof who - k, "%s%d", k ? ", " : "", r);
-        return rs_error(RS_ERR_PEER, "%s: no message from any worker within %g s (not finished: rank %s)", s->name, T,
-                        who);
+        return rs_error(RS_ERR_PEER, "%s: no message from any worker within %g s (not finished: rank %s)", s->name,
+                        idle, who);
     }
     return RS_OK;
 }
