@@ -1,6 +1,7 @@
 /* ring.c - the "ring" back end: ring all-reduce in host memory over shared memory or ZeroMQ, on a communication thread */
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
+#include "../common/zframe.h"
 #include "../common/secure.h"
 #include "../common/clock.h"
 #include "../common/codec.h"
@@ -534,10 +535,10 @@ static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malforme
     zmq_msg_init(dm);
     *malformed = 0;
     *stamp = 0;
-    if (zmq_msg_recv(hm, r->pull, ZMQ_DONTWAIT) < 0) {
+    if (zframe_recv(hm, r->pull, ZMQ_DONTWAIT) < 0) {
         int e = zmq_errno();
-        zmq_msg_close(hm);
-        zmq_msg_close(dm);
+        zframe_close(hm);
+        zframe_close(dm);
         if (e == EAGAIN || e == EINTR) return 1;
         errno = e;
         return ring_fail_zmq(r, "zmq_msg_recv");
@@ -545,25 +546,25 @@ static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malforme
     int more = zmq_msg_more(hm);
     if (!more) *malformed = 1;
     if (more) {
-        if (zmq_msg_recv(dm, r->pull, ZMQ_DONTWAIT) < 0) goto fail;
+        if (zframe_recv(dm, r->pull, ZMQ_DONTWAIT) < 0) goto fail;
         more = zmq_msg_more(dm);
     }
     for (int extra = 0; more; extra++) { /* an emulated link's stamp, or a stray's frames */
         zmq_msg_t x;
         zmq_msg_init(&x);
-        if (zmq_msg_recv(&x, r->pull, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&x);
+        if (zframe_recv(&x, r->pull, ZMQ_DONTWAIT) < 0) {
+            zframe_close(&x);
             goto fail;
         }
         more = zmq_msg_more(&x);
         if (extra || more || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), stamp)) *malformed = 1;
-        zmq_msg_close(&x);
+        zframe_close(&x);
     }
     return RS_OK;
 fail:;
     int e = zmq_errno();
-    zmq_msg_close(hm);
-    zmq_msg_close(dm);
+    zframe_close(hm);
+    zframe_close(dm);
     errno = e;
     return ring_fail_zmq(r, "zmq_msg_recv");
 }
@@ -595,14 +596,14 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
         if (!malformed && zmq_msg_size(&hm) == sizeof h) memcpy(&h, zmq_msg_data(&hm), sizeof h);
         if (malformed || h.magic != RING_MAGIC || h.token != r->token) {
             ring_count(&r->c.dropped, 1);
-            zmq_msg_close(&hm);
-            zmq_msg_close(&dm);
+            zframe_close(&hm);
+            zframe_close(&dm);
             continue;
         }
         size_t got = zmq_msg_size(&dm);
         if ((rc = ring_check_header(r, &h, got, kind, step, off, n))) {
-            zmq_msg_close(&hm);
-            zmq_msg_close(&dm);
+            zframe_close(&hm);
+            zframe_close(&dm);
             return rc;
         }
         link_recv(sizeof h + got, stamp); /* the emulated interface (--link) */
@@ -613,8 +614,8 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
         ring_take(r, kind, buf + off, zmq_msg_data(&dm), n, reduce);
         ring_count(&r->c.bytes_received, sizeof h + got);
         ring_count(&r->c.messages_received, 1);
-        zmq_msg_close(&hm);
-        zmq_msg_close(&dm);
+        zframe_close(&hm);
+        zframe_close(&dm);
         return RS_OK;
     }
 }

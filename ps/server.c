@@ -220,7 +220,7 @@ static void phase_release(PsServer *s, PsPhase *ph) {
     size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
     for (size_t i = 0; i < n; i++)
         if (zmq_msg_size(&ph->held[i])) {
-            zmq_msg_close(&ph->held[i]);
+            zframe_close(&ph->held[i]);
             zmq_msg_init(&ph->held[i]);
         }
 }
@@ -229,7 +229,7 @@ static void phase_release(PsServer *s, PsPhase *ph) {
 static void phase_free_held(PsServer *s, PsPhase *ph) {
     if (!ph->held) return;
     size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
-    for (size_t i = 0; i < n; i++) zmq_msg_close(&ph->held[i]);
+    for (size_t i = 0; i < n; i++) zframe_close(&ph->held[i]);
     free(ph->held);
     ph->held = NULL;
 }
@@ -466,7 +466,7 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
         for (; r < N; r++) codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
     }
     for (size_t r = 0; r < N; r++) {
-        zmq_msg_close(&m[r]);
+        zframe_close(&m[r]);
         zmq_msg_init(&m[r]);
     }
 }

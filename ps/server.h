@@ -16,6 +16,7 @@
 #include "../common/link.h"
 #include "../common/sync.h"
 #include "../common/tsan.h"
+#include "../common/zframe.h"
 #include "shard.h"
 #include "wire.h"
 
@@ -189,8 +190,9 @@ static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHe
     return stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0 ? -1 : 0;
 }
 
-/* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT). Returns the frame count,
- * or -1 (EAGAIN: nothing there). Close with ps_msg_close. */
+/* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT); its frames count under
+ * MEM_COMM while held (common/zframe.h). Returns the frame count, or -1 (EAGAIN: nothing
+ * there). Close with ps_msg_close. */
 static inline int ps_recv(void *sock, PsMsg *m, int flags) {
     m->n = 0;
     m->extra = 0;
@@ -201,10 +203,10 @@ static inline int ps_recv(void *sock, PsMsg *m, int flags) {
         zmq_msg_t spare;
         if (!p) p = &spare;
         zmq_msg_init(p);
-        if (zmq_msg_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
+        if (zframe_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
             int e = zmq_errno();
-            zmq_msg_close(p);
-            for (int i = 0; i < m->n; i++) zmq_msg_close(&m->part[i]);
+            zframe_close(p);
+            for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
             m->n = 0;
             errno = e;
             return -1;
@@ -214,19 +216,19 @@ static inline int ps_recv(void *sock, PsMsg *m, int flags) {
         if (p == &spare) {
             /* the last frame may be an emulated link's stamp: not a frame of the message */
             if (more || m->extra || !link_stamp_decode(zmq_msg_data(p), zmq_msg_size(p), &m->stamp)) m->extra++;
-            zmq_msg_close(p);
+            zframe_close(p);
         } else {
             m->n++;
         }
     }
     if (!m->extra && m->n > 1 && link_get()->bytes_per_s > 0 &&
         link_stamp_decode(zmq_msg_data(&m->part[m->n - 1]), zmq_msg_size(&m->part[m->n - 1]), &m->stamp))
-        zmq_msg_close(&m->part[--m->n]);
+        zframe_close(&m->part[--m->n]);
     return m->n + m->extra;
 }
 
 static inline void ps_msg_close(PsMsg *m) {
-    for (int i = 0; i < m->n; i++) zmq_msg_close(&m->part[i]);
+    for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
     m->n = 0;
 }
 

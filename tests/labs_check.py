@@ -78,7 +78,11 @@ def lab2(d, log):
         peaks = [k["memory"]["peak_bytes"] for k in w]
         check(peaks[0] > max(peaks[1:]), f"lab 2: ps rank 0's peak {peaks[0]} above every other rank's (max {max(peaks[1:])})")
         check(w[0]["memory"]["by_tag"]["server"] == (N + 3) * P, f"lab 2: ps rank 0's server bytes = (N+3)P = {(N + 3) * P}")
-        check(peaks[0] - peaks[1] == (N + 3) * P, "lab 2: ps rank 0's extra peak = (N+3)P")
+        comm = [k["memory"]["by_tag"]["comm"] for k in w]
+        check(all(c == P + H_PS for c in comm[1:]), f"lab 2: ps workers' comm = one reply held, P+H = {P + H_PS}: {comm[1:]}")
+        check(comm[0] > N * P, f"lab 2: ps rank 0's comm holds the N pushes at once (> NP = {N * P}): {comm[0]}")
+        check(peaks[0] - peaks[1] == (N + 3) * P + comm[0] - comm[1],
+              "lab 2: ps rank 0's extra peak = (N+3)P + its extra comm")
         for k in w[1:]:
             t = k["traffic"]
             check(t["bytes_sent"] == S * (P + H_PS) + H_PS and t["bytes_received"] == (S + 1) * (P + H_PS),

@@ -36,6 +36,7 @@
 #include "../common/log.h"
 #include "../common/mem.h"
 #include "../common/sync.h"
+#include "../common/zframe.h"
 #include "../common/zmq_check.h"
 
 #include <errno.h>
@@ -216,17 +217,17 @@ static int student_next(Student *s, StudentHeader *h, zmq_msg_t *data, double de
         if (rc == 0) continue;
         zmq_msg_t hm;
         zmq_msg_init(&hm);
-        if (zmq_msg_recv(&hm, s->pull, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&hm);
+        if (zframe_recv(&hm, s->pull, ZMQ_DONTWAIT) < 0) {
+            zframe_close(&hm);
             if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) continue;
             return zmqCheck(-1);
         }
         int ok = zmq_msg_size(&hm) == sizeof *h, more = zmq_msg_more(&hm);
         if (ok) memcpy(h, zmq_msg_data(&hm), sizeof *h);
-        zmq_msg_close(&hm);
+        zframe_close(&hm);
         zmq_msg_init(data);
-        if (more && zmq_msg_recv(data, s->pull, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(data);
+        if (more && zframe_recv(data, s->pull, ZMQ_DONTWAIT) < 0) {
+            zframe_close(data);
             return zmqCheck(-1);
         }
         ok = ok && more;
@@ -234,19 +235,19 @@ static int student_next(Student *s, StudentHeader *h, zmq_msg_t *data, double de
         for (int extra = 0; zmq_msg_more(data); extra++) { /* an emulated link's stamp, or a stray's frames */
             zmq_msg_t x;
             zmq_msg_init(&x);
-            if (zmq_msg_recv(&x, s->pull, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&x);
+            if (zframe_recv(&x, s->pull, ZMQ_DONTWAIT) < 0) {
+                zframe_close(&x);
                 break;
             }
             int again = zmq_msg_more(&x);
             if (extra || again || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), &stamp)) ok = 0;
-            zmq_msg_close(&x);
+            zframe_close(&x);
             if (!again) break;
         }
         ok = ok && h->magic == STUDENT_MAGIC && h->token == s->token && h->from < (uint32_t)s->world &&
              (int)h->from != s->rank && zmq_msg_size(data) == h->count * sizeof(float);
         if (!ok) {
-            zmq_msg_close(data);
+            zframe_close(data);
             s->tr.dropped++;
             continue;
         }
@@ -261,12 +262,12 @@ static int student_take(Student *s, const StudentHeader *h, zmq_msg_t *data, flo
     if (h->count != count) {
         int from = (int)h->from, tag = h->tag;
         size_t got = (size_t)h->count;
-        zmq_msg_close(data);
+        zframe_close(data);
         return rs_error(RS_ERR_RUNTIME, "student: rank %d expected %zu floats from rank %d (tag %d), got %zu", s->rank,
                         count, from, tag, got);
     }
     student_apply(dst, zmq_msg_data(data), count, op);
-    zmq_msg_close(data);
+    zframe_close(data);
     return RS_OK;
 }
 
@@ -280,13 +281,13 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
             zmq_msg_t data;
             zmq_msg_init(&data);
             zmq_msg_move(&data, &p->data);
-            zmq_msg_close(&p->data);
+            zframe_close(&p->data);
             struct Pending *last = &s->kept[--s->nkept]; /* the last one fills the gap */
             if (last != p) {
                 p->h = last->h;
                 zmq_msg_init(&p->data);
                 zmq_msg_move(&p->data, &last->data);
-                zmq_msg_close(&last->data);
+                zframe_close(&last->data);
             }
             return student_take(s, &h, &data, dst, count, op);
         }
@@ -302,7 +303,7 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
         if (rc != RS_OK) return rc;
         if ((int)h.from == peer && h.tag == tag && h.seq == s->seq) return student_take(s, &h, &data, dst, count, op);
         if (h.seq < s->seq) { /* from a finished collective: sent, but nobody asked for it */
-            zmq_msg_close(&data);
+            zframe_close(&data);
             return rs_error(RS_ERR_RUNTIME, "student: rank %d sent rank %d a message (tag %d) that rank %d never received in that collective",
                             (int)h.from, s->rank, h.tag, s->rank);
         }
@@ -310,7 +311,7 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
             int cap = s->capkept ? 2 * s->capkept : 16;
             struct Pending *k = realloc(s->kept, (size_t)cap * sizeof *k);
             if (!k) {
-                zmq_msg_close(&data);
+                zframe_close(&data);
                 return rs_error(RS_ERR_RUNTIME, "student: out of memory");
             }
             s->kept = k;
@@ -320,7 +321,7 @@ static int student_recv(Student *s, int peer, int tag, float *dst, size_t count,
         k->h = h;
         zmq_msg_init(&k->data);
         zmq_msg_move(&k->data, &data);
-        zmq_msg_close(&data);
+        zframe_close(&data);
     }
 }
 
@@ -377,7 +378,7 @@ static int student_on_device(Student *s, float *buf, size_t count, int bcast) {
 static void student_destroy(void *state) {
     Student *s = state;
     if (!s) return;
-    for (int i = 0; i < s->nkept; i++) zmq_msg_close(&s->kept[i].data);
+    for (int i = 0; i < s->nkept; i++) zframe_close(&s->kept[i].data);
     free(s->kept);
     if (s->push)
         for (int p = 0; p < s->world; p++)
