@@ -7,11 +7,26 @@
 #include "secure.h"
 #include "zmq_check.h"
 
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CTRL_MAX_FRAMES 1024
+#define CTRL_GATE "inproc://zeromq.zap.01" /* the context's authentication handler (RFC 27) */
+#define CTRL_DOMAIN "ringside-ctrl"
+#define CTRL_MON_EVENTS \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+#define CTRL_ENDED_HANDSHAKES 3 /* a member gives up after rank 0 ends this many handshakes unexplained */
+
+/* A member's connection as member 0's ROUTER knows it: the routing id its JOIN came with. */
+typedef struct Rid {
+    size_t len;          /* 0: not joined */
+    unsigned char id[256];
+    char addr[64];       /* the peer's address, for messages */
+} Rid;
 
 struct Ctrl {
     void *zctx;
@@ -26,6 +41,13 @@ struct Ctrl {
                           * workers' own), kept for the next round; nlater of them */
     struct Msg *spare;   /* the other of the two lists (members entries each, from the first round) */
     int nlater;
+    size_t max_bytes;    /* the largest frame a peer may send (ZMQ_MAXMSGSIZE) and this process sends */
+    Rid *rid;            /* member 0: every member's connection, bound by its JOIN (members entries) */
+    void *gate;          /* member 0 without --secure: the ZAP handler that admits the token's holders */
+    void *mon;           /* during ctrl_join: the socket monitor's PAIR (refused handshakes) */
+    unsigned long long refused_auth, refused_mech; /* handshakes refused: credentials, mechanism */
+    unsigned long long ended;  /* handshakes the other side ended without a word */
+    char refused_from[160]; /* member 0: the last refused peer ("127.0.0.1 as member 1") */
 };
 
 /* A received multipart message, every frame kept: frames[0] is the ROUTER identity on member 0. */
@@ -62,19 +84,107 @@ static char *msg_strdup(Msg *m, int i) {
     return s;
 }
 
-/* Receives one whole message within deadline (monotonic seconds). 0, or RS_ERR_PEER on timeout. */
+/* Frames of one message on sock, received and closed (what the gate and the monitor do not use). */
+static int ctrl_take(void *sock, zmq_msg_t *f, int max) {
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&x);
+            break;
+        }
+        more = zmq_msg_more(&x);
+        if (n < max) f[n++] = x;
+        else zmq_msg_close(&x);
+    }
+    return n;
+}
+
+static int frame_is(zmq_msg_t *f, const char *text) {
+    size_t n = strlen(text);
+    return zmq_msg_size(f) == n && !memcmp(zmq_msg_data(f), text, n);
+}
+
+/* The gate (member 0 without --secure): answers one ZAP request, admitting a PLAIN peer whose
+ * password is the job token. Frames: version, request id, domain, address, identity, mechanism,
+ * username, password. */
+static void ctrl_gate_one(Ctrl *c) {
+    zmq_msg_t f[8];
+    int n = ctrl_take(c->gate, f, 8);
+    if (n < 2) { /* no request id to answer (libzmq's requests have 6 frames or more) */
+        for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+        return;
+    }
+    int ok = n == 8 && frame_is(&f[5], "PLAIN") && frame_is(&f[7], c->token);
+    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "not this job's token";
+    zmq_send(c->gate, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(c->gate, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    zmq_send(c->gate, status, 3, ZMQ_SNDMORE);
+    zmq_send(c->gate, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(c->gate, "", 0, ZMQ_SNDMORE);
+    zmq_send(c->gate, "", 0, 0);
+    if (!ok) {
+        int an = n > 3 ? (int)zmq_msg_size(&f[3]) : 0, un = n > 6 ? (int)zmq_msg_size(&f[6]) : 0;
+        if (an > 63) an = 63;
+        if (un > 40) un = 40;
+        snprintf(c->refused_from, sizeof c->refused_from, "%.*s%s%.*s", an, an ? (char *)zmq_msg_data(&f[3]) : "",
+                 un ? " as " : "", un, un ? (char *)zmq_msg_data(&f[6]) : "");
+        for (char *p = c->refused_from; *p; p++)
+            if (*p < 32 || *p > 126) *p = '?';
+        if (!c->refused_auth++)
+            log_warn("control plane %s: refused a connection from %s: not this job's token", c->where,
+                     c->refused_from);
+    }
+    for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+}
+
+/* One event of the socket monitor. Both sides count handshakes that failed on the security
+ * mechanism and the ones the other side ended without a word (whichever side sees a mismatch
+ * first closes; a CURVE server cannot read a HELLO made for another key and closes); a member
+ * counts its credentials refused (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: the token, or the key by
+ * rank 0's ZAP handler), member 0 under --secure the HELLOs it could not decrypt (its gate
+ * counts wrong tokens). */
+static void ctrl_monitor_one(Ctrl *c) {
+    zmq_msg_t f[2];
+    int n = ctrl_take(c->mon, f, 2);
+    if (n >= 1 && zmq_msg_size(&f[0]) == 6) {
+        uint16_t ev;
+        uint32_t value;
+        memcpy(&ev, zmq_msg_data(&f[0]), 2);
+        memcpy(&value, (char *)zmq_msg_data(&f[0]) + 2, 4);
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && c->member != 0) c->refused_auth++;
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            c->refused_mech++;
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC && secure_on())
+            c->refused_auth++;
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) c->ended++;
+    }
+    for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+}
+
+/* Receives one whole message within deadline (monotonic seconds), serving the gate and the
+ * monitor meanwhile. 0, RS_ERR_PEER on timeout, or on a member RS_ERR_INPUT once member 0 has
+ * refused its handshake (c->refused_*). */
 static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
     *m = (Msg){0};
     for (;;) {
+        if (c->member != 0 && (c->refused_auth || c->refused_mech || c->ended >= CTRL_ENDED_HANDSHAKES))
+            return RS_ERR_INPUT;
         double left = deadline - clock_now();
         if (left <= 0) return RS_ERR_PEER;
-        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, (long)(left * 1000) + 1);
+        zmq_pollitem_t it[3] = {{c->sock, 0, ZMQ_POLLIN, 0}};
+        int n = 1, gi = -1, mi = -1;
+        if (c->gate) it[gi = n++] = (zmq_pollitem_t){c->gate, 0, ZMQ_POLLIN, 0};
+        if (c->mon) it[mi = n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(it, n, (long)(left * 1000) + 1);
         if (rc < 0) {
             if (zmq_errno() == EINTR) continue;
             return zmqCheck(rc);
         }
-        if (rc == 0) continue;
+        if (gi > 0 && (it[gi].revents & ZMQ_POLLIN)) ctrl_gate_one(c);
+        if (mi > 0 && (it[mi].revents & ZMQ_POLLIN)) ctrl_monitor_one(c);
+        if (!(it[0].revents & ZMQ_POLLIN)) continue;
         int more = 1;
         while (more) {
             zmq_msg_t tmp;
@@ -102,20 +212,52 @@ static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
     }
 }
 
-/* Sends frames (to identity `to` first when member 0). 0 or RS_ERR_RUNTIME. */
-static int ctrl_send(Ctrl *c, int to, const char *type, const char *const *parts, int nparts) {
-    char head[160], id[16];
+/* Sends frames, on member 0 to the connection `to` first. A part longer than the run's frame
+ * bound is refused before anything is sent (the receiver would drop the connection). 0 or
+ * RS_ERR_RUNTIME. */
+static int ctrl_send_to(Ctrl *c, const Rid *to, const char *type, const char *const *parts, int nparts) {
+    char head[160];
     snprintf(head, sizeof head, "%s %d %s", type, c->member, c->token);
-    if (c->member == 0) {
-        snprintf(id, sizeof id, "m%d", to);
-        if (zmq_send(c->sock, id, strlen(id), ZMQ_SNDMORE) < 0) return zmqCheck(-1);
+    for (int i = 0; i < nparts; i++) {
+        size_t n = strlen(parts[i]);
+        if (n > c->max_bytes)
+            return rs_error(RS_ERR_RUNTIME,
+                            "control plane: a %s text of %zu bytes is over the %zu bytes this run's control messages "
+                            "may carry (the bound follows --steps, --trace and the model: docs/architecture.md)",
+                            type, n, c->max_bytes);
     }
+    if (to && zmq_send(c->sock, to->id, to->len, ZMQ_SNDMORE) < 0) return zmqCheck(-1);
     if (zmq_send(c->sock, head, strlen(head), nparts ? ZMQ_SNDMORE : 0) < 0) return zmqCheck(-1);
     for (int i = 0; i < nparts; i++)
         if (zmq_send(c->sock, parts[i], strlen(parts[i]), i + 1 < nparts ? ZMQ_SNDMORE : 0) < 0)
             return zmqCheck(-1);
     c->messages++;
     return RS_OK;
+}
+
+/* ctrl_send_to member `to` (member 0: over the connection its JOIN came on). */
+static int ctrl_send(Ctrl *c, int to, const char *type, const char *const *parts, int nparts) {
+    if (c->member != 0) return ctrl_send_to(c, NULL, type, parts, nparts);
+    if (to <= 0 || to >= c->members || !c->rid || !c->rid[to].len)
+        return rs_error(RS_ERR_RUNTIME, "control plane: member %d has not joined (no connection to answer on)", to);
+    return ctrl_send_to(c, &c->rid[to], type, parts, nparts);
+}
+
+/* The connection message m came on (member 0: frame 0), its address in r->addr. */
+static void ctrl_rid_of(Msg *m, Rid *r) {
+    size_t n = m->n ? zmq_msg_size(&m->f[0]) : 0;
+    if (n > sizeof r->id) n = sizeof r->id;
+    r->len = n;
+    if (n) memcpy(r->id, zmq_msg_data(&m->f[0]), n);
+    const char *a = m->n > 1 ? zmq_msg_gets(&m->f[1], "Peer-Address") : NULL;
+    snprintf(r->addr, sizeof r->addr, "%s", a ? a : "an unknown address");
+}
+
+/* 1 when message m (on member 0) came on the connection member `from` joined on. */
+static int ctrl_from_member(Ctrl *c, Msg *m, int from) {
+    if (!c->rid || from <= 0 || from >= c->members || !c->rid[from].len || m->n < 1) return 0;
+    const Rid *r = &c->rid[from];
+    return zmq_msg_size(&m->f[0]) == r->len && !memcmp(zmq_msg_data(&m->f[0]), r->id, r->len);
 }
 
 /* Parses "TYPE member token" of header frame h; returns 1 when the token matches. */
@@ -147,38 +289,80 @@ static const char *ctrl_who(const Ctrl *c, int member, char *buf, size_t len) {
     return buf;
 }
 
-/* Member 0: waits for every JOIN, checks each, then welcomes all. */
+/* What member 0 refused in handshakes while it waited, for the "did not join" error ("" if
+ * nothing): "; meanwhile rank 0 refused 2 connections without this job's token (the last from
+ * 127.0.0.1 as member 1)". */
+static void ctrl_refusals(Ctrl *c, char *out, size_t len) {
+    out[0] = 0;
+    size_t k = 0;
+    char from[160];
+    snprintf(from, sizeof from, "%s", c->refused_from);
+    unsigned long long auth = c->refused_auth + (c->gate ? 0 : secure_refused(from, sizeof from));
+    if (auth) {
+        k += (size_t)snprintf(out, len, "; meanwhile rank 0 refused %llu connection%s %s%s%s%s", auth,
+                              auth == 1 ? "" : "s", c->gate ? "without this job's token" : "with another key than this job's --secure key",
+                              from[0] ? " (the last from " : "", from, from[0] ? ")" : "");
+    }
+    if (c->refused_mech && k < len)
+        k += (size_t)snprintf(out + k, len - k, "%s %llu connection%s with another security mechanism (--secure on "
+                              "one side only?)", k ? ", and" : "; meanwhile rank 0 refused", c->refused_mech,
+                              c->refused_mech == 1 ? "" : "s");
+    if (c->ended && k < len)
+        snprintf(out + k, len - k, "%s %llu handshake%s ended unfinished (--secure on one side only, or another key?)",
+                 k ? "; and" : "; meanwhile", c->ended, c->ended == 1 ? "" : "s");
+}
+
+/* Member 0: waits for every JOIN, checks each, then welcomes all. A JOIN that passes the token
+ * binds its member to the connection it came on; a second connection's JOIN as the same member
+ * fails the job on both connections. */
 static int ctrl_join_root(Ctrl *c, const char *canonical, double deadline) {
     int *seen = calloc((size_t)c->members, sizeof *seen);
-    if (!seen) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (!c->rid) c->rid = calloc((size_t)c->members, sizeof *c->rid);
+    if (!seen || !c->rid) {
+        free(seen);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
     int joined = 1, rc = RS_OK;
     char type[16], who[32];
     while (joined < c->members && rc == RS_OK) {
         Msg m;
         if (ctrl_recv(c, &m, deadline) != RS_OK) {
-            char miss[256];
+            char miss[256], note[400];
             ctrl_missing(c, c->members, seen, miss, sizeof miss);
-            rc = rs_error(RS_ERR_PEER, "control plane %s: %s did not join within %.0f s", c->where, miss, c->timeout);
+            ctrl_refusals(c, note, sizeof note);
+            rc = rs_error(RS_ERR_PEER, "control plane %s: %s did not join within %.0f s%s", c->where, miss, c->timeout,
+                          note);
             break;
         }
         int from;
         if (m.n < 4 || !ctrl_parse_head(c, &m, 1, type, &from) || strcmp(type, "JOIN") || from <= 0 ||
-            from >= c->members || seen[from]) {
+            from >= c->members || (seen[from] && ctrl_from_member(c, &m, from))) {
             c->dropped++;
             msg_close(&m);
             continue;
         }
+        Rid r;
+        ctrl_rid_of(&m, &r);
+        ctrl_who(c, from, who, sizeof who);
         char *theirs = msg_strdup(&m, 2), diff[700];
         if (!theirs) rc = rs_error(RS_ERR_RUNTIME, "out of memory");
-        else if (config_diff(theirs, canonical, diff, sizeof diff)) {
-            char reason[900];
-            snprintf(reason, sizeof reason, "%s was started with other options than rank 0: %s",
-                     ctrl_who(c, from, who, sizeof who), diff);
+        else if (seen[from]) { /* the token, but another process: which one is the member cannot be told */
+            char reason[400];
+            snprintf(reason, sizeof reason, "%s joined twice (from %s, then from %s): start each rank once", who,
+                     c->rid[from].addr, r.addr);
             const char *parts[1] = {reason};
-            ctrl_send(c, from, "REFUSE", parts, 1);
+            ctrl_send_to(c, &c->rid[from], "REFUSE", parts, 1);
+            ctrl_send_to(c, &r, "REFUSE", parts, 1);
+            rc = rs_error(RS_ERR_INPUT, "control plane %s: %s", c->where, reason);
+        } else if (config_diff(theirs, canonical, diff, sizeof diff)) {
+            char reason[900];
+            snprintf(reason, sizeof reason, "%s was started with other options than rank 0: %s", who, diff);
+            const char *parts[1] = {reason};
+            ctrl_send_to(c, &r, "REFUSE", parts, 1);
             rc = rs_error(RS_ERR_INPUT, "refused %s", reason);
         } else {
             c->endpoints[from] = msg_strdup(&m, 3);
+            c->rid[from] = r;
             seen[from] = 1;
             joined++;
         }
@@ -202,7 +386,22 @@ static int ctrl_join_member(Ctrl *c, const char *canonical, const char *endpoint
     char type[16], buf[1024];
     for (;;) {
         Msg m;
-        if (ctrl_recv(c, &m, deadline) != RS_OK)
+        int rc = ctrl_recv(c, &m, deadline);
+        if (rc == RS_ERR_INPUT && !c->refused_auth && !c->refused_mech)
+            return rs_error(RS_ERR_INPUT, "control plane: rank 0 at %s ended %d handshakes with this process: give "
+                            "every rank and server the same --secure KEYFILE, or none", c->where,
+                            CTRL_ENDED_HANDSHAKES);
+        if (rc == RS_ERR_INPUT && c->refused_mech)
+            return rs_error(RS_ERR_INPUT, "control plane: rank 0 at %s uses another security mechanism: give --secure "
+                            "KEYFILE to every rank and server of the job, or to none", c->where);
+        if (rc == RS_ERR_INPUT && secure_on())
+            return rs_error(RS_ERR_INPUT, "control plane: rank 0 at %s refused this process's key: the --secure key "
+                            "file is not the job's (copy rank 0's to this host)", c->where);
+        if (rc == RS_ERR_INPUT)
+            return rs_error(RS_ERR_INPUT, "control plane: rank 0 at %s refused this process's job token (%s is "
+                            "not rank 0's)", c->where, getenv("RINGSIDE_JOB_TOKEN") ? "RINGSIDE_JOB_TOKEN" :
+                            "the token derived from the launcher's variables");
+        if (rc != RS_OK)
             return rs_error(RS_ERR_PEER, "control plane: no answer from rank 0 at %s within %.0f s (is it running?)",
                             c->where, c->timeout);
         int from;
@@ -228,6 +427,62 @@ static int ctrl_join_member(Ctrl *c, const char *canonical, const char *endpoint
     }
 }
 
+/* 64 random bits (the kernel's; else the clock and the PID mixed). */
+static unsigned long long ctrl_nonce(void) {
+    unsigned long long x = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &x, sizeof x) != (ssize_t)sizeof x)
+        x = (unsigned long long)(clock_now() * 1e9) ^ ((unsigned long long)getpid() << 32);
+    if (fd >= 0) close(fd);
+    return x * 0x9e3779b97f4a7c15ULL;
+}
+
+/* Who may connect: under --secure the job's key (CURVE, secure.c's handler); otherwise the job
+ * token as a PLAIN password, which member 0's gate checks in ctrl_recv before the connection may
+ * send anything. 0 or RS_ERR_RUNTIME. */
+static int ctrl_secure(Ctrl *c, SecureSide side) {
+    if (secure_on()) return secure_socket(c->sock, side);
+    int one = 1, rc = 0, linger = 0;
+    if (side == SECURE_CONNECTS) {
+        char user[32];
+        snprintf(user, sizeof user, "member %d", c->member);
+        rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_USERNAME, user, strlen(user));
+        rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_PASSWORD, c->token, strlen(c->token));
+        return rc ? rs_error(RS_ERR_RUNTIME, "control plane: cannot set the job token: %s", zmq_strerror(zmq_errno()))
+                  : RS_OK;
+    }
+    if (!(c->gate = zmq_socket(c->zctx, ZMQ_REP)))
+        return rs_error(RS_ERR_RUNTIME, "control plane: cannot create the token check: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(c->gate, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(c->gate, CTRL_GATE) != 0)
+        return rs_error(RS_ERR_RUNTIME, "control plane: cannot start the token check (%s): %s", CTRL_GATE,
+                        zmq_strerror(zmq_errno()));
+    rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_SERVER, &one, sizeof one);
+    rc |= zmq_setsockopt(c->sock, ZMQ_ZAP_DOMAIN, CTRL_DOMAIN, strlen(CTRL_DOMAIN));
+    return rc ? rs_error(RS_ERR_RUNTIME, "control plane: cannot require the job token: %s", zmq_strerror(zmq_errno()))
+              : RS_OK;
+}
+
+/* Watches c->sock's handshakes (before its bind or connect) until ctrl_monitor_stop. 0 or RS_ERR_RUNTIME. */
+static int ctrl_monitor_start(Ctrl *c) {
+    char ep[64];
+    int linger = 0;
+    snprintf(ep, sizeof ep, "inproc://ringside-ctrl-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, ep, CTRL_MON_EVENTS) != 0 || !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)))
+        return rs_error(RS_ERR_RUNTIME, "control plane: cannot watch the handshakes: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(c->mon, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(c->mon, ep) != 0)
+        return rs_error(RS_ERR_RUNTIME, "control plane: cannot watch the handshakes: %s", zmq_strerror(zmq_errno()));
+    return RS_OK;
+}
+
+static void ctrl_monitor_stop(Ctrl *c) {
+    if (!c->mon) return;
+    zmq_socket_monitor(c->sock, NULL, 0);
+    zmq_close(c->mon);
+    c->mon = NULL;
+}
+
 int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, const char *endpoint,
               double timeout) {
     *out = NULL;
@@ -237,6 +492,7 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
     c->world = e->world;
     c->members = e->world + e->servers;
     c->timeout = timeout;
+    c->max_bytes = e->ctrl_max ? e->ctrl_max : CTRL_DEFAULT_MAX;
     snprintf(c->token, sizeof c->token, "%s", e->token[0] ? e->token : "-");
     snprintf(c->where, sizeof c->where, "tcp://%s:%d", e->addr, e->port);
     c->endpoints = calloc((size_t)c->members, sizeof *c->endpoints);
@@ -246,15 +502,23 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         rc = rs_error(RS_ERR_RUNTIME, "out of memory");
         goto err;
     }
-    int linger = 2000, one = 1;
+    int linger = 2000, one = 1, hwm = CTRL_RCVHWM;
+    int64_t maxmsg = (int64_t)c->max_bytes;
     double deadline = clock_now() + timeout;
+    if (!(c->sock = zmq_socket(c->zctx, c->member == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) {
+        rc = rs_error(RS_ERR_RUNTIME, "control plane: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        goto err;
+    }
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg); /* a larger frame drops its connection */
     if (c->member == 0) {
         char here[300];
         snprintf(here, sizeof here, "tcp://%s:%d", e->bind[0] ? e->bind : e->addr, e->port);
-        c->sock = zmq_socket(c->zctx, ZMQ_ROUTER);
-        zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-        if ((rc = secure_socket(c->sock, SECURE_BINDS)) != RS_OK) goto err;
+        zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one); /* a reconnection replaces its stale pipe */
+        zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        if ((rc = ctrl_secure(c, SECURE_BINDS)) != RS_OK) goto err;
+        if ((rc = ctrl_monitor_start(c)) != RS_OK) goto err;
         if (zmq_bind(c->sock, here) != 0) {
             int en = zmq_errno();
             rc = rs_error(en == EADDRINUSE ? RS_ERR_INPUT : RS_ERR_RUNTIME, "control plane: cannot bind %s: %s%s",
@@ -264,14 +528,20 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         c->endpoints[0] = strdup(endpoint ? endpoint : "");
         rc = ctrl_join_root(c, canonical, deadline);
     } else {
-        char id[16];
-        snprintf(id, sizeof id, "m%d", c->member);
-        c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
-        zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+        /* an identity nobody can guess: a process that connects first under a member's name
+         * takes nothing from it (rank 0 knows a member by the connection its JOIN came on) */
+        char id[48];
+        snprintf(id, sizeof id, "m%d.%016llx", c->member, ctrl_nonce());
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, strlen(id));
-        if ((rc = secure_socket(c->sock, SECURE_CONNECTS)) != RS_OK) goto err;
+        if ((rc = ctrl_secure(c, SECURE_CONNECTS)) != RS_OK) goto err;
+        if ((rc = ctrl_monitor_start(c)) != RS_OK) goto err;
         if ((rc = zmqCheck(zmq_connect(c->sock, c->where))) != RS_OK) goto err;
         rc = ctrl_join_member(c, canonical, endpoint ? endpoint : "", deadline);
+    }
+    ctrl_monitor_stop(c); /* its events are read only here: unread, they would stall ZeroMQ's I/O thread */
+    if (rc != RS_OK && c->member != 0) { /* its JOIN is of no use now: do not keep reconnecting to deliver it */
+        int zero = 0;
+        zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     }
     if (rc != RS_OK) goto err;
     *out = c;
@@ -339,11 +609,12 @@ static int ctrl_round(Ctrl *c, int upto, const char *type, const char *reply, co
         }
         int from;
         int head = m.n >= 2 && ctrl_parse_head(c, &m, 1, t, &from);
-        if (head && from >= upto && from < c->members && nkeep < c->members) { /* not this round's member */
+        head = head && ctrl_from_member(c, &m, from); /* on the connection `from` joined on */
+        if (head && from >= upto && nkeep < c->members) { /* not this round's member */
             keep[nkeep++] = m;
             continue;
         }
-        if (!head || strcmp(t, type) || from <= 0 || from >= upto || seen[from]) {
+        if (!head || strcmp(t, type) || from >= upto || seen[from]) {
             c->dropped++;
             msg_close(&m);
             continue;
@@ -410,7 +681,8 @@ int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *un
                     return rs_error(RS_ERR_PEER, "control plane: %s did not answer the clock exchange within %.0f s",
                                     ctrl_who(c, i, who, sizeof who), c->timeout);
                 double s2 = clock_now();
-                int from, ok = m.n >= 3 && ctrl_parse_head(c, &m, 1, t, &from) && from == i && !strcmp(t, "PONG");
+                int from, ok = m.n >= 3 && ctrl_parse_head(c, &m, 1, t, &from) && from == i && !strcmp(t, "PONG") &&
+                               ctrl_from_member(c, &m, i);
                 if (ok) msg_text(&m, 2, text, sizeof text);
                 msg_close(&m);
                 if (!ok) {
@@ -467,7 +739,10 @@ void ctrl_close(Ctrl *c) {
     for (int i = 0; i < c->nlater; i++) msg_close(&c->later[i]);
     free(c->later);
     free(c->spare);
+    free(c->rid);
+    ctrl_monitor_stop(c);
     if (c->sock) zmq_close(c->sock);
+    if (c->gate) zmq_close(c->gate);
     if (c->endpoints)
         for (int i = 0; i < c->members; i++) free(c->endpoints[i]);
     free(c->endpoints);
@@ -478,3 +753,4 @@ void ctrl_counters(const Ctrl *c, unsigned long long *messages, unsigned long lo
     *messages = c->messages;
     *dropped = c->dropped;
 }
+

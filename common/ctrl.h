@@ -19,9 +19,18 @@ typedef struct RankEnv {
     char token[80];      /* job token (hex); every message carries it */
     char source[32];     /* "ringside", "torchrun", "slurm", "openmpi" or "none" */
     int launched;        /* 1 when started by a launcher (the env was found) */
+    size_t ctrl_max;     /* the largest control-plane frame a peer may send, bytes (zctx_open derives it
+                          * from the run's options: zctx_ctrl_bound); 0: CTRL_DEFAULT_MAX */
 } RankEnv;
 
+/* The frame bound of a control plane whose RankEnv.ctrl_max is 0 (tests, tools). */
+#define CTRL_DEFAULT_MAX ((size_t)16 << 20)
+
 typedef struct Ctrl Ctrl;
+
+/* Messages member 0's ROUTER queues per connection: a member has one message out at a time
+ * (it waits for the answer), so a flood from one connection waits in its sender's buffers. */
+#define CTRL_RCVHWM 4
 
 /* ---- Prototypes ---- */
 
@@ -43,8 +52,13 @@ int rankenv_route_addr(const char *host, char *out, size_t len);
  * connects a DEALER and presents the token and its canonical configuration; member 0 checks
  * them (a mismatch is refused with the differing option named, on both sides), collects every
  * member's data-plane endpoint text, and answers when all world+servers members have joined.
- * Waits at most timeout seconds. RS_ERR_INPUT (refused: options), RS_ERR_PEER (timeout, peer gone), or
- * RS_ERR_RUNTIME, with rs_errmsg() set. */
+ * A connection must prove the token in its handshake (ZeroMQ PLAIN, checked by member 0's
+ * authentication handler) or, under --secure, the job's key (CURVE): any other is refused before
+ * it can send a message. A member is known by the connection its JOIN came on; a second process
+ * joining as the same member is refused ("rank 1 joined twice") on every side. Frames are at most
+ * e->ctrl_max bytes, and member 0 queues at most CTRL_RCVHWM messages per connection.
+ * Waits at most timeout seconds. RS_ERR_INPUT (refused: options, a member twice, a handshake
+ * refused by member 0), RS_ERR_PEER (timeout, peer gone), or RS_ERR_RUNTIME, with rs_errmsg() set. */
 int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, const char *endpoint,
               double timeout);
 
@@ -84,7 +98,8 @@ int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *un
 /* Leaves the job and frees everything (closes its socket; not the context). */
 void ctrl_close(Ctrl *c);
 
-/* Message and byte counters of the control plane (not data-plane traffic). */
+/* Message counters of the control plane (not data-plane traffic): sent and received, and dropped
+ * (a bad header, a wrong token, a member's message on another member's connection). */
 void ctrl_counters(const Ctrl *c, unsigned long long *messages, unsigned long long *dropped);
 
 #endif

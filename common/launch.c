@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,38 @@ static volatile sig_atomic_t launch_signal = 0;
 static int launch_reported; /* 1 once a process's failure has been printed */
 
 static void launch_on_signal(int sig) { launch_signal = sig; }
+
+const char *launch_signal_name(int sig) {
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGKILL: return "SIGKILL";
+    default: return "a signal";
+    }
+}
+
+int launch_catch_stops(void (*handler)(int), LaunchSignals *old) {
+    struct sigaction sa = {.sa_handler = handler};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old->sigint);
+    sigaction(SIGTERM, &sa, &old->sigterm);
+    sigaction(SIGHUP, NULL, &old->sighup);
+    old->hup_ignored = old->sighup.sa_handler == SIG_IGN; /* under nohup a hangup is not a stop */
+    if (!old->hup_ignored) sigaction(SIGHUP, &sa, NULL);
+    return old->hup_ignored;
+}
+
+void launch_restore_stops(const LaunchSignals *old) {
+    sigaction(SIGINT, &old->sigint, NULL);
+    sigaction(SIGTERM, &old->sigterm, NULL);
+    sigaction(SIGHUP, &old->sighup, NULL);
+}
+
+int launch_die_with_parent(pid_t parent, int sig) {
+    if (prctl(PR_SET_PDEATHSIG, sig) != 0) return -1;
+    return getppid() == parent ? 0 : -1; /* it died before the line above: nobody would send sig */
+}
 
 /* 1 when a TCP port can be bound on addr right now. */
 static int port_free(const char *addr, int port) {
@@ -126,6 +159,14 @@ static void launch_stop_all(pid_t *pid, int n, double grace_s) {
 
 static int launch_run_(int nworkers, int nservers, int argc, char **argv, double grace_s);
 
+/* Says which signal stopped the job and how many processes are being stopped; RS_ERR_INTERRUPTED. */
+static int launch_interrupted(int alive) {
+    int sig = launch_signal;
+    log_error("interrupted by %s (signal %d): stopping %d process%s", launch_signal_name(sig), sig,
+              alive, alive == 1 ? "" : "es");
+    return RS_ERR_INTERRUPTED;
+}
+
 int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s) {
     int rc = launch_run_(nworkers, nservers, argc, argv, grace_s);
     if (rc != RS_OK && rc != RS_ERR_INTERRUPTED && !launch_reported) log_error("%s", rs_errmsg());
@@ -162,10 +203,10 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     for (int i = 0; i < argc; i++) args[i] = argv[i];
     args[0] = "ringside";
 
-    struct sigaction sa = {.sa_handler = launch_on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    launch_signal = 0;
+    LaunchSignals old;
+    int hup_ignored = launch_catch_stops(launch_on_signal, &old);
+    pid_t self = getpid(); /* the ranks' parent, checked in each child after its death signal is set */
     fflush(stdout);
     fflush(stderr);
 
@@ -177,8 +218,11 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
             break;
         }
         if (p == 0) {
+            /* a rank dies with its launcher, killed outright: it writes no report for a job that is gone */
+            if (launch_die_with_parent(self, SIGKILL) != 0) _exit(RS_ERR_INTERRUPTED);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, hup_ignored ? SIG_IGN : SIG_DFL);
             setenv("MASTER_ADDR", addr, 1);
             setenv_int("MASTER_PORT", port);
             setenv("RINGSIDE_JOB_TOKEN", token, 1);
@@ -208,12 +252,15 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     char name[32], first[320] = "";
     while (rc == RS_OK && alive > 0) {
         if (launch_signal) {
-            log_error("interrupted (signal %d): stopping %d process%s", (int)launch_signal, alive, alive > 1 ? "es" : "");
-            rc = RS_ERR_INTERRUPTED;
+            rc = launch_interrupted(alive);
             break;
         }
         int st;
-        pid_t p = waitpid(-1, &st, 0);
+        pid_t p = waitpid(-1, &st, WNOHANG); /* polled: a signal landing just before a blocking wait would be missed */
+        if (p == 0) {
+            usleep(20000);
+            continue;
+        }
         if (p < 0) {
             if (errno == EINTR) continue;
             rc = rs_error(RS_ERR_RUNTIME, "waitpid: %s", strerror(errno));
@@ -225,6 +272,31 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
         pid[i] = 0;
         alive--;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+        if (launch_signal) { /* it went with the signal (a terminal's hangup reaches the ranks too) */
+            rc = launch_interrupted(alive);
+            break;
+        }
+        if (WIFEXITED(st)) { /* a peer's death is often noticed by the others first: one killed by a
+                               * signal within 100 ms is the cause, and is named instead */
+            for (double until = clock_now() + 0.1; clock_now() < until;) {
+                int st2;
+                pid_t q = waitpid(-1, &st2, WNOHANG);
+                if (q < 0 && errno != EINTR) break;
+                if (q <= 0) {
+                    usleep(5000);
+                    continue;
+                }
+                int j = 0;
+                while (j < n && pid[j] != q) j++;
+                if (j == n) continue;
+                pid[j] = 0;
+                alive--;
+                if (WIFSIGNALED(st2)) {
+                    i = j, st = st2;
+                    break;
+                }
+            }
+        }
         if (WIFEXITED(st)) {
             rc = WEXITSTATUS(st);
             rs_error(rc, "%s exited with status %d; stopping the others", who(i, nworkers, name, sizeof name), rc);
@@ -246,8 +318,7 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     }
     if (alive > 0) launch_stop_all(pid, n, grace_s);
     if (first[0]) log_error("%s", first);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    launch_restore_stops(&old);
     free(pid);
     free(args);
     return rc;

@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,8 @@ int report_check_writable(const char *path) {
     return RS_OK;
 }
 
-int report_write_atomic(const char *path, const cJSON *root) {
+int report_write_atomic(const char *path, cJSON *root) {
+    report_encode_nonfinite(root);
     char *text = cJSON_Print(root);
     if (!text) return rs_error(RS_ERR_RUNTIME, "report %s: out of memory while printing JSON", path);
     size_t len = strlen(text);
@@ -178,4 +180,54 @@ cJSON *report_read(const char *path) {
     }
     free(buf);
     return root;
+}
+
+cJSON *report_number(double x) {
+    if (isfinite(x)) return cJSON_CreateNumber(x);
+    return cJSON_CreateString(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+cJSON *report_number_array(const double *x, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        cJSON *v = report_number(x[i]);
+        if (!v) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, v);
+    }
+    return a;
+}
+
+int report_value(const cJSON *item, double *x) {
+    if (cJSON_IsNumber(item)) {
+        *x = item->valuedouble;
+        return 1;
+    }
+    if (!cJSON_IsString(item) || !item->valuestring) return 0;
+    const char *s = item->valuestring;
+    if (!strcmp(s, "nan")) *x = NAN;
+    else if (!strcmp(s, "inf")) *x = INFINITY;
+    else if (!strcmp(s, "-inf")) *x = -INFINITY;
+    else return 0;
+    return 1;
+}
+
+int report_encode_nonfinite(cJSON *root) {
+    int n = 0;
+    for (cJSON *it = root ? root->child : NULL, *next; it; it = next) {
+        next = it->next;
+        if (!cJSON_IsNumber(it) || isfinite(it->valuedouble)) {
+            n += report_encode_nonfinite(it);
+            continue;
+        }
+        cJSON *s = report_number(it->valuedouble);
+        if (!s) continue; /* out of memory: this one prints as null */
+        s->string = it->string; /* an object member keeps its key (the replaced item gives it up) */
+        s->type |= it->type & cJSON_StringIsConst;
+        it->string = NULL;
+        if (cJSON_ReplaceItemViaPointer(root, it, s)) n++;
+    }
+    return n;
 }

@@ -18,8 +18,27 @@ int report_check_writable(const char *path);
 
 /* Writes root as indented JSON to path through an atomic file (common/atomicfile.h), so readers
  * see the old file or the whole new one, never a part, and a writer killed part-way leaves
- * nothing. 0 or RS_ERR_RUNTIME. Does not take ownership of root. */
-int report_write_atomic(const char *path, const struct cJSON *root);
+ * nothing. Every non-finite number in root is first turned into its string (report_encode_nonfinite,
+ * which changes root). 0 or RS_ERR_RUNTIME. Does not take ownership of root. */
+int report_write_atomic(const char *path, struct cJSON *root);
+
+/* ---- Non-finite numbers: JSON has no NaN or infinity (cJSON prints them as null), so a report
+ * writes them as the strings "nan", "inf" and "-inf" (docs/report-schema.md) ---- */
+
+/* x as a report holds it: a JSON number when finite, else the string "nan", "inf" or "-inf".
+ * Caller owns it; NULL on OOM. */
+struct cJSON *report_number(double x);
+
+/* An array of report_number(x[i]), i < n. Caller owns it; NULL on OOM. */
+struct cJSON *report_number_array(const double *x, int n);
+
+/* Reads a value report_number wrote: a JSON number, or one of its three strings. 1 with *x set
+ * when item is one, else 0 (*x untouched: null, another string, an object, NULL). */
+int report_value(const struct cJSON *item, double *x);
+
+/* Replaces every non-finite number in the tree under root by its string, in place, so that the
+ * printed JSON loses none (a null would read as a value that is not there). Returns how many. */
+int report_encode_nonfinite(struct cJSON *root);
 
 /* {"devices": [...], "cuda", "nccl", "zeromq", "cjson", "blas"}: what this build and machine have.
  * Caller owns the result. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -22,10 +23,16 @@ static struct {
     int thread_started;
     volatile int stop;
     unsigned long long accepted, refused;
-} sec;
+    pthread_mutex_t lock;  /* guards refused_from (written by the thread) */
+    char refused_from[64]; /* the address of the last peer refused */
+} sec = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-int secure_keygen(const char *path) {
+int secure_keygen(const char *path, int force) {
     char pub[41], key[41], text[100], why[1200];
+    struct stat st;
+    if (!force && lstat(path, &st) == 0)
+        return rs_error(RS_ERR_INPUT, "keygen %s: the file exists (a job's hosts may hold its key): --force "
+                        "replaces it", path);
     if (zmq_curve_keypair(pub, key) != 0)
         return rs_error(RS_ERR_RUNTIME, "keygen: this libzmq has no CURVE support (%s)", zmq_strerror(zmq_errno()));
     int n = snprintf(text, sizeof text, "%s\n%s\n", pub, key);
@@ -36,16 +43,27 @@ int secure_keygen(const char *path) {
     return RS_OK;
 }
 
-/* Reads the two Z85 lines of a key file. */
+/* Reads the two Z85 lines of a key file: readable by its owner alone (as ssh wants of a private
+ * key), and the public key the one of the secret key. */
 static int secure_read(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return rs_error(RS_ERR_INPUT, "--secure %s: %s (make one with `ringside keygen %s`)", path, strerror(errno), path);
-    char a[128] = "", b[128] = "";
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+        fclose(f);
+        return rs_error(RS_ERR_INPUT, "--secure %s: mode %04o lets other users read the secret key (chmod 600 %s)",
+                        path, (unsigned)(st.st_mode & 07777), path);
+    }
+    char a[128] = "", b[128] = "", derived[41];
     int ok = fscanf(f, "%127s %127s", a, b) == 2 && strlen(a) == 40 && strlen(b) == 40;
     fclose(f);
     uint8_t raw[32];
     if (!ok || !zmq_z85_decode(raw, a) || !zmq_z85_decode(raw, b))
         return rs_error(RS_ERR_INPUT, "--secure %s: not a key file (expected two 40-character Z85 keys)", path);
+    if (zmq_curve_public(derived, b) != 0 || strcmp(derived, a))
+        return rs_error(RS_ERR_INPUT, "--secure %s: the public key (line 1) is not the secret key's (line 2): the "
+                        "lines come from different pairs (write a new pair with `ringside keygen --force %s`)", path,
+                        path);
     memcpy(sec.pub, a, 41);
     memcpy(sec.sec, b, 41);
     return RS_OK;
@@ -71,12 +89,12 @@ static void secure_zap_one(void) {
         else more = zmq_msg_more(&x);
         zmq_msg_close(&x);
     }
-    if (n < 6) {
+    if (n < 2) { /* no request id: nothing can be answered */
         for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
         return;
     }
     /* version, request id, domain, address, identity, mechanism, credentials... */
-    int curve = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5);
+    int curve = n >= 6 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5);
     uint8_t want[32];
     zmq_z85_decode(want, sec.pub);
     int ok = curve && n == 7 && zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), want, 32);
@@ -88,7 +106,15 @@ static void secure_zap_one(void) {
     zmq_send(sec.zap, "", 0, ZMQ_SNDMORE);
     zmq_send(sec.zap, "", 0, 0);
     if (ok) sec.accepted++;
-    else sec.refused++;
+    else {
+        int an = n > 3 ? (int)zmq_msg_size(&f[3]) : 0;
+        if (an > (int)sizeof sec.refused_from - 1) an = (int)sizeof sec.refused_from - 1;
+        pthread_mutex_lock(&sec.lock);
+        memcpy(sec.refused_from, an ? zmq_msg_data(&f[3]) : "", (size_t)an);
+        sec.refused_from[an] = 0;
+        sec.refused++;
+        pthread_mutex_unlock(&sec.lock);
+    }
     for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
 }
 
@@ -156,6 +182,16 @@ void secure_disable(void) {
 }
 
 void secure_counters(unsigned long long *accepted, unsigned long long *refused) {
+    pthread_mutex_lock(&sec.lock);
     *accepted = sec.accepted;
     *refused = sec.refused;
+    pthread_mutex_unlock(&sec.lock);
+}
+
+unsigned long long secure_refused(char *from, size_t len) {
+    pthread_mutex_lock(&sec.lock);
+    unsigned long long n = sec.refused;
+    if (n && len) snprintf(from, len, "%s", sec.refused_from);
+    pthread_mutex_unlock(&sec.lock);
+    return n;
 }

@@ -144,14 +144,24 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     r->cores = isnan(cores) ? 0 : (int)cores;
     const cJSON *curve = cJSON_GetObjectItemCaseSensitive(sum, "loss_curve");
     int n = cJSON_GetArraySize(curve);
+    r->diverged_step = -1;
     if (n > 0) {
         r->loss = malloc((size_t)n * sizeof *r->loss);
         if (!r->loss) return rs_error(RS_ERR_RUNTIME, "out of memory");
         cJSON_ArrayForEach(e, curve) {
-            const cJSON *l = cJSON_GetArrayItem(e, 1);
-            r->loss[r->nloss++] = cJSON_IsNumber(l) ? l->valuedouble : NAN;
+            double l;
+            if (!report_value(cJSON_GetArrayItem(e, 1), &l) || !isfinite(l)) { /* "nan", "inf", or no number at all */
+                l = NAN;
+                if (r->diverged_step < 0) r->diverged_step = r->nloss;
+            }
+            r->loss[r->nloss++] = l;
         }
     }
+    /* the report's own word first (its step is the loss curve's), else the curve's first hole */
+    double ds = load_num(sum, "diverged_step", NULL, NULL);
+    r->diverged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "diverged")) || r->diverged_step >= 0;
+    if (r->diverged && ds >= 0 && ds < 2147483647.0) r->diverged_step = (int)ds;
+    if (r->diverged && r->diverged_step < 0) r->diverged_step = 0;
     r->throughput = load_num(sum, "throughput_samples_per_s", NULL, NULL);
     r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
@@ -187,6 +197,11 @@ static void load_fold(ClaimsRun **runs, int n) {
         if (!isnan(runs[i]->throughput)) x[m++] = runs[i]->throughput;
     r->throughput = m ? report_percentile(x, m, 50) : NAN;
     r->repeats = n;
+    for (int i = 1; i < n; i++) /* one repeat that diverged marks the configuration: a loss it cannot be sure of */
+        if (runs[i]->diverged) {
+            if (!r->diverged || runs[i]->diverged_step < r->diverged_step) r->diverged_step = runs[i]->diverged_step;
+            r->diverged = 1;
+        }
     for (int i = 1; i < n; i++) {
         free(runs[i]->loss);
         runs[i]->loss = NULL;

@@ -22,8 +22,10 @@ typedef struct {
     double samples[CLAIMS_MAX_RANKS], busy[CLAIMS_MAX_RANKS], forward[CLAIMS_MAX_RANKS];
     double comm_total[CLAIMS_MAX_RANKS], comm_exposed[CLAIMS_MAX_RANKS];
     double steps_run;         /* summary.steps */
-    double *loss;             /* the first repeat's loss curve (owned) */
+    double *loss;             /* the first repeat's loss curve (owned; NAN where it was not finite) */
     int nloss;
+    int diverged;             /* some repeat's loss stopped being finite (summary.diverged, or a point that is none) */
+    int diverged_step;        /* the earliest such step over the repeats; -1 when none diverged */
     double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
     char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
     char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */

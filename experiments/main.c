@@ -19,12 +19,13 @@ static void main_usage(FILE *f) {
     fprintf(f,
             "usage: ringside <command> [options]\n"
             "\n"
-            "ringside trains one MLP with interchangeable gradient synchronisation (a ZeroMQ\n"
-            "parameter server, or ring all-reduce over ZeroMQ or NCCL) and measures the cost.\n"
+            "ringside trains a model (an MLP, LeNet-5 or a GPT-style transformer) with interchangeable\n"
+            "gradient synchronisation (ZeroMQ parameter servers: DataParallel's rank 0, dedicated, sharded,\n"
+            "BytePS; ring all-reduce in host memory or over NCCL) and measures the cost.\n"
             "\n"
             "commands:\n"
-            "  train    train the MLP (one rank, or -n N local ranks); writes a JSON report\n"
-            "  bench    an nccl-tests-style all-reduce sweep over a back end (ring, nccl, ps)\n"
+            "  train    train the model (one rank, or -n N local ranks); writes a JSON report\n"
+            "  bench    an nccl-tests-style all-reduce sweep over a back end (ring, nccl, ps, byteps)\n"
             "  matrix   run an experiment matrix (experiments/matrices/*.json) into a folder of reports\n"
             "  claims   decide the DataParallel claims on a folder of reports (PASS / FAIL / NOT-RUN)\n"
             "  fit      fit alpha and beta per transport to bench reports, with the fit's quality\n"
@@ -68,14 +69,18 @@ static int info_main(int argc, char **argv) {
     return RS_OK;
 }
 
-/* `ringside keygen FILE`: a CURVE key pair for --secure, readable by its owner only. */
+/* `ringside keygen [--force] FILE`: a CURVE key pair for --secure, readable by its owner only. */
 static int keygen_main(int argc, char **argv) {
+    int force = argc == 2 && (!strcmp(argv[0], "--force") || !strcmp(argv[1], "--force"));
+    if (force && !strcmp(argv[0], "--force")) argv++;
+    if (force) argc--;
     if (argc != 1 || argv[0][0] == '-') {
-        printf("usage: ringside keygen FILE\n\nWrites a new CURVE key pair (mode 0600) for jobs run with --secure FILE.\n"
-               "Every rank and server of a job needs the same file.\n");
+        printf("usage: ringside keygen [--force] FILE\n\nWrites a new CURVE key pair (mode 0600) for jobs run with "
+               "--secure FILE.\n"
+               "Every rank and server of a job needs the same file. An existing FILE is kept unless --force.\n");
         return argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) ? RS_OK : RS_ERR_INPUT;
     }
-    int rc = secure_keygen(argv[0]);
+    int rc = secure_keygen(argv[0], force);
     if (rc) log_error("%s", rs_errmsg());
     else printf("# key pair written to %s (keep it private; copy it to every host of the job)\n", argv[0]);
     return rc;

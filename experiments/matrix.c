@@ -5,6 +5,7 @@
 #include "matrix_row.h"
 #include "matrix_spec.h"
 #include "proc.h"
+#include "train.h"
 #include "../common/clock.h"
 #include "../common/err.h"
 #include "../common/launch.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -28,6 +30,8 @@
 #define MATRIX_GRACE_S 5.0   /* SIGTERM to SIGKILL, for a timed-out or interrupted run */
 #define MATRIX_SLURM_MAX 48  /* words of --slurm-args */
 #define MATRIX_SCHEMA "ringside.matrix/1"
+#define MATRIX_LOCK ".lock"  /* in --out: flock'ed for the run, holding the driver's pid */
+#define MATRIX_LOCK_WAIT_S 15.0 /* how long a lock left by a dead driver's last run may take to go */
 
 static volatile sig_atomic_t matrix_stop = 0;
 
@@ -57,8 +61,9 @@ static void matrix_usage(FILE *f) {
             "Runs every cell of an experiment matrix (the cartesian product of its axes, minus its\n"
             "exclusions) x its repeats, each as `ringside train ... --report DIR/<cell>-r<k>.json`, and\n"
             "writes DIR/summary.json and DIR/summary.csv (one row per run). A failing or timed-out run is\n"
-            "recorded with its error and the matrix goes on. Ctrl-C stops the running cell and keeps the\n"
-            "finished ones. Matrix files: experiments/matrices/*.json; format: docs/matrix.md.\n"
+            "recorded with its error and the matrix goes on. Ctrl-C (or SIGTERM, SIGHUP) stops the running\n"
+            "cell and keeps the finished ones; --resume runs the rest. DIR is locked for the run (DIR/.lock):\n"
+            "a second driver on it is refused. Matrix files: experiments/matrices/*.json; format: docs/matrix.md.\n"
             "\n"
             "  --out DIR        where reports, logs and the summary go (created)\n"
             "  --resume         skip runs whose report already exists and parses\n"
@@ -71,7 +76,8 @@ static void matrix_usage(FILE *f) {
             "  --slurm-args S   more srun options for every run (split at spaces), e.g.\n"
             "                   \"--partition=gpu --gpus-per-task=1\" (with --launcher slurm)\n"
             "\n"
-            "exit status: 0 all runs ok, 1 a run failed or timed out, 2 bad matrix or option, 130 interrupted\n");
+            "exit status: 0 all runs ok, 1 a run failed, timed out or diverged (its loss stopped being finite),\n"
+            "2 bad matrix or option, 5 DIR in use by another driver, 130 interrupted\n");
 }
 
 /* Finds name on the PATH: its path into out (len bytes), 1; 0 when no executable of that name is there. */
@@ -169,10 +175,86 @@ static int matrix_mkdirs(const char *dir) {
     return RS_OK;
 }
 
+/* ---- the folder's lock ------------------------------------------------------------------------ */
+
+/* The pid written in the lock file open at fd, 0 when there is none yet. */
+static long matrix_lock_holder(int fd) {
+    char buf[32] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    long pid = strtol(buf, NULL, 10);
+    return pid > 0 ? pid : 0;
+}
+
+/* 1 when process pid exists. */
+static int matrix_pid_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
+
+/* Locks out for this run: an exclusive flock on out/.lock, which then holds this driver's pid.
+ * The descriptor is not close-on-exec, so every process of a run (the cell's launcher, its ranks)
+ * holds the lock too, and the kernel releases it when the last of them is gone: a dead driver
+ * leaves no stale lock, and a cell still stopping after its driver was killed keeps the next
+ * driver out until it has. Where the lock's recorded driver is alive, the call is refused at once;
+ * where it is gone, it waits up to MATRIX_LOCK_WAIT_S for its last run to end. Nothing in out is
+ * changed unless the lock is taken. Returns 0 with *fd set (the caller's; closing it releases),
+ * MATRIX_ERR_BUSY naming the holder, RS_ERR_INPUT/RS_ERR_RUNTIME when the file cannot be opened
+ * or locked, RS_ERR_INTERRUPTED when a signal stops the wait. */
+static int matrix_lock(const char *out, int *fd) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" MATRIX_LOCK, out);
+    int f = open(path, O_RDWR | O_CREAT, 0644); /* not O_CLOEXEC: see above */
+    if (f < 0) return rs_error(RS_ERR_INPUT, "--out %s: cannot open its lock file %s: %s", out, path, strerror(errno));
+    double end = clock_now() + MATRIX_LOCK_WAIT_S;
+    int said = 0;
+    long holder = 0;
+    while (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) {
+            int e = errno;
+            close(f);
+            return rs_error(RS_ERR_RUNTIME, "--out %s: cannot lock %s: %s", out, path, strerror(e));
+        }
+        holder = matrix_lock_holder(f);
+        if (matrix_pid_alive(holder)) {
+            close(f);
+            return rs_error(MATRIX_ERR_BUSY,
+                            "--out %s is in use by another matrix driver, pid %ld (it holds %s): wait for it to end, "
+                            "or give another --out; nothing was run or changed", out, holder, path);
+        }
+        if (holder && !said) {
+            printf("# --out %s: its last driver, pid %ld, is gone; waiting up to %.0f s for the run it left to stop\n", out, holder,
+                   MATRIX_LOCK_WAIT_S);
+            fflush(stdout);
+            said = 1;
+        }
+        if (matrix_stop) {
+            close(f);
+            return RS_ERR_INTERRUPTED;
+        }
+        if (clock_now() > end) {
+            close(f);
+            return rs_error(MATRIX_ERR_BUSY,
+                            "--out %s: %s is still locked %.0f s after its driver (pid %ld%s) ended: a process of its last run "
+                            "holds it (`fuser %s` names it)", out, path, MATRIX_LOCK_WAIT_S, holder, holder ? "" : " unknown", path);
+        }
+        usleep(50000);
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(f, 0) != 0 || pwrite(f, pid, (size_t)n, 0) != n) {
+        int e = errno;
+        close(f);
+        return rs_error(RS_ERR_RUNTIME, "--out %s: cannot write its lock file %s: %s", out, path, strerror(e));
+    }
+    *fd = f;
+    return RS_OK;
+}
+
 /* ---- progress -------------------------------------------------------------------------------- */
 
 typedef struct {
     int tty, total, done, ran, ok, failed, skipped;
+    int diverged;              /* of the failed, those whose loss stopped being finite */
     double t0, ran_s;          /* start; seconds spent in runs actually executed */
     char current[600];         /* "sync=ps,ranks=4 r1" */
     char last[900];            /* the last result, short */
@@ -224,9 +306,9 @@ static void progress_done(Progress *p, const char *status, const char *error, do
     else snprintf(p->last, sizeof p->last, "%s %s", p->current, figs);
     if (p->tty && !bad) return;  /* the next run's line shows it */
     if (p->tty) printf("\r\033[K");
-    if (bad) printf("# [%d/%d] %s: %s (exit %d) after %.1f s: %s\n", p->done, p->total, p->current,
-                    !strcmp(status, "timeout") ? "TIMEOUT" : "FAILED", cJSON_GetObjectItemCaseSensitive(row, "exit_code")->valueint,
-                    wall_s, error);
+    if (bad) printf("# [%d/%d] %s: %s (exit %d) after %.1f s%s: %s\n", p->done, p->total, p->current,
+                    !strcmp(status, "timeout") ? "TIMEOUT" : !strcmp(status, "diverged") ? "DIVERGED" : "FAILED",
+                    cJSON_GetObjectItemCaseSensitive(row, "exit_code")->valueint, wall_s, ran ? "" : " (report kept)", error);
     else if (!ran) printf("# [%d/%d] %s: kept (report exists), %s\n", p->done, p->total, p->current, figs);
     else printf("# [%d/%d] %s: ok in %.1f s, %s\n", p->done, p->total, p->current, wall_s, figs);
     fflush(stdout);
@@ -482,7 +564,8 @@ static int matrix_cell_step(const MatrixOpts *o, const MatrixCell *c, MatrixStep
 }
 
 /* Runs (or, with --resume, keeps) run rep of cell c; returns its summary row (NULL when the run
- * was interrupted: it did not finish). *failed is set when it failed or timed out. */
+ * was interrupted: it did not finish). *failed is set when it failed, timed out or diverged (its
+ * loss stopped being finite: train's TRAIN_ERR_DIVERGED, the report kept and marked so). */
 static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixCell *c, int rep,
                          Progress *p, int *failed) {
     char name[700], path[PATH_MAX], logp[PATH_MAX], why[1200] = "", err[1400] = "";
@@ -496,10 +579,18 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     int stale = 0;
     if (o->resume && (rep_json = matrix_keepable(c, path, &stale, why, sizeof why))) {
         out.resumed = 1;
+        int at;
+        if (matrix_row_diverged(rep_json, &at)) { /* kept as what it is: running it again diverges again */
+            out.status = "diverged";
+            out.exit_code = TRAIN_ERR_DIVERGED;
+            snprintf(err, sizeof err, "its report says the loss stopped being finite at step %d", at);
+            out.error = err;
+            *failed = 1;
+        }
         matrix_add_prediction(m, c, rep_json, path);
         row = matrix_row_make(m, c, rep, &out, rep_json);
         cJSON_Delete(rep_json);
-        progress_done(p, "ok", "", 0, 0, row);
+        progress_done(p, out.status, err, 0, 0, row);
         return row;
     }
     if (stale) {
@@ -532,7 +623,13 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
             out.status = "timeout";
             snprintf(err, sizeof err, "timed out after %.0f s%s%s", m->timeout_s, why[0] ? ": " : "", why);
             unlink(path);
+        } else if (pr.exit_code == TRAIN_ERR_DIVERGED && (rep_json = matrix_read_report(path, err, sizeof err)) &&
+                   matrix_row_diverged(rep_json, NULL)) {
+            out.status = "diverged"; /* a result, not a crash: its report stays, marked, beside the others */
+            snprintf(err, sizeof err, "%s", why[0] ? why : "the loss stopped being finite");
         } else if (pr.exit_code != 0) {
+            cJSON_Delete(rep_json);
+            rep_json = NULL;
             out.status = "failed";
             snprintf(err, sizeof err, "%s", why[0] ? why : "exited without a message");
             unlink(path);
@@ -617,7 +714,7 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     cJSON *rows = cJSON_CreateArray();
-    int done = 0, failed = 0;
+    int done = 0, failed = 0, diverged = 0;
     for (int i = 0; i < slots->n; i++) {
         const cJSON *r = slots->row[i];
         if (!r) continue;
@@ -625,6 +722,7 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
         done++;
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
         failed += !cJSON_IsString(st) || strcmp(st->valuestring, "ok");
+        diverged += cJSON_IsString(st) && !strcmp(st->valuestring, "diverged");
     }
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "schema", MATRIX_SCHEMA);
@@ -637,6 +735,7 @@ static int matrix_write_summary(const MatrixSpec *m, const MatrixOpts *o, const 
     cJSON_AddNumberToObject(s, "runs_planned", slots->n);
     cJSON_AddNumberToObject(s, "runs_done", done);
     cJSON_AddNumberToObject(s, "runs_failed", failed);
+    cJSON_AddNumberToObject(s, "runs_diverged", diverged);
     cJSON_AddNumberToObject(s, "timeout_s", m->timeout_s);
     cJSON_AddStringToObject(s, "launcher", o->slurm ? "slurm" : "local");
     if (o->slurm) {
@@ -841,10 +940,10 @@ static int matrix_probe(const MatrixSpec *m, const MatrixOpts *o, const MatrixCe
     if (rc != RS_OK) snprintf(why, len, "%s", rs_errmsg());
     else if (pr.outcome == PROC_STOPPED) rc = RS_ERR_INTERRUPTED;
     else if (pr.outcome == PROC_TIMED_OUT) snprintf(why, len, "one step did not finish in timeout_s (%.0f s)", m->timeout_s);
-    else if (pr.exit_code != 0) matrix_first_error(logp, why, len);
+    else if (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED) matrix_first_error(logp, why, len);
     unlink(logp);
     if (rc == RS_ERR_INTERRUPTED) return rc;
-    return why[0] || pr.exit_code != 0 ? 1 : 0;
+    return why[0] || (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED) ? 1 : 0; /* a diverged step started */
 }
 
 /* --dry-run: lists every run and its command line, and checks every selected cell by starting it
@@ -906,7 +1005,7 @@ static int matrix_dry_run(const MatrixSpec *m, const MatrixOpts *o, int total) {
     }
     rmdir(dir);
     if (rc == RS_ERR_INTERRUPTED) {
-        printf("# interrupted\n");
+        printf("# interrupted by %s\n", launch_signal_name(matrix_stop));
         return rc;
     }
     if (refused) {
@@ -938,34 +1037,30 @@ int matrix_main(int argc, char **argv) {
     int selected = 0;
     for (int i = 0; i < m.ncells; i++) selected += m.cells[i].selected;
     Progress p = {.tty = isatty(STDOUT_FILENO), .total = selected * m.repeats, .t0 = clock_now()};
+    LaunchSignals old;
+    launch_catch_stops(matrix_on_signal, &old); /* SIGINT, SIGTERM, SIGHUP: stop the running cell, keep the rest */
     if (o.dry_run) {
-        struct sigaction sa = {.sa_handler = matrix_on_signal}, old_int, old_term;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
         rc = matrix_dry_run(&m, &o, p.total);
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+        launch_restore_stops(&old);
         matrix_spec_free(&m);
         return rc;
     }
-    if ((rc = matrix_mkdirs(o.out)) != RS_OK) {
-        log_error("%s", rs_errmsg());
+    int lock = -1;
+    if ((rc = matrix_mkdirs(o.out)) != RS_OK || (rc = matrix_lock(o.out, &lock)) != RS_OK) {
+        if (rc == RS_ERR_INTERRUPTED) printf("# interrupted by %s while waiting for --out %s\n", launch_signal_name(matrix_stop), o.out);
+        else log_error("matrix: %s", rs_errmsg());
+        launch_restore_stops(&old);
         matrix_spec_free(&m);
         return rc;
     }
-    struct sigaction sa = {.sa_handler = matrix_on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     printf("# matrix %s: %d cell%s x %d repeat%s = %d run%s -> %s%s%s\n", m.name, selected, selected == 1 ? "" : "s",
            m.repeats, m.repeats == 1 ? "" : "s", p.total, p.total == 1 ? "" : "s", o.out, o.resume ? " (resume)" : "",
            o.slurm ? ", each a Slurm job step (srun)" : "");
     fflush(stdout);
     if (m.links_auto && matrix_links_auto(&m, &o) == RS_ERR_INTERRUPTED) {
-        printf("# interrupted before the cells\n");
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+        printf("# interrupted by %s before the cells, in the links' benches\n", launch_signal_name(matrix_stop));
+        launch_restore_stops(&old);
+        close(lock);
         matrix_spec_free(&m);
         return RS_ERR_INTERRUPTED;
     }
@@ -974,20 +1069,28 @@ int matrix_main(int argc, char **argv) {
     rows.row = calloc((size_t)rows.n, sizeof *rows.row);
     if (!rows.row) {
         log_error("out of memory");
+        launch_restore_stops(&old);
+        close(lock);
         matrix_spec_free(&m);
         return RS_ERR_RUNTIME;
     }
     if (o.only) matrix_merge_old(&m, &o, &rows);
     /* repeat-major: every cell once, then again, so that drift touches every cell alike */
+    char stopped[sizeof p.current] = ""; /* the run a signal stopped */
     for (int r = 1; r <= m.repeats && !matrix_stop; r++)
         for (int i = 0; i < m.ncells && !matrix_stop; i++) {
             if (!m.cells[i].selected) continue;
             int failed;
             cJSON *row = matrix_one(&m, &o, &m.cells[i], r, &p, &failed);
-            if (!row) break;
+            if (!row) {
+                snprintf(stopped, sizeof stopped, "%s", p.current);
+                break;
+            }
             *matrix_slot(&m, &rows, r, i) = row;
             p.failed += failed;
             p.ok += !failed;
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(row, "status");
+            p.diverged += cJSON_IsString(st) && !strcmp(st->valuestring, "diverged");
             matrix_write_summary(&m, &o, &rows, 0);
         }
     int interrupted = matrix_stop != 0;
@@ -995,15 +1098,21 @@ int matrix_main(int argc, char **argv) {
     int wrc = matrix_write_summary(&m, &o, &rows, interrupted);
     char el[32];
     progress_clock(clock_now() - p.t0, el, sizeof el);
-    if (interrupted)
-        printf("# interrupted: %d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
-               p.done, p.total, p.failed, el, o.out, o.out);
+    char div[48] = "";
+    if (p.diverged) snprintf(div, sizeof div, " (%d diverged)", p.diverged);
+    if (interrupted && stopped[0])
+        printf("# interrupted by %s: the run of %s was stopped (its report is not kept; --resume runs it again); "
+               "%d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
+               launch_signal_name(matrix_stop), stopped, p.done, p.total, p.failed, el, o.out, o.out);
+    else if (interrupted)
+        printf("# interrupted by %s between runs: %d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
+               launch_signal_name(matrix_stop), p.done, p.total, p.failed, el, o.out, o.out);
     else
-        printf("# done: %d run%s, %d ok, %d failed in %s; summary: %s/summary.json, %s/summary.csv\n", p.done, p.done == 1 ? "" : "s", p.ok,
-               p.failed, el, o.out, o.out);
+        printf("# done: %d run%s, %d ok, %d failed%s in %s; summary: %s/summary.json, %s/summary.csv\n", p.done, p.done == 1 ? "" : "s",
+               p.ok, p.failed, div, el, o.out, o.out);
     fflush(stdout);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    launch_restore_stops(&old);
+    close(lock);
     for (int i = 0; i < rows.n; i++) cJSON_Delete(rows.row[i]);
     free(rows.row);
     matrix_spec_free(&m);

@@ -21,7 +21,7 @@ static const char *const row_metrics[] = {
     "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "servers", "server_peak_max_bytes",
     "server_traffic_max_bytes", "imbalance_memory", "imbalance_traffic", "imbalance_busy_time",
     "imbalance_memory_with_servers", "imbalance_traffic_with_servers", "final_loss", "final_accuracy",
-    "params", "buckets", NULL};
+    "diverged_step", "params", "buckets", NULL};
 
 /* A number at a dotted path under o ("time_s.step.p95"), NAN when absent. */
 static double row_num(const cJSON *o, const char *path) {
@@ -47,6 +47,13 @@ static int row_is_worker(const cJSON *r) {
 static void row_put(cJSON *row, const char *key, double x) {
     if (isfinite(x)) cJSON_AddNumberToObject(row, key, x);
     else cJSON_AddNullToObject(row, key);
+}
+
+int matrix_row_diverged(const cJSON *report, int *step) {
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(report, "summary");
+    double k = row_num(sum, "diverged_step");
+    if (step) *step = k >= 0 && k < 2147483647.0 ? (int)k : -1;
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "diverged"));
 }
 
 const char *matrix_row_transport(const cJSON *report) {
@@ -150,8 +157,11 @@ static void row_figures(const cJSON *rep, cJSON *row) {
     row_put(row, "imbalance_memory", row_num(sum, "imbalance.memory"));
     row_put(row, "imbalance_traffic", row_num(sum, "imbalance.traffic"));
     row_put(row, "imbalance_busy_time", row_num(sum, "imbalance.busy_time"));
-    row_put(row, "final_loss", row_num(sum, "final_loss"));
-    row_put(row, "final_accuracy", row_num(sum, "final_accuracy"));
+    /* a diverged run reached no loss: null, whatever number its last step shows */
+    int step, diverged = matrix_row_diverged(rep, &step);
+    row_put(row, "final_loss", diverged ? NAN : row_num(sum, "final_loss"));
+    row_put(row, "final_accuracy", diverged ? NAN : row_num(sum, "final_accuracy"));
+    row_put(row, "diverged_step", diverged && step >= 0 ? step : NAN);
 }
 
 cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const MatrixOutcome *o,

@@ -10,7 +10,7 @@ struct cJSON;
 
 /* How a run ended, as the driver saw it. */
 typedef struct {
-    const char *status;  /* "ok", "failed", "timeout" */
+    const char *status;  /* "ok", "failed", "timeout", "diverged" (the report says "diverged": true) */
     int exit_code;       /* the child's exit status (128 + signal when killed); 0 for a resumed run */
     const char *error;   /* "" when none: the child's last stderr line, or what went wrong */
     double wall_s;       /* seconds the child ran (0 when resumed) */
@@ -25,11 +25,16 @@ typedef struct {
  * p95, comm_exposed, comm_total and idle (mean over workers), peak memory max/min/mean over workers
  * and rank 0's, rank 0's traffic, the dedicated servers' count, largest peak and traffic, the
  * report's imbalance ratios (over workers) and the same over every process, final loss and
- * accuracy, the parameter and bucket counts, the transport and emulated link, and the alpha-beta
+ * accuracy (null when the run diverged: never a loss it did not reach), the first step whose loss
+ * was not finite (diverged_step, null when none), the parameter and bucket counts, the transport and emulated link, and the alpha-beta
  * prediction (with the link it used) beside the measured comm time when m has a link for that
  * transport. NULL on OOM. */
 struct cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep,
                               const MatrixOutcome *o, const struct cJSON *report);
+
+/* 1 when report's run diverged (summary.diverged is true), with *step (may be NULL) its
+ * summary.diverged_step (-1 when that is missing); 0 otherwise, also for a NULL report. */
+int matrix_row_diverged(const struct cJSON *report, int *step);
 
 /* The transport a report's run moved at (summary.transport), "" when it does not say. */
 const char *matrix_row_transport(const struct cJSON *report);

@@ -2,6 +2,7 @@
 #include "proc.h"
 #include "../common/clock.h"
 #include "../common/err.h"
+#include "../common/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The child's side: own group, default signals, output to the log, env added, exec. Never returns. */
-static void proc_child(char *const argv[], const char *log_path, char *const env[]) {
+/* The child's side: SIGTERM when parent (the caller, its pid read before fork) dies, own group,
+ * default signals, output to the log, env added, exec. Never returns. */
+static void proc_child(pid_t parent, char *const argv[], const char *log_path, char *const env[]) {
+    /* a ringside launcher stops its ranks on SIGTERM, and srun ends its step's tasks */
+    if (launch_die_with_parent(parent, SIGTERM) != 0) _exit(RS_ERR_INTERRUPTED);
     setpgid(0, 0);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -50,12 +54,13 @@ int proc_run(char *const argv[], const char *log_path, char *const env[], double
              volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s, ProcResult *res) {
     memset(res, 0, sizeof *res);
     double t0 = clock_now();
+    pid_t self = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         res->outcome = PROC_SPAWN_FAILED;
         return rs_error(RS_ERR_RUNTIME, "fork: %s", strerror(errno));
     }
-    if (pid == 0) proc_child(argv, log_path, env);
+    if (pid == 0) proc_child(self, argv, log_path, env);
     setpgid(pid, pid);  /* also in the child: whichever runs first wins, the other gets EACCES */
 
     ProcOutcome why = PROC_EXITED;

@@ -31,7 +31,10 @@ typedef void (*ProcTick)(void *arg, double elapsed_s);
  * seconds, and only while *stop is 0. On timeout or stop the whole group gets SIGTERM, then
  * SIGKILL after grace_s; stragglers left in the group after the child exits get SIGKILL too.
  * Every wait is bounded: a child that survives SIGKILL for grace_s more is abandoned (outcome
- * kept, exit_code 137). Returns 0 with *res filled, or RS_ERR_RUNTIME when fork fails. */
+ * kept, exit_code 137). The child gets SIGTERM when the caller dies (PR_SET_PDEATHSIG; a
+ * ringside launcher then stops its ranks, srun its step), and exits at once where the caller
+ * died before that was set. It inherits the caller's descriptors that are not close-on-exec (the
+ * matrix's lock on its folder). Returns 0 with *res filled, or RS_ERR_RUNTIME when fork fails. */
 int proc_run(char *const argv[], const char *log_path, char *const env[], double timeout_s, double grace_s,
              volatile sig_atomic_t *stop, ProcTick tick, void *tick_arg, double tick_s, ProcResult *res);
 

@@ -64,6 +64,9 @@ typedef struct {
     double gemm_eval;         /* of those, the evaluations' (--eval-every) after warm-up: not a step's */
     double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
     char params_hash[20]; /* FNV-1a of the final parameters' bytes, hex */
+    int diverged_step;    /* rank 0, once the report is built: the first step whose global loss is not finite; -1 none */
+    double diverged_loss; /* its loss (NaN, an infinity) */
+    double final_loss;    /* rank 0, likewise: the loss curve's last point */
     char cmdline[2048];
 } Run;
 
@@ -140,8 +143,8 @@ static int run_eval(Run *r, int step) {
     r->final_eval_loss = loss;
     cJSON *pt = cJSON_CreateArray();
     cJSON_AddItemToArray(pt, cJSON_CreateNumber(step));
-    cJSON_AddItemToArray(pt, cJSON_CreateNumber(acc));
-    cJSON_AddItemToArray(pt, cJSON_CreateNumber(loss));
+    cJSON_AddItemToArray(pt, report_number(acc)); /* NaN parameters evaluate to a NaN loss */
+    cJSON_AddItemToArray(pt, report_number(loss));
     cJSON_AddItemToArray(r->eval_curve, pt);
     log_info("# eval  step %5d  accuracy %.4f  loss %.4f", step, acc, loss);
     return RS_OK;
@@ -197,10 +200,11 @@ static cJSON *run_rank_json(Run *r) {
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
     if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->done - w ? (r->gemm_s1 - r->gemm_s0 - r->gemm_eval) / (r->done - w) : 0);
 
-    /* per-step sums the report's loss curve is built from (removed before writing) */
+    /* per-step sums the report's loss curve is built from (removed before writing); a NaN or an
+     * infinity travels as its string (report_number), since JSON has none and cJSON prints null */
     cJSON *cv = cJSON_AddObjectToObject(o, "_curve");
-    cJSON_AddItemToObject(cv, "loss_sum", cJSON_CreateDoubleArray(r->loss_sum, r->done));
-    cJSON_AddItemToObject(cv, "correct", cJSON_CreateDoubleArray(r->correct, r->done));
+    cJSON_AddItemToObject(cv, "loss_sum", report_number_array(r->loss_sum, r->done));
+    cJSON_AddItemToObject(cv, "correct", report_number_array(r->correct, r->done));
     cJSON_AddItemToObject(cv, "samples", cJSON_CreateIntArray(r->samples, r->done));
     if (!r->lockstep) {
         double *end = malloc((size_t)(n > 0 ? n : 1) * sizeof *end); /* each local step's end, own clock */
@@ -211,6 +215,14 @@ static cJSON *run_rank_json(Run *r) {
     }
     if (r->trace) cJSON_AddItemToObject(o, "_trace", trace_json(r->trace));
     return o;
+}
+
+/* One per-step sum of a member's "_curve": 0 when absent, its value when a number or an encoded
+ * non-finite one (report_value), NaN when something else stands there. */
+static double run_sum_value(const cJSON *x) {
+    double v;
+    if (!x) return 0;
+    return report_value(x, &v) ? v : NAN;
 }
 
 static double ratio_max_mean(cJSON *ranks, const char *a, const char *b, const char *c) {
@@ -233,20 +245,34 @@ static double ratio_max_mean(cJSON *ranks, const char *a, const char *b, const c
     return sum > 0 ? mx / (sum / n) : 1.0;
 }
 
-/* Moves every member's "_trace" events out of ranks[] into one Chrome trace file (rank 0). */
-static int run_write_trace(Run *r, cJSON *ranks) {
+/* Moves every member's "_trace" events out of ranks[] into one array of Chrome trace events
+ * (rank 0, before the report is built from ranks[]). Caller owns it; NULL on OOM. */
+static cJSON *run_take_trace(cJSON *ranks) {
     cJSON *all = cJSON_CreateArray(), *it;
     cJSON_ArrayForEach(it, ranks) {
         cJSON *t = cJSON_DetachItemFromObject(it, "_trace");
         if (!t) continue;
         cJSON *e;
-        while ((e = cJSON_DetachItemFromArray(t, 0))) cJSON_AddItemToArray(all, e);
+        while (all && (e = cJSON_DetachItemFromArray(t, 0))) cJSON_AddItemToArray(all, e);
         cJSON_Delete(t);
     }
-    int rc = r->cfg.trace[0] ? report_write_atomic(r->cfg.trace, all) : RS_OK;
-    if (rc == RS_OK && r->cfg.trace[0]) log_info("# trace: %s (open in Perfetto or chrome://tracing)", r->cfg.trace);
-    cJSON_Delete(all);
-    return rc;
+    return all;
+}
+
+/* Writes run_take_trace's events as the --trace file, after the report (which stays whatever
+ * happens here). 0 (also without --trace), or the write's status with rs_errmsg() naming the file. */
+static int run_write_trace(Run *r, cJSON *events) {
+    if (!r->cfg.trace[0]) return RS_OK;
+    int rc = events ? report_write_atomic(r->cfg.trace, events) : rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (rc != RS_OK) {
+        char why[1200], head[1100];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        snprintf(head, sizeof head, "report %s: ", r->cfg.trace); /* the writer's words name the file as a report */
+        const char *w = strncmp(why, head, strlen(head)) ? why : why + strlen(head);
+        return rs_error(rc, "--trace %s: the trace was not written: %s (the report %s is written)", r->cfg.trace, w, r->cfg.report);
+    }
+    log_info("# trace: %s (open in Perfetto or chrome://tracing)", r->cfg.trace);
+    return RS_OK;
 }
 
 /* Builds the whole report from every rank's entry (ranks[] owned by the report after this). */
@@ -314,7 +340,8 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         double off = 0, off_unc; /* this member's clock minus rank 0's */
         if (r->engine && rk > 0 && rk < r->world) engine_clock_offset(r->engine, rk, &off, &off_unc);
         /* the arrays walked side by side (cJSON's indexed access walks from the head each time);
-         * a member's entry is outside input: missing values count 0 */
+         * a member's entry is outside input: missing values count 0, a value there that is no
+         * number (nor an encoded NaN or infinity) counts NaN, never a perfect 0 */
 #define FIRST(arr) (cJSON_IsArray(arr) ? (arr)->child : NULL)
 #define NEXT(v) ((v) ? (v)->next : NULL)
         const cJSON *x = FIRST(a), *y = FIRST(b), *z = FIRST(c), *g = FIRST(at), *p = FIRST(in), *e = FIRST(en);
@@ -324,8 +351,8 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
             int k = r->lockstep ? s : cJSON_IsNumber(g) ? (int)g->valuedouble : -1;
             all += cJSON_IsNumber(z) ? z->valueint : 0;
             if (k < 0 || k >= S) continue;
-            ls[k] += cJSON_IsNumber(x) ? x->valuedouble : 0;
-            cs[k] += cJSON_IsNumber(y) ? y->valuedouble : 0;
+            ls[k] += run_sum_value(x);
+            cs[k] += run_sum_value(y);
             ns[k] += cJSON_IsNumber(z) ? z->valueint : 0;
             if (tc && cJSON_IsNumber(e) && isfinite(e->valuedouble)) { /* async: the first local step counted here */
                 double t = e->valuedouble - off - origin;
@@ -342,11 +369,14 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON *curve = cJSON_CreateArray(), *tcurve = cJSON_CreateArray();
+    r->diverged_step = -1;
     for (int s = 0; s < S; s++) {
         if (!r->lockstep && !ns[s] && s > 0) ls[s] = ls[s - 1], cs[s] = cs[s - 1], ns[s] = ns[s - 1] ? ns[s - 1] : 0;
+        double loss = ns[s] ? ls[s] / ns[s] : 0;
+        if (!isfinite(loss) && r->diverged_step < 0) r->diverged_step = s, r->diverged_loss = loss;
         cJSON *pt = cJSON_CreateArray();
         cJSON_AddItemToArray(pt, cJSON_CreateNumber(s));
-        cJSON_AddItemToArray(pt, cJSON_CreateNumber(ns[s] ? ls[s] / ns[s] : 0));
+        cJSON_AddItemToArray(pt, report_number(loss));
         cJSON_AddItemToArray(curve, pt);
         /* lockstep: rank 0's step s ends (every rank's pace); async: the end of the first local
          * step that computed on the server's step-s parameters (a straggler's stale step counts
@@ -398,10 +428,15 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     free(pushes);
     cJSON *last = cJSON_GetArrayItem(r->eval_curve, cJSON_GetArraySize(r->eval_curve) - 1);
     if (last && S != r->steps) cJSON_ReplaceItemInArray(last, 0, cJSON_CreateNumber(S)); /* the run ended early */
-    cJSON_AddNumberToObject(sum, "final_loss", S && ns[S - 1] ? ls[S - 1] / ns[S - 1] : 0);
-    cJSON_AddNumberToObject(sum, "final_train_accuracy", S && ns[S - 1] ? cs[S - 1] / ns[S - 1] : 0);
-    cJSON_AddNumberToObject(sum, "final_accuracy", r->final_acc);
-    cJSON_AddNumberToObject(sum, "final_eval_loss", r->final_eval_loss);
+    r->final_loss = S && ns[S - 1] ? ls[S - 1] / ns[S - 1] : 0;
+    cJSON_AddItemToObject(sum, "final_loss", report_number(r->final_loss));
+    cJSON_AddItemToObject(sum, "final_train_accuracy", report_number(S && ns[S - 1] ? cs[S - 1] / ns[S - 1] : 0));
+    cJSON_AddItemToObject(sum, "final_accuracy", report_number(r->final_acc));
+    cJSON_AddItemToObject(sum, "final_eval_loss", report_number(r->final_eval_loss));
+    /* a loss that stopped being finite once: the run diverged, whatever it reads later */
+    cJSON_AddBoolToObject(sum, "diverged", r->diverged_step >= 0);
+    if (r->diverged_step >= 0) cJSON_AddNumberToObject(sum, "diverged_step", r->diverged_step);
+    else cJSON_AddNullToObject(sum, "diverged_step");
     const char *slowest = ""; /* the pace the back end moved at: its slowest member's link */
     cJSON_ArrayForEach(it, ranks) {
         const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(it, "traffic"), "transport");
@@ -619,6 +654,7 @@ static int run_gather(Run *r, cJSON **ranks) {
         cJSON_AddItemToArray(*ranks, mine);
         return RS_OK;
     }
+    report_encode_nonfinite(mine); /* no NaN reaches rank 0 as a null */
     char *text = cJSON_PrintUnformatted(mine);
     cJSON_Delete(mine);
     char **all = NULL;
@@ -762,24 +798,35 @@ int train_main(int argc, char **argv) {
         }
         free(off);
     }
-    if (rc == RS_OK && r->rank == 0) rc = run_write_trace(r, ranks);
-    if (rc == RS_OK && r->rank == 0 && r->cfg.save_params[0]) rc = run_save_params(r);
+    cJSON *trace = rc == RS_OK && r->rank == 0 ? run_take_trace(ranks) : NULL;
     if (rc != RS_OK) cJSON_Delete(ranks);
+    int after = RS_OK; /* the first failure of what is written after the report (each logged as it fails) */
     if (rc == RS_OK && r->rank == 0) {
         cJSON *root = run_report_json(r, ranks);
         rc = report_write_atomic(r->cfg.report, root);
         if (rc == RS_OK) {
             cJSON *sum = cJSON_GetObjectItem(root, "summary");
-            log_info("# final: loss %.4f  eval accuracy %.4f  throughput %.0f samples/s  step %.2f ms",
-                     cJSON_GetObjectItem(sum, "final_loss")->valuedouble,
-                     cJSON_GetObjectItem(sum, "final_accuracy")->valuedouble,
-                     cJSON_GetObjectItem(sum, "throughput_samples_per_s")->valuedouble,
+            log_info("# final: loss %.4f  eval accuracy %.4f  throughput %.0f samples/s  step %.2f ms", r->final_loss,
+                     r->final_acc, cJSON_GetObjectItem(sum, "throughput_samples_per_s")->valuedouble,
                      cJSON_GetObjectItem(sum, "step_time_s")->valuedouble * 1e3);
             log_info("# report: %s", r->cfg.report);
         }
         cJSON_Delete(root);
+        /* the report first: a trace or parameters that cannot be written leave it in place */
+        int w = rc == RS_OK ? run_write_trace(r, trace) : RS_OK;
+        if (w != RS_OK) log_error("%s", rs_errmsg()), after = w;
+        w = rc == RS_OK && r->cfg.save_params[0] ? run_save_params(r) : RS_OK;
+        if (w != RS_OK) log_error("%s", rs_errmsg()), after = after ? after : w;
+        if (rc == RS_OK && r->diverged_step >= 0) {
+            log_error("the run diverged: the global training loss is %g at step %d (counted from 0, as summary.loss_curve "
+                      "counts), the first that is not finite (a smaller --lr?); the report %s says \"diverged\": true",
+                      r->diverged_loss, r->diverged_step, r->cfg.report);
+            after = after ? after : TRAIN_ERR_DIVERGED;
+        }
     }
+    cJSON_Delete(trace);
     if (rc != RS_OK) log_error("%s", rs_errmsg());
+    else rc = after;
     run_free(r);
     free(r);
     return rc;

@@ -2,8 +2,14 @@
 #ifndef RS_TRAIN_H
 #define RS_TRAIN_H
 
+/* The exit status of a run whose global training loss stopped being finite (NaN or infinity):
+ * it trained to the end and wrote its report, which says "diverged": true (docs/report-schema.md).
+ * Distinct from common/err.h's statuses and from `matrix`'s 5 (its --out in use). */
+#define TRAIN_ERR_DIVERGED 6
+
 /* Runs `ringside train` with the options after "train". Returns the process exit status:
- * 0, RS_ERR_INPUT for bad options or data, RS_ERR_PEER when a peer failed, RS_ERR_RUNTIME. */
+ * 0, RS_ERR_INPUT for bad options or data, RS_ERR_PEER when a peer failed, RS_ERR_RUNTIME,
+ * TRAIN_ERR_DIVERGED when the loss stopped being finite (the report is written). */
 int train_main(int argc, char **argv);
 
 #endif

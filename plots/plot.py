@@ -12,7 +12,8 @@ Reads every *.json in DIR: train reports ("schema": "ringside.report/1"), bench 
   traffic.png/.svg    per-process bytes sent+received at the largest N; rank 0 vs the others vs N
   phases.png/.svg     one bar per configuration: data ... idle, other stacked (they add up to the
                       step), comm_total as an outline (it overlaps compute), server work beside
-  loss.png/.svg       loss curves of every configuration over each other
+  loss.png/.svg       loss curves of every configuration over each other; a run whose loss stopped
+                      being finite is drawn up to there, marked "diverged at step K" (never as loss 0)
   busbw.png/.svg      bus bandwidth vs message size from bench reports
   figures.json        what each figure shows (series and bar counts) or why it was skipped
   index.html          the figures and the claims table (from claims.json)
@@ -635,6 +636,29 @@ def fig_phases(data, series, facet=None):
                  "panels": len(panels), "note": ""}
 
 
+NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def loss_points(summ):
+    """A report's loss curve as (steps, losses, diverged_step): a loss that is not finite (the
+    report's "nan", "inf", "-inf", or anything else that is no number) becomes NaN, a gap in the
+    line; diverged_step is the first such step (summary.diverged_step where the report says
+    "diverged": true), None when the run did not diverge."""
+    xs, ys = [], []
+    for p in summ.get("loss_curve") or []:
+        if not isinstance(p, list) or len(p) != 2 or not isinstance(p[0], (int, float)):
+            continue
+        v = p[1]
+        y = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else NONFINITE.get(v, float("nan"))
+        xs.append(p[0])
+        ys.append(y if y == y and abs(y) != float("inf") else float("nan"))
+    first = next((x for x, y in zip(xs, ys) if y != y), None)
+    said = summ.get("diverged_step")
+    if summ.get("diverged") is True and isinstance(said, (int, float)) and not isinstance(said, bool):
+        first = int(said)
+    return xs, ys, first
+
+
 def fig_loss(data, series):
     """Loss against steps (left) and, where the reports carry summary.time_curve, against seconds
     of training (right: rank 0's clock; under async ps the first local step that computed on each
@@ -643,26 +667,35 @@ def fig_loss(data, series):
     for label, by_n in sorted(series.items()):
         for n in sorted(by_n):
             summ = representative(by_n[n]).get("summary", {})
-            curve = summ.get("loss_curve") or []
+            curve = loss_points(summ)
             times = summ.get("time_curve") or []
-            if curve:
-                curves.append(("%s N=%d" % (label, n), curve, times if len(times) == len(curve) else []))
+            if curve[0]:
+                curves.append(("%s N=%d" % (label, n), curve, times if len(times) == len(curve[0]) else []))
+    # a diverged run's legend entry says so (its label, the figure's id, stays as it is)
+    shown = [c[0] if c[1][2] is None else "%s (diverged at step %d)" % (c[0], c[1][2]) for c in curves]
     if not curves:
         return None, "no loss curves in the reports"
     timed = any(t for _, _, t in curves)
+    diverged = [s for s, c in zip(shown, curves) if c[1][2] is not None]
     fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11 if timed else 7, 4.5), squeeze=False)
     ax, axt = axes[0][0], (axes[0][1] if timed else None)
     styles = ["-", "--", ":", "-."]
     positive = True
-    for i, (label, curve, times) in enumerate(curves):
-        xs = [p[0] for p in curve]
-        ys = [p[1] for p in curve]
-        positive = positive and all(y > 0 for y in ys)
+    for i, (label, (xs, ys, first), times) in enumerate(curves):
+        positive = positive and all(y > 0 for y in ys if y == y)
         st, color = styles[(i // 20) % len(styles)], style(i, len(curves))[0]
-        (line,) = ax.plot(xs, ys, st, color=color, label=label, linewidth=1.2)
+        # a diverged run: drawn up to its last finite loss (NaN leaves a gap), an x there, and a
+        # dotted line at the step its loss stopped being finite
+        last = [(x, y) for x, y in zip(xs, ys) if y == y and (first is None or x < first)][-1:] if first is not None else []
+        (line,) = ax.plot(xs, ys, st, color=color, label=shown[i], linewidth=1.2, marker="x" if last else None,
+                          markevery=[xs.index(last[0][0])] if last else None)
         line.set_gid(safe_id("series", "loss", label))
+        if first is not None:
+            mark = ax.axvline(first, color=color, linestyle=":", linewidth=1.2)
+            mark.set_gid(safe_id("marker", "loss", "diverged", label))
         if axt is not None and times:
-            (tline,) = axt.plot([p[1] for p in times], ys, st, color=color, linewidth=1.2)
+            (tline,) = axt.plot([p[1] for p in times], ys, st, color=color, linewidth=1.2, marker="x" if last else None,
+                                markevery=[xs.index(last[0][0])] if last else None)
             tline.set_gid(safe_id("series", "loss_time", label))
     for a in [ax] + ([axt] if axt is not None else []):
         if positive:
@@ -674,13 +707,16 @@ def fig_loss(data, series):
     if axt is not None:
         axt.set_xlabel("seconds of training (rank 0's clock)")
         axt.set_title("Loss against time")
-    legend_w = legend_width(len(curves), [c[0] for c in curves])
+    legend_w = legend_width(len(curves), shown)
     base_w = 11 if timed else 7
     width = fig_width(base_w + legend_w)
     fig.set_size_inches(width, 4.5)
     legend_outside(ax, len(curves), room=legend_w)
     layout(fig, (0, 0, 1 - legend_w / width, 1))
-    return fig, {"series": len(curves), "bars": 0, "note": "" if timed else "no time_curve in the reports: loss against steps only"}
+    note = "" if timed else "no time_curve in the reports: loss against steps only"
+    if diverged:
+        note += ("; " if note else "") + "diverged (loss not finite from the dotted line on, no loss drawn there): " + ", ".join(diverged)
+    return fig, {"series": len(curves), "bars": 0, "diverged": diverged, "note": note}
 
 
 DP_BESIDE = "DataParallel's server (not in Table 1)"

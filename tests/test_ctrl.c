@@ -1,11 +1,14 @@
-/* test_ctrl.c - the control plane and the launcher environment: join, refusal, barrier, gather, timeouts */
+/* test_ctrl.c - the control plane and the launcher environment: join, refusal, barrier, gather, timeouts, peers without the token */
+#include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/ctrl.h"
 #include "../common/err.h"
 #include "../common/launch.h"
+#include "../common/zctx.h"
 #include "test.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -155,7 +158,8 @@ static void test_mismatch_refused(void) {
     CHECK_MSG(st[2] == 0, "rank 2 should be refused naming --batch (exit %d)", st[2]);
 }
 
-/* Member 1 has the wrong token: its join is dropped; rank 0 times out naming rank 1. */
+/* Member 1 has the wrong token: rank 0 refuses its handshake; member 1 says so at once (well
+ * within its 10 s), rank 0 times out naming rank 1 and the refused connection. */
 static int member_token(int member, int world, int port, void *arg) {
     RankEnv e;
     env_for(&e, member, world, port, member == 1 ? "ffff" : "abc123");
@@ -163,18 +167,190 @@ static int member_token(int member, int world, int port, void *arg) {
     canon_default(canon, sizeof canon, 64);
     void *z = zmq_ctx_new();
     Ctrl *c;
-    int rc = ctrl_join(&c, &e, z, canon, "", 1.5);
-    int ok = rc == RS_ERR_PEER && (member != 0 || strstr(rs_errmsg(), "rank 1"));
+    double t0 = clock_now();
+    int rc = ctrl_join(&c, &e, z, canon, "", member == 1 ? 10 : 1.5);
+    int ok = member == 0 ? rc == RS_ERR_PEER && strstr(rs_errmsg(), "rank 1 did not join") &&
+                               strstr(rs_errmsg(), "without this job's token (the last from 127.0.0.1 as member 1)")
+                         : rc == RS_ERR_INPUT && strstr(rs_errmsg(), "refused this process's job token") &&
+                               clock_now() - t0 < 5;
+    if (!ok) fprintf(stderr, "member %d: rc %d: %s\n", member, rc, rs_errmsg());
     if (rc == RS_OK) ctrl_close(c);
     zmq_ctx_term(z);
     return ok ? 0 : 40 + rc;
 }
 
-static void test_wrong_token_dropped(void) {
+static void test_wrong_token_refused(void) {
     int st[16];
     run_members(2, member_token, NULL, st);
-    CHECK_MSG(st[0] == 0, "rank 0: a wrong token must not join (exit %d)", st[0]);
-    CHECK_MSG(st[1] == 0, "rank 1: must time out, not be welcomed (exit %d)", st[1]);
+    CHECK_MSG(st[0] == 0, "rank 0: a wrong token must not join, and be named (exit %d)", st[0]);
+    CHECK_MSG(st[1] == 0, "rank 1: must be told its token was refused, soon (exit %d)", st[1]);
+}
+
+/* A squatter: a process that connects to rank 0 first with member 1's old identity "m1" and
+ * never joins. kind 0: without security (no token); 1: with the job token (PLAIN), as a member
+ * would; 2: with the token, sending a frame over rank 0's bound (64 KiB): rank 0 must drop the
+ * connection after its handshake (exit 1 when it does not). */
+static int squatter(int port, int kind) {
+    void *z = zmq_ctx_new(), *s = zmq_socket(z, ZMQ_DEALER), *mon = zmq_socket(z, ZMQ_PAIR);
+    int zero = 0, in = 0, dropped = 0;
+    char ep[64];
+    zmq_socket_monitor(s, "inproc://squatter", ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+    zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(mon, "inproc://squatter");
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "m1", 2);
+    if (kind) {
+        zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, "member 1", 8);
+        zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, "abc123", 6);
+    }
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    zmq_connect(s, ep);
+    if (kind == 2) {
+        static char big[256 << 10];
+        memset(big, 'x', sizeof big);
+        zmq_send(s, "JOIN 1 abc123", 13, ZMQ_SNDMORE);
+        zmq_send(s, big, sizeof big, 0);
+    }
+    double end = clock_now() + 1.5; /* holds the connection while the job forms (at 0.5 s) */
+    for (double left; (left = end - clock_now()) > 0;) {
+        zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, (long)(left * 1000) + 1) <= 0) continue;
+        unsigned char ev[6];
+        uint16_t id;
+        if (zmq_recv(mon, ev, sizeof ev, 0) == 6) {
+            memcpy(&id, ev, 2);
+            in |= id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+            dropped |= in && id == ZMQ_EVENT_DISCONNECTED;
+        }
+        zmq_recv(mon, ep, sizeof ep, 0); /* the event's endpoint */
+    }
+    zmq_socket_monitor(s, NULL, 0);
+    zmq_close(mon);
+    zmq_close(s);
+    zmq_ctx_term(z);
+    return kind == 2 && !dropped;
+}
+
+/* Fork 0: rank 0; fork 2: the squatter, at once; fork 1: rank 1, 0.5 s later. */
+static int member_squatted(int i, int forks, int port, void *arg) {
+    int kind = *(int *)arg;
+    if (i == 2) return squatter(port, kind);
+    if (i == 1) usleep(500 * 1000);
+    RankEnv e;
+    env_for(&e, i, 2, port, "abc123");
+    e.ctrl_max = 64 << 10;
+    char canon[8192];
+    canon_default(canon, sizeof canon, 64);
+    void *z = zmq_ctx_new();
+    Ctrl *c;
+    int rc = ctrl_join(&c, &e, z, canon, "", 8);
+    if (rc == RS_OK) rc = ctrl_barrier(c);
+    if (rc != RS_OK) fprintf(stderr, "member %d (squatter %d): %s\n", i, kind, rs_errmsg());
+    if (i == 0 && kind == 2) usleep(1200 * 1000); /* the socket stays open past the squatter's watch */
+    if (c && rc == RS_OK) ctrl_close(c);
+    zmq_ctx_term(z);
+    return rc;
+}
+
+static void test_squatter_does_not_block(void) {
+    for (int kind = 0; kind < 3; kind++) {
+        int st[16];
+        run_members(3, member_squatted, &kind, st);
+        CHECK_MSG(st[0] == 0 && st[1] == 0, "squatter %d on identity m1: the job must form (exit %d/%d)", kind, st[0],
+                  st[1]);
+        CHECK_MSG(st[2] == 0, "squatter %d: a frame over the bound must cost it its connection", kind);
+    }
+}
+
+/* Forks 1 and 2 both run as member 1 with the token (world 3; member 2, fork 3, comes late):
+ * rank 0 refuses the job naming rank 1 twice, and both claimants are told. */
+static int member_twice(int i, int forks, int port, void *arg) {
+    int member = i == 2 ? 1 : i == 3 ? 2 : i;
+    if (i == 3) usleep(1000 * 1000); /* after both JOINs of rank 1 */
+    RankEnv e;
+    env_for(&e, member, 3, port, "abc123");
+    char canon[8192];
+    canon_default(canon, sizeof canon, 64);
+    void *z = zmq_ctx_new();
+    Ctrl *c;
+    int rc = ctrl_join(&c, &e, z, canon, "", member == 2 ? 1 : 2.5);
+    int ok = member == 2 ||
+             (rc == RS_ERR_INPUT && strstr(rs_errmsg(), "rank 1 joined twice (from 127.0.0.1, then from 127.0.0.1)"));
+    if (!ok) fprintf(stderr, "fork %d (member %d): rc %d: %s\n", i, member, rc, rs_errmsg());
+    if (rc == RS_OK) ctrl_close(c);
+    zmq_ctx_term(z);
+    return ok ? 0 : 60 + rc;
+}
+
+static void test_joined_twice(void) {
+    int st[16];
+    run_members(4, member_twice, NULL, st);
+    CHECK_MSG(st[0] == 0, "rank 0 must refuse rank 1 joining twice (exit %d)", st[0]);
+    CHECK_MSG(st[1] == 0 && st[2] == 0, "both processes of rank 1 must be told (exit %d/%d)", st[1], st[2]);
+}
+
+/* A text over the run's frame bound is refused by its sender, naming the bound, not sent (rank 0
+ * would drop the connection and wait for the text in vain). */
+static int member_big(int member, int world, int port, void *arg) {
+    RankEnv e;
+    env_for(&e, member, world, port, "abc123");
+    e.ctrl_max = 64 << 10;
+    char canon[8192];
+    canon_default(canon, sizeof canon, 64);
+    void *z = zmq_ctx_new();
+    Ctrl *c;
+    if (ctrl_join(&c, &e, z, canon, "", 1.5)) return 70;
+    char *text = malloc((64 << 10) + 2), **all = NULL;
+    memset(text, 'x', (64 << 10) + 1);
+    text[(64 << 10) + 1] = 0;
+    int rc = ctrl_gather(c, member == 1 ? text : "small", &all);
+    int ok = member == 1 ? rc == RS_ERR_RUNTIME && strstr(rs_errmsg(), "of 65537 bytes is over the 65536 bytes")
+                         : rc == RS_ERR_PEER && strstr(rs_errmsg(), "rank 1 did not reach GATHER");
+    ctrl_free_texts(all, world);
+    free(text);
+    ctrl_close(c);
+    zmq_ctx_term(z);
+    return ok ? 0 : 71;
+}
+
+static void test_frame_bound(void) {
+    int st[16];
+    run_members(2, member_big, NULL, st);
+    CHECK_MSG(st[0] == 0 && st[1] == 0, "an oversized text: refused by its sender, rank 0 names it (exit %d/%d)", st[0],
+              st[1]);
+}
+
+/* zctx_ctrl_bound covers, twice over, the largest gather texts measured (bytes of rank 1's
+ * report entry): it grows with the steps, the trace, and the trace's buckets and partitions. */
+static size_t bound_of(const char *args, int members) {
+    Config c;
+    config_defaults(&c);
+    char buf[512], *argv[32];
+    int argc = 0, help = 0;
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *t = strtok(buf, " "); t && argc < 32; t = strtok(NULL, " ")) argv[argc++] = t;
+    if (config_parse(&c, argc, argv, &help) || config_validate(&c)) return 0;
+    return zctx_ctrl_bound(&c, members);
+}
+
+static void test_ctrl_bound(void) {
+    struct { const char *args; int members; double measured; } runs[] = {
+        {"--layers 784,32,10 --steps 500", 2, 108232},
+        {"--layers 784,32,10 --steps 500 --trace t.json", 2, 428452},
+        {"--layers 784,256,256,10 --bucket-mb 0.05 --steps 50 --trace t.json", 2, 145862},
+        {"--sync ps --layers 784,256,256,10 --ps-partition-kb 4 --steps 50 --trace t.json", 2, 2723626},
+        {"--sync ps --ps-consistency async --layers 784,32,10 --steps 50 --trace t.json", 2, 49653},
+        {"--layers 784,32,10 --epochs 2 --train-samples 512 --batch 8 --trace t.json", 2, 128 * 850},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        size_t b = bound_of(runs[i].args, runs[i].members);
+        CHECK_MSG(b >= 2 * runs[i].measured, "%s: bound %zu, measured %.0f", runs[i].args, b, runs[i].measured);
+    }
+    CHECK(bound_of("--steps 1000", 2) > bound_of("--steps 100", 2));
+    CHECK(bound_of("--steps 100 --trace t.json", 2) > bound_of("--steps 100", 2));
+    CHECK(bound_of("--sync ps --ps-partition-kb 4 --steps 10 --trace t.json", 2) >
+          bound_of("--sync ps --steps 10 --trace t.json", 2));
+    CHECK(bound_of("--steps 100", 2) < (size_t)4 << 20); /* a plain run's stays a few MiB */
 }
 
 /* Member 2 dies after joining: the barrier fails on rank 0 naming rank 2, within the timeout. */
@@ -281,7 +457,11 @@ int main(void) {
     RUN(test_join_barrier_gather);
     RUN(test_workers_only);
     RUN(test_mismatch_refused);
-    RUN(test_wrong_token_dropped);
+    RUN(test_wrong_token_refused);
+    RUN(test_squatter_does_not_block);
+    RUN(test_joined_twice);
+    RUN(test_frame_bound);
+    RUN(test_ctrl_bound);
     RUN(test_dead_member_named);
     return test_summary("test_ctrl");
 }

@@ -74,6 +74,26 @@ def close(a, b, rel=REL, abs_=1e-12):
     return abs(a - b) <= max(abs_, rel * max(abs(a), abs(b)))
 
 
+# JSON has no NaN or infinity: a report writes them as these strings (docs/report-schema.md)
+NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def report_value(v):
+    """A number as a report holds it: the float of a JSON number or of "nan", "inf", "-inf"; else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    return NONFINITE.get(v) if isinstance(v, str) else None
+
+
+def same_value(a, b):
+    """Two report values equal: both the same non-finite kind, or close numbers."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    return close(a, b)
+
+
 # ---- train report: the blocks --------------------------------------------------------------
 
 
@@ -527,20 +547,30 @@ def worker_ratio(workers, value):
 
 
 
-def step_curve(c, s, key, what, steps):
+def step_curve(c, s, key, what, steps, encoded=False):
     """summary[key], one [step, value] point per step 0..steps-1 with every value finite and
-    >= 0 (a loss, seconds): the points when they are well-formed, else None (the problem noted)."""
+    >= 0 (a loss, seconds): the points when they are well-formed, else None (the problem noted).
+    encoded: a value may also be "nan", "inf" or "-inf" (a loss that stopped being finite); the
+    points come back with those as floats."""
     curve = c.get(s, key, "summary", "list")
     if curve is None or steps is None:
         return None
     p = "summary." + key
     c.expect(len(curve) == steps, p, "%d points, summary.steps is %d" % (len(curve), steps))
-    okpts = all(isinstance(x, list) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x) for x in curve)
-    if not c.expect(okpts, p, "points must be [step, %s]" % what):
+
+    def value(v):
+        return report_value(v) if encoded else (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+    okpts = all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], (int, float)) and value(x[1]) is not None
+                for x in curve)
+    if not c.expect(okpts, p, "points must be [step, %s]%s" % (what, " (a non-finite loss as \"nan\", \"inf\" or \"-inf\")"
+                                                               if encoded else "")):
         return None
+    curve = [[x[0], value(x[1])] for x in curve]
     c.expect([x[0] for x in curve] == list(range(len(curve))), p, "steps not 0..steps-1")
-    c.expect(all(math.isfinite(x[1]) and x[1] >= 0 for x in curve), p,
-             "a %s is negative or not finite" % ("time" if what == "seconds" else what))
+    c.expect(all(x[1] >= 0 for x in curve if math.isfinite(x[1])), p,
+             "a %s is negative" % ("time" if what == "seconds" else what))
+    if not encoded:
+        c.expect(all(math.isfinite(x[1]) for x in curve), p, "a %s is not finite" % ("time" if what == "seconds" else what))
     return curve
 
 def check_summary(c, rep, cfg, workers):
@@ -571,20 +601,47 @@ def check_summary(c, rep, cfg, workers):
         c.expect(0.5 * want <= per_step <= 2 * want, "summary.throughput_samples_per_s",
                  "%g samples/s x %g s per step = %g samples per step, the run did %g: samples per second?"
                  % (thr, r0step["mean"], per_step, want))
-    loss = c.nonneg(s, "final_loss", "summary")
-    for k in ("final_train_accuracy", "final_accuracy"):
-        a = c.nonneg(s, k, "summary")
-        if a is not None:
-            c.expect(a <= 1, "summary." + k, "%g: a fraction in [0, 1]" % a)
-    c.nonneg(s, "final_eval_loss", "summary")
+    # a run whose loss stopped being finite says so (diverged, diverged_step); its non-finite
+    # values are the strings "nan", "inf", "-inf", and only such a run has them
+    diverged = c.get(s, "diverged", "summary", "bool")
+    dstep = s.get("diverged_step") if isinstance(s, dict) else None
+    if not isinstance(s, dict) or "diverged_step" not in s:
+        c.fail("summary.diverged_step", "missing (null when the run did not diverge)")
+    elif dstep is not None:
+        dstep = c.get(s, "diverged_step", "summary", "int")
+    if diverged is not None:
+        c.expect(diverged == (dstep is not None), "summary.diverged_step",
+                 "%r with diverged %r: a step exactly when the run diverged" % (s.get("diverged_step"), diverged))
+
+    def final(key, fraction):
+        v = s.get(key) if isinstance(s, dict) else None
+        x = report_value(v)
+        if key not in s:
+            c.fail("summary." + key, "missing")
+        elif x is None:
+            c.fail("summary." + key, "expected a number (or \"nan\", \"inf\", \"-inf\"), got %s" % json.dumps(v)[:60])
+        elif not math.isfinite(x):
+            c.expect(diverged is True, "summary." + key, "%s in a run that did not diverge (summary.diverged)" % v)
+            return x
+        elif x < 0 or (fraction and x > 1):
+            c.fail("summary." + key, "%g: %s" % (x, "a fraction in [0, 1]" if fraction else "negative"))
+        return x
+    loss = final("final_loss", False)
+    final("final_train_accuracy", True)
+    final("final_accuracy", True)
+    final("final_eval_loss", False)
     how = c.get(s, "transport", "summary", "str")
     if how is not None and isinstance(rep.get("ranks"), list):
         ranks_how = [e.get("traffic", {}).get("transport") for e in rep["ranks"] if isinstance(e, dict)]
         want = slowest_transport([t for t in ranks_how if isinstance(t, str)])
         c.expect(how == want, "summary.transport", "%r, the slowest member's is %r" % (how, want))
-    curve = step_curve(c, s, "loss_curve", "loss", steps)
+    curve = step_curve(c, s, "loss_curve", "loss", steps, encoded=True)
     if curve and loss is not None:
-        c.expect(close(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g" % (loss, curve[-1][1]))
+        c.expect(same_value(curve[-1][1], loss), "summary.final_loss", "%g != the curve's last loss %g" % (loss, curve[-1][1]))
+    if curve and diverged is not None:
+        first = next((x[0] for x in curve if not math.isfinite(x[1])), None)
+        c.expect(first == dstep, "summary.diverged_step",
+                 "%r, but the loss curve's first non-finite point is at step %r" % (s.get("diverged_step"), first))
     tcurve = step_curve(c, s, "time_curve", "seconds", steps)
     if tcurve:
         ts = [p[1] for p in tcurve]
@@ -595,14 +652,18 @@ def check_summary(c, rep, cfg, workers):
                      % (ts[-1], wall))
     ev = c.get(s, "eval_curve", "summary", "list")
     if ev is not None:
+        # a diverged run's evaluation may be non-finite too (its strings read as floats here)
+        ev = [[p[0]] + [report_value(x) if diverged else x for x in p[1:]] if isinstance(p, list) and p else p for p in ev]
         okpts = all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p) for p in ev)
         if c.expect(okpts and ev, "summary.eval_curve", "points must be [step, accuracy, loss], at least the final one"):
             c.expect(all(a[0] < b[0] for a, b in zip(ev, ev[1:])), "summary.eval_curve", "steps not increasing")
-            c.expect(all(0 <= p[1] <= 1 and p[2] >= 0 for p in ev), "summary.eval_curve", "accuracy outside [0, 1] or loss < 0")
+            c.expect(all(not (p[1] < 0 or p[1] > 1 or p[2] < 0) for p in ev), "summary.eval_curve",
+                     "accuracy outside [0, 1] or loss < 0")
             if steps is not None:
                 c.expect(ev[-1][0] == steps, "summary.eval_curve", "last point at step %s, expected %d" % (ev[-1][0], steps))
-            if isinstance(s.get("final_accuracy"), (int, float)):
-                c.expect(close(ev[-1][1], s["final_accuracy"]), "summary.final_accuracy", "!= the eval curve's last accuracy")
+            fa = report_value(s.get("final_accuracy"))
+            if fa is not None:
+                c.expect(same_value(ev[-1][1], fa), "summary.final_accuracy", "!= the eval curve's last accuracy")
     check_summary_staleness(c, s, cfg, workers, steps)
     imb = c.get(s, "imbalance", "summary", "dict")
     if imb is not None:
@@ -726,7 +787,7 @@ def check_bench(rep, options, expect):
 ROW_METRICS = ["throughput_samples_per_s", "step_time_median_s", "step_time_p95_s", "comm_exposed_s",
                "comm_total_s", "predicted_comm_s", "comm_ratio", "mem_peak_max_bytes", "mem_peak_min_bytes",
                "mem_peak_mean_bytes", "rank0_peak_bytes", "rank0_traffic_bytes", "imbalance_memory",
-               "imbalance_traffic", "imbalance_busy_time", "final_loss", "final_accuracy"]
+               "imbalance_traffic", "imbalance_busy_time", "final_loss", "final_accuracy", "diverged_step"]
 
 
 def check_matrix(rep, options, expect):
@@ -736,6 +797,7 @@ def check_matrix(rep, options, expect):
     for k in ("complete", "interrupted"):
         c.get(rep, k, "", "bool")
     planned, done, failed = (c.nonneg(rep, k, "", "int") for k in ("runs_planned", "runs_done", "runs_failed"))
+    ndiverged = c.nonneg(rep, "runs_diverged", "", "int", required=False)  # summaries before it had none
     c.nonneg(rep, "timeout_s", "")
     if rep.get("prediction") is not None:
         pr = c.get(rep, "prediction", "", "dict")
@@ -756,7 +818,7 @@ def check_matrix(rep, options, expect):
         c.expect(done == len(runs), "runs_done", "%d, runs holds %d rows" % (done, len(runs)))
     if planned is not None and done is not None:
         c.expect(done <= planned, "runs_done", "more runs done than planned")
-    nbad = 0
+    nbad = ndiv = 0
     for i, r in enumerate(runs):
         p = "runs[%d]" % i
         c.get(r, "cell", p, "str")
@@ -765,8 +827,16 @@ def check_matrix(rep, options, expect):
         if ax is not None:
             c.expect(sorted(ax) == sorted(axes), p + ".axes", "keys %s, the matrix's axes are %s" % (sorted(ax), axes))
         status = c.get(r, "status", p, "str")
-        c.expect(status in ("ok", "failed", "timeout"), p + ".status", "%r" % status)
+        c.expect(status in ("ok", "failed", "timeout", "diverged"), p + ".status", "%r" % status)
         nbad += status != "ok"
+        ndiv += status == "diverged"
+        if isinstance(r, dict) and "diverged_step" in r:  # (missing: flagged with the metrics below)
+            # a diverged run reached no loss: never a number there, and its first non-finite step named
+            c.expect((status == "diverged") == (r["diverged_step"] is not None), p + ".diverged_step",
+                     "%r with status %r: a step exactly when the run diverged" % (r["diverged_step"], status))
+        if status == "diverged":
+            c.expect(r.get("final_loss") is None and r.get("final_accuracy") is None, p + ".final_loss",
+                     "%r: a diverged run has no final loss or accuracy (null)" % (r.get("final_loss"),))
         c.get(r, "exit_code", p, "int")
         c.get(r, "error", p, "str")
         c.nonneg(r, "wall_s", p)
@@ -775,7 +845,7 @@ def check_matrix(rep, options, expect):
         if how is not None:
             c.expect(how in TRANSPORTS, p + ".transport", "%r, expected one of %s" % (how, ", ".join(map(repr, TRANSPORTS))))
         rp = c.get(r, "report", p, "str")
-        if status == "ok" and rp is not None:
+        if status in ("ok", "diverged") and rp is not None:
             c.expect(rp.endswith("-r%s.json" % r.get("repeat")), p + ".report", "%r: not <cell>-r<k>.json" % rp)
         for k in ROW_METRICS:
             if not isinstance(r, dict) or r.get(k) is None:
@@ -784,6 +854,8 @@ def check_matrix(rep, options, expect):
                 c.get(r, k, p, "num")
     if failed is not None:
         c.expect(failed == nbad, "runs_failed", "%d, rows with a status other than ok: %d" % (failed, nbad))
+    if ndiverged is not None:
+        c.expect(ndiverged == ndiv, "runs_diverged", "%d, rows with status diverged: %d" % (ndiverged, ndiv))
     return c.problems
 
 
@@ -808,9 +880,11 @@ def check_claims(doc):
 
 
 def validate_file(path, options, expect):
+    def bare(token):  # Python reads NaN and Infinity; JSON (and every other reader) does not
+        raise ValueError("%s is no JSON value (a report writes \"nan\", \"inf\", \"-inf\")" % token)
     try:
         with open(path) as f:
-            rep = json.load(f)
+            rep = json.load(f, parse_constant=bare)
     except (OSError, ValueError) as e:
         return ["unreadable: %s" % e]
     if os.path.basename(path) == "claims.json":

@@ -79,7 +79,8 @@ static void fz_send_input(void *const *peer, const char *const *ids, const uint8
 
 /* Byte 0 picks the side: 0 rank 0's JOIN loop, 1 its GATHER round, 2 its BARRIER round, 3 a
  * member waiting for WELCOME. The fuzzed messages go first; then the messages a healthy job
- * sends, so that every run ends without waiting for the deadline. */
+ * sends, so that every run ends without waiting for the deadline (or, in the JOIN loop, with
+ * RS_ERR_INPUT: a fuzzed JOIN of a member on the other peer's connection makes it join twice). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int mode = data[0] & 3;
@@ -92,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->members = FZ_MEMBERS;
     c->world = 2;
     c->timeout = 5;
+    c->max_bytes = CTRL_DEFAULT_MAX;
     snprintf(c->token, sizeof c->token, "%s", FZ_TOKEN);
     snprintf(c->where, sizeof c->where, "inproc://fuzz-ctrl");
     c->endpoints = calloc(FZ_MEMBERS, sizeof *c->endpoints);
@@ -102,6 +104,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         c->member = 0;
         c->sock = fz_root;
         fz_send_input(fz_peer, NULL, data + 1, size - 1);
+        if (mode > 0) { /* the rounds: members 1 and 2 joined on the harness's two connections */
+            if (!(c->rid = calloc(FZ_MEMBERS, sizeof *c->rid))) abort();
+            for (int i = 1; i < FZ_MEMBERS; i++) {
+                c->rid[i].len = 2;
+                memcpy(c->rid[i].id, i == 1 ? "m1" : "m2", 2);
+            }
+        }
         for (int i = 0; i < 2; i++) {
             snprintf(head, sizeof head, "%s %d %s", mode == 0 ? "JOIN" : mode == 1 ? "GATHER" : "BARRIER", i + 1,
                      FZ_TOKEN);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# chaos.sh - kills a random rank or dedicated server at a random moment in 20 seeded runs: no hang, the dead one named, no partial report
+# chaos.sh - kills a random rank, dedicated server or parent at a random moment in 24 seeded runs: no hang, the dead one named, nothing left, no partial report
 #
 # Runs 1-14 go through the launcher (train -n N): its exit must be non-zero, name the victim
 # ("rank K was killed by signal 9" / "server K ..."), and come within --timeout + 5 s of the kill.
@@ -7,7 +7,11 @@
 # twice, the dedicated server the victim of run 20): every survivor
 # must end by itself, non-zero, within --timeout + 5 s. In every run the report is absent or
 # complete (valid JSON with every member), and no *.tmp.* file is left. A run that ends before its
-# kill lands must have succeeded with a complete report. CHAOS_SEED=S reproduces (default 7).
+# kill lands must have succeeded with a complete report. Runs 21-24 kill a parent instead: the
+# launcher, then the matrix driver running the job as its one cell, each with SIGKILL and with
+# SIGHUP: within PARENT_LIMIT s no process of the job may be left (found by the report path in
+# their command lines), no report may be written, and a SIGHUP must end the parent with exit 130
+# naming it. CHAOS_SEED=S reproduces (default 7).
 . "$(dirname "$0")/lib.sh"
 SEED=${CHAOS_SEED:-7}
 RANDOM=$SEED
@@ -125,5 +129,61 @@ for run in $(seq 1 20); do
     fi
     if [ -z "$why" ]; then ok "run $run"; else bad "run $run" "$why"; fi
 done
-echo "# chaos: seed $SEED: 20 runs, $kills kills landed, $finished ended first, $hangs hangs, $partial partial reports, $((SECONDS - t_all)) s"
+
+# runs 21-24: a parent is the victim. A child of a parent killed by SIGKILL cannot be stopped by it:
+# the kernel's death signal must end it (PR_SET_PDEATHSIG), and a SIGHUP must stop the job as
+# SIGTERM does. 100000 steps outlast every kill here, so no run may end with a report.
+PARENT_LIMIT=3
+left_total=0
+for run in 21 22 23 24; do
+    b=${BACKENDS[$((RANDOM % 3))]}
+    n=$((2 + RANDOM % 2))
+    delay_ms=$((100 + RANDOM % 900))
+    servers=0; [[ $b == *dedicated* ]] && servers=1
+    members=$((n + servers))
+    if ((run <= 22)); then parent=launcher; else parent=driver; fi
+    if ((run % 2)); then sig=KILL; else sig=HUP; fi
+    printf '# run %2d: %-8s --sync %-28s -n %d --steps 100000 kill the %-8s with SIG%-4s after %4d ms' "$run" "$parent" "$b" "$n" "$parent" "$sig" "$delay_ms"
+    if [ $parent = launcher ]; then
+        rep=$T/chaos-$run.json mark="--report $T/chaos-$run.json" log=$T/chaos-$run.log
+        $BIN train -n $n --sync $b --steps 100000 $MODEL --report $rep >$log 2>&1 &
+        P=$!
+    else
+        mkdir -p $T/chaos-$run
+        rep=$T/chaos-$run/base-r1.json mark="--report $T/chaos-$run/" log=$T/chaos-$run.log
+        set -- $b
+        extra=""; [ -n "${3:-}" ] && extra=", \"ps-placement\": \"$3\""
+        printf '{"name": "chaos", "timeout_s": 120, "base": {"device": "cpu", "layers": "64,64,10", "train-samples": 1024, "eval-samples": 128, "batch": 32, "timeout": %d, "sync": "%s"%s, "steps": 100000, "ranks": %d}}\n' \
+            $TIMEOUT "$1" "$extra" $n >$T/chaos-$run.matrix.json
+        $BIN matrix $T/chaos-$run.matrix.json --out $T/chaos-$run >$log 2>&1 &
+        P=$!
+    fi
+    # every process of the job up (its launcher, the cell's under a driver, and the members), then the kill
+    want=$((members + 1))
+    for ((w = 0; w < 100; w++)); do [ "$(pgrep -f -- "$mark" | wc -l)" -ge $want ] && break; sleep 0.05; done
+    sleep "$(printf '0.%03d' $delay_ms)"
+    t0=$(now_ms)
+    exec 3>&2 2>/dev/null
+    kill -$sig $P; wait $P; rc=$?
+    why="" left=""
+    for ((w = 0; w < PARENT_LIMIT * 20; w++)); do left=$(pgrep -f -- "$mark"); [ -z "$left" ] && break; sleep 0.05; done
+    dt=$(( $(now_ms) - t0 ))
+    exec 2>&3 3>&-
+    printf '  -> exit %s, nothing left after %4d ms' "$rc" "$dt"
+    if [ -n "$left" ]; then
+        why="processes left ${PARENT_LIMIT} s after the kill: $(echo $left)"; left_total=$((left_total + 1))
+        for p in $left; do kill -9 $p 2>/dev/null; done
+    fi
+    if [ $sig = HUP ]; then
+        [ "$rc" = 130 ] || why="$why; exit $rc, want 130"
+        grep -q "interrupted by SIGHUP" $log || why="$why; SIGHUP not named: $(tail -n 2 $log | tr '\n' ' ')"
+    fi
+    sleep 0.2   # a survivor's report would be due by now
+    [ -e "$rep" ] && why="$why; a report was written for a stopped job"
+    if ! msg=$(report_ok "$rep" "$members" 2>&1); then partial=$((partial+1)); why="$why; partial report: $msg"; fi
+    echo
+    [ -n "$why" ] && tail -n 4 $log | sed "s|^|#         $(basename $log): |"
+    if [ -z "$why" ]; then ok "run $run"; else bad "run $run" "$why"; fi
+done
+echo "# chaos: seed $SEED: 24 runs, $kills kills of a member landed, $finished ended first, $hangs hangs, $left_total parents' jobs left running, $partial partial reports, $((SECONDS - t_all)) s"
 finish

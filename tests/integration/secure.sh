@@ -8,23 +8,44 @@ $BIN keygen $T/job.key >/dev/null && [ "$(stat -c %a $T/job.key)" = 600 ] && [ "
     && ok "keygen writes a private two-line key file" || bad "keygen" "$(ls -l $T/job.key)"
 $BIN keygen $T/other.key >/dev/null
 expect_status "keygen into a missing directory" 2 $BIN keygen /nonexistent-dir/k.key
-echo "not a key" > $T/bad.key
+cp -p $T/job.key $T/job.copy
+$BIN keygen $T/job.key >$T/kg.log 2>&1; rc=$?
+[ $rc = 2 ] && cmp -s $T/job.key $T/job.copy && grep -q "the file exists.*--force" $T/kg.log \
+    && ok "keygen keeps an existing key file" || bad "keygen over a key" "exit $rc: $(cat $T/kg.log)"
+$BIN keygen --force $T/other.key >/dev/null && ! cmp -s $T/other.key $T/job.key && [ "$(stat -c %a $T/other.key)" = 600 ] \
+    && ok "keygen --force replaces it" || bad "keygen --force" "$(ls -l $T/other.key)"
+echo "not a key" > $T/bad.key; chmod 600 $T/bad.key
 expect_status "a malformed key file is refused" 2 $BIN train $SMALL --steps 2 --secure $T/bad.key --report $T/x.json
+for mode in 640 604; do # readable by the group, by everyone: refused as ssh refuses them, naming file and mode
+    cp $T/job.key $T/loose.key; chmod $mode $T/loose.key
+    $BIN train $SMALL --steps 2 --secure $T/loose.key --report $T/x.json >$T/loose.log 2>&1; rc=$?
+    [ $rc = 2 ] && grep -q -- "--secure $T/loose.key: mode 0$mode lets other users read the secret key" $T/loose.log \
+        && ok "a key file of mode $mode is refused" || bad "key file mode $mode" "exit $rc: $(cat $T/loose.log)"
+done
+(head -n 1 $T/job.key; tail -n 1 $T/other.key) > $T/mixed.key; chmod 600 $T/mixed.key
+$BIN train $SMALL --steps 2 --secure $T/mixed.key --report $T/x.json >$T/mixed.log 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "mixed.key: the public key (line 1) is not the secret key's" $T/mixed.log \
+    && ok "a key file of two pairs' halves is refused" || bad "mixed halves" "exit $rc: $(cat $T/mixed.log)"
 
 for sync in "ring" "ps" "ps --ps-placement dedicated --ps-servers 2" "ps --ps-mode dataparallel --global-batch 32"; do
     check "--secure with --sync $sync" $BIN train -n 3 --sync $sync $SMALL --steps 5 --timeout 20 --secure $T/job.key --report $T/s.json
 done
 
-# rank 1 without the key, then with another key: refused (its join never completes), rank 0 names it
+# rank 1 without the key, then with another key: refused in its handshake; rank 1 says why at once,
+# rank 0 names rank 1 and the connection it refused
 for variant in "none:" "other:--secure $T/other.key"; do
     name=${variant%%:*}; opts=${variant#*:}
+    # which side sees a mismatch first varies; either way each side's error says what to fix
+    if [ $name = none ]; then say1="uses another security mechanism|ended 3 handshakes"
+    else say1="refused this process's key|ended 3 handshakes"; fi
     port=$(free_port)
     RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12 \
         $BIN train --sync ring $SMALL --steps 3 --timeout 4 --secure $T/job.key --report $T/k.json >$T/k0.log 2>&1 & p0=$!
     RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12 \
         $BIN train --sync ring $SMALL --steps 3 --timeout 4 $opts --report $T/k.json >$T/k1.log 2>&1 & p1=$!
     wait $p0; r0=$?; wait $p1; r1=$?
-    [ $r0 = 3 ] && [ $r1 != 0 ] && grep -q "rank 1 did not join" $T/k0.log && [ ! -e $T/k.json ] \
+    [ $r0 = 3 ] && [ $r1 = 2 ] && grep -q "rank 1 did not join within 4 s; meanwhile .*--secure" $T/k0.log && grep -Eq "$say1" $T/k1.log \
+        && [ ! -e $T/k.json ] \
         && ok "a peer with key '$name' is refused" || bad "a peer with key '$name'" "exit $r0/$r1: $(cat $T/k0.log $T/k1.log | tail -n 4)"
 done
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# hostile.sh - processes without the job token at rank 0's control port: a flood does not grow rank 0, a squatter does not keep a rank out
+. "$(dirname "$0")/lib.sh"
+BIN=$(readlink -f "$BIN")
+SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
+
+# A ZeroMQ peer speaking ZMTP 3.0 over a plain socket, as anyone on the host can:
+#   flood PORT N MIB     N messages of MIB MiB each, then one message of 100,000 frames of 1 KiB
+#   squat PORT SECONDS   connect as identity m1 (NULL security, no token) and hold the connection
+#   plain PORT SECONDS   connect with PLAIN as "member 1" with a wrong password, and hold it
+# Every connection is retried until the port opens (20 s) and again whenever rank 0 closes it.
+cat > $T/peer.py <<'PY'
+import socket, struct, sys, time
+mode, port = sys.argv[1], int(sys.argv[2])
+def connect():
+    end = time.time() + 20
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            if time.time() > end: raise
+            time.sleep(0.05)
+def cmd(name, body):
+    data = bytes([len(name)]) + name + body
+    return (b"\x04" + bytes([len(data)]) if len(data) < 256 else b"\x06" + struct.pack(">Q", len(data))) + data
+def prop(name, value):
+    return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+def hello(mech, identity=b""):
+    s = connect()
+    s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x00" + mech.ljust(20, b"\0") + b"\0" * 32)
+    if mech == b"PLAIN":
+        s.sendall(cmd(b"HELLO", b"\x08member 1" + b"\x05wrong"))  # INITIATE follows rank 0's WELCOME
+    else:
+        s.sendall(cmd(b"READY", prop(b"Socket-Type", b"DEALER") + prop(b"Identity", identity)))
+    return s
+def frame(data, more=False):
+    return bytes([0x02 | (1 if more else 0)]) + struct.pack(">Q", len(data)) + data
+if mode == "flood":
+    n, size = int(sys.argv[3]), int(sys.argv[4]) << 20
+    big, s, sent, closed = b"x" * size, None, 0, 0
+    many = b"".join(frame(b"y" * 1024, True) for _ in range(1000))
+    for k in range(n + 1):
+        try:
+            if s is None: s = hello(b"NULL")
+            if k < n: s.sendall(frame(b"JOIN 1 0000") + frame(big))
+            else:
+                for _ in range(100): s.sendall(many)
+                s.sendall(frame(b"end"))
+            sent += 1
+        except OSError:
+            closed += 1
+            s = None
+    print("flood: %d messages sent whole, %d cut off by rank 0" % (sent, closed))
+    sys.stdout.flush()
+    time.sleep(30)  # hold what was sent: the test kills this process
+else:  # the first line tells the test that the handshake is over, one way or the other
+    s, got = hello(b"NULL" if mode == "squat" else b"PLAIN", b"m1"), b""
+    try:
+        while len(got) < 64 + 8:  # rank 0's greeting and its first command
+            more = s.recv(4096)
+            if not more: break
+            got += more
+    except OSError:
+        pass
+    held = len(got) >= 72 and got[64 + 2:64 + 8] == b"\x05READY" if mode == "squat" else b"WELCOME" in got
+    if held and mode == "plain":
+        s.sendall(cmd(b"INITIATE", prop(b"Socket-Type", b"DEALER") + prop(b"Identity", b"m1")))
+    print(mode + (": in, holding identity m1" if held else ": rank 0 closed the connection (%d bytes)" % len(got)))
+    sys.stdout.flush()
+    if held: time.sleep(float(sys.argv[3]))
+PY
+
+rank() { # RANK PORT NAME OPTIONS: starts one rank of a 2-rank job in the background (its log $T/NAME$RANK.log)
+    RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12 \
+        $BIN train --sync ring $SMALL --report $T/$3.json $4 >$T/$3$1.log 2>&1 &
+}
+job() { rank 1 "$1" "$2" "$3"; p1=$!; rank 0 "$1" "$2" "$3"; p0=$!; } # PORT NAME OPTIONS: sets p0, p1
+
+# 1. a flood while the job trains (rank 1 sleeps 100 ms a step, so training takes about 4 s): 20
+#    messages of 50 MiB and one of 100,000 frames. Rank 0's peak RSS must stay near a quiet run's.
+port=$(free_port)
+job $port quiet "--steps 40 --straggler 1:100 --timeout 20"
+wait $p0; r0=$?; wait $p1; r1=$?
+quiet_kb=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"][0]["memory"]["host_peak_rss_bytes"] // 1024)' $T/quiet.json 2>/dev/null)
+port=$(free_port)
+job $port flood "--steps 40 --straggler 1:100 --timeout 20"
+$PY $T/peer.py flood $port 20 50 >$T/peer.log 2>&1 & pf=$!
+hwm=0
+while kill -0 $p0 2>/dev/null; do
+    v=$(awk '/^VmHWM/ {print $2}' /proc/$p0/status 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
+    sleep 0.1
+done
+wait $p0; f0=$?; wait $p1; f1=$?
+kill $pf 2>/dev/null; wait $pf 2>/dev/null
+echo "quiet run: exit $r0/$r1, rank 0 peak RSS ${quiet_kb:-?} KiB; flooded run: exit $f0/$f1, rank 0 VmHWM $hwm KiB; $(cat $T/peer.log)"
+[ $r0 = 0 ] && [ $r1 = 0 ] && [ $f0 = 0 ] && [ $f1 = 0 ] && [ -s $T/flood.json ] \
+    && ok "a job flooded by a peer without the token still succeeds" \
+    || bad "flooded job" "exit $r0/$r1 quiet, $f0/$f1 flooded: $(tail -n 3 $T/flood0.log $T/flood1.log)"
+# the flood is 1.1 GB; a quiet rank 0 here peaks near 60 MB
+[ "$hwm" -gt 0 ] && [ "$hwm" -lt 262144 ] && ok "rank 0's peak RSS stays under 256 MiB under the flood ($((hwm / 1024)) MiB)" \
+    || bad "rank 0's memory under the flood" "VmHWM $hwm KiB"
+grep -q "cut off by rank 0" $T/peer.log && ! grep -q "^flood: [1-9][0-9]* messages sent whole" $T/peer.log \
+    && ok "rank 0 cuts off every connection without the token before its first message" \
+    || bad "connections cut off" "$(cat $T/peer.log)"
+
+# 2. squatters connect first, as identity m1 without a token and with a wrong one; then rank 1 comes
+port=$(free_port)
+rank 0 $port squatted "--steps 3 --timeout 8"; p0=$!
+$PY $T/peer.py squat $port 15 >$T/squat.log 2>&1 & ps1=$!
+$PY $T/peer.py plain $port 15 >$T/plain.log 2>&1 & ps2=$!
+for _ in $(seq 100); do [ -s $T/squat.log ] && [ -s $T/plain.log ] && break; sleep 0.1; done
+rank 1 $port squatted "--steps 3 --timeout 8"; p1=$!
+wait $p0; s0=$?; wait $p1; s1=$?
+kill $ps1 $ps2 2>/dev/null; wait $ps1 $ps2 2>/dev/null
+echo "squatted job: exit $s0/$s1; $(cat $T/squat.log $T/plain.log | tr '\n' ' ')"
+[ $s0 = 0 ] && [ $s1 = 0 ] && [ -s $T/squatted.json ] && ok "squatters on identity m1 do not keep rank 1 out" \
+    || bad "squatted job" "exit $s0/$s1: $(tail -n 3 $T/squatted0.log $T/squatted1.log)"
+grep -q "refused a connection from 127.0.0.1 as member 1: not this job's token" $T/squatted0.log \
+    && ok "rank 0 names the connection it refused" || bad "rank 0's warning" "$(cat $T/squatted0.log)"
+finish
