@@ -184,9 +184,11 @@ ranks_one_gpu() {
 report_summary() {
     python3 -c '
 import json, sys
+num = lambda v: float(v) if isinstance(v, (int, float, str)) else float("nan")  # a diverged run writes "nan", "inf"
 r = json.load(open(sys.argv[1])); s = r["summary"]; c = s["loss_curve"]
-ok = c and s["final_loss"] == s["final_loss"] and s["final_loss"] < c[0][1]
-print("final loss %.4f (from %.4f), step %.2f ms, %d ranks" % (s["final_loss"], c[0][1] if c else float("nan"), s["step_time_s"] * 1e3, len(r["ranks"])))
+f = num(s["final_loss"]); c0 = num(c[0][1]) if c else float("nan")
+ok = c and not s.get("diverged") and f == f and f < c0
+print("final loss %.4f (from %.4f)%s, step %.2f ms, %d ranks" % (f, c0, ", diverged" if s.get("diverged") else "", s["step_time_s"] * 1e3, len(r["ranks"])))
 sys.exit(0 if ok else 1)' "$1"
 }
 
