@@ -4,12 +4,13 @@
 N=2
 
 # run_killed NAME SYNC_OPTS SERVERS VICTIM: starts N workers and SERVERS dedicated servers with torchrun's
-# variables, SIGKILLs member VICTIM (workers 0..N-1, then the servers) once training runs, waits for
+# variables, SIGKILLs member VICTIM (workers 0..N-1, then the servers) once training runs (rank 0 has
+# said "# train:", which it says once every member has joined, and half a second more), waits for
 # every survivor (each must end by itself, non-zero, within timeout + 8 s) and leaves their logs in $T/NAME-m*.log
 run_killed() {
     local name=$1 opts=$2 k=$3 victim=$4 port pids=() m t0
     port=$(free_port)
-    local common="$opts --layers 784,32,10 --steps 100000 --timeout 2 --quiet --train-samples 512 --report $T/$name.json"
+    local common="$opts --layers 784,32,10 --steps 100000 --timeout 2 --train-samples 512 --report $T/$name.json"
     for r in $(seq 0 $((N - 1))); do
         RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r LOCAL_WORLD_SIZE=$N RINGSIDE_SERVERS=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             $BIN train $common >$T/$name-m$r.log 2>&1 & pids+=($!)
@@ -18,7 +19,11 @@ run_killed() {
         RINGSIDE_ROLE=server RINGSIDE_SERVER_ID=$s WORLD_SIZE=$N RINGSIDE_SERVERS=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             $BIN train $common >$T/$name-m$((N + s)).log 2>&1 & pids+=($!)
     done
-    sleep 1.5
+    # a loaded machine can take seconds to form the job: a kill before then tests the rendezvous, not this
+    t0=$SECONDS
+    while ! grep -q '^# train:' $T/$name-m0.log 2>/dev/null && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.1; done
+    grep -q '^# train:' $T/$name-m0.log || bad "$name: the job formed within 30 s" "$(tail -n 3 $T/$name-m0.log)"
+    sleep 0.5
     kill -9 ${pids[$victim]} 2>/dev/null; wait ${pids[$victim]} 2>/dev/null
     t0=$SECONDS
     local ended=1
