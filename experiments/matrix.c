@@ -66,7 +66,10 @@ static void matrix_usage(FILE *f) {
             "a second driver on it is refused. Matrix files: experiments/matrices/*.json; format: docs/matrix.md.\n"
             "\n"
             "  --out DIR        where reports, logs and the summary go (created)\n"
-            "  --resume         skip runs whose report already exists and parses\n"
+            "  --resume         keep every run whose report exists, parses and was made with its cell's\n"
+            "                   options (the report's config against the cell's, all but report, quiet,\n"
+            "                   verbose, timeout); run the rest again, saying how many and why. A kept\n"
+            "                   diverged run, or one whose replicas differ, keeps that status\n"
             "  --dry-run        list the runs and their command lines, and check every cell by starting\n"
             "                   it for one step (in a temporary folder); exit 2 when one is refused\n"
             "  --only k=v,...   run only the cells with these values (e.g. sync=ps,ranks=4)\n"
@@ -76,7 +79,8 @@ static void matrix_usage(FILE *f) {
             "  --slurm-args S   more srun options for every run (split at spaces), e.g.\n"
             "                   \"--partition=gpu --gpus-per-task=1\" (with --launcher slurm)\n"
             "\n"
-            "exit status: 0 all runs ok, 1 a run failed, timed out or diverged (its loss stopped being finite),\n"
+            "exit status: 0 all runs ok, 1 a run failed, timed out, diverged (its loss stopped being finite)\n"
+            "or ended with ranks holding different parameters (train's exit 7),\n"
             "2 bad matrix or option, 5 DIR in use by another driver, 130 interrupted\n");
 }
 
@@ -307,7 +311,8 @@ static void progress_done(Progress *p, const char *status, const char *error, do
     if (p->tty && !bad) return;  /* the next run's line shows it */
     if (p->tty) printf("\r\033[K");
     if (bad) printf("# [%d/%d] %s: %s (exit %d) after %.1f s%s: %s\n", p->done, p->total, p->current,
-                    !strcmp(status, "timeout") ? "TIMEOUT" : !strcmp(status, "diverged") ? "DIVERGED" : "FAILED",
+                    !strcmp(status, "timeout") ? "TIMEOUT" : !strcmp(status, "diverged") ? "DIVERGED"
+                    : !strcmp(status, "differ") ? "REPLICAS DIFFER" : "FAILED",
                     cJSON_GetObjectItemCaseSensitive(row, "exit_code")->valueint, wall_s, ran ? "" : " (report kept)", error);
     else if (!ran) printf("# [%d/%d] %s: kept (report exists), %s\n", p->done, p->total, p->current, figs);
     else printf("# [%d/%d] %s: ok in %.1f s, %s\n", p->done, p->total, p->current, wall_s, figs);
@@ -586,6 +591,11 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
             snprintf(err, sizeof err, "its report says the loss stopped being finite at step %d", at);
             out.error = err;
             *failed = 1;
+        } else if (matrix_row_differ(rep_json, err, sizeof err)) { /* and so does an all-reduce that drifts */
+            out.status = "differ";
+            out.exit_code = TRAIN_ERR_REPLICAS;
+            out.error = err;
+            *failed = 1;
         }
         matrix_add_prediction(m, c, rep_json, path);
         row = matrix_row_make(m, c, rep, &out, rep_json);
@@ -627,6 +637,10 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
                    matrix_row_diverged(rep_json, NULL)) {
             out.status = "diverged"; /* a result, not a crash: its report stays, marked, beside the others */
             snprintf(err, sizeof err, "%s", why[0] ? why : "the loss stopped being finite");
+        } else if (pr.exit_code == TRAIN_ERR_REPLICAS && (rep_json = matrix_read_report(path, err, sizeof err)) &&
+                   matrix_row_differ(rep_json, err, sizeof err)) {
+            out.status = "differ"; /* a result too: the report says which ranks */
+            if (why[0]) snprintf(err, sizeof err, "%s", why);
         } else if (pr.exit_code != 0) {
             cJSON_Delete(rep_json);
             rep_json = NULL;
@@ -940,10 +954,12 @@ static int matrix_probe(const MatrixSpec *m, const MatrixOpts *o, const MatrixCe
     if (rc != RS_OK) snprintf(why, len, "%s", rs_errmsg());
     else if (pr.outcome == PROC_STOPPED) rc = RS_ERR_INTERRUPTED;
     else if (pr.outcome == PROC_TIMED_OUT) snprintf(why, len, "one step did not finish in timeout_s (%.0f s)", m->timeout_s);
-    else if (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED) matrix_first_error(logp, why, len);
+    else if (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED && pr.exit_code != TRAIN_ERR_REPLICAS)
+        matrix_first_error(logp, why, len);
     unlink(logp);
     if (rc == RS_ERR_INTERRUPTED) return rc;
-    return why[0] || (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED) ? 1 : 0; /* a diverged step started */
+    /* a step that diverged, or whose replicas differ, started */
+    return why[0] || (pr.exit_code != 0 && pr.exit_code != TRAIN_ERR_DIVERGED && pr.exit_code != TRAIN_ERR_REPLICAS) ? 1 : 0;
 }
 
 /* --dry-run: lists every run and its command line, and checks every selected cell by starting it

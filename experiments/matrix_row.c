@@ -56,6 +56,17 @@ int matrix_row_diverged(const cJSON *report, int *step) {
     return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "diverged"));
 }
 
+int matrix_row_differ(const cJSON *report, char *why, size_t len) {
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(report, "summary");
+    if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(sum, "params_agree"))) return 0;
+    size_t k = (size_t)snprintf(why, len, "its report says ranks");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sum, "params_differ_ranks"))
+        if (cJSON_IsNumber(e) && k + 16 < len) k += (size_t)snprintf(why + k, len - k, " %d", e->valueint);
+    if (k + 40 < len) snprintf(why + k, len - k, " ended with other parameters than rank 0");
+    return 1;
+}
+
 const char *matrix_row_transport(const cJSON *report) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(report, "summary"), "transport");
     return cJSON_IsString(t) ? t->valuestring : "";

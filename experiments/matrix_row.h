@@ -36,6 +36,11 @@ struct cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep,
  * summary.diverged_step (-1 when that is missing); 0 otherwise, also for a NULL report. */
 int matrix_row_diverged(const struct cJSON *report, int *step);
 
+/* 1 when report's ranks ended with different parameters where the back end promises them equal
+ * (summary.params_agree is false), with why (len bytes) naming the ranks; 0 otherwise, also for a
+ * NULL report. */
+int matrix_row_differ(const struct cJSON *report, char *why, size_t len);
+
 /* The transport a report's run moved at (summary.transport), "" when it does not say. */
 const char *matrix_row_transport(const struct cJSON *report);
 

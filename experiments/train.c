@@ -67,6 +67,8 @@ typedef struct {
     int diverged_step;    /* rank 0, once the report is built: the first step whose global loss is not finite; -1 none */
     double diverged_loss; /* its loss (NaN, an infinity) */
     double final_loss;    /* rank 0, likewise: the loss curve's last point */
+    int ndiffer;          /* rank 0, likewise: workers whose params_hash is not rank 0's, where equality is promised */
+    char differ[512];     /* their ranks, "1, 2" */
     char cmdline[2048];
 } Run;
 
@@ -276,6 +278,47 @@ static int run_write_trace(Run *r, cJSON *events) {
 }
 
 /* Builds the whole report from every rank's entry (ranks[] owned by the report after this). */
+/* Whether the back end promises every worker rank 0's parameters, bit for bit, at the end: a
+ * lockstep step that hands every rank the same sum or the same parameters. Not under async and
+ * ssp (each worker holds the version it last pulled), DataParallel's step (the other ranks get
+ * the last update with a next step that never comes) or --sync none (every rank trains alone). */
+static int run_replicas_promised(const Run *r) {
+    const Config *c = &r->cfg;
+    return r->lockstep && strcmp(c->sync, "none") && !(r->driver && r->driver->scatter) &&
+           !(!strcmp(c->sync, "ps") && !strcmp(c->ps_mode, "dataparallel"));
+}
+
+/* summary.params_agree and params_differ_ranks: every worker's params_hash against rank 0's where
+ * the back end promises equality (null where it does not); r->ndiffer and r->differ name the others. */
+static void run_replicas(Run *r, const cJSON *ranks, cJSON *sum) {
+    const char *h0 = NULL;
+    const cJSON *e;
+    cJSON *diff = cJSON_CreateArray();
+    r->ndiffer = 0;
+    r->differ[0] = 0;
+    cJSON_ArrayForEach(e, ranks) {
+        const cJSON *k = cJSON_GetObjectItem(e, "rank"), *h = cJSON_GetObjectItem(e, "params_hash");
+        const cJSON *role = cJSON_GetObjectItem(e, "role");
+        if (cJSON_IsString(role) && strcmp(role->valuestring, "worker")) continue;
+        if (cJSON_IsNumber(k) && k->valueint == 0 && cJSON_IsString(h)) h0 = h->valuestring;
+    }
+    int promised = run_replicas_promised(r) && h0 && r->world > 1;
+    cJSON_ArrayForEach(e, ranks) {
+        const cJSON *k = cJSON_GetObjectItem(e, "rank"), *h = cJSON_GetObjectItem(e, "params_hash");
+        const cJSON *role = cJSON_GetObjectItem(e, "role");
+        if (!promised || (cJSON_IsString(role) && strcmp(role->valuestring, "worker")) || !cJSON_IsNumber(k) ||
+            k->valueint == 0 || (cJSON_IsString(h) && !strcmp(h->valuestring, h0)))
+            continue;
+        cJSON_AddItemToArray(diff, cJSON_CreateNumber(k->valueint));
+        size_t l = strlen(r->differ);
+        if (l + 16 < sizeof r->differ) snprintf(r->differ + l, sizeof r->differ - l, "%s%d", l ? ", " : "", k->valueint);
+        r->ndiffer++;
+    }
+    if (promised) cJSON_AddBoolToObject(sum, "params_agree", r->ndiffer == 0);
+    else cJSON_AddNullToObject(sum, "params_agree");
+    cJSON_AddItemToObject(sum, "params_differ_ranks", diff);
+}
+
 static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", REPORT_SCHEMA);
@@ -437,6 +480,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddBoolToObject(sum, "diverged", r->diverged_step >= 0);
     if (r->diverged_step >= 0) cJSON_AddNumberToObject(sum, "diverged_step", r->diverged_step);
     else cJSON_AddNullToObject(sum, "diverged_step");
+    run_replicas(r, ranks, sum);
     const char *slowest = ""; /* the pace the back end moved at: its slowest member's link */
     cJSON_ArrayForEach(it, ranks) {
         const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(it, "traffic"), "transport");
@@ -822,6 +866,13 @@ int train_main(int argc, char **argv) {
                       "counts), the first that is not finite (a smaller --lr?); the report %s says \"diverged\": true",
                       r->diverged_loss, r->diverged_step, r->cfg.report);
             after = after ? after : TRAIN_ERR_DIVERGED;
+        }
+        if (rc == RS_OK && r->ndiffer > 0) {
+            log_error("the replicas drifted apart: rank%s %s end%s with other parameters than rank 0 (params_hash), where "
+                      "--sync %s promises every rank the same bits (a sum whose order depends on the rank?); the report %s "
+                      "says \"params_agree\": false", r->ndiffer > 1 ? "s" : "", r->differ, r->ndiffer > 1 ? "" : "s",
+                      r->cfg.sync, r->cfg.report);
+            after = after ? after : TRAIN_ERR_REPLICAS;
         }
     }
     cJSON_Delete(trace);

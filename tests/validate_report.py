@@ -613,6 +613,23 @@ def check_summary(c, rep, cfg, workers):
         c.expect(diverged == (dstep is not None), "summary.diverged_step",
                  "%r with diverged %r: a step exactly when the run diverged" % (s.get("diverged_step"), diverged))
 
+    # the replicas: params_agree true/false where the back end promises every worker rank 0's
+    # parameters, null where it does not; params_differ_ranks the workers whose hash is not rank 0's
+    if not isinstance(s, dict) or "params_agree" not in s:
+        c.fail("summary.params_agree", "missing (null where the back end does not promise equal parameters)")
+    else:
+        agree = s["params_agree"]
+        differ = c.get(s, "params_differ_ranks", "summary", "list")
+        if agree is not None and not isinstance(agree, bool):
+            c.fail("summary.params_agree", "expected true, false or null, got %s" % json.dumps(agree)[:60])
+        elif differ is not None and isinstance(rep.get("ranks"), list):
+            h = {e.get("rank"): e.get("params_hash") for e in workers if isinstance(e, dict)}
+            want = sorted(k for k in h if isinstance(k, int) and k != 0 and h[k] != h.get(0)) if agree is not None else []
+            c.expect(differ == want, "summary.params_differ_ranks", "%s, the workers whose params_hash is not rank 0's: %s"
+                     % (differ, want))
+            if agree is not None:
+                c.expect(agree == (not want), "summary.params_agree", "%r with ranks %s differing" % (agree, want))
+
     def final(key, fraction):
         v = s.get(key) if isinstance(s, dict) else None
         x = report_value(v)
@@ -827,7 +844,7 @@ def check_matrix(rep, options, expect):
         if ax is not None:
             c.expect(sorted(ax) == sorted(axes), p + ".axes", "keys %s, the matrix's axes are %s" % (sorted(ax), axes))
         status = c.get(r, "status", p, "str")
-        c.expect(status in ("ok", "failed", "timeout", "diverged"), p + ".status", "%r" % status)
+        c.expect(status in ("ok", "failed", "timeout", "diverged", "differ"), p + ".status", "%r" % status)
         nbad += status != "ok"
         ndiv += status == "diverged"
         if isinstance(r, dict) and "diverged_step" in r:  # (missing: flagged with the metrics below)
@@ -845,7 +862,7 @@ def check_matrix(rep, options, expect):
         if how is not None:
             c.expect(how in TRANSPORTS, p + ".transport", "%r, expected one of %s" % (how, ", ".join(map(repr, TRANSPORTS))))
         rp = c.get(r, "report", p, "str")
-        if status in ("ok", "diverged") and rp is not None:
+        if status in ("ok", "diverged", "differ") and rp is not None:
             c.expect(rp.endswith("-r%s.json" % r.get("repeat")), p + ".report", "%r: not <cell>-r<k>.json" % rp)
         for k in ROW_METRICS:
             if not isinstance(r, dict) or r.get(k) is None:

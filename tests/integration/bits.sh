@@ -72,14 +72,43 @@ done
 M="--layers 784,64,10 --train-samples 1024 --eval-samples 64 --steps 20 --seed 4 --global-batch 96 --quiet --timeout 20"
 mkdir -p "$T/runs"
 $BIN train --sync none $M --report "$T/runs/none.json" >/dev/null 2>&1
-"$ODD" train -n 3 --sync student $M --report "$T/runs/student.json" >"$T/odd.log" 2>&1
-$BIN train -n 3 --sync ring $M --report "$T/runs/ring.json" >/dev/null 2>&1
+"$ODD" train -n 3 --sync student $M --report "$T/runs/student.json" >"$T/odd.log" 2>&1; odd_rc=$?
+# the job itself fails: exit 7, naming the ranks whose parameters are not rank 0's, the report kept and marked
+[ $odd_rc = 7 ] && ok "train -n 3 on the order-dependent all-reduce exits 7" || bad "train -n 3 on the order-dependent all-reduce exits 7" "exit $odd_rc: $(tail -n 3 "$T/odd.log")"
+grep -Eq "error: the replicas drifted apart: ranks? [12](, 2)? end" "$T/odd.log" && ok "  ... its error names the ranks that differ" || bad "  ... its error names the ranks that differ" "$(grep error "$T/odd.log")"
+$PY - "$T/runs/student.json" <<'PY' && ok "  ... its report says params_agree false and lists the ranks" || bad "  ... its report marks the replicas" "$(head -c 300 "$T/runs/student.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+s, h = r["summary"], {e["rank"]: e["params_hash"] for e in r["ranks"]}
+assert s["params_agree"] is False, s["params_agree"]
+assert s["params_differ_ranks"] == [k for k in sorted(h) if k and h[k] != h[0]] != [], (s["params_differ_ranks"], h)
+PY
+expect_status "train -n 3 --sync ring: the replicas agree, exit 0" 0 $BIN train -n 3 --sync ring $M --report "$T/runs/ring.json"
 $PY - "$T/runs/student.json" "$T/runs/ring.json" <<'PY' && ok "params_hash: the order-dependent ranks differ, the ring's agree" || bad "params_hash" "$(cat "$T/odd.log")"
 import json, sys
 odd, ring = (json.load(open(p)) for p in sys.argv[1:])
 h = lambda r: {e["params_hash"] for e in r["ranks"]}
 assert len(h(odd)) > 1 and len(h(ring)) == 1, (h(odd), h(ring))
 PY
+# a matrix records such a run as "differ", keeps its report, and --resume keeps it so
+cat >"$T/odd.json" <<'JSON'
+{"name": "odd", "base": {"device": "cpu", "layers": "784,64,10", "train-samples": 1024, "eval-samples": 64, "steps": 10,
+ "seed": 4, "global-batch": 96, "ranks": 3}, "axes": {"sync": ["student"]}, "repeats": 1, "timeout_s": 60}
+JSON
+for pass in first resume; do
+    extra=""; [ $pass = resume ] && extra=--resume
+    expect_status "matrix ($pass) with the order-dependent all-reduce: exit 1" 1 "$BIN" matrix "$T/odd.json" --out "$T/oddm" --bin "$ODD" $extra
+    $PY - "$T/oddm/summary.json" <<'PY' && ok "  ... its row: status differ, exit 7, the report kept, the ranks named" || bad "  ... its row" "$(grep -E 'DIFFER|error' "$T/last.log" | head -n 3)"
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+row, = s["runs"]
+assert row["status"] == "differ" and row["exit_code"] == 7 and s["runs_failed"] == 1, row
+assert "other parameters than rank 0" in row["error"] and "2" in row["error"], row["error"]
+assert os.path.exists(os.path.join(os.path.dirname(sys.argv[1]), row["report"])), row["report"]
+PY
+done
+grep -q "REPLICAS DIFFER (exit 7)" "$T/last.log" && ok "  ... its progress line says REPLICAS DIFFER (exit 7)" || bad "  ... progress line" "$(cat "$T/last.log" | head -n 5)"
+$PY tests/validate_report.py "$T/oddm/summary.json" >"$T/v.log" 2>&1 && ok "  ... the summary validates" || bad "  ... the summary validates" "$(tail -n 3 "$T/v.log")"
 $BIN claims "$T/runs" >"$T/claims.log" 2>&1
 grep -A12 -E "^5 " "$T/claims.log" | grep -q "other parameters than rank 0" && grep -Eq "^5 +FAIL" "$T/claims.log" &&
     ok "claim 5 FAILs on the order-dependent run, naming the parameters that differ" || bad "claim 5 on params_hash" "$(grep -A12 -E '^5 ' "$T/claims.log")"
