@@ -1,6 +1,7 @@
 /* claims.c - `ringside claims DIR`: decides the design's eight claims on measured reports, prints the table */
 #include "claims.h"
 #include "claims_load.h"
+#include "predict.h"
 #include "../common/err.h"
 #include "../common/link.h"
 #include "../common/log.h"
@@ -27,6 +28,7 @@
 #define CL_ASYNC_LOSS_TAIL   0.25   /* claim 7: the last quarter of the steps is compared */
 #define CL_ASYNC_LOSS_TOL    0.25   /* claim 7: async's loss there at most 25% above the synchronous run's */
 #define CL_TABLE1_TOL        0.20   /* claim 8: measured comm per step within 20% of its BytePS Table 1 line */
+#define CL_TABLE1_LAT_MAX    0.10   /* claim 8: the per-message term at most 10% of the line (bandwidth-bound) */
 
 #define MiB (1048576.0)
 
@@ -123,12 +125,13 @@ static cJSON *num_item(cJSON *arr, const ClaimsRun *r) {
 
 /* ---- series over N --------------------------------------------------------------------------- */
 
-/* The runs of one family and one back end (pred), N >= 2, sorted by N. Returns the count. */
-static int series_of(const ClaimsSet *s, const char *family, int (*pred)(const ClaimsRun *), const ClaimsRun **out) {
+/* The runs of one series (one back end, everything but N the same) that pred accepts, N >= 2,
+ * sorted by N. Returns the count. */
+static int series_of(const ClaimsSet *s, const char *series, int (*pred)(const ClaimsRun *), const ClaimsRun **out) {
     int n = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
-        if (r->ranks < 2 || !pred(r) || strcmp(r->family, family)) continue;
+        if (r->ranks < 2 || !pred(r) || strcmp(r->series, series)) continue;
         int j = n++;
         while (j > 0 && out[j - 1]->ranks > r->ranks) {
             out[j] = out[j - 1];
@@ -136,6 +139,64 @@ static int series_of(const ClaimsSet *s, const char *family, int (*pred)(const C
         }
         out[j] = r;
     }
+    return n;
+}
+
+/* The distinct series of one family whose runs pred accepts (N >= 2); their keys into out. */
+static int series_keys(const ClaimsSet *s, const char *family, int (*pred)(const ClaimsRun *), const char **out) {
+    int n = 0;
+    for (int i = 0; i < s->nruns && n < 512; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || !pred(r) || strcmp(r->family, family)) continue;
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= !strcmp(out[j], r->series);
+        if (!seen) out[n++] = r->series;
+    }
+    return n;
+}
+
+/* What a series is, for its lines: the back end and the options that change its law ("ps
+ * dataparallel, global batch 512, mlp, --wire bf16, link 1gbit"), into buf. */
+static const char *series_name(const ClaimsRun *r, char *buf, size_t len) {
+    size_t k = (size_t)snprintf(buf, len, "%s", r->sync);
+    if (!strcmp(r->sync, "ps")) {
+        k += (size_t)snprintf(buf + k, len - k, " %s %s", r->placement, r->mode[0] ? r->mode : "push");
+        if (!strcmp(r->placement, "dedicated")) k += (size_t)snprintf(buf + k, len - k, " x%d", r->servers);
+    }
+    if (k < len && r->global_batch > 0) k += (size_t)snprintf(buf + k, len - k, ", global batch %d", r->global_batch);
+    else if (k < len) k += (size_t)snprintf(buf + k, len - k, ", batch %d per rank", r->batch);
+    if (k < len) k += (size_t)snprintf(buf + k, len - k, ", %s", r->model);
+    if (k < len && strcmp(r->wire, "fp32")) k += (size_t)snprintf(buf + k, len - k, ", --wire %s", r->wire);
+    if (k < len && r->emulated[0]) k += (size_t)snprintf(buf + k, len - k, ", link %s", r->emulated);
+    return buf;
+}
+
+/* A lockstep run: every rank takes the same steps (not --ps-consistency async or ssp). */
+static int run_lockstep(const ClaimsRun *r) { return !strcmp(r->consistency, "sync"); }
+/* The colocated ps of claims 2 and 3, in lockstep. */
+static int is_ps_series(const ClaimsRun *r) { return is_ps_colocated(r) && run_lockstep(r); }
+
+/* DataParallel's data messages through rank 0 per step, bytes sent plus received (0 in push mode):
+ * predict_dp_data's beta term. */
+static double run_dp_bytes(const ClaimsRun *r) {
+    if (strcmp(r->mode, "dataparallel") || r->global_batch <= 0) return 0;
+    double d = predict_dp_data(r->ranks, r->global_batch, r->dp_in, r->dp_classes, 0, 1);
+    return d > 0 ? d : 0;
+}
+
+/* Names the runs that pred_in takes and pred_ok leaves out, once, under "left out: why". */
+static int left_out(const ClaimsSet *s, Claim *c, int (*pred_in)(const ClaimsRun *), int (*pred_ok)(const ClaimsRun *),
+                    const char *why) {
+    char names[1024] = "";
+    int n = 0;
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *r = &s->runs[i];
+        if (r->ranks < 2 || !pred_in(r) || pred_ok(r)) continue;
+        size_t l = strlen(names);
+        if (n < 6) snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", r->label);
+        n++;
+    }
+    if (n) claim_line(c, "left out, %d run%s: %s (%s%s)", n, n > 1 ? "s" : "", why, names, n > 6 ? ", ..." : "");
     return n;
 }
 
@@ -211,79 +272,100 @@ static double fit_line(const double *x, const double *y, int n, double *r2) {
 }
 
 static void claim2(const ClaimsSet *s, Claim *c) {
-    const char *fam[512];
+    const char *fam[512], *keys[512];
     const ClaimsRun *ser[512];
+    char name[256];
     int nf = families(s, fam), ps_series = 0, ring_series = 0, ring_runs = 0, bad = 0;
     cJSON *ps = cJSON_AddArrayToObject(c->numbers, "ps"), *ring = cJSON_AddArrayToObject(c->numbers, "ring");
-    claim_line(c, "rule: ps rank 0 traffic linear in N (>= 3 N: fit R^2 >= %.2f, slope > 0; 2 N: ratio within %.0f%% of (N2-1)/(N1-1));",
+    claim_line(c, "rule: ps rank 0 traffic per step linear in N within each series, one back end and one law (>= 3 N: fit R^2 >= %.2f, "
+                  "slope > 0; 2 N: ratio within %.0f%% of (N2-1)/(N1-1)); under --ps-mode dataparallel rank 0's data messages, "
+                  "(B - ceil(B/N)) (4D + 4 + 8C) bytes a step, are taken out first (they grow as 1 - 1/N, not as N);",
                CL_PS_R2_MIN, 100 * CL_PS_RATIO_TOL);
     claim_line(c, "      ring bytes sent per rank within %.0f%% of steps x 2(N-1)/N x gradient bytes at each N (+ at most one start-up broadcast)",
                100 * CL_RING_TRAFFIC_TOL);
+    left_out(s, c, is_ps_colocated, run_lockstep, "ps --ps-consistency async or ssp: rank 0's traffic follows the workers' pace, not N");
     for (int f = 0; f < nf; f++) {
-        int n = series_of(s, fam[f], is_ps_colocated, ser);
-        if (n >= 2) {
-            double x[512], y[512];
+        int nk = series_keys(s, fam[f], is_ps_series, keys);
+        for (int q = 0; q < nk; q++) {
+            int n = series_of(s, keys[q], is_ps_series, ser);
+            if (n < 2) continue;
+            double x[512], y[512], dp[512], dps = 0;
             for (int i = 0; i < n; i++) {
+                double steps = ser[i]->steps_run > 0 ? ser[i]->steps_run : ser[i]->steps;
                 x[i] = ser[i]->ranks;
-                y[i] = run_traffic0(ser[i]);
+                dp[i] = run_dp_bytes(ser[i]);
+                dps += dp[i];
+                y[i] = run_traffic0(ser[i]) / steps - dp[i];
             }
+            series_name(ser[0], name, sizeof name);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddItemToArray(ps, o);
+            cJSON_AddStringToObject(o, "series", name);
             cJSON_AddItemToObject(o, "ranks", cJSON_CreateDoubleArray(x, n));
-            cJSON_AddItemToObject(o, "rank0_traffic_bytes", cJSON_CreateDoubleArray(y, n));
+            cJSON_AddItemToObject(o, "rank0_traffic_per_step_bytes", cJSON_CreateDoubleArray(y, n));
+            if (dps > 0) cJSON_AddItemToObject(o, "dp_data_per_step_bytes", cJSON_CreateDoubleArray(dp, n));
             int ok;
             if (n >= 3) {
                 double r2, b = fit_line(x, y, n, &r2);
                 ok = b > 0 && r2 >= CL_PS_R2_MIN;
                 cJSON_AddNumberToObject(o, "slope_bytes_per_rank", b);
                 cJSON_AddNumberToObject(o, "r2", r2);
-                claim_line(c, "ps   rank 0 traffic over N: fit slope %.3g MiB/rank, R^2 %.4f%s  [%s ...]", b / MiB, r2,
+                claim_line(c, "ps   [%s] rank 0 traffic per step over N: fit slope %.3g MiB/rank, R^2 %.4f%s  [%s ...]", name, b / MiB, r2,
                            ok ? "" : "  <- not linear", ser[0]->label);
             } else {
                 double want = (x[1] - 1) / (x[0] - 1), got = y[0] > 0 ? y[1] / y[0] : 0;
                 ok = fabs(got / want - 1) <= CL_PS_RATIO_TOL;
                 cJSON_AddNumberToObject(o, "ratio", got);
                 cJSON_AddNumberToObject(o, "expected_ratio", want);
-                claim_line(c, "ps   rank 0 traffic N=%.0f -> N=%.0f: x%.3f (expected x%.3f)%s  [%s ...]", x[0], x[1], got, want,
-                           ok ? "" : "  <- off", ser[0]->label);
+                claim_line(c, "ps   [%s] rank 0 traffic per step N=%.0f -> N=%.0f: x%.3f (expected x%.3f)%s  [%s ...]", name, x[0], x[1],
+                           got, want, ok ? "" : "  <- off", ser[0]->label);
             }
-            for (int i = 0; i < n; i++) claim_line(c, "       N=%-3.0f rank 0 sent+received %.2f MiB", x[i], y[i] / MiB);
+            for (int i = 0; i < n; i++) {
+                if (dp[i] > 0)
+                    claim_line(c, "       N=%-3.0f rank 0 sent+received %.3f MiB a step, less its data messages %.3f MiB", x[i],
+                               (y[i] + dp[i]) / MiB, dp[i] / MiB);
+                else claim_line(c, "       N=%-3.0f rank 0 sent+received %.3f MiB a step", x[i], y[i] / MiB);
+            }
             bad += !ok;
             ps_series++;
         }
-        n = series_of(s, fam[f], is_ring, ser);
-        double lo = INFINITY, hi = 0;
-        for (int i = 0; i < n; i++) {
-            const ClaimsRun *r = ser[i];
-            double steps = r->steps_run > 0 ? r->steps_run : r->steps;
-            double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps;
-            /* a rank may also have forwarded the parameters once (the start-up broadcast): it is
-             * taken out of that rank's bytes, so that the mean and the formula count the steps only */
-            double worst = 0, steps_sent = 0;
-            for (int k = 0; k < r->nw; k++) {
-                double mine = r->sent[k];
-                if (fabs(mine - r->grad_bytes - total) < fabs(mine - total)) mine -= r->grad_bytes;
-                double d = fabs(mine - total) / total;
-                worst = d > worst ? d : worst;
-                steps_sent += mine;
+        nk = series_keys(s, fam[f], is_ring, keys);
+        for (int q = 0; q < nk; q++) {
+            int n = series_of(s, keys[q], is_ring, ser);
+            double lo = INFINITY, hi = 0;
+            for (int i = 0; i < n; i++) {
+                const ClaimsRun *r = ser[i];
+                double steps = r->steps_run > 0 ? r->steps_run : r->steps;
+                double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps;
+                /* a rank may also have forwarded the parameters once (the start-up broadcast): it is
+                 * taken out of that rank's bytes, so that the mean and the formula count the steps only */
+                double worst = 0, steps_sent = 0;
+                for (int k = 0; k < r->nw; k++) {
+                    double mine = r->sent[k];
+                    if (fabs(mine - r->grad_bytes - total) < fabs(mine - total)) mine -= r->grad_bytes;
+                    double d = fabs(mine - total) / total;
+                    worst = d > worst ? d : worst;
+                    steps_sent += mine;
+                }
+                double per = r->nw ? steps_sent / r->nw / steps : NAN;
+                int ok = worst <= CL_RING_TRAFFIC_TOL;
+                bad += !ok;
+                ring_runs++;
+                lo = per < lo ? per : lo;
+                hi = per > hi ? per : hi;
+                cJSON *o = num_item(ring, r);
+                cJSON_AddNumberToObject(o, "sent_per_rank_per_step_bytes", per);
+                cJSON_AddNumberToObject(o, "expected_bytes", want);
+                cJSON_AddNumberToObject(o, "worst_rank_deviation", worst);
+                claim_line(c, "ring N=%-3d sent per rank per step %.3f MiB (start-up broadcast excluded), 2(N-1)/N n = %.3f MiB (worst rank %+.2f%%)%s  [%s]", r->ranks,
+                           per / MiB, want / MiB, 100 * worst, ok ? "" : "  <- off", r->label);
             }
-            double per = r->nw ? steps_sent / r->nw / steps : NAN;
-            int ok = worst <= CL_RING_TRAFFIC_TOL;
-            bad += !ok;
-            ring_runs++;
-            lo = per < lo ? per : lo;
-            hi = per > hi ? per : hi;
-            cJSON *o = num_item(ring, r);
-            cJSON_AddNumberToObject(o, "sent_per_rank_per_step_bytes", per);
-            cJSON_AddNumberToObject(o, "expected_bytes", want);
-            cJSON_AddNumberToObject(o, "worst_rank_deviation", worst);
-            claim_line(c, "ring N=%-3d sent per rank per step %.3f MiB (start-up broadcast excluded), 2(N-1)/N n = %.3f MiB (worst rank %+.2f%%)%s  [%s]", r->ranks,
-                       per / MiB, want / MiB, 100 * worst, ok ? "" : "  <- off", r->label);
-        }
-        if (n >= 2) {
-            ring_series++;
-            claim_line(c, "ring per-rank traffic from N=%d to N=%d: x%.3f (the formula allows < 2)", ser[0]->ranks, ser[n - 1]->ranks, hi / lo);
-            if (!(hi / lo < 2.0)) bad++;
+            if (n >= 2) {
+                ring_series++;
+                claim_line(c, "ring [%s] per-rank traffic from N=%d to N=%d: x%.3f (the formula allows < 2)", series_name(ser[0], name, sizeof name),
+                           ser[0]->ranks, ser[n - 1]->ranks, hi / lo);
+                if (!(hi / lo < 2.0)) bad++;
+            }
         }
     }
     /* sharded ps (a shard in every worker) is balanced as the ring: every rank's bytes sent per step
@@ -321,59 +403,88 @@ static void claim2(const ClaimsSet *s, Claim *c) {
 
 /* ---- claim 3: comm time per step ------------------------------------------------------------- */
 
+/* Whether a --straggler text ("3:30,2:30") slows any rank (a "0:0" cell has none). */
+static int has_straggler(const char *text) {
+    for (const char *p = strchr(text, ':'); p; p = strchr(p + 1, ':'))
+        if (strtod(p + 1, NULL) > 0) return 1;
+    return 0;
+}
+static int run_unslowed(const ClaimsRun *r) { return !has_straggler(r->straggler); }
+/* Claim 3's runs: lockstep and no straggler, ps colocated or ring. */
+static int is_time_series(const ClaimsRun *r) { return (is_ps_colocated(r) && run_lockstep(r)) || is_ring(r); }
+static int is_ps_time(const ClaimsRun *r) { return is_ps_series(r) && run_unslowed(r); }
+static int is_ring_time(const ClaimsRun *r) { return is_ring(r) && run_unslowed(r); }
+
+/* One ps series against one ring series of a family, at the smallest and largest N both ran:
+ * the verdict's lines, numbers and tally. Returns the checks that failed, or -1 when the two
+ * series share fewer than two N. */
+static int claim3_pair(Claim *c, WhereTally *tally, cJSON *arr, const ClaimsRun **ps, int np, const ClaimsRun **ring, int nr) {
+    const ClaimsRun *a = NULL, *b = NULL, *ra = NULL, *rb = NULL;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < nr; j++)
+            if (ps[i]->ranks == ring[j]->ranks) {
+                if (!a) a = ps[i], ra = ring[j];
+                b = ps[i];
+                rb = ring[j];
+            }
+    if (!a || a == b) return -1;
+    char wa[96], wb[96], pn[256], rn[256];
+    double pa = run_mean(a->comm_total, a->nw), pb = run_mean(b->comm_total, b->nw);
+    double qa = run_mean(ra->comm_total, ra->nw), qb = run_mean(rb->comm_total, rb->nw);
+    double gp = pa > 0 ? pb / pa : INFINITY, gr = qa > 0 ? qb / qa : INFINITY;
+    int ps_ok = gp >= CL_PS_GROWTH_MIN, ring_ok = gr <= CL_RING_FLAT_MAX || gr < gp;
+    tally_add(tally, b, ps_ok);
+    tally_add(tally, rb, ring_ok);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToArray(arr, o);
+    cJSON_AddStringToObject(o, "ps_series", series_name(a, pn, sizeof pn));
+    cJSON_AddStringToObject(o, "ring_series", series_name(ra, rn, sizeof rn));
+    cJSON_AddStringToObject(o, "ps_on", run_where(b, wa, sizeof wa));
+    cJSON_AddStringToObject(o, "ring_on", run_where(rb, wb, sizeof wb));
+    cJSON_AddNumberToObject(o, "n_small", a->ranks);
+    cJSON_AddNumberToObject(o, "n_large", b->ranks);
+    cJSON_AddNumberToObject(o, "ps_comm_s", pa);
+    cJSON_AddNumberToObject(o, "ps_comm_large_s", pb);
+    cJSON_AddNumberToObject(o, "ring_comm_s", qa);
+    cJSON_AddNumberToObject(o, "ring_comm_large_s", qb);
+    cJSON_AddNumberToObject(o, "ps_growth", gp);
+    cJSON_AddNumberToObject(o, "ring_growth", gr);
+    claim_line(c, "ps   [%s] N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f) on %s%s  [%s]", pn, a->ranks, b->ranks, pa * 1e3, pb * 1e3,
+               gp, wa, ps_ok ? "" : "  <- does not grow", a->label);
+    claim_line(c, "ring [%s] N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f) on %s%s  [%s]", rn, ra->ranks, rb->ranks, qa * 1e3, qb * 1e3,
+               gr, wb, ring_ok ? "" : "  <- grows like ps", ra->label);
+    if (strcmp(wa, wb))
+        claim_line(c, "note: ps moved on %s, the ring on %s: this pair compares the systems as shipped, not the "
+                      "algorithms alone (--transport puts both on one transport)", wa, wb);
+    if (!ring_ok && rb->cores > 0 && rb->ranks > rb->cores && !rb->emulated[0])
+        claim_line(c, "why: %d ranks shared %d cores here, so every ring step also waits for a core (oversubscription), "
+                      "which the claim's model leaves out; it holds where each rank has a core or a GPU of its own",
+                   rb->ranks, rb->cores);
+    return !ps_ok + !ring_ok;
+}
+
 static void claim3(const ClaimsSet *s, Claim *c) {
-    const char *fam[512];
+    const char *fam[512], *pkeys[512], *rkeys[512];
     const ClaimsRun *ps[512], *ring[512];
     int nf = families(s, fam), pairs = 0, bad = 0;
     static WhereTally tally;
     memset(&tally, 0, sizeof tally);
-    char wa[96], wb[96];
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "series");
-    claim_line(c, "rule: comm_total per step (mean over ranks, median over repeats); ps grows: largest N >= %.1fx smallest; ring about flat: growth <= %.1fx or below ps's",
-               CL_PS_GROWTH_MIN, CL_RING_FLAT_MAX);
+    claim_line(c, "rule: comm_total per step (mean over ranks, median over repeats), each ps series (one back end and one law) "
+                  "against each ring series of the same model and options; ps grows: largest N >= %.1fx smallest; ring about "
+                  "flat: growth <= %.1fx or below ps's", CL_PS_GROWTH_MIN, CL_RING_FLAT_MAX);
+    left_out(s, c, is_ps_colocated, run_lockstep, "ps --ps-consistency async or ssp: no step all ranks share to time");
+    left_out(s, c, is_time_series, run_unslowed, "a --straggler: its step waits for the slow rank, which the claim's model leaves out");
     for (int f = 0; f < nf; f++) {
-        int np = series_of(s, fam[f], is_ps_colocated, ps), nr = series_of(s, fam[f], is_ring, ring);
-        /* the N values both back ends ran */
-        const ClaimsRun *a = NULL, *b = NULL, *ra = NULL, *rb = NULL;
-        for (int i = 0; i < np; i++)
-            for (int j = 0; j < nr; j++)
-                if (ps[i]->ranks == ring[j]->ranks) {
-                    if (!a) { a = ps[i]; ra = ring[j]; }
-                    b = ps[i];
-                    rb = ring[j];
-                }
-        if (!a || a == b) continue;
-        double pa = run_mean(a->comm_total, a->nw), pb = run_mean(b->comm_total, b->nw);
-        double qa = run_mean(ra->comm_total, ra->nw), qb = run_mean(rb->comm_total, rb->nw);
-        double gp = pa > 0 ? pb / pa : INFINITY, gr = qa > 0 ? qb / qa : INFINITY;
-        int ps_ok = gp >= CL_PS_GROWTH_MIN, ring_ok = gr <= CL_RING_FLAT_MAX || gr < gp;
-        bad += !ps_ok + !ring_ok;
-        pairs++;
-        tally_add(&tally, b, ps_ok);
-        tally_add(&tally, rb, ring_ok);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToArray(arr, o);
-        cJSON_AddStringToObject(o, "ps_on", run_where(b, wa, sizeof wa));
-        cJSON_AddStringToObject(o, "ring_on", run_where(rb, wb, sizeof wb));
-        cJSON_AddNumberToObject(o, "n_small", a->ranks);
-        cJSON_AddNumberToObject(o, "n_large", b->ranks);
-        cJSON_AddNumberToObject(o, "ps_comm_s", pa);
-        cJSON_AddNumberToObject(o, "ps_comm_large_s", pb);
-        cJSON_AddNumberToObject(o, "ring_comm_s", qa);
-        cJSON_AddNumberToObject(o, "ring_comm_large_s", qb);
-        cJSON_AddNumberToObject(o, "ps_growth", gp);
-        cJSON_AddNumberToObject(o, "ring_growth", gr);
-        claim_line(c, "ps   N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f) on %s%s  [%s]", a->ranks, b->ranks, pa * 1e3, pb * 1e3,
-                   gp, wa, ps_ok ? "" : "  <- does not grow", a->label);
-        claim_line(c, "ring N=%d -> N=%d: %.3f -> %.3f ms/step (x%.2f) on %s%s  [%s]", ra->ranks, rb->ranks, qa * 1e3, qb * 1e3,
-                   gr, wb, ring_ok ? "" : "  <- grows like ps", ra->label);
-        if (strcmp(wa, wb))
-            claim_line(c, "note: ps moved on %s, the ring on %s: this pair compares the systems as shipped, not the "
-                          "algorithms alone (--transport puts both on one transport)", wa, wb);
-        if (!ring_ok && rb->cores > 0 && rb->ranks > rb->cores && !rb->emulated[0])
-            claim_line(c, "why: %d ranks shared %d cores here, so every ring step also waits for a core (oversubscription), "
-                          "which the claim's model leaves out; it holds where each rank has a core or a GPU of its own",
-                       rb->ranks, rb->cores);
+        int npk = series_keys(s, fam[f], is_ps_time, pkeys), nrk = series_keys(s, fam[f], is_ring_time, rkeys);
+        for (int pq = 0; pq < npk; pq++)
+            for (int rq = 0; rq < nrk; rq++) {
+                int np = series_of(s, pkeys[pq], is_ps_time, ps), nr = series_of(s, rkeys[rq], is_ring_time, ring);
+                int k = claim3_pair(c, &tally, arr, ps, np, ring, nr);
+                if (k < 0) continue;
+                bad += k;
+                pairs++;
+            }
     }
     tally_print(c, &tally);
     if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
@@ -553,6 +664,8 @@ static void claim5(const ClaimsSet *s, Claim *c) {
 
 /* ---- claim 6: alpha-beta --------------------------------------------------------------------- */
 
+static int run_predicted(const ClaimsRun *r) { return r->pred_comm_s > 0; }
+
 static void claim6(const ClaimsSet *s, Claim *c) {
     int runs = 0, bad = 0;
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
@@ -560,9 +673,13 @@ static void claim6(const ClaimsSet *s, Claim *c) {
     int crowded = 0, crowded_lo = 0, crowded_hi = 0, crowded_cores = 0;
     static WhereTally tally;
     memset(&tally, 0, sizeof tally);
+    left_out(s, c, run_predicted, run_lockstep, "ps --ps-consistency async or ssp: the model prices a synchronous reduction");
+    left_out(s, c, run_predicted, run_unslowed, "a --straggler: the others' comm time waits for it, which the model leaves out");
+    int emulated = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
-        if (!(r->pred_comm_s > 0)) continue;
+        if (!run_predicted(r) || !run_lockstep(r) || !run_unslowed(r)) continue;
+        emulated += r->pred_emulated;
         double meas = run_mean(r->comm_total, r->nw), ratio = meas / r->pred_comm_s;
         int ok = ratio <= CL_PRED_FACTOR && ratio >= 1 / CL_PRED_FACTOR;
         bad += !ok;
@@ -576,7 +693,10 @@ static void claim6(const ClaimsSet *s, Claim *c) {
         if (r->link[0]) cJSON_AddStringToObject(o, "link", r->link);
         char over[128] = "";
         if (r->link[0]) snprintf(over, sizeof over, " over %s", r->link);
-        if (r->emulated[0]) snprintf(over + strlen(over), sizeof over - strlen(over), " (emulated %s)", r->emulated);
+        if (r->emulated[0])
+            snprintf(over + strlen(over), sizeof over - strlen(over), r->pred_emulated ? " (predicted from the emulated link %s itself)"
+                     : " (emulated %s)", r->emulated);
+        cJSON_AddBoolToObject(o, "from_emulated_link", r->pred_emulated);
         claim_line(c, "%-4s N=%-3d measured %.3f ms vs predicted %.3f ms%s per step (x%.2f)%s  [%s]", r->sync, r->ranks, meas * 1e3,
                    r->pred_comm_s * 1e3, over, ratio, ok ? "" : "  <- outside the factor", r->label);
         if (!ok && ratio > 1 && r->cores > 0 && r->ranks > r->cores && !r->emulated[0]) {
@@ -594,20 +714,17 @@ static void claim6(const ClaimsSet *s, Claim *c) {
                       "which the model leaves out; it holds where each rank has a core or a GPU of its own",
                    crowded, span, crowded_cores);
     }
+    if (emulated)
+        claim_line(c, "note: %d prediction%s came from the run's emulated link (the matrix gives no link for its transport): "
+                      "beta 1 / the link's rate, alpha its latency + %.0f us a message for the software", emulated,
+                   emulated > 1 ? "s" : "", PREDICT_EMULATED_ALPHA_S * 1e6);
     tally_print(c, &tally);
     if (bad) claim_verdict(c, "FAIL", "%d of %d runs outside %.0fx of the prediction", bad, runs, CL_PRED_FACTOR);
-    else if (!runs) claim_verdict(c, "NOT-RUN", "needs runs with an alpha-beta prediction (a matrix with alpha_s/beta_s_per_byte or a bench report) and N >= 2");
+    else if (!runs) claim_verdict(c, "NOT-RUN", "needs lockstep runs without a straggler, N >= 2, with an alpha-beta prediction (a matrix with alpha_s/beta_s_per_byte, links, a bench report, or an emulated --link)");
     else claim_verdict(c, "PASS", "%d run%s within %.0fx of the prediction", runs, runs > 1 ? "s" : "", CL_PRED_FACTOR);
 }
 
 /* ---- claim 7: a straggler, the asynchronous server against the synchronous ring --------------- */
-
-/* Whether a --straggler text ("3:30,2:30") slows any rank (a "0:0" cell has none). */
-static int has_straggler(const char *text) {
-    for (const char *p = strchr(text, ':'); p; p = strchr(p + 1, ':'))
-        if (strtod(p + 1, NULL) > 0) return 1;
-    return 0;
-}
 
 /* Mean of the last CL_ASYNC_LOSS_TAIL of the first n points of a loss curve. */
 static double loss_tail(const ClaimsRun *r, int n) {
@@ -709,25 +826,56 @@ static double table1_line(const ClaimsRun *r, const char **arch, int *in_table) 
     return *arch = "", -1;
 }
 
+/* Whether run r is outside claim 8's conditions, with why: Table 1 prices bytes on links, so it
+ * holds for a lockstep push step, nobody slowed, where the bandwidth term dominates the per-message
+ * one (alpha, the link l's latency and the software's cost, times the rounds of messages a step
+ * takes: the alpha coefficient of the back end's cost model summed over its buckets,
+ * experiments/predict.h) against the run's line of line_s seconds. */
+static int table1_outside(const ClaimsRun *r, const LinkSpec *l, double line_s, char *why, size_t len) {
+    double bucket = r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0);
+    double msgs = predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0,
+                                    r->grad_bytes, bucket, 1, 0);
+    double alpha = l->latency_s + PREDICT_EMULATED_ALPHA_S, lat = alpha * msgs;
+    why[0] = 0;
+    if (!run_lockstep(r)) snprintf(why, len, "--ps-consistency %s: no synchronous step", r->consistency);
+    else if (!strcmp(r->mode, "dataparallel")) snprintf(why, len, "--ps-mode dataparallel: rank 0's data messages are not in the table");
+    else if (has_straggler(r->straggler)) snprintf(why, len, "--straggler %.200s: the step waits for the slow rank", r->straggler);
+    else if (isfinite(lat) && lat > CL_TABLE1_LAT_MAX * line_s)
+        snprintf(why, len, "latency-bound: %.0f rounds of messages a step x %.0f us = %.2f ms, %.0f%% of the line's %.2f ms (at most %.0f%%)",
+                 msgs, alpha * 1e6, lat * 1e3, 100 * lat / line_s, line_s * 1e3, 100 * CL_TABLE1_LAT_MAX);
+    return why[0] != 0;
+}
+
 static void claim8(const ClaimsSet *s, Claim *c) {
     int runs = 0, bad = 0, pairs = 0, beats = 0;
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs"), *beat = cJSON_AddArrayToObject(c->numbers, "k_equals_n");
+    cJSON *left = cJSON_AddArrayToObject(c->numbers, "left_out");
     claim_line(c, "rule: under an emulated link of B bytes/s, comm_total per step (mean over workers) within %.0f%% of its line of "
                   "BytePS's Table 1 (M the gradient on the wire): ring and colocated sharded ps 2(n-1)M/(nB); k non-colocated "
                   "servers max(M/B, nM/(kB)); BytePS 2n(n-1)M/((n^2+kn-2k)B); and with k = n dedicated servers the server's "
                   "comm below the ring's (same n, link, model) where its line M/B is below the ring's, n > 2 (at n = 2 the "
                   "two lines are one: the pair within %.0f%% of each other)", CL_TABLE1_TOL * 100, CL_TABLE1_TOL * 100);
+    claim_line(c, "      decided on lockstep push runs without a straggler where the bandwidth term dominates: alpha (the link's "
+                  "latency + %.0f us a message) x the rounds of messages a step takes at most %.0f%% of the line; the others "
+                  "are named as left out", PREDICT_EMULATED_ALPHA_S * 1e6, 100 * CL_TABLE1_LAT_MAX);
+    int out = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         LinkSpec l;
-        if (r->ranks < 2 || !r->emulated[0] || link_parse(r->emulated, &l) != RS_OK || !(l.bytes_per_s > 0) ||
-            strcmp(r->consistency, "sync") || !strcmp(r->mode, "dataparallel") || has_straggler(r->straggler))
-            continue;
+        if (r->ranks < 2 || !r->emulated[0] || link_parse(r->emulated, &l) != RS_OK || !(l.bytes_per_s > 0)) continue;
         const char *arch;
         int in_table;
         double units = table1_line(r, &arch, &in_table);
         if (units < 0) continue;
         double line = units * r->grad_bytes / l.bytes_per_s, meas = run_mean(r->comm_total, r->nw), ratio = meas / line;
+        char why[400];
+        if (table1_outside(r, &l, line, why, sizeof why)) {
+            out++;
+            cJSON *o = num_item(left, r);
+            cJSON_AddStringToObject(o, "why", why);
+            claim_line(c, "left out %s n=%d: %s  [%s]", arch, r->ranks, why, r->label);
+            continue;
+        }
         int ok = fabs(ratio - 1) <= CL_TABLE1_TOL;
         if (in_table) {
             runs++;
@@ -748,13 +896,18 @@ static void claim8(const ClaimsSet *s, Claim *c) {
     /* the crossing: k = n non-colocated servers against the ring, same n, link and model */
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *p = &s->runs[i];
+        LinkSpec l;
+        char why[400];
+        const char *arch;
+        int in_table;
         if (strcmp(p->sync, "ps") || strcmp(p->placement, "dedicated") || p->servers != p->ranks || p->ranks < 2 ||
-            !p->emulated[0] || strcmp(p->consistency, "sync") || has_straggler(p->straggler))
+            !p->emulated[0] || link_parse(p->emulated, &l) != RS_OK || !(l.bytes_per_s > 0) ||
+            table1_outside(p, &l, table1_line(p, &arch, &in_table) * p->grad_bytes / l.bytes_per_s, why, sizeof why))
             continue;
         for (int j = 0; j < s->nruns; j++) {
             const ClaimsRun *r = &s->runs[j];
             if (!is_ring(r) || r->ranks != p->ranks || strcmp(r->emulated, p->emulated) || strcmp(r->math, p->math) ||
-                has_straggler(r->straggler))
+                table1_outside(r, &l, table1_line(r, &arch, &in_table) * r->grad_bytes / l.bytes_per_s, why, sizeof why))
                 continue;
             double mp = run_mean(p->comm_total, p->nw), mr = run_mean(r->comm_total, r->nw);
             int tie = p->ranks == 2; /* Table 1: M/B for both at n = 2, so neither should win */
@@ -777,9 +930,10 @@ static void claim8(const ClaimsSet *s, Claim *c) {
     if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim (%d runs on a Table 1 line, %d k = n pairs)", bad, bad > 1 ? "s" : "",
                            runs, pairs);
     else if (!runs || !beats)
-        claim_verdict(c, "NOT-RUN", "needs runs under an emulated --link on Table 1's lines and a ring beside --ps-placement dedicated "
-                                    "--ps-servers N at some N > 2 (experiments/matrices/byteps.json; have %d runs, %d k = n pairs, "
-                                    "%d at N > 2)", runs, pairs, beats);
+        claim_verdict(c, "NOT-RUN", "needs lockstep push runs without a straggler under an emulated --link, bandwidth-bound "
+                                    "(the messages' alpha at most %.0f%% of the line), on Table 1's lines and a ring beside "
+                                    "--ps-placement dedicated --ps-servers N at some N > 2 (experiments/matrices/byteps.json; have "
+                                    "%d runs, %d k = n pairs, %d at N > 2; %d left out)", 100 * CL_TABLE1_LAT_MAX, runs, pairs, beats, out);
     else claim_verdict(c, "PASS", "%d run%s within %.0f%% of their Table 1 line; k = n servers beat the ring in %d pair%s%s", runs,
                        runs > 1 ? "s" : "", CL_TABLE1_TOL * 100, beats, beats > 1 ? "s" : "",
                        pairs > beats ? " (and tie with it at n = 2)" : "");

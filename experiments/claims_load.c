@@ -1,5 +1,6 @@
 /* claims_load.c - a folder of reports into per-configuration records: parse, check schema, median of repeats */
 #include "claims_load.h"
+#include "predict.h"
 #include "../common/err.h"
 #include "../common/report.h"
 
@@ -15,6 +16,8 @@
 static const char *const key_ignore[] = {"report", "trace", "quiet", "verbose", "timeout", NULL};
 /* Options a series over N varies (left out of the family key). */
 static const char *const key_series[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", NULL};
+/* The option a series over N varies, and nothing else (the series key). */
+static const char *const key_ranks[] = {"ranks", NULL};
 /* Options that do not change the loss curve, or describe the split of one batch, or how the
  * gradient travels (claim 5 holds a 16-bit --wire run against the fp32 1-rank curve with the
  * wire's own tolerance). */
@@ -108,6 +111,15 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     }
     load_key(config, NULL, NULL, r->group, sizeof r->group);
     load_key(config, key_series, NULL, r->family, sizeof r->family);
+    load_key(config, key_ranks, NULL, r->series, sizeof r->series);
+    load_str(config, "model", r->model, sizeof r->model);
+    if (!r->model[0]) snprintf(r->model, sizeof r->model, "mlp");
+    char data[64];
+    load_str(config, "data", data, sizeof data);
+    int lin = nl > 0 ? (int)cJSON_GetArrayItem(layers, 0)->valuedouble : 1;
+    int lout = nl > 0 ? (int)cJSON_GetArrayItem(layers, nl - 1)->valuedouble : 1;
+    predict_dp_shape(r->model, lin, lout, load_int(config, "seq-len", 1), load_int(config, "vocab", 1),
+                     !strncmp(data, "text:", 5), &r->dp_in, &r->dp_classes);
     load_key(config, key_split, NULL, r->math, sizeof r->math);
     load_key(config, key_backend, NULL, r->pair, sizeof r->pair);
     load_str(config, "ps-consistency", r->consistency, sizeof r->consistency);
@@ -115,6 +127,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     load_str(config, "wire", r->wire, sizeof r->wire);
     if (!r->wire[0]) snprintf(r->wire, sizeof r->wire, "fp32");
     load_str(config, "straggler", r->straggler, sizeof r->straggler);
+    double bmb = load_num(config, "bucket-mb", NULL, NULL);
+    r->bucket_mb = isnan(bmb) || bmb < 0 ? 0 : bmb;
     double tb = load_num(config, "time-budget", NULL, NULL);
     r->time_budget = isnan(tb) ? 0 : tb;
     const cJSON *e;
@@ -166,6 +180,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
     snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
+    r->pred_emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"),
+                                                                       "from_emulated_link"));
     if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
     const cJSON *emu = cJSON_GetObjectItemCaseSensitive(config, "link"), *how = cJSON_GetObjectItemCaseSensitive(sum, "transport");
     snprintf(r->emulated, sizeof r->emulated, "%s", cJSON_IsString(emu) ? emu->valuestring : "");

@@ -14,13 +14,17 @@ typedef struct {
     long long seed;
     double grad_bytes;        /* the gradient on the wire: 4 (fp32) or 2 (bf16, fp16) x the parameter count */
     char group[4096];         /* the configuration (repeats share it) */
-    char family[4096];        /* the configuration less ranks and the sync options (a series over N) */
+    char family[4096];        /* the configuration less ranks and the sync options (ps and ring series beside each other) */
+    char series[4096];        /* the configuration less ranks: one back end, one law over N (claims 2 and 3) */
+    char model[16];           /* config.model ("mlp" when absent) */
+    int dp_in, dp_classes;    /* DataParallel's data messages per row (predict_dp_shape): values out, outputs in */
     char math[4096];          /* what fixes the loss curve, less the batch split (claim 5) */
     int repeats;
     int nw;                   /* worker ranks */
     double peak[CLAIMS_MAX_RANKS], sent[CLAIMS_MAX_RANKS], received[CLAIMS_MAX_RANKS];
     double samples[CLAIMS_MAX_RANKS], busy[CLAIMS_MAX_RANKS], forward[CLAIMS_MAX_RANKS];
     double comm_total[CLAIMS_MAX_RANKS], comm_exposed[CLAIMS_MAX_RANKS];
+    double bucket_mb;         /* config.bucket-mb (0 when absent: one bucket) */
     double steps_run;         /* summary.steps */
     double *loss;             /* the first repeat's loss curve (owned; NAN where it was not finite) */
     int nloss;
@@ -28,6 +32,7 @@ typedef struct {
     int diverged_step;        /* the earliest such step over the repeats; -1 when none diverged */
     double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
     char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
+    int pred_emulated;        /* the prediction came from the run's emulated --link (summary.prediction.from_emulated_link) */
     char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */
     char transport[16];       /* summary.transport: how its data moved ("" unknown) */
     char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */

@@ -432,21 +432,23 @@ static cJSON *matrix_keepable(const MatrixCell *c, const char *path, int *stale,
 /* Puts the alpha-beta prediction into the report's summary (rewritten atomically) unless it is
  * there with the same figures. */
 static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSON *rep, const char *path) {
-    const MatrixLink *l = NULL;
+    MatrixLink used, *l = &used;
     const char *how = matrix_row_transport(rep);
-    double pred = matrix_row_predict(m, c, how, &l);
+    double pred = matrix_row_predict(m, c, how, &used);
     cJSON *sum = cJSON_GetObjectItemCaseSensitive(rep, "summary");
-    if (pred < 0 || !l || !cJSON_IsObject(sum)) return;
+    if (pred < 0 || !cJSON_IsObject(sum)) return;
     const char *link = how[0] ? how : "default";
     char source[1200];
-    snprintf(source, sizeof source, "%s%s", l->source, l->transport[0] ? "" : ", the default link");
+    snprintf(source, sizeof source, "%s%s", l->source, l->transport[0] || l->emulated ? "" : ", the default link");
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
     const cJSON *os = cJSON_GetObjectItemCaseSensitive(old, "step_comm_s");
     const cJSON *oa = cJSON_GetObjectItemCaseSensitive(old, "alpha_s");
     const cJSON *ob = cJSON_GetObjectItemCaseSensitive(old, "beta_s_per_byte");
     const cJSON *ol = cJSON_GetObjectItemCaseSensitive(old, "link");
+    const cJSON *oe = cJSON_GetObjectItemCaseSensitive(old, "from_emulated_link");
     if (cJSON_IsNumber(os) && os->valuedouble == pred && cJSON_IsNumber(oa) && oa->valuedouble == l->alpha_s &&
-        cJSON_IsNumber(ob) && ob->valuedouble == l->beta_s_per_byte && cJSON_IsString(ol) && !strcmp(ol->valuestring, link))
+        cJSON_IsNumber(ob) && ob->valuedouble == l->beta_s_per_byte && cJSON_IsString(ol) && !strcmp(ol->valuestring, link) &&
+        cJSON_IsBool(oe) && cJSON_IsTrue(oe) == l->emulated)
         return;
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "model", "alpha-beta");
@@ -455,6 +457,7 @@ static void matrix_add_prediction(const MatrixSpec *m, const MatrixCell *c, cJSO
     cJSON_AddNumberToObject(p, "beta_s_per_byte", l->beta_s_per_byte);
     cJSON_AddNumberToObject(p, "step_comm_s", pred);
     cJSON_AddStringToObject(p, "source", source);
+    cJSON_AddBoolToObject(p, "from_emulated_link", l->emulated);
     if (old) cJSON_ReplaceItemInObjectCaseSensitive(sum, "prediction", p);
     else cJSON_AddItemToObject(sum, "prediction", p);
     if (report_write_atomic(path, rep) != RS_OK) log_warn("%s", rs_errmsg());

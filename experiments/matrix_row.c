@@ -72,16 +72,27 @@ const char *matrix_row_transport(const cJSON *report) {
     return cJSON_IsString(t) ? t->valuestring : "";
 }
 
-double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, const MatrixLink **link) {
-    const MatrixLink *l = matrix_spec_link(m, transport);
-    if (link) *link = l;
-    if (!l) return -1;
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, MatrixLink *used) {
     const Config *g = &c->cfg;
+    const MatrixLink *l = matrix_spec_link(m, transport);
+    MatrixLink own;
+    LinkSpec emu; /* an emulated link (--link): its latency adds to every message, its rate bounds every byte */
+    int emulated = link_parse(g->link, &emu) == RS_OK && emu.bytes_per_s > 0;
+    if (!l && emulated) { /* the link is the one the run was given: an alpha-beta link by construction */
+        memset(&own, 0, sizeof own);
+        own.emulated = 1;
+        own.alpha_s = PREDICT_EMULATED_ALPHA_S;
+        own.beta_s_per_byte = 1.0 / emu.bytes_per_s;
+        snprintf(own.source, sizeof own.source, "the emulated link --link %s (beta 1/its rate; alpha its latency + %.0f us "
+                 "a message, the software's)", g->link, PREDICT_EMULATED_ALPHA_S * 1e6);
+        l = &own;
+    }
+    if (!l) return -1;
+    if (used) *used = *l;
     /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire */
     double eb = strcmp(g->wire, "fp32") ? 2.0 : 4.0;
     double n = eb * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
-    LinkSpec emu; /* an emulated link (--link): its latency adds to every message, its rate bounds every byte */
-    if (link_parse(g->link, &emu) == RS_OK && emu.bytes_per_s > 0) {
+    if (emulated) {
         alpha += emu.latency_s;
         if (1.0 / emu.bytes_per_s > beta) beta = 1.0 / emu.bytes_per_s;
     }
@@ -89,15 +100,11 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
                                  g->bucket_mb * 1048576.0 * eb / 4,
                                  alpha, beta);
     if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
-        /* per sample: D inputs and `labels` labels out, C outputs in and their gradient out
-         * (predict_dp_data counts one label: the others ride as inputs) */
-        int D = g->layers[0], labels = 1, C = g->layers[g->nlayers - 1];
-        if (!strcmp(g->model, "lenet")) D = 28 * 28, C = 10;
-        if (!strcmp(g->model, "gpt")) {
-            int V = !strncmp(g->data, "text:", 5) ? 256 : g->vocab;
-            D = g->seq_len, labels = g->seq_len, C = g->seq_len * V;
-        }
-        double d = predict_dp_data(g->nranks, g->global_batch, D + labels - 1, C, alpha, beta);
+        /* per sample: its inputs and labels out, its outputs in and their gradient out */
+        int D, C;
+        predict_dp_shape(g->model, g->layers[0], g->layers[g->nlayers - 1], g->seq_len, g->vocab,
+                         !strncmp(g->data, "text:", 5), &D, &C);
+        double d = predict_dp_data(g->nranks, g->global_batch, D, C, alpha, beta);
         t = d < 0 ? d : t + d;
     }
     return t;
@@ -193,9 +200,9 @@ cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const 
     cJSON_AddStringToObject(row, "transport", how);
     const cJSON *emulated = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(report, "config"), "link");
     cJSON_AddStringToObject(row, "link", cJSON_IsString(emulated) ? emulated->valuestring : "");
-    const MatrixLink *l = NULL;
+    MatrixLink l;
     double pred = report ? matrix_row_predict(m, c, how, &l) : -1;
-    cJSON_AddStringToObject(row, "prediction_link", pred >= 0 && l ? (l->transport[0] ? l->transport : "default") : "");
+    cJSON_AddStringToObject(row, "prediction_link", pred < 0 ? "" : l.emulated ? "emulated" : l.transport[0] ? l.transport : "default");
     cJSON *fig = cJSON_CreateObject();
     if (report) row_figures(report, fig);
     double meas = row_num(fig, "comm_total_s");

@@ -45,9 +45,11 @@ int matrix_row_differ(const struct cJSON *report, char *why, size_t len);
 const char *matrix_row_transport(const struct cJSON *report);
 
 /* The alpha-beta prediction of comm seconds per step for cell c run over transport, with the link
- * matrix_spec_link picks for it (*link, when link is not NULL: NULL when m has none); a negative
- * number when m has no link for it or the back end has no model. */
-double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, const MatrixLink **link);
+ * matrix_spec_link picks for it; where m has none and the cell runs over an emulated --link, with
+ * that link itself (beta 1 / its rate, alpha its latency + PREDICT_EMULATED_ALPHA_S; emulated 1).
+ * *used (may be NULL) gets a copy of the link it used. A negative number when there is no link
+ * for it or the back end has no model. */
+double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *transport, MatrixLink *used);
 
 /* Writes rows (an array of matrix_row_make objects) as CSV to path atomically (a temporary file
  * in the same directory, then rename). 0 or RS_ERR_RUNTIME. */

@@ -21,6 +21,7 @@ typedef struct {
     char source[1100];      /* "matrix file", or the bench report's path */
     int fitted;             /* 1: fitted on this machine before the cells ("links": "auto") */
     double r2, worst_rel;   /* that fit's R^2 and worst relative residual */
+    int emulated;           /* 1: made from a run's --link itself, where the file gives no link for its transport */
 } MatrixLink;
 
 /* The axis of named option sets: "axes": {"variants": {"ring": {"sync": "ring"}, ...}} in the file,

@@ -46,6 +46,18 @@ double predict_dp_data(int nranks, int global_batch, int in_dim, int classes, do
     return 3.0 * (nranks - 1) * alpha + rows * (4.0 * in_dim + 4.0 + 8.0 * classes) * beta;
 }
 
+void predict_dp_shape(const char *model, int layer_in, int layer_out, int seq_len, int vocab, int text_data,
+                      int *in_dim, int *classes) {
+    int D = layer_in, labels = 1, C = layer_out;
+    if (!strcmp(model, "lenet")) D = 28 * 28, C = 10;
+    if (!strcmp(model, "gpt")) {
+        int V = text_data ? 256 : vocab;
+        D = seq_len, labels = seq_len, C = seq_len * V;
+    }
+    *in_dim = D + labels - 1; /* predict_dp_data counts one label: the others ride as inputs */
+    *classes = C;
+}
+
 /* Sum of squared residuals of t = alpha*a + beta*b. */
 static double predict_sse(const double *a, const double *b, const double *t, int k, double alpha,
                           double beta) {

@@ -34,6 +34,11 @@
  *                                                       out, C classes; rank 0 keeps its own
  *                                                       ceil(B/N) rows) */
 
+/* The per-message cost a prediction from an emulated link (--link) adds to that link's own
+ * latency: the software's (ZeroMQ, the lanes, a step's bookkeeping), as the reference 2-core
+ * machine's fits of ipc (54 us) and shm (34 us) put it, rounded (docs/matrix.md). */
+#define PREDICT_EMULATED_ALPHA_S 50e-6
+
 /* ---- Prototypes ---- */
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
@@ -63,6 +68,13 @@ double predict_step_comm(const char *sync, const char *placement, int servers, i
  * of global_batch rows of in_dim inputs and classes outputs on nranks ranks; 0 with one rank,
  * negative when an argument is not positive. */
 double predict_dp_data(int nranks, int global_batch, int in_dim, int classes, double alpha, double beta);
+
+/* The shape of one sample in DataParallel's data messages, for predict_dp_data: *in_dim the values
+ * sent per row beyond its one label (inputs, and the other labels of a sequence), *classes the
+ * outputs gathered per row. model "mlp" (layer_in inputs, layer_out classes), "lenet" (28 x 28, 10)
+ * or "gpt" (seq_len tokens and labels, seq_len x V logits, V = 256 on text data, else vocab). */
+void predict_dp_shape(const char *model, int layer_in, int layer_out, int seq_len, int vocab, int text_data,
+                      int *in_dim, int *classes);
 
 /* Least-squares fit of t_i = alpha * a_i + beta * b_i over k points, with alpha, beta >= 0
  * (when the free fit gives a negative one, the best one-term fit is taken). rms_err gets the
