@@ -129,9 +129,11 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     load_str(config, "straggler", r->straggler, sizeof r->straggler);
     double bmb = load_num(config, "bucket-mb", NULL, NULL);
     r->bucket_mb = isnan(bmb) || bmb < 0 ? 0 : bmb;
+    load_str(config, "ps-partition-kb", r->partition, sizeof r->partition);
     double tb = load_num(config, "time-budget", NULL, NULL);
     r->time_budget = isnan(tb) ? 0 : tb;
     const cJSON *e;
+    r->timed_steps = -1;
     cJSON_ArrayForEach(e, ranks) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
         if (cJSON_IsString(role) && !strcmp(role->valuestring, "server")) continue;
@@ -146,6 +148,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         r->forward[k] = load_num(e, "time_s", "phases", "forward");
         r->comm_total[k] = load_num(e, "time_s", "phases", "comm_total");
         r->comm_exposed[k] = load_num(e, "time_s", "phases", "comm_exposed");
+        double ts = load_num(e, "time_s", "timed_steps", NULL);
+        if (ts >= 0 && ts < 2147483647.0 && (r->timed_steps < 0 || ts < r->timed_steps)) r->timed_steps = (int)ts;
         /* the gradient is as large as the parameters, whatever the model (--layers is the MLP's) */
         double pb = load_num(e, "memory", "by_tag", "params");
         if (k == 0 && pb > 0) r->grad_bytes = pb;
@@ -180,8 +184,11 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
     snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
-    r->pred_emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"),
-                                                                       "from_emulated_link"));
+    const cJSON *pred = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
+    r->pred_emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pred, "from_emulated_link"));
+    r->pred_alpha = load_num(pred, "alpha_s", NULL, NULL);
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(pred, "source");
+    r->pred_given = cJSON_IsString(src) && !strncmp(src->valuestring, "matrix file", 11);
     if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
     const cJSON *emu = cJSON_GetObjectItemCaseSensitive(config, "link"), *how = cJSON_GetObjectItemCaseSensitive(sum, "transport");
     snprintf(r->emulated, sizeof r->emulated, "%s", cJSON_IsString(emu) ? emu->valuestring : "");

@@ -25,7 +25,9 @@ typedef struct {
     double samples[CLAIMS_MAX_RANKS], busy[CLAIMS_MAX_RANKS], forward[CLAIMS_MAX_RANKS];
     double comm_total[CLAIMS_MAX_RANKS], comm_exposed[CLAIMS_MAX_RANKS];
     double bucket_mb;         /* config.bucket-mb (0 when absent: one bucket) */
+    char partition[16];       /* config.ps-partition-kb ("auto", "off", KiB; "" when absent) */
     double steps_run;         /* summary.steps */
+    int timed_steps;          /* the fewest steps a worker timed (time_s.timed_steps: after warm-up); -1 unknown */
     double *loss;             /* the first repeat's loss curve (owned; NAN where it was not finite) */
     int nloss;
     int diverged;             /* some repeat's loss stopped being finite (summary.diverged, or a point that is none) */
@@ -33,6 +35,8 @@ typedef struct {
     double pred_comm_s;       /* alpha-beta prediction per step; NAN when none */
     char link[16];            /* the prediction's link (summary.prediction.link: "shm", "tcp", "default"); "" unknown */
     int pred_emulated;        /* the prediction came from the run's emulated --link (summary.prediction.from_emulated_link) */
+    double pred_alpha;        /* the prediction's alpha_s (NAN when none) */
+    int pred_given;           /* its constants are the matrix file's own (source "matrix file"), not fitted on this machine */
     char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */
     char transport[16];       /* summary.transport: how its data moved ("" unknown) */
     char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */

@@ -69,6 +69,7 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
     cfg = {"device": "cpu", "data": "synthetic", "layers": LAYERS, "batch": 64, "global-batch": gb, "steps": STEPS,
            "seed": 1, "lr": 0.05, "ranks": N, "sync": sync, "bucket-mb": 25, "overlap": True,
            "ps-placement": placement, "ps-servers": servers, "ps-mode": "push", "report": "x.json", "quiet": True,
+           "ps-partition-kb": "16",  # claim 8: a server's fill and drain, 2 x 16 KiB at 1 Gbit/s, 4% of the k = n line
            "ps-consistency": how, "straggler": straggler, "link": "1gbit" if straggler or link else ""}
     thr = 1e4
     if straggler:  # a slow rank holds the ring back, not the asynchronous server
@@ -232,10 +233,11 @@ else bad "real reports, claim 7 broken" "$v"; fi
 # run's line is its Table 1 multiple of M/B (M from its own report), the ratio measured / line; a
 # run whose comm is set to its line reads x1.00 and is not off it
 mkdir -p "$T/t1"
-T1="--layers 64,512,10 --train-samples 512 --eval-samples 64 --seed 2 --batch 16 --steps 6 --warmup 2 --link 1gbit --transport ipc"
+# (0.6 MB, 4.9 ms of the link: bandwidth-bound with 16 KiB partitions, whose fill and drain is 0.26 ms)
+T1="--layers 64,2048,10 --train-samples 512 --eval-samples 64 --seed 2 --batch 16 --steps 12 --warmup 2 --link 1gbit --transport ipc"
 "$BIN" train -n 2 --sync ring $T1 -q --report "$T/t1/ring.json" >"$T/t1.log" 2>&1 \
-  && "$BIN" train -n 2 --sync ps --ps-placement dedicated --ps-servers 1 $T1 -q --report "$T/t1/ded.json" >>"$T/t1.log" 2>&1 \
-  && "$BIN" train -n 2 --sync byteps --ps-servers 1 $T1 -q --report "$T/t1/byteps.json" >>"$T/t1.log" 2>&1 \
+  && "$BIN" train -n 2 --sync ps --ps-placement dedicated --ps-servers 1 --ps-partition-kb 16 $T1 -q --report "$T/t1/ded.json" >>"$T/t1.log" 2>&1 \
+  && "$BIN" train -n 2 --sync byteps --ps-servers 1 --ps-partition-kb 16 $T1 -q --report "$T/t1/byteps.json" >>"$T/t1.log" 2>&1 \
   || bad "claim 8's runs" "$(tail -n 3 "$T/t1.log")"
 "$BIN" claims "$T/t1" >"$T/t1c.log" 2>&1
 if $PY - "$T/t1" <<'EOF2' >"$T/t1py.log" 2>&1; then ok "claim 8 on real reports: each run's Table 1 line and ratio from its own report ($(cat "$T/t1py.log"))"; else bad "claim 8 on real reports" "$(cat "$T/t1py.log")"; fi
@@ -269,6 +271,39 @@ json.dump(r, open(p, 'w'))" "$T/t1/ded.json"
 if grep -q "non-colocated PS .* n=2  k=1  1gbit    line 2.00 x M/B = .* (x1.00)  \[ded\]" "$T/t1c.log"; then
     ok "claim 8: a real run set on its line reads x1.00, not off it"
 else bad "claim 8: a run on its line" "$(grep -A6 '^8 ' "$T/t1c.log")"; fi
+
+# claim 8 decides only bandwidth-bound runs: a one-server ps on a 0.15 MB gradient, whose auto
+# partitions are the whole gradient (2 x 1.2 ms of fill and drain against a 2.5 ms line), is left out, named
+mkdir -p "$T/t1small"
+T1S="--layers 64,512,10 --train-samples 512 --eval-samples 64 --seed 2 --batch 16 --steps 12 --warmup 2 --link 1gbit --transport ipc"
+"$BIN" train -n 2 --sync ps --ps-placement dedicated --ps-servers 1 $T1S -q --report "$T/t1small/ded.json" >"$T/t1s.log" 2>&1 \
+  && cp "$T/t1/ring.json" "$T/t1small/ring.json" || bad "claim 8's small run" "$(tail -n 3 "$T/t1s.log")"
+"$BIN" claims "$T/t1small" >"$T/t1s.log" 2>&1
+if grep -q "left out non-colocated PS n=2: not bandwidth-bound: .* fill and drain .* (at most 10%)  \[ded\]" "$T/t1s.log" &&
+   grep -Eq "^8 +NOT-RUN" "$T/t1s.log"; then ok "claim 8: a run that is not bandwidth-bound is left out, named, and decides nothing"
+else bad "claim 8 on a latency-bound run" "$(grep -A8 '^8 ' "$T/t1s.log")"; fi
+
+# claim 6 on a matrix that gives only --link: predicted from the emulated link itself, and decided
+cat >"$T/linkonly.json" <<'JSON'
+{"name": "link-only", "base": {"device": "cpu", "layers": "784,256,10", "train-samples": 512, "eval-samples": 64, "steps": 12,
+ "warmup": 2, "seed": 1, "link": "1gbit", "eval-every": 0}, "axes": {"sync": ["ring", "ps"], "ranks": [2]}, "repeats": 1, "timeout_s": 120}
+JSON
+if "$BIN" matrix "$T/linkonly.json" --out "$T/linkonly" >"$T/lo.log" 2>&1; then
+    "$BIN" claims "$T/linkonly" >"$T/lo.log" 2>&1
+    if grep -Eq "^6 +(PASS|FAIL)" "$T/lo.log" && [ "$(grep -c "predicted from the emulated link 1gbit itself" "$T/lo.log")" = 2 ] &&
+       grep -q "note: 2 predictions came from the run's emulated link" "$T/lo.log"; then
+        ok "claim 6 on a link-only matrix: decided, both predictions from the emulated link, said"
+    else bad "claim 6 on a link-only matrix" "$(grep -A8 '^6 ' "$T/lo.log")"; fi
+    $PY - "$T/linkonly" <<'EOF3' && ok "  ... its reports' prediction says from_emulated_link, and validates" || bad "  ... the link-only reports" "$(cat "$T/lo.py.log" 2>/dev/null)"
+import json, subprocess, sys
+d = sys.argv[1]
+for row in json.load(open(d + "/summary.json"))["runs"]:
+    p = json.load(open(d + "/" + row["report"]))["summary"]["prediction"]
+    assert p["from_emulated_link"] is True and "emulated link --link 1gbit" in p["source"], p
+    assert row["prediction_link"] == "emulated", row["prediction_link"]
+    subprocess.run([sys.executable, "tests/validate_report.py", d + "/" + row["report"]], check=True, stdout=subprocess.DEVNULL)
+EOF3
+else bad "the link-only matrix" "$(tail -n 3 "$T/lo.log")"; fi
 
 expect_status "missing folder: exit 2" 2 "$BIN" claims "$T/nowhere"
 expect_status "no folder given: exit 2" 2 "$BIN" claims

@@ -84,6 +84,8 @@ if timeout 600 $BIN matrix experiments/matrices/quick-link.json --out "$T/ql" >"
             ok "quick-link: claim $k PASSes at N = 2, 4, 8, decided on the emulated 1gbit link"
         else bad "quick-link claim $k" "$(grep -A12 -E "^$k " "$T/claims.log")"; fi
     done
+    $PY tests/claims_explained.py "$T/ql/claims.json" >"$T/ql.why" 2>&1 && ok "quick-link: no FAIL without a measured why" \
+        || bad "quick-link: a FAIL nothing explains" "$(cat "$T/ql.why")"
 else bad "quick-link matrix" "$(tail -n 5 "$T/ql.log")"; fi
 
 # bad values: exit 2 naming the value, no report
