@@ -212,11 +212,39 @@ static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
     }
 }
 
+/* Sends a message's first frame within the run's timeout. ZeroMQ blocks a send that has no room:
+ * a member's DEALER while it has no connection (one whose handshake rank 0 refused is torn down
+ * and retried), a ROUTER's peer whose queue is full; this waits for room in slices, reading the
+ * monitor meanwhile, so that a refused member says why instead of waiting for ever. The frames
+ * after the first always go (ZeroMQ queues a message whole). 0; RS_ERR_INPUT on a member once rank
+ * 0 refused its handshake (c->refused_*, as ctrl_recv); RS_ERR_PEER when no room came in time;
+ * RS_ERR_RUNTIME for another ZeroMQ error (EHOSTUNREACH: the peer is gone). */
+static int ctrl_send_first(Ctrl *c, const void *p, size_t n, int flags) {
+    double deadline = clock_now() + c->timeout;
+    for (;;) {
+        if (zmq_send(c->sock, p, n, flags | ZMQ_DONTWAIT) >= 0) return RS_OK;
+        if (zmq_errno() != EAGAIN && zmq_errno() != EINTR) return zmqCheck(-1);
+        if (c->member != 0 && (c->refused_auth || c->refused_mech || c->ended >= CTRL_ENDED_HANDSHAKES))
+            return RS_ERR_INPUT;
+        double left = deadline - clock_now();
+        if (left <= 0)
+            return rs_error(RS_ERR_PEER, "control plane: no connection to %s took a message within %.0f s",
+                            c->member ? c->where : "a member", c->timeout);
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLOUT, 0}};
+        int k = 1, mi = -1;
+        if (c->mon) it[mi = k++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
+        long ms = (long)(left * 1000) + 1;
+        if (zmq_poll(it, k, ms < 100 ? ms : 100) < 0 && zmq_errno() != EINTR) return zmqCheck(-1);
+        if (mi > 0 && (it[mi].revents & ZMQ_POLLIN)) ctrl_monitor_one(c);
+    }
+}
+
 /* Sends frames, on member 0 to the connection `to` first. A part longer than the run's frame
  * bound is refused before anything is sent (the receiver would drop the connection). 0 or
  * RS_ERR_RUNTIME. */
 static int ctrl_send_to(Ctrl *c, const Rid *to, const char *type, const char *const *parts, int nparts) {
     char head[160];
+    int rc;
     snprintf(head, sizeof head, "%s %d %s", type, c->member, c->token);
     for (int i = 0; i < nparts; i++) {
         size_t n = strlen(parts[i]);
@@ -226,8 +254,10 @@ static int ctrl_send_to(Ctrl *c, const Rid *to, const char *type, const char *co
                             "may carry (the bound follows --steps, --trace and the model: docs/architecture.md)",
                             type, n, c->max_bytes);
     }
-    if (to && zmq_send(c->sock, to->id, to->len, ZMQ_SNDMORE) < 0) return zmqCheck(-1);
-    if (zmq_send(c->sock, head, strlen(head), nparts ? ZMQ_SNDMORE : 0) < 0) return zmqCheck(-1);
+    if (to) RS_TRY(ctrl_send_first(c, to->id, to->len, ZMQ_SNDMORE));
+    if (to ? zmq_send(c->sock, head, strlen(head), nparts ? ZMQ_SNDMORE : 0) < 0
+           : (rc = ctrl_send_first(c, head, strlen(head), nparts ? ZMQ_SNDMORE : 0)) != RS_OK)
+        return to ? zmqCheck(-1) : rc;
     for (int i = 0; i < nparts; i++)
         if (zmq_send(c->sock, parts[i], strlen(parts[i]), i + 1 < nparts ? ZMQ_SNDMORE : 0) < 0)
             return zmqCheck(-1);
@@ -382,11 +412,12 @@ static int ctrl_join_root(Ctrl *c, const char *canonical, double deadline) {
 /* Other members: JOIN, then wait for WELCOME or REFUSE. */
 static int ctrl_join_member(Ctrl *c, const char *canonical, const char *endpoint, double deadline) {
     const char *parts[2] = {canonical, endpoint};
-    RS_TRY(ctrl_send(c, 0, "JOIN", parts, 2));
+    int sent = ctrl_send(c, 0, "JOIN", parts, 2); /* RS_ERR_INPUT: refused before it could go, said below */
+    if (sent != RS_OK && sent != RS_ERR_INPUT) return sent;
     char type[16], buf[1024];
     for (;;) {
-        Msg m;
-        int rc = ctrl_recv(c, &m, deadline);
+        Msg m = {0};
+        int rc = sent == RS_ERR_INPUT ? sent : ctrl_recv(c, &m, deadline);
         if (rc == RS_ERR_INPUT && !c->refused_auth && !c->refused_mech)
             return rs_error(RS_ERR_INPUT, "control plane: rank 0 at %s ended %d handshakes with this process: give "
                             "every rank and server the same --secure KEYFILE, or none", c->where,

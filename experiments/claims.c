@@ -396,7 +396,7 @@ static void claim2(const ClaimsSet *s, Claim *c) {
     }
     if (bad) claim_verdict(c, "FAIL", "%d check%s off the claim", bad, bad > 1 ? "s" : "");
     else if (!ps_series || !ring_series)
-        claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at >= 2 values of N >= 2 with the same model (have %d ps series, %d ring series)",
+        claim_verdict(c, "NOT-RUN", "needs ps (colocated) and ring runs at >= 2 values of N >= 2 with the same model (have %d ps series, each on its law, and %d ring series)",
                       ps_series, ring_series);
     else claim_verdict(c, "PASS", "ps rank 0 traffic linear in N in %d series; ring traffic matches 2(N-1)/N n in %d runs%s", ps_series,
                        ring_runs, sharded_runs ? " (and sharded ps, as the ring)" : "");
