@@ -47,22 +47,25 @@ LDFLAGS   += -pthread $(SAN)
 LDLIBS    := $(PKG_LIBS) -lm -ldl
 
 # ---- sources ------------------------------------------------------------------------------
-LIB_C     := $(wildcard common/*.c kernels/*.c allreduce/*.c ps/*.c) \
+# the floors, bottom up (tests/floors.py: nothing includes a floor above its own)
+FLOORS    := base kernels data model net engine allreduce ps
+LIB_C     := $(foreach f,$(FLOORS),$(wildcard $(f)/*.c)) \
              $(filter-out experiments/main.c,$(wildcard experiments/*.c))
-LIB_C     := $(filter-out common/nocuda.c,$(LIB_C))
-CU_SRC    := $(wildcard common/*.cu kernels/*.cu allreduce/*.cu)
+NOCUDA_C  := kernels/nocuda.c allreduce/nccl_none.c   # the CPU-only build's stand-ins for the .cu files
+LIB_C     := $(filter-out $(NOCUDA_C),$(LIB_C))
+CU_SRC    := $(foreach f,$(FLOORS),$(wildcard $(f)/*.cu))
 
 ifeq ($(USE_CUDA),1)
   VARIANT   := cuda
   CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
   NVFLAGS   := -O2 -g -std=c++17 $(CUDA_ARCH) -I. $(PKG_CFLAGS) -Xcompiler "-Wall -Wextra -Wno-unused-parameter -fPIC" -MMD -MP
-  CFLAGS    += -I$(CUDA_HOME)/include -DRS_HAVE_CUDA=1
+  CFLAGS    += -I$(CUDA_HOME)/include
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(dir $(NCCL_LIB)) -lnccl -lcudart_static -ldl -lrt -lstdc++ \
                -Wl,-rpath,$(CUDA_HOME)/lib64
   LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 else
   VARIANT   := cpu
-  LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/common/nocuda.o
+  LIB_OBJ   := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(NOCUDA_C:%.c=$(BUILD)/obj/%.o)
 endif
 
 BIN       := $(BUILD)/ringside
@@ -111,7 +114,7 @@ NOTRAP_CFLAGS := $(shell $(CC) -fno-trapping-math -fno-math-errno -x c -c -o /de
 # takes -mavx2, else x86-64's baseline (SSE2); SIMD=avx2 or SIMD=sse2 to choose (make clean
 # first: the object is not rebuilt on a change of SIMD alone). -mno-fma: AVX2 and SSE2 builds
 # make the same operations, so the same bits, 8 floats a vector instead of 4 (gpt's step 16%
-# shorter). A build for AVX2 refuses to open a device on a CPU without it (common/device.c).
+# shorter). A build for AVX2 refuses to open a device on a CPU without it (kernels/device.c).
 SIMD ?= auto
 ifeq ($(SIMD),auto)
 SIMD := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && $(CC) -mavx2 -mno-fma -x c -c -o /dev/null /dev/null \
@@ -126,7 +129,7 @@ $(BUILD)/obj/kernels/ops_cpu.o: CFLAGS += $(VEC_CFLAGS) $(NOTRAP_CFLAGS) $(SIMD_
 # the wire's codec decodes and adds in two roundings everywhere (no fused multiply-add where the
 # target has one), so that decode_add gives the bits of decode then add
 NOFMA_CFLAGS := $(shell $(CC) -ffp-contract=off -x c -c -o /dev/null /dev/null 2>/dev/null && echo -ffp-contract=off)
-$(BUILD)/obj/common/codec.o: CFLAGS += $(VEC_CFLAGS) $(NOFMA_CFLAGS)
+$(BUILD)/obj/base/codec.o: CFLAGS += $(VEC_CFLAGS) $(NOFMA_CFLAGS)
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

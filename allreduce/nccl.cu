@@ -14,7 +14,7 @@
  * never arrives at ncclCommInitRankConfig give up after --timeout instead of hanging. The price:
  * a collective's launch may itself answer ncclInProgress, and bucket_ready then waits for the
  * launch to be enqueued before it returns (a host wait per launch, not per reduction).
- * Every event poll goes through cudaEventPoll (common/cuda_check.h), which clears the
+ * Every event poll goes through cudaEventPoll (kernels/cuda_check.h), which clears the
  * cudaErrorNotReady a poll may leave in the runtime's last-error slot.
  *
  * --wire bf16 | fp16: the bucket is encoded (x loss scale, rounded to nearest even) into a
@@ -44,12 +44,12 @@
 #include <nccl.h>
 
 extern "C" {
-#include "../common/clock.h"
-#include "../common/codec.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
 #include "../kernels/ops.h"
-#include "../common/sync.h"
+#include "../engine/sync.h"
 }
-#include "../common/cuda_check.h"
+#include "../kernels/cuda_check.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "ringside's nccl back end needs NCCL 2.14 or later (non-blocking communicators)"
@@ -307,10 +307,10 @@ static int nccl_enqueue_sum(NcclState *s, float *p, size_t count, size_t at) {
     }
     const KernelOps *k = s->dev->k;
     void *w = (unsigned char *)s->wbuf + at * 2;
-    k->wire_encode(s->kctx, w, p, count, s->wire.type, s->wire.scale);
+    k->pack(s->kctx, w, p, count, s->wire.type, s->wire.scale);
     ncclDataType_t t = s->wire.type == CODEC_BF16 ? ncclBfloat16 : ncclHalf;
     RS_TRY(ncclCheck(s, ncclAllReduce(w, w, count, t, ncclSum, s->comm, cs)));
-    k->wire_decode(s->kctx, p, w, count, s->wire.type, s->wire.scale);
+    k->unpack(s->kctx, p, w, count, s->wire.type, s->wire.scale);
     nccl_count_allreduce(s, count * 2);
     return RS_OK;
 }

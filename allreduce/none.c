@@ -1,6 +1,6 @@
 /* none.c - the "none" back end: no communication (one-rank baselines; the engine runs the optimizer) */
-#include "../common/sync.h"
-#include "../common/err.h"
+#include "../engine/sync.h"
+#include "../base/err.h"
 
 #include <stdlib.h>
 

@@ -1,21 +1,21 @@
 /* ring.c - the "ring" back end: ring all-reduce in host memory over shared memory or ZeroMQ, on a communication thread */
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
-#include "../common/zframe.h"
-#include "../common/secure.h"
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/config.h"
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/heap.h"
-#include "../common/link.h"
-#include "../common/log.h"
-#include "../common/mem.h"
-#include "../common/sync.h"
-#include "../common/trace.h"
-#include "../common/zendpoint.h"
-#include "../common/zmq_check.h"
+#include "../net/zframe.h"
+#include "../net/secure.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/config.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../base/heap.h"
+#include "../net/link.h"
+#include "../base/log.h"
+#include "../base/mem.h"
+#include "../engine/sync.h"
+#include "../engine/trace.h"
+#include "../net/zendpoint.h"
+#include "../net/zmq_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -296,7 +296,7 @@ static void ring_add_first(float *restrict dst, const unsigned char *restrict sr
 static void ring_take(const Ring *r, uint32_t kind, float *dst, const unsigned char *src, size_t n, int reduce) {
     const Codec *c = ring_codec(r, kind);
     if (reduce == 2 && c->type == CODEC_F32 && c->scale == 1.0f) ring_add_first(dst, src, n);
-    else if (reduce) codec_decode_add(c, src, dst, n); /* fp32: dst += the floats, vector code (common/codec.c) */
+    else if (reduce) codec_decode_add(c, src, dst, n); /* fp32: dst += the floats, vector code (base/codec.c) */
     else codec_decode(c, src, dst, n);                 /* fp32: one memmove */
 }
 
@@ -648,7 +648,7 @@ static size_t ring_segment(const Ring *r, size_t count) {
     return seg < mn ? mn : seg > mx ? mx : seg;
 }
 
-/* --transport (common/zendpoint.h) as what this rank offers: 2 shm and a Unix socket (auto,
+/* --transport (net/zendpoint.h) as what this rank offers: 2 shm and a Unix socket (auto,
  * shm), 1 a Unix socket (ipc), 0 TCP only (tcp). */
 static int ring_policy(void) {
     ZepWant w = zep_get();
@@ -889,7 +889,7 @@ int ring_connect(Ring *r, char *const *endpoints) {
             zmq_close(r->pull);
             r->pull = NULL;
         }
-        if (!shm_in) heap_keep_frames(RING_HEAP_FRAME); /* frames from warm heap pages (common/heap.h) */
+        if (!shm_in) heap_keep_frames(RING_HEAP_FRAME); /* frames from warm heap pages (base/heap.h) */
         int use_ipc = !shm_out && e[2].ipc[0] && e[1].host[0] && !strcmp(e[1].host, e[2].host);
         snprintf(r->transport, sizeof r->transport, "%s", shm_out ? "shm" : use_ipc ? "ipc" : "tcp");
         ZepWant want = zep_get(); /* --transport shm or ipc: every edge, or an error naming it */
@@ -1052,7 +1052,7 @@ void ring_destroy(Ring *r) {
 
 /* ==== The "ring" back end ====================================================================
  *
- * A host back end (common/sync.h): the engine stages device buffers through pinned host memory
+ * A host back end (engine/sync.h): the engine stages device buffers through pinned host memory
  * and calls start on its communication thread, which runs the ring on host memory only (so it
  * never touches CUDA). start all-reduces one bucket in place and returns when it is done. */
 

@@ -5,7 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/codec.h"
+#include "../base/codec.h"
+#include "../base/split.h"
 
 /* ---- Types ---- */
 
@@ -91,7 +92,7 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
 #define RING_SPIN 2000
 
 /* A process whose ring receives over ZeroMQ keeps frames of up to RING_HEAP_FRAME bytes in warm
- * heap pages (common/heap.h: heap_keep_frames, once, process-wide). */
+ * heap pages (base/heap.h: heap_keep_frames, once, process-wide). */
 #define RING_HEAP_FRAME (2u * RING_SEG_MAX)
 
 /* ---- Helpers ---- */
@@ -99,11 +100,7 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
 /* Chunk c of n over count elements: [*lo, *hi). The first count % n chunks hold one element
  * more than the others; with count < n the last chunks are empty. The chunks partition
  * [0, count) in order. */
-static inline void ring_chunk(size_t count, int n, int c, size_t *lo, size_t *hi) {
-    size_t base = count / (size_t)n, rem = count % (size_t)n, uc = (size_t)c;
-    *lo = uc * base + (uc < rem ? uc : rem);
-    *hi = *lo + base + (uc < rem ? 1 : 0);
-}
+static inline void ring_chunk(size_t count, int n, int c, size_t *lo, size_t *hi) { split_even(count, n, c, lo, hi); }
 
 /* ---- Prototypes ---- */
 

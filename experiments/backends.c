@@ -1,6 +1,6 @@
 /* backends.c - the registry of gradient-sync back ends: name, family, help, constructor and cost model, one row each */
 #include "backends.h"
-#include "../common/err.h"
+#include "../base/err.h"
 #include "../ps/ps.h"
 
 #include <math.h>

@@ -2,9 +2,9 @@
 #ifndef RS_BACKENDS_H
 #define RS_BACKENDS_H
 
-#include "../common/config.h"
-#include "../common/engine.h"
-#include "../common/sync.h"
+#include "../base/config.h"
+#include "../engine/engine.h"
+#include "../engine/sync.h"
 
 /* ---- Types ---- */
 

@@ -2,21 +2,23 @@
 /* bench.c - `ringside bench`: an nccl-tests-style all-reduce sweep (size, time, algbw, busbw, #wrong) over any back end */
 #include "bench.h"
 #include "backends.h"
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/config.h"
-#include "../common/ctrl.h"
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/launch.h"
-#include "../common/link.h"
-#include "../common/zendpoint.h"
-#include "../common/log.h"
-#include "../common/mem.h"
-#include "../common/report.h"
-#include "../common/sync.h"
-#include "../common/zctx.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/config.h"
+#include "../net/ctrl.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../net/launch.h"
+#include "../net/link.h"
+#include "../net/zendpoint.h"
+#include "../base/log.h"
+#include "../base/mem.h"
+#include "../engine/report.h"
+#include "../engine/sync.h"
+#include "../engine/zctx.h"
 #include "../ps/ps.h"
+#include "../engine/config_check.h"
+#include "../base/hash.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -27,7 +29,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #define BENCH_SCHEMA "ringside.bench/1"
 #define BENCH_PERIOD 17 /* the inputs repeat every 17 elements */
@@ -334,10 +335,7 @@ static float bench_input(size_t i, int r, int random, int max) {
 
 /* FNV-1a of count result floats (their bits). */
 static unsigned long long bench_hash(const float *x, size_t count) {
-    unsigned long long h = 1469598103934665603ULL;
-    const unsigned char *p = (const unsigned char *)x;
-    for (size_t i = 0; i < count * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
+    return hash_bytes(HASH_FNV_INIT, x, count * sizeof(float));
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -703,7 +701,7 @@ static cJSON *bench_traffic_json(const Bench *b, char **all, const char *mine, c
         if (t) sscanf(t, "%llu %llu %llu %llu %llu %15s", &v[0], &v[1], &v[2], &v[3], &v[4], how);
         if (!strcmp(how, "-")) how[0] = 0;
         *slowest = sync_transport_slower(*slowest, how);
-        /* the entry every report's traffic has (common/report.h), with its rank first */
+        /* the entry every report's traffic has (engine/report.h), with its rank first */
         SyncTraffic tr = {.bytes_sent = v[0], .bytes_received = v[1], .messages_sent = v[2],
                           .messages_received = v[3], .dropped = v[4],
                           .transport = sync_transport_slower(how, ""), /* a static string: this rank's link */

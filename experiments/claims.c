@@ -2,10 +2,10 @@
 #include "claims.h"
 #include "claims_load.h"
 #include "predict.h"
-#include "../common/err.h"
-#include "../common/link.h"
-#include "../common/log.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../net/link.h"
+#include "../base/log.h"
+#include "../engine/report.h"
 
 #include <cJSON.h>
 #include <math.h>

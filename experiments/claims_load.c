@@ -1,8 +1,8 @@
 /* claims_load.c - a folder of reports into per-configuration records: parse, check schema, median of repeats */
 #include "claims_load.h"
 #include "predict.h"
-#include "../common/err.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../engine/report.h"
 
 #include <cJSON.h>
 #include <dirent.h>

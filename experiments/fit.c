@@ -1,9 +1,9 @@
 /* fit.c - `ringside fit`: alpha and beta per transport (and emulated link) from bench reports, with the fit's quality */
 #include "fit.h"
 #include "predict.h"
-#include "../common/err.h"
-#include "../common/log.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../base/log.h"
+#include "../engine/report.h"
 
 #include <cJSON.h>
 #include <math.h>

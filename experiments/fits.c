@@ -1,10 +1,10 @@
 /* fits.c - refuses, before anything starts, a job whose memory would not fit on this machine */
 #include "fits.h"
-#include "../common/err.h"
-#include "../common/log.h"
-#include "../common/mem.h"
-#include "../common/model.h"
-#include "../common/device.h"
+#include "../base/err.h"
+#include "../base/log.h"
+#include "../base/mem.h"
+#include "../model/model.h"
+#include "../kernels/device.h"
 
 #include <dirent.h>
 

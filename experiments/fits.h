@@ -2,7 +2,7 @@
 #ifndef RS_FITS_H
 #define RS_FITS_H
 
-#include "../common/config.h"
+#include "../base/config.h"
 
 /* Estimates the host memory `workers` training processes and `servers` dedicated servers of the
  * job c would hold on this machine (each worker: its model's parameters, gradients, optimizer

@@ -1,10 +1,10 @@
 /* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit and info */
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/heap.h"
-#include "../common/log.h"
-#include "../common/report.h"
-#include "../common/secure.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../base/heap.h"
+#include "../base/log.h"
+#include "../engine/report.h"
+#include "../net/secure.h"
 #include "bench.h"
 #include "claims.h"
 #include "fit.h"
@@ -87,7 +87,7 @@ static int keygen_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    heap_init(); /* before any thread: one malloc arena (common/heap.h) */
+    heap_init(); /* before any thread: one malloc arena (base/heap.h) */
     if (argc < 2) {
         main_usage(stderr);
         return RS_ERR_INPUT;

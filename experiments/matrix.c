@@ -6,11 +6,12 @@
 #include "matrix_spec.h"
 #include "proc.h"
 #include "train.h"
-#include "../common/clock.h"
-#include "../common/err.h"
-#include "../common/launch.h"
-#include "../common/log.h"
-#include "../common/report.h"
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../net/launch.h"
+#include "../base/log.h"
+#include "../engine/report.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <errno.h>

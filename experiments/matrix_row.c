@@ -1,10 +1,11 @@
 /* matrix_row.c - a run's headline figures from its report, the alpha-beta prediction, the CSV file */
 #include "matrix_row.h"
 #include "predict.h"
-#include "../common/atomicfile.h"
-#include "../common/err.h"
-#include "../common/link.h"
-#include "../common/sync.h"
+#include "../base/atomicfile.h"
+#include "../base/err.h"
+#include "../net/link.h"
+#include "../engine/sync.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -2,9 +2,10 @@
 #include "matrix_spec.h"
 #include "fit.h"
 #include "predict.h"
-#include "../common/err.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../engine/report.h"
 #include "backends.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <libgen.h>

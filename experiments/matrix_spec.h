@@ -2,7 +2,7 @@
 #ifndef RS_MATRIX_SPEC_H
 #define RS_MATRIX_SPEC_H
 
-#include "../common/config.h"
+#include "../base/config.h"
 
 #include <stddef.h>
 

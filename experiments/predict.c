@@ -28,7 +28,7 @@ double predict_step_comm(const char *sync, const char *placement, int servers, i
                          double n_bytes, double bucket_bytes, double alpha, double beta) {
     if (bucket_bytes <= 0 || bucket_bytes >= n_bytes)
         return predict_comm(sync, placement, servers, nranks, pipelined, n_bytes, alpha, beta);
-    /* DDP's buckets (common/sync.h): the first at most 1 MiB, the others bucket_bytes */
+    /* DDP's buckets (engine/sync.h): the first at most 1 MiB, the others bucket_bytes */
     double first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
     double t = predict_comm(sync, placement, servers, nranks, pipelined, first, alpha, beta);
     if (t < 0) return -1;

@@ -57,7 +57,7 @@ double predict_comm(const char *sync, const char *placement, int servers, int nr
                     double n_bytes, double alpha, double beta);
 
 /* Seconds of communication per training step: the gradient (n_bytes) is reduced in DDP's
- * buckets (common/sync.h: the first, the last layer's, at most min(1 MiB, bucket_bytes), the
+ * buckets (engine/sync.h: the first, the last layer's, at most min(1 MiB, bucket_bytes), the
  * others bucket_bytes, the last one smaller), each bucket one reduction; the sum over buckets.
  * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or
  * placement. The back ends' coefficients are their rows' cost models (experiments/backends.c). */

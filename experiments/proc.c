@@ -1,8 +1,8 @@
 /* proc.c - one child command in its own process group: spawn, bounded wait, group kill */
 #include "proc.h"
-#include "../common/clock.h"
-#include "../common/err.h"
-#include "../common/launch.h"
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../net/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>

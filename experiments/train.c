@@ -2,24 +2,26 @@
 #include "train.h"
 #include "backends.h"
 #include "fits.h"
-#include "../common/atomicfile.h"
-#include "../common/clock.h"
-#include "../common/config.h"
-#include "../common/ctrl.h"
-#include "../common/launch.h"
+#include "../base/atomicfile.h"
+#include "../base/clock.h"
+#include "../base/config.h"
+#include "../base/hash.h"
+#include "../net/ctrl.h"
+#include "../net/launch.h"
 #include "../ps/ps.h"
-#include "../common/engine.h"
-#include "../common/data.h"
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/link.h"
-#include "../common/zendpoint.h"
-#include "../common/log.h"
-#include "../common/model.h"
-#include "../common/report.h"
-#include "../common/sync.h"
-#include "../common/trace.h"
-#include "../common/zctx.h"
+#include "../engine/engine.h"
+#include "../data/data.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../net/link.h"
+#include "../net/zendpoint.h"
+#include "../base/log.h"
+#include "../model/model.h"
+#include "../engine/report.h"
+#include "../engine/sync.h"
+#include "../engine/trace.h"
+#include "../engine/zctx.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -28,7 +30,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
 /* Everything one rank's run holds. */
 typedef struct {
@@ -184,7 +185,7 @@ static void run_rank_async(Run *r, cJSON *o, cJSON *cv, const StepTimes *times, 
     cJSON_AddNumberToObject(st, "max", mx);
 }
 
-/* This rank's entry of the report's "ranks" array (common/report.h), with its timeline. */
+/* This rank's entry of the report's "ranks" array (engine/report.h), with its timeline. */
 static cJSON *run_rank_json(Run *r) {
     long long samples = 0;
     for (int s = 0; s < r->done; s++) samples += r->samples[s];
@@ -665,14 +666,13 @@ static int run_hash_params(Run *r) {
     unsigned char *h = malloc(bytes ? bytes : 1);
     if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory hashing the parameters");
     int rc = device_d2h(&r->dev, h, r->model.params, bytes);
-    unsigned long long x = 1469598103934665603ULL;
-    for (size_t i = 0; rc == RS_OK && i < bytes; i++) x = (x ^ h[i]) * 1099511628211ULL;
+    unsigned long long x = rc == RS_OK ? hash_bytes(HASH_FNV_INIT, h, bytes) : HASH_FNV_INIT;
     free(h);
     snprintf(r->params_hash, sizeof r->params_hash, "%016llx", x);
     return rc;
 }
 
-/* Writes the final parameters (rank 0, --save-params) as an atomic file (common/atomicfile.h). */
+/* Writes the final parameters (rank 0, --save-params) as an atomic file (base/atomicfile.h). */
 static int run_save_params(Run *r) {
     const char *path = r->cfg.save_params;
     size_t bytes = r->model.nparams * sizeof(float);

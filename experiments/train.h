@@ -4,7 +4,7 @@
 
 /* The exit status of a run whose global training loss stopped being finite (NaN or infinity):
  * it trained to the end and wrote its report, which says "diverged": true (docs/report-schema.md).
- * Distinct from common/err.h's statuses and from `matrix`'s 5 (its --out in use). */
+ * Distinct from base/err.h's statuses and from `matrix`'s 5 (its --out in use). */
 #define TRAIN_ERR_DIVERGED 6
 
 /* The exit status of a run whose ranks ended with different parameters where the back end

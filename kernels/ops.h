@@ -179,15 +179,13 @@ typedef struct KernelOps {
      * same bits. */
     void (*bias_relu_forward)(KernelCtx *ctx, float *Y, const float *b, int rows, int cols);
 
-    /* The wire's number formats (common/codec.h: type a CodecType, scale a power of two):
-     * wire_encode writes n elements of type at dst (2 bytes each for bf16 / fp16, 4 for fp32)
-     * = round(src * scale), to nearest even; wire_decode writes dst = element / scale. Bit for
+    /* The wire's number formats (base/codec.h: type a CodecType, scale a power of two):
+     * pack writes n elements of type at dst (2 bytes each for bf16 / fp16, 4 for fp32)
+     * = round(src * scale), to nearest even; unpack writes dst = element / scale. Bit for
      * bit codec_encode / codec_decode (a NaN stays a NaN; its payload may differ). dst and src
      * must not overlap. */
-    void (*wire_encode)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type,
-                        float scale);
-    void (*wire_decode)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type,
-                        float scale);
+    void (*pack)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale);
+    void (*unpack)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale);
 } KernelOps;
 
 /* ---- Macros ---- */

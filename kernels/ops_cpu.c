@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/err.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/err.h"
 #include "ops_math.h"
 
 #ifdef __AVX2__
@@ -1202,13 +1202,13 @@ static void cpu_adamw_step(KernelCtx *ctx, float *param, const float *grad, floa
     par_run(n, PAR_GRAIN, adamw_range, &j);
 }
 
-/* The wire's formats: common/codec.c's loops (the CUDA kernels' twins). */
-static void cpu_wire_encode(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
+/* The wire's formats: base/codec.c's loops (the CUDA kernels' twins). */
+static void cpu_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
     Codec c = codec_make((CodecType)type, scale);
     codec_encode(&c, src, dst, n);
 }
 
-static void cpu_wire_decode(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
+static void cpu_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
     Codec c = codec_make((CodecType)type, scale);
     codec_decode(&c, src, dst, n);
 }
@@ -1248,8 +1248,8 @@ static const KernelOps cpu_ops = {
     .mul = cpu_mul,
     .adamw_step = cpu_adamw_step,
     .bias_relu_forward = cpu_bias_relu_forward,
-    .wire_encode = cpu_wire_encode,
-    .wire_decode = cpu_wire_decode,
+    .pack = cpu_pack,
+    .unpack = cpu_unpack,
 };
 
 /* The plain-C table. Never NULL. */

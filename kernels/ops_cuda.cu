@@ -13,8 +13,8 @@
 
 extern "C" {
 #include "ops.h"
-#include "../common/codec.h"
-#include "../common/err.h"
+#include "../base/codec.h"
+#include "../base/err.h"
 }
 
 /* ---- cuBLAS, loaded when the first context is made ----
@@ -80,7 +80,7 @@ static int lazy_cublas_load(void) {
 #define cublasSgemm lazy_cublas.cublasSgemm_v2
 #define cublasSgemmStridedBatched lazy_cublas.cublasSgemmStridedBatched
 
-#include "../common/cuda_check.h"
+#include "cuda_check.h"
 
 /* A context: the stream every op is ordered on, a cuBLAS handle bound to it, and whether a
  * launch has failed (ops other than gemm return nothing, so sync reports it). */
@@ -537,20 +537,20 @@ __global__ void adamw_kernel(float *p, const float *grad, float *m, float *v, si
     }
 }
 
-/* The wire's formats (twins: codec_encode / codec_decode, common/codec.c): round to nearest even. */
-__global__ void wire_encode_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n, float scale) {
+/* The wire's formats (twins: codec_encode / codec_decode, base/codec.c): round to nearest even. */
+__global__ void pack_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n, float scale) {
     OPS_FOR(i, n) dst[i] = __float2bfloat16_rn(src[i] * scale);
 }
 
-__global__ void wire_encode_f16_kernel(__half *dst, const float *src, size_t n, float scale) {
+__global__ void pack_f16_kernel(__half *dst, const float *src, size_t n, float scale) {
     OPS_FOR(i, n) dst[i] = __float2half_rn(src[i] * scale);
 }
 
-__global__ void wire_decode_bf16_kernel(float *dst, const __nv_bfloat16 *src, size_t n, float inv) {
+__global__ void unpack_bf16_kernel(float *dst, const __nv_bfloat16 *src, size_t n, float inv) {
     OPS_FOR(i, n) dst[i] = __bfloat162float(src[i]) * inv;
 }
 
-__global__ void wire_decode_f16_kernel(float *dst, const __half *src, size_t n, float inv) {
+__global__ void unpack_f16_kernel(float *dst, const __half *src, size_t n, float inv) {
     OPS_FOR(i, n) dst[i] = __half2float(src[i]) * inv;
 }
 
@@ -864,12 +864,12 @@ static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, flo
 }
 
 /* fp32 on the wire is the floats times the scale (1: a copy). */
-static void cuda_wire_encode(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
+static void cuda_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
     if (n == 0) return;
     if (type == CODEC_BF16)
-        wire_encode_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale);
+        pack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale);
     else if (type == CODEC_F16)
-        wire_encode_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale);
+        pack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale);
     else {
         if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
         if (scale != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((float *)dst, scale, n);
@@ -877,13 +877,13 @@ static void cuda_wire_encode(KernelCtx *ctx, void *dst, const float *src, size_t
     OPS_LAUNCH_CHECK(ctx);
 }
 
-static void cuda_wire_decode(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
+static void cuda_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
     if (n == 0) return;
     float inv = 1.0f / scale;
     if (type == CODEC_BF16)
-        wire_decode_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, inv);
+        unpack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, inv);
     else if (type == CODEC_F16)
-        wire_decode_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, inv);
+        unpack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, inv);
     else {
         if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
         if (inv != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, inv, n);
@@ -936,8 +936,8 @@ static const KernelOps cuda_ops = {
     cuda_mul,
     cuda_adamw_step,
     cuda_bias_relu_forward,
-    cuda_wire_encode,
-    cuda_wire_decode,
+    cuda_pack,
+    cuda_unpack,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's

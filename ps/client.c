@@ -1,129 +1,23 @@
 /* client.c - the "ps" and "byteps" back ends, worker side: push each bucket's slices to their servers, pull the new parameters back */
-/*
- * The protocol (ps/wire.h has the header). Keys are parameter indices, sharded over K servers
- * by range (ps/shard.h: evenly, or under byteps by BytePS's weights); every bucket is cut into
- * one slice per server it touches (nsl slices per step in all). With --ps-partition-kb (auto
- * under --link) every bucket is first cut into partitions, each wholly on one server
- * (shard_stripe_plan), and the header's bucket field is the partition's index: a slice is then
- * a partition, nsl the partitions, n_s and nsl_s below a server's keys and partitions, and every
- * formula below holds as it stands (tests/ps_traffic.py computes them both ways).
- *   start  rank 0 sends every slice of its parameters (INIT); every other rank sends each
- *          server one PULL and gets every slice back (PARAMS).
- *   step   rank 0 tells each server the step's global sample count (STEP, in begin_step);
- *          each bucket's slices go out as backward completes it (PUSH, from the engine's
- *          communication thread); a server sums a slice's N pushes in rank order as soon as they
- *          are in, runs the update rule (SGD with momentum, scaled 1/samples), answers every
- *          worker with the new slice (PARAMS).
- *   end    close: with dedicated servers each worker says BYE to every server.
- * --wire fp32|bf16|fp16 (common/codec.h; the header's dtype says which, and a receiver drops,
- * counted in `dropped`, a message whose dtype is not the one the run uses for its op):
- *   PUSH, SUM  every worker encodes its slice with the gradients' codec, round(x * scale) in
- *          the wire's type for --loss-scale scale (every push, the colocated or sharded server's
- *          own rank over inproc too, so that the result does not depend on the placement); the
- *          server decodes each contribution to fp32 (/ scale) and sums in fp32 in rank order;
- *          master parameters and optimizer state stay fp32.
- *   PARAMS after a step (sync, async and ssp) go in the wire's type with the parameters' codec
- *          (scale 1): every worker, the server's own rank too, receives and trains on
- *          round(params).
- *   SUMMED (the allreduce's result) goes in the wire's type with the gradients' codec: the sum is
- *          rounded once, on its way back, the same for every rank.
- *   the start  INIT and the answers to PULL (step WIRE_STEP_INIT) stay fp32: the run starts from
- *          the exact initial parameters, like the ring's fp32 broadcast.
- *   Under fp32 every payload is the floats themselves (the same bits as without the option).
- *   Encode buffers are allocated once (a worker's pushes at init, 2n bytes for n parameters;
- *   its allreduce's at first use, growing, 2c for c elements; a server's with its buffers, 2
- *   bytes a key it holds, and 4 more where its device is not host memory, to decode a
- *   contribution on its way there), counted under MEM_COMM (workers) and MEM_SERVER (servers),
- *   and lent zero-copy as the fp32 payloads are: rewritten only after every receiver has
- *   answered.
- * Traffic (bytes crossing a process boundary; H = WIRE_HEADER_BYTES = 56; P = parameter
- * bytes on the wire, 4 per parameter under fp32 and 2 under bf16 or fp16; P4 = 4 per parameter,
- * the fp32 start; S steps), each step moves P + nsl*H each way per worker:
- *   colocated (K = 1, nsl = buckets): rank r > 0 sends S(P + nsl H) + H and receives
- *     S(P + nsl H) + (P4 + nsl H); rank 0 (whose own messages go over inproc and are not
- *     counted) sends and receives (N - 1) times what one other rank receives and sends.
- *   dedicated: rank r > 0 sends S(P + nsl H) + 2KH, receives S(P + nsl H) + (P4 + nsl H);
- *     rank 0 sends S(P + nsl H) + SKH + (P4 + nsl H) + KH, receives S(P + nsl H).
- *   sharded (K = N: server k is a thread of rank k holding keys shard_range(n, N, k), nsl_k
- *     slices of them; Q_k = P_k + nsl_k H its part of a step (P_k: its keys' bytes on the
- *     wire), Q = P + nsl H the whole, R_k and R the same with P4 (the start), the own shard
- *     over inproc, not counted): per step rank r pushes Q - Q_r and its server answers the
- *     N - 1 others, (N - 1) Q_r, so each way it moves Q - Q_r + (N - 1) Q_r, about
- *     2(N-1)/N P; rank 0 also tells the N - 1 other servers the step size (H each). At the
- *     start rank 0 sends R - R_0 (INIT) and answers N - 1 pulls ((N - 1) R_0, receiving their
- *     (N - 1) H); rank r > 0 sends N - 1 pulls, receives R - R_r, and its server receives
- *     rank 0's R_r and N - 2 pulls and answers them ((N - 2) R_r). No goodbyes.
- *   byteps (--sync byteps --ps-servers k, 0 <= k <= N; BytePS, OSDI'20 section 4.1): servers
- *     0..N-1 are the workers' shards (server r a thread of rank r, as sharded) and N..N+k-1 the k
- *     dedicated processes (as dedicated; the launcher starts them); the servers weigh
- *     w_s = N - k (a shard) and 2(N - 1) (a process), W = N^2 + kN - 2k, and every bucket of m
- *     keys is split by them as the paper splits every tensor (ps/shard.h's shard_bucket_plan):
- *     server s gets floor(m w_s / W) contiguous keys of it, the first m - sum of those servers one
- *     more, so each bucket puts y = (N - k)/W of its keys on every worker and x = 2(N - 1)/W on
- *     every CPU server; n_s (a server's keys) and nsl_s (the buckets it has a piece of) sum over
- *     the buckets. At k = N the shards weigh 0 and do not exist (the servers are the k processes
- *     alone); k = 0 and k = N hold the keys elsewhere than sharded and dedicated (a piece of every
- *     bucket, not one range) but give their bits. The allreduce (bench) keeps ranges:
- *     shard_weighted_range of the whole. With Q_s, R_s as above (Q_o, R_o the own shard's, 0 at
- *     k = N; sh = 1 where shards exist, else 0; K = sh N + k servers):
- *     per step every worker sends and receives Q - Q_o + (N - 1) Q_o (its pushes and their
- *     answers, its shard's answers and the N - 1 others' pushes), rank 0 sends (K - sh) H more
- *     (the step sizes) and rank r > 0 receives sh H of them; a process s receives N Q_s + H and
- *     sends N Q_s. Start: rank 0 sends R - R_0 + (N - 1) R_0 and receives sh (N - 1) H; rank
- *     r > 0 sends (K - sh) H + sh (N - 2) R_r and receives R - R_r + sh (R_r + (N - 2) H); a
- *     process receives R_s + (N - 1) H and sends (N - 1) R_s. End: every worker says BYE to the
- *     k processes (k H each; a process receives N H).
- *     A worker's link so carries about P (1 + (N - 2) y) = 2N(N-1)/W P each way a step and a CPU
- *     server's N x P = 2N(N-1)/W P: the paper's balance, time 2N(N-1)M/(WB), and every bucket
- *     loads every link in these proportions. Where the paper splits a tensor by bytes, here a
- *     bucket's pieces are rounded to whole keys (nsl = K slices a bucket, at most one key off the
- *     share each).
- *   allreduce (bench): each contribution and each sum moves c x the element size (4, or 2 on a
- *     16-bit wire) + H per slice.
- *
- * --ps-mode dataparallel (DataParallel's whole step; colocated only; its step driver,
- * ps/dataparallel.c, carries what DataParallel adds): the server answers rank 0 alone.
- *   start  rank 0 sends its server INIT (inproc); every other rank sends rank 0 one PULL.
- *   step   rank 0 sends each rank r its parameters (PARAMS, one message: the replicate) and
- *          its chunk of the global batch (BATCH: L_r rows of D inputs and a label); every rank
- *          runs forward, sends rank 0 its logits (LOGITS, L_r x C); rank 0 runs the loss over
- *          all B rows and sends each rank its rows' gradient (DLOGITS, L_r x C); every rank
- *          runs backward and pushes to rank 0's server as above; only rank 0 gets PARAMS.
- * Each message goes every step even when L_r = 0 (its header alone). Under a 16-bit --wire the
- * pushes and the replicate are encoded (the replicate with the parameters' codec, scale 1),
- * except the first replicate, the run's start, which is fp32 like the colocated INIT and PULL
- * answers; BATCH, LOGITS and DLOGITS always travel in fp32 (inputs, activations and the loss's
- * gradient, not the parameters' gradients). With B the step's global batch,
- * L_r = min(ceil(B/N), max(0, B - r ceil(B/N))), D inputs, C classes, nb buckets and P, P4 as
- * above, per step:
- *   rank r > 0 sends P + nb H (pushes) + H + 4 L_r C (logits) and receives
- *     (P + H) (replicate) + (H + 4 L_r (D + 1)) (batch) + (H + 4 L_r C) (gradient),
- *     and once at the start sends H (PULL) and receives P4 - P more (the first replicate);
- *   rank 0 sends what all the others receive, (N - 1)(P + 3H) + 4 (B - L_0)(D + 1 + C), and
- *     receives what they send, (N - 1)(P + (nb + 1) H) + 4 (B - L_0) C, plus (N - 1) H once
- *     (and sends (N - 1)(P4 - P) more once).
- * Rank 0's device also holds the gathered logits, their gradient and the labels of the
- * global batch (MEM_GATHER): 4 G (2C + 1) bytes for --global-batch G. A 16-bit wire adds rank
- * 0's encoded replicate (2n bytes, MEM_COMM) and, where the device is not host memory, every
- * other rank's decoded one (4n, MEM_COMM).
- * Refused messages are counted in `dropped`, not in bytes or messages.
- */
+/* The protocol (every message, its number format on the wire, and the bytes each placement moves
+ * per step, start and end): docs/ps-protocol.md; the header: ps/wire.h. */
 #include "ps.h"
 #include "sendq.h"
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
-#include "../common/secure.h"
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/err.h"
-#include "../common/heap.h"
-#include "../common/link.h"
-#include "../common/log.h"
-#include "../common/zendpoint.h"
-#include "../common/mem.h"
-#include "../common/trace.h"
-#include "../common/zmq_check.h"
+#include "../net/secure.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/err.h"
+#include "../base/heap.h"
+#include "../net/link.h"
+#include "../base/log.h"
+#include "../net/zendpoint.h"
+#include "../base/mem.h"
+#include "../engine/trace.h"
+#include "../net/zmq_check.h"
+#include "../engine/config_check.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -504,7 +398,7 @@ static int client_wait(PsClient *c, int first_only, const char *what) {
     return RS_OK;
 }
 
-/* ---- the back end (common/sync.h) ----------------------------------------------------------- */
+/* ---- the back end (engine/sync.h) ----------------------------------------------------------- */
 
 static void ps_destroy(void *state);
 
@@ -591,7 +485,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->per = per < 1 ? 1 : (size_t)per;
     size_t pk = config_partition_keys(cfg); /* the allreduce's chunks are partitions, striped */
     if (pk) c->per = pk, c->sum_striped = 1;
-    /* the replies in warm heap pages (common/heap.h) */
+    /* the replies in warm heap pages (base/heap.h) */
     heap_keep_frames(ps_largest_slice(c->per, job->buckets, job->nbuckets) * sizeof(float));
     c->idlen = ps_identity(c->rank, c->id, sizeof c->id);
     c->sock = calloc((size_t)c->K, sizeof *c->sock);

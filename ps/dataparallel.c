@@ -1,6 +1,6 @@
 /* dataparallel.c - DataParallel's channel: rank 0 replicates the parameters and scatters the batch, gathers the logits, computes the loss over the global batch, scatters its gradient back */
 /*
- * Per step (ps/client.c's header has the byte counts):
+ * Per step (docs/ps-protocol.md has the byte counts):
  *   scatter  rank 0 -> every other rank: PARAMS (all keys: DataParallel's replicate), BATCH
  *            (the rank's rows of inputs and labels, chunks of ceil(B/N), maybe none)
  *   forward  on every rank, on its own rows
@@ -18,21 +18,21 @@
  * its zero-copy counter there.
  */
 #include "ps.h"
-#include "../common/engine.h"
-#include "../common/model.h"
+#include "../engine/engine.h"
+#include "../model/model.h"
 #include "server.h"
 #include "wire.h"
-#include "../common/secure.h"
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/data.h"
-#include "../common/err.h"
-#include "../common/heap.h"
-#include "../common/link.h"
-#include "../common/log.h"
-#include "../common/zendpoint.h"
-#include "../common/mem.h"
-#include "../common/zmq_check.h"
+#include "../net/secure.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../data/data.h"
+#include "../base/err.h"
+#include "../base/heap.h"
+#include "../net/link.h"
+#include "../base/log.h"
+#include "../net/zendpoint.h"
+#include "../base/mem.h"
+#include "../net/zmq_check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -514,7 +514,7 @@ static int dp_open_socket(DpChannel *ch) {
         if (params > most) most = params;
     }
     int64_t maxsz = (int64_t)(most + 4096);
-    heap_keep_frames(most); /* gathers and scatters in warm heap pages (common/heap.h) */
+    heap_keep_frames(most); /* gathers and scatters in warm heap pages (base/heap.h) */
     if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
     RS_TRY(secure_socket(ch->sock, ch->rank == 0 ? SECURE_BINDS : SECURE_CONNECTS));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));

@@ -1,21 +1,22 @@
 /* dedicated.c - a dedicated parameter-server process: bind, join the control plane, serve, hand rank 0 its report entry */
 #include "ps.h"
 #include "server.h"
-#include "../common/zctx.h"
-#include "../common/clock.h"
-#include "../common/err.h"
-#include "../common/log.h"
-#include "../common/mem.h"
-#include "../common/report.h"
-#include "../common/trace.h"
-#include "../common/zendpoint.h"
+#include "../engine/zctx.h"
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../base/log.h"
+#include "../base/mem.h"
+#include "../engine/report.h"
+#include "../engine/trace.h"
+#include "../net/zendpoint.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* This server's entry of the report's "ranks" array: the shape every member's has
- * (common/report.h), its server id, and its own work per step. */
+ * (engine/report.h), its server id, and its own work per step. */
 static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, double serve_s, Ctrl *ctrl) {
     SyncTraffic tr;
     ps_server_traffic(s, &tr);

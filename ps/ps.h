@@ -2,16 +2,16 @@
 #ifndef RS_PS_H
 #define RS_PS_H
 
-#include "../common/config.h"
-#include "../common/ctrl.h"
-#include "../common/sync.h"
+#include "../base/config.h"
+#include "../net/ctrl.h"
+#include "../engine/sync.h"
 
-/* The "ps" back end is sync_ps() (common/sync.h; ps/client.c): with --ps-placement colocated
+/* The "ps" back end is sync_ps() (engine/sync.h; ps/client.c): with --ps-placement colocated
  * rank 0 also runs the server in a thread of its own; with --ps-placement sharded every rank runs
  * one shard of it (1/N of the keys) in a thread. The "byteps" back end, sync_byteps(), is the same
  * protocol over BytePS's servers (OSDI'20 section 4.1): every one of the n workers runs a shard in
  * a thread and --ps-servers k dedicated processes one each, keys split in the paper's
- * proportions (ps/shard.h's shard_byteps; ps/client.c's head comment). */
+ * proportions (ps/shard.h's shard_byteps; docs/ps-protocol.md). */
 
 /* The dedicated server processes a run of cfg starts beside its workers (the launcher's, Slurm's
  * and mpirun's last tasks): --ps-servers for ps under --ps-placement dedicated and for byteps

@@ -4,8 +4,8 @@
 
 #include <stdlib.h>
 
-#include "../common/err.h"
-#include "../common/link.h"
+#include "../base/err.h"
+#include "../net/link.h"
 
 /* ---- Types ---- */
 

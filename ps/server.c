@@ -1,17 +1,18 @@
 /* server.c - the parameter server's loop: a ROUTER, per-step contribution tracking, the rank-order sum, the update rule, the replies */
 #include "server.h"
 #include "shard.h"
-#include "../common/secure.h"
-#include "../common/clock.h"
-#include "../common/codec.h"
-#include "../common/err.h"
-#include "../common/heap.h"
-#include "../common/mem.h"
-#include "../common/link.h"
-#include "../common/log.h"
-#include "../common/zendpoint.h"
-#include "../common/trace.h"
-#include "../common/zmq_check.h"
+#include "../net/secure.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/err.h"
+#include "../base/heap.h"
+#include "../base/mem.h"
+#include "../net/link.h"
+#include "../base/log.h"
+#include "../net/zendpoint.h"
+#include "../engine/trace.h"
+#include "../net/zmq_check.h"
+#include "../engine/config_check.h"
 
 #include <limits.h>
 #include <math.h>
@@ -93,7 +94,7 @@ struct PsServer {
     double cur_in;           /* --link: when it is in on this process's interface (server_accept) */
     double t_last;
     PsZeroCopy zc;
-    /* --wire (ps/client.c's head comment): contributions arrive in the gradients' codec and are
+    /* --wire (docs/ps-protocol.md): contributions arrive in the gradients' codec and are
      * decoded to fp32; replies leave in the parameters' (PARAMS) or the gradients' (SUMMED) */
     Codec gc, pc;
     int coded;               /* a 16-bit wire */
@@ -1301,7 +1302,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     size_t maxmsg = ps_largest_slice(s->per, a->buckets, a->nbuckets);
     if (rc == RS_OK && a->nparams > 0) rc = server_alloc_train(s);
     if (rc == RS_OK) rc = server_bind(s, maxmsg * sizeof(float) + 4096);
-    if (rc == RS_OK) heap_keep_frames(maxmsg * sizeof(float)); /* contributions in warm heap pages (common/heap.h) */
+    if (rc == RS_OK) heap_keep_frames(maxmsg * sizeof(float)); /* contributions in warm heap pages (base/heap.h) */
     if (rc != RS_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", rs_errmsg());

@@ -11,12 +11,12 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "../common/config.h"
-#include "../common/device.h"
-#include "../common/link.h"
-#include "../common/sync.h"
-#include "../common/tsan.h"
-#include "../common/zframe.h"
+#include "../base/config.h"
+#include "../kernels/device.h"
+#include "../net/link.h"
+#include "../engine/sync.h"
+#include "../base/tsan.h"
+#include "../net/zframe.h"
 #include "shard.h"
 #include "wire.h"
 
@@ -81,7 +81,7 @@ typedef struct {
 typedef struct {
     zmq_msg_t part[3];
     int n, extra;
-    double stamp;  /* the sender's emulated-link stamp (common/link.h), 0 without one */
+    double stamp;  /* the sender's emulated-link stamp (net/link.h), 0 without one */
 } PsMsg;
 
 #define PS_ZEROCOPY_MIN 65536 /* payloads this large go out without a copy */
@@ -99,7 +99,7 @@ const float *ps_rule_sum(const PsUpdate *u);
 /* Creates a server: binds a ROUTER (ZMQ_ROUTER_MANDATORY) on tcp://addr:* and, colocated, on an
  * inproc endpoint; allocates its buffers on a->dev under MEM_SERVER (a receive buffer per
  * worker, the sum, master parameters and SGD's momentum over its key range; AdamW's two moments
- * under MEM_OPTIMIZER instead; on a 16-bit --wire (a->cfg->wire, ps/client.c's head comment),
+ * under MEM_OPTIMIZER instead; on a 16-bit --wire (a->cfg->wire, docs/ps-protocol.md),
  * host buffers for the replies encoded, 2 bytes a key, and where the device is not host memory
  * for a contribution decoded, 4). 0, or RS_ERR_INPUT
  * (bad arguments), RS_ERR_RUNTIME (bind, memory) with rs_errmsg() set; *out NULL on failure. */
@@ -157,7 +157,7 @@ static inline int ps_zc_drain(PsZeroCopy *zc, double seconds) {
 
 /* Sends [id?][header][payload?][stamp?] on sock; the payload goes without a copy when it is at
  * least PS_ZEROCOPY_MIN bytes (the caller keeps it unchanged until every receiver has it; zc
- * counts the messages holding it); stamp > 0 (an emulated link's, common/link.h) goes last, in
+ * counts the messages holding it); stamp > 0 (an emulated link's, net/link.h) goes last, in
  * a frame of its own. Blocks at most the socket's ZMQ_SNDTIMEO. Returns 0 or -1 with
  * zmq_errno() set. */
 static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHeader *h, const void *payload,
@@ -191,7 +191,7 @@ static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHe
 }
 
 /* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT); its frames count under
- * MEM_COMM while held (common/zframe.h). Returns the frame count, or -1 (EAGAIN: nothing
+ * MEM_COMM while held (net/zframe.h). Returns the frame count, or -1 (EAGAIN: nothing
  * there). Close with ps_msg_close. */
 static inline int ps_recv(void *sock, PsMsg *m, int flags) {
     m->n = 0;

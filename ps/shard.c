@@ -1,6 +1,7 @@
 /* shard.c - the key slicer's weighted ranges and plans: every bucket cut by the K servers' key ranges, or into partitions striped over them */
 #include "shard.h"
-#include "../common/err.h"
+#include "../base/err.h"
+#include "../engine/config_check.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,8 @@
 #define RS_PS_SHARD_H
 
 #include <stddef.h>
-#include "../common/sync.h"
+#include "../engine/sync.h"
+#include "../base/split.h"
 
 /* ---- Types ---- */
 
@@ -44,10 +45,8 @@ typedef struct {
 /* Server s's keys of total over K servers, as ps-lite's range slicer: an even split, the first
  * total % K servers one key more. Empty when K > total and s >= total. */
 static inline ShardRange shard_range(size_t total, int K, int s) {
-    size_t base = total / (size_t)K, rem = total % (size_t)K, us = (size_t)s;
     ShardRange r;
-    r.lo = us * base + (us < rem ? us : rem);
-    r.hi = r.lo + base + (us < rem ? 1 : 0);
+    split_even(total, K, s, &r.lo, &r.hi);
     return r;
 }
 

@@ -1,6 +1,7 @@
 /* wire.c - encode, decode and check the parameter server's header frame (the protocol, apart from the transport) */
 #include "wire.h"
-#include "../common/codec.h"
+#include "../base/codec.h"
+#include "../base/hash.h"
 
 #include <string.h>
 
@@ -126,9 +127,7 @@ WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t 
 }
 
 uint64_t wire_token(const char *text) {
-    uint64_t x = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p; p++) x = (x ^ *p) * 1099511628211ULL;
-    return x;
+    return hash_text(HASH_FNV_INIT, text);
 }
 
 const char *wire_op_name(int op) {

@@ -53,7 +53,7 @@ typedef enum {
     WIRE_NOPS
 } WireOp;
 
-/* An element's type: 4 bytes (f32), 2 (bf16, f16: common/codec.h's formats) or 1 (text). */
+/* An element's type: 4 bytes (f32), 2 (bf16, f16: base/codec.h's formats) or 1 (text). */
 typedef enum { WIRE_F32 = 1, WIRE_TEXT = 2, WIRE_BF16 = 3, WIRE_F16 = 4 } WireDtype;
 
 /* Why a header was refused (0: accepted). */
@@ -113,7 +113,7 @@ size_t wire_dtype_bytes(int dtype);
  * SUMMED; f32 for every other op. */
 int wire_dtype_allowed(int op, int dtype);
 
-/* The dtype of a codec type (common/codec.h's CodecType: 0 f32, 1 bf16, 2 f16; f32 otherwise). */
+/* The dtype of a codec type (base/codec.h's CodecType: 0 f32, 1 bf16, 2 f16; f32 otherwise). */
 WireDtype wire_dtype_of(int codec_type);
 
 /* The 64-bit token every header carries: FNV-1a of the job token text ("" allowed). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ps_traffic.py - a ps or byteps run's bytes per worker and server against ps/client.c's formulas, exactly
+"""ps_traffic.py - a ps or byteps run's bytes per worker and server against docs/ps-protocol.md's formulas, exactly
 
     ps_traffic.py REPORT [FP32-REPORT]
 
@@ -27,7 +27,7 @@ H = 56
 
 
 def config_partition_keys(c):
-    """common/config.c's config_partition_keys: 0 for whole buckets; the bytes are the wire's."""
+    """base/config.c's config_partition_keys: 0 for whole buckets; the bytes are the wire's."""
     v = str(c.get("ps-partition-kb", "off"))
     if v == "off":
         return 0
@@ -54,7 +54,7 @@ def link_bytes_per_s(text):
 
 
 def buckets_of(n, bucket_mb):
-    """common/sync.c's plan: from the end, the first capped at 1 MiB."""
+    """engine/sync.c's plan: from the end, the first capped at 1 MiB."""
     per, first = max(1, int(bucket_mb * 1048576 / 4)), 262144
     first = per if first > per else first
     out, hi, i = [], n, 0

@@ -1,6 +1,6 @@
 /* test_codec.c - the wire's number formats: bf16 and fp16 rounding against exact references, decoding, loss scaling */
 #include "test.h"
-#include "../common/codec.h"
+#include "../base/codec.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,11 +1,12 @@
 /* test_ctrl.c - the control plane and the launcher environment: join, refusal, barrier, gather, timeouts, peers without the token */
-#include "../common/clock.h"
-#include "../common/config.h"
-#include "../common/ctrl.h"
-#include "../common/err.h"
-#include "../common/launch.h"
-#include "../common/zctx.h"
+#include "../base/clock.h"
+#include "../base/config.h"
+#include "../net/ctrl.h"
+#include "../base/err.h"
+#include "../net/launch.h"
+#include "../engine/zctx.h"
 #include "test.h"
+#include "../engine/config_check.h"
 
 #include <signal.h>
 #include <stdint.h>

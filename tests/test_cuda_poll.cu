@@ -5,11 +5,11 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "../common/device.h"
-#include "../common/err.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
 #include "../kernels/ops.h"
 }
-#include "../common/cuda_check.h"
+#include "../kernels/cuda_check.h"
 #include "test.h"
 
 /* Spins for about `cycles` clock ticks, so that an event recorded after it is not ready yet. */

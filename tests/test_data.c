@@ -1,9 +1,9 @@
 /* test_data.c - the data path: IDX files (raw, gzip, broken), MNIST folders, synthetic data, the sampler */
 #define _GNU_SOURCE
-#include "common/data.h"
-#include "common/err.h"
-#include "common/rng.h"
-#include "tests/test.h"
+#include "../data/data.h"
+#include "../base/err.h"
+#include "../base/rng.h"
+#include "test.h"
 
 #include <ftw.h>
 #include <stdint.h>

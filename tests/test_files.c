@@ -1,6 +1,6 @@
 /* test_files.c - atomic files: whole or absent, nothing left behind by a writer that dies, errors that name the path */
-#include "../common/atomicfile.h"
-#include "../common/err.h"
+#include "../base/atomicfile.h"
+#include "../base/err.h"
 #include "test.h"
 
 #include <dirent.h>

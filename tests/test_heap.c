@@ -1,5 +1,5 @@
 /* test_heap.c - ZeroMQ's received frames land in warm heap pages under heap_init and heap_keep_frames, and the threshold only rises */
-#include "../common/heap.h"
+#include "../base/heap.h"
 #include "test.h"
 
 #include <stdlib.h>

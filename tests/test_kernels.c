@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/mem.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../base/mem.h"
 #include "../kernels/ops.h"
-#include "../common/codec.h"
+#include "../base/codec.h"
 #include "test.h"
 
 /* ---- Helpers ---- */
@@ -643,12 +643,12 @@ static void test_cuda_wire(void) {
             size_t eb = types[t] == CODEC_F32 ? 4 : 2;
             unsigned char *want = malloc(n * eb);
             float *back = malloc(n * 4);
-            c->wire_encode(cpu_ctx, want, x, n, types[t], scales[k]);
-            c->wire_decode(cpu_ctx, back, want, n, types[t], scales[k]);
+            c->pack(cpu_ctx, want, x, n, types[t], scales[k]);
+            c->unpack(cpu_ctx, back, want, n, types[t], scales[k]);
             void *gw = gpu_put(NULL, n * eb);
             float *gb = gpu_put(NULL, n * 4);
-            gpu.k->wire_encode(gpu.kctx, gw, gx, n, types[t], scales[k]);
-            gpu.k->wire_decode(gpu.kctx, gb, gw, n, types[t], scales[k]);
+            gpu.k->pack(gpu.kctx, gw, gx, n, types[t], scales[k]);
+            gpu.k->unpack(gpu.kctx, gb, gw, n, types[t], scales[k]);
             float *hw = gpu_take(gw, n * eb), *hb = gpu_take(gb, n * 4);
             size_t bad = 0, badb = 0;
             for (size_t i = 0; i < n; i++) {
@@ -663,17 +663,17 @@ static void test_cuda_wire(void) {
     free(x);
 }
 
-/* The CPU table's wire ops are common/codec.c's (what every host back end uses). */
+/* The CPU table's wire ops are base/codec.c's (what every host back end uses). */
 static void test_cpu_wire(void) {
     const KernelOps *c = kernels_cpu();
     float x[5] = {1.0f, 1.00390625f, 3e-9f, -65520.0f, 0.1f}, y[5];
     uint16_t w[5];
-    c->wire_encode(cpu_ctx, w, x, 5, CODEC_BF16, 1.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_BF16, 1.0f);
     CHECK(w[0] == 0x3f80 && w[1] == 0x3f80); /* 1 + 2^-8 is a tie: to even */
-    c->wire_encode(cpu_ctx, w, x, 5, CODEC_F16, 1.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 1.0f);
     CHECK(w[2] == 0 && w[3] == 0xfc00); /* underflow to 0, overflow to -Inf */
-    c->wire_encode(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f);
-    c->wire_decode(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f);
+    c->unpack(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f);
     CHECK(y[2] > 2.97e-9f && y[2] < 3.03e-9f && y[0] == 1.0f); /* a loss scale keeps what fp16 alone loses */
 }
 

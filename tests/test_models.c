@@ -1,11 +1,12 @@
 /* test_models.c - the models (mlp, lenet, gpt): whole-model gradients against finite differences, layer hand-over order, data (text, synthetic tokens), AdamW's state, bad input, and training on real data */
-#include "../common/err.h"
-#include "../common/mem.h"
-#include "../common/model.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../base/mem.h"
+#include "../model/model.h"
+#include "../engine/report.h"
 #include "../experiments/train.h"
 #include "../kernels/ops.h"
 #include "test.h"
+#include "../engine/config_check.h"
 
 #include <cJSON.h>
 #include <stdarg.h>

@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/config.h"
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/sync.h"
+#include "../base/config.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../engine/sync.h"
 #include "../experiments/backends.h"
 #include "../kernels/ops.h"
 #include "test.h"

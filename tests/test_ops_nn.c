@@ -7,10 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/mem.h"
-#include "../common/rng.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../base/mem.h"
+#include "../base/rng.h"
 #include "../kernels/ops.h"
 #include "../kernels/ops_math.h"
 #include "test.h"

@@ -1,14 +1,15 @@
 /* test_ring.c - the host ring all-reduce: chunk arithmetic, forked rings over loopback, strays, dead peers, the "ring" back end */
 #include "../allreduce/ring.h"
-#include "../common/clock.h"
-#include "../common/config.h"
-#include "../common/ctrl.h"
-#include "../common/device.h"
-#include "../common/err.h"
-#include "../common/launch.h"
-#include "../common/model.h"
-#include "../common/sync.h"
+#include "../base/clock.h"
+#include "../base/config.h"
+#include "../net/ctrl.h"
+#include "../kernels/device.h"
+#include "../base/err.h"
+#include "../net/launch.h"
+#include "../model/model.h"
+#include "../engine/sync.h"
 #include "test.h"
+#include "../base/hash.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -121,13 +122,7 @@ static void run_job(int world, RankFn fn, void *arg, int nreports, uint64_t *rep
 
 /* FNV-1a over the bits of a buffer. */
 static uint64_t hash_bits(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return hash_bytes(HASH_FNV_INIT, p, n);
 }
 
 /* The bench's exact input: small integers, so every sum is exact in fp32. */

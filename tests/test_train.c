@@ -1,7 +1,7 @@
 /* test_train.c - one-rank training end to end: convergence, determinism, the report's fields, bad input */
-#include "../common/err.h"
-#include "../common/mem.h"
-#include "../common/report.h"
+#include "../base/err.h"
+#include "../base/mem.h"
+#include "../engine/report.h"
 #include "../experiments/train.h"
 #include "test.h"
 

@@ -202,7 +202,7 @@ def check_memory(c, e, path):
         c.expect(rss == 0 or rss >= 1 << 20, p + ".host_peak_rss_bytes", "%d: a process is at least 1 MiB (bytes, not KiB?)" % rss)
 
 
-TRANSPORTS = ("", "nccl", "inproc", "shm", "ipc", "tcp")  # fastest first, as common/sync.c orders them
+TRANSPORTS = ("", "nccl", "inproc", "shm", "ipc", "tcp")  # fastest first, as engine/sync.c orders them
 
 
 def slowest_transport(names):

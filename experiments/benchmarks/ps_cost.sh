@@ -25,7 +25,7 @@ reps=${REPS:-3}; iters=${ITERS:-30}; sizes=${SIZES:-4M 16M 64M}; transports=${TR
 [ $# -gt 0 ] || set -- ps=build/ringside zmq
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 mkdir -p build
-cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
+cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c base/heap.c -lzmq -pthread
 bytes() { numfmt --from=iec "$1"; }
 echo "# ps_cost: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $reps repeats of 5 and $((5 + iters)) calls"
 nv=$#

@@ -30,7 +30,7 @@
 # zmq_tput's bare pattern in 1 MiB messages: the same goal on the same message sizes.
 #
 # Both sides run under one malloc policy: ps's processes keep ZeroMQ's received frames in warm
-# heap pages (common/heap.h), and zmq_tput gives its two processes the same (its default heap
+# heap pages (base/heap.h), and zmq_tput gives its two processes the same (its default heap
 # "keep"); one more row, "zmq, glibc heap", runs the bare pattern under glibc's defaults (every
 # large frame in fresh pages), to show what the policy is worth to ZeroMQ alone.
 #
@@ -44,7 +44,7 @@ placement=${PLACEMENT:-colocated}
 case $placement in colocated|sharded) ;; *) echo "ps_vs_zmq: PLACEMENT=$placement: expected colocated or sharded" >&2; exit 2 ;; esac
 sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
 mkdir -p build
-cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
+cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c base/heap.c -lzmq -pthread
 out=$(mktemp -d /tmp/ps_vs_zmq-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, ps placement $placement, $(date -u +%FT%TZ)"

@@ -2,8 +2,8 @@
 """pytorch_models.py - the same three models in PyTorch on the CPU, timed per step as ringside times them (one rank).
 
 usage: pytorch_models.py MODEL BATCH STEPS WARMUP THREADS [--vocab V]
-  MODEL: mlp (784-1024-1024-10, SGD momentum 0.9), lenet (as common/model_lenet.c, SGD momentum 0.9)
-         or gpt (as common/model_gpt.c: L 2, H 4, C 64, T 64, tied head, AdamW)
+  MODEL: mlp (784-1024-1024-10, SGD momentum 0.9), lenet (as model/model_lenet.c, SGD momentum 0.9)
+         or gpt (as model/model_gpt.c: L 2, H 4, C 64, T 64, tied head, AdamW)
 Prints one line: "MODEL step_median_s S samples_per_s X params P". Synthetic inputs made once before
 timing (ringside's synthetic data is in memory too); a step is zero_grad, forward, loss, backward,
 optimizer step, timed with the wall clock after WARMUP untimed steps.

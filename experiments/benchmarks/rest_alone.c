@@ -14,13 +14,14 @@
  *                rest is scheduled, unless its work is fused away.
  * Exit status 2 on bad options, 1 on a failed step.
  */
-#include "common/clock.h"
-#include "common/config.h"
-#include "common/device.h"
-#include "common/err.h"
-#include "common/model.h"
-#include "common/report.h"
-#include "kernels/ops.h"
+#include "../../base/clock.h"
+#include "../../base/config.h"
+#include "../../kernels/device.h"
+#include "../../base/err.h"
+#include "../../model/model.h"
+#include "../../engine/report.h"
+#include "../../kernels/ops.h"
+#include "../../engine/config_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* zmq_tput.c - ZeroMQ alone moving the messages of one `ringside bench --sync ps -n 2` all-reduce, measured the way the bench measures */
-/* Build: cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c common/heap.c -lzmq -pthread
+/* Build: cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c base/heap.c -lzmq -pthread
  * Run:   build/zmq_tput ipc|tcp [minbytes maxbytes factor warmup iters chunkbytes [bare|ps|fused [keep|glibc]]]
  *
  * Two processes, each with its own context (default: one I/O thread), as ps's rank 0 (the
@@ -22,7 +22,7 @@
  *          answer into their buffers.
  *
  * Heap (the last argument): keep (the default) gives both processes the malloc policy ps's
- * processes have (common/heap.h: heap_init and heap_keep_frames(chunkbytes), ZeroMQ's received
+ * processes have (base/heap.h: heap_init and heap_keep_frames(chunkbytes), ZeroMQ's received
  * frames of up to a chunk from warm heap pages), so that the two sides differ in what ps does and not in the
  * allocator; glibc leaves glibc's defaults (every large frame in fresh pages).
  *
@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "common/heap.h"
+#include "../../base/heap.h"
 
 #define HDR 56
 #define ZC_MIN 65536

@@ -1,7 +1,8 @@
 /* fuzz_config.c - libFuzzer harness: the option parser (config_parse on argv split from the input), validation, canonical text, JSON */
 #include "fuzz.h"
-#include "../../common/config.h"
-#include "../../common/err.h"
+#include "../../base/config.h"
+#include "../../base/err.h"
+#include "../../engine/config_check.h"
 
 #include <cJSON.h>
 

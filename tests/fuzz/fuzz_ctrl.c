@@ -2,8 +2,8 @@
 #include "fuzz.h"
 
 /* The receive loops and header parsing are static: include the control plane itself, so that
- * the code under test is what ringside runs (common/ctrl.o is then not linked). */
-#include "../../common/ctrl.c"
+ * the code under test is what ringside runs (net/ctrl.o is then not linked). */
+#include "../../net/ctrl.c"
 
 #define FZ_TOKEN "0123456789abcdef"
 #define FZ_MEMBERS 3 /* two workers and one dedicated server */

@@ -1,7 +1,7 @@
 /* fuzz_idx.c - libFuzzer harness: the IDX reader (raw, gzip made from the input, the input as gzip) and the MNIST pair loader */
 #include "fuzz.h"
-#include "../../common/data.h"
-#include "../../common/err.h"
+#include "../../data/data.h"
+#include "../../base/err.h"
 
 #include <zlib.h>
 

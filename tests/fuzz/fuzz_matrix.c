@@ -1,6 +1,6 @@
 /* fuzz_matrix.c - libFuzzer harness: the matrix file parser (matrix_spec_load: JSON, keys, every cell through train's options) and --only */
 #include "fuzz.h"
-#include "../../common/err.h"
+#include "../../base/err.h"
 #include "../../experiments/matrix_spec.h"
 
 /* The input is the matrix file, then (after a NUL byte, when there is one) an --only filter. */

@@ -40,7 +40,7 @@ done
 cmp -s $T/shb.bin $T/kb0.bin && ok "k = 0, split buckets: bitwise the sharded ps's" || bad "k = 0, split buckets" "not sharded's bits"
 cmp -s $T/deb.bin $T/kb3.bin && ok "k = n, split buckets: bitwise the dedicated ps's" || bad "k = n, split buckets" "not dedicated's bits"
 
-# ---- traffic and the key split: measured bytes equal ps/client.c's formulas exactly -----------------
+# ---- traffic and the key split: measured bytes equal docs/ps-protocol.md's formulas exactly -----------------
 # tests/ps_traffic.py has the formulas (servers 0..n-1 the workers' shards of weight n - k, then the
 # k CPU servers of weight 2(n - 1); every bucket split by the weights) and the server memory.
 traffic() { # NAME REPORT [FP32-REPORT]

@@ -85,7 +85,7 @@ stage = 0 if dev == "cpu" else 4 * P
 want = {"ring": lambda r: 2 * lane + (4096 if N > 2 else 0) + stage,
         "ps": lambda r: 2 * stage,
         "dp": lambda r: 2 * stage + (0 if dev == "cpu" else (4 * P + 4 * G * C if r == 0 else 4 * math.ceil(G / N) * C))}
-# and the received ZeroMQ frames held at once (common/zframe.h): a worker holds one reply, the
+# and the received ZeroMQ frames held at once (net/zframe.h): a worker holds one reply, the
 # parameters and their 56-byte header; rank 0's colocated server keeps the pushes until their sum,
 # between one and N of them at a time (as they arrive), with their header frames
 H = 56

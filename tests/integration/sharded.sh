@@ -23,7 +23,7 @@ $BIN train -n 3 --sync ps --ps-placement sharded --ps-servers 3 --global-batch 9
     --report $T/k3.json >$T/k3.log 2>&1 && $PY tests/compare_runs.py $T/one.json $T/k3.json --tol 1e-5 >$T/c.log 2>&1 \
     && ok "--ps-servers N with sharded is the same run" || bad "--ps-servers N with sharded" "$(tail -n 3 $T/k3.log $T/c.log)"
 
-# ---- traffic: measured bytes equal the formula exactly (ps/client.c's head comment) --------------
+# ---- traffic: measured bytes equal the formula exactly (docs/ps-protocol.md) --------------
 # Server k lives in rank k and holds keys shard_range(n, N, k) in nsl_k slices; Q_k = 4 n_k + nsl_k H.
 # Per step rank r pushes Q - Q_r and its server answers the N - 1 others (N - 1) Q_r; rank 0 also
 # sends the N - 1 other servers the step size (H). Start: rank 0 hands the others' servers their

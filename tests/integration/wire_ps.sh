@@ -14,7 +14,7 @@ run() {
 }
 
 # ---- (a) every placement gives the same bits: the same rounding, the same rank-order sums -------
-# ---- (b) every rank's bytes equal ps/client.c's formulas with P = 2 bytes a parameter -----------
+# ---- (b) every rank's bytes equal docs/ps-protocol.md's formulas with P = 2 bytes a parameter -----------
 # traffic_check NAME REPORT [FP32-REPORT]: each worker's bytes sent and received equal the head
 # comment's formula for its placement (P on the wire, P4 = 4 n for the fp32 start); nothing
 # dropped; with an fp32 run of the same job, each rank's payload bytes of the steps halve: the

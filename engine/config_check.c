@@ -1,0 +1,174 @@
+/* config_check.c - the run's options checked together, once parsed: the rules that need the models, the links and the back ends */
+#include "config_check.h"
+#include "../base/codec.h"
+#include "../base/err.h"
+#include "../model/model.h"
+#include "../net/link.h"
+#include "../net/zendpoint.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int config_partition_check(const Config *c, size_t nparams) {
+    if (strcmp(c->ps_partition, "auto") && strcmp(c->ps_partition, "off")) {
+        char *end;
+        errno = 0;
+        double kb = strtod(c->ps_partition, &end);
+        if (end == c->ps_partition || *end || errno || !(kb > 0) || !isfinite(kb))
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%s': expected a positive number of KiB, auto or off",
+                            c->ps_partition);
+        CodecType wt = CODEC_F32;
+        codec_parse(c->wire, &wt);
+        double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
+        if (kb * 1024 < el)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
+                            c->ps_partition, el);
+        if (kb > bucket_kb)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
+                                          "wire): partitions cut buckets (off: whole buckets)",
+                            c->ps_partition, c->bucket_mb, bucket_kb);
+        size_t np = nparams / (size_t)(kb * 1024 / el) + 1;
+        if (np > 0xfffffffeu)
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
+                            c->ps_partition, np);
+    }
+    return RS_OK;
+}
+
+int config_validate(const Config *c) {
+    if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda") && strcmp(c->device, "cpu-async"))
+        return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu, cuda or cpu-async", c->device);
+    if (c->batch <= 0) return rs_error(RS_ERR_INPUT, "--batch %d: must be at least 1", c->batch);
+    if (c->global_batch < 0) return rs_error(RS_ERR_INPUT, "--global-batch %d: must be at least 1 (or 0: off)", c->global_batch);
+    if (c->steps < 0) return rs_error(RS_ERR_INPUT, "--steps %d: must be at least 1", c->steps);
+    if (c->epochs < 0) return rs_error(RS_ERR_INPUT, "--epochs %d: must be at least 1", c->epochs);
+    if (!(c->lr >= 0)) return rs_error(RS_ERR_INPUT, "--lr %g: must be a finite number >= 0", c->lr);
+    if (!(c->momentum >= 0 && c->momentum < 1)) return rs_error(RS_ERR_INPUT, "--momentum %g: must be in [0, 1)", c->momentum);
+    if (!(c->weight_decay >= 0)) return rs_error(RS_ERR_INPUT, "--weight-decay %g: must be >= 0", c->weight_decay);
+    if (c->eval_every < 0) return rs_error(RS_ERR_INPUT, "--eval-every %d: must be >= 0", c->eval_every);
+    if (c->warmup < 0) return rs_error(RS_ERR_INPUT, "--warmup %d: must be >= 0", c->warmup);
+    if (c->train_samples < 1) return rs_error(RS_ERR_INPUT, "--train-samples %d: must be at least 1", c->train_samples);
+    if (c->eval_samples < 1) return rs_error(RS_ERR_INPUT, "--eval-samples %d: must be at least 1", c->eval_samples);
+    if (c->nranks < 1) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: must be at least 1", c->nranks);
+    if (c->nranks > 256) return rs_error(RS_ERR_INPUT, "-n/--ranks %d: at most 256 local ranks", c->nranks);
+    if (!(c->bucket_mb > 0)) return rs_error(RS_ERR_INPUT, "--bucket-mb %g: must be > 0", c->bucket_mb);
+    if (!(c->timeout > 0)) return rs_error(RS_ERR_INPUT, "--timeout %g: must be > 0 seconds", c->timeout);
+    if (c->timeout > 1e6) /* the sockets' waits take int milliseconds: 24.8 days at most */
+        return rs_error(RS_ERR_INPUT, "--timeout %g: at most 1e6 seconds (11.6 days; a socket's wait is an int of "
+                                      "milliseconds)", c->timeout);
+    RS_TRY(config_partition_check(c, config_param_count(c)));
+    if (strcmp(c->ps_placement, "colocated") && strcmp(c->ps_placement, "dedicated") && strcmp(c->ps_placement, "sharded"))
+        return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
+    if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-mode '%s': expected push or dataparallel", c->ps_mode);
+    int byteps = !strcmp(c->sync, "byteps");
+    if (byteps && c->ps_servers < 0)
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d: the formulas cover 0 <= k <= n CPU servers",
+                        c->ps_servers);
+    if (!byteps && c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
+    if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
+    if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
+    ZepWant want;
+    RS_TRY(zep_parse(c->transport, &want));
+    if (want == ZEP_SHM && (!strcmp(c->sync, "ps") || byteps))
+        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: the parameter server has no shared-memory path "
+                                      "(its messages go over ZeroMQ: use ipc or tcp)", c->sync);
+    if (want != ZEP_AUTO && !strcmp(c->sync, "nccl"))
+        return rs_error(RS_ERR_INPUT, "--transport %s with --sync nccl: NCCL chooses its own transport (NCCL_P2P_DISABLE, "
+                                      "NCCL_SHM_DISABLE, NCCL_NET)", c->transport);
+    LinkSpec link;
+    RS_TRY(link_parse(c->link, &link));
+    if (link.bytes_per_s > 0 && !strcmp(c->sync, "nccl"))
+        return rs_error(RS_ERR_INPUT, "--link %s with --sync nccl: the emulated link paces host data planes; NCCL moves "
+                                      "device data itself (use ring or ps)", c->link);
+    if (!(c->beta1 >= 0 && c->beta1 < 1)) return rs_error(RS_ERR_INPUT, "--beta1 %g: must be in [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
+    if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);
+    RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
+    if (byteps && strcmp(c->ps_consistency, "sync"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-consistency %s: BytePS's servers run in lockstep (sync) "
+                                      "only, as the sharded ones", c->ps_consistency);
+    if (byteps && strcmp(c->ps_placement, "colocated"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-placement %s: byteps's placement is implied (a shard "
+                                      "in every worker and --ps-servers k server processes); leave --ps-placement out",
+                        c->ps_placement);
+    if (byteps && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-mode dataparallel: DataParallel has one server, rank 0 "
+                                      "(use --sync ps --ps-placement colocated)");
+    if (byteps && c->nranks > 1 && c->ps_servers > c->nranks) /* -n 1: the world may come from srun */
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with -n %d: the formulas cover 0 <= k <= n CPU "
+                                      "servers", c->ps_servers, c->nranks);
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->nranks > 1 && c->ps_servers != 1 &&
+        c->ps_servers != c->nranks)
+        return rs_error(RS_ERR_INPUT, "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the "
+                                      "job has %d servers (leave --ps-servers at 1, or say %d; for dedicated servers "
+                                      "beside the shards use --sync byteps)", c->ps_servers, c->nranks, c->nranks);
+    if (strcmp(c->ps_consistency, "sync") && strcmp(c->sync, "ps"))
+        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a consistency "
+                                      "model (%s exchanges in lockstep)", c->ps_consistency, c->sync, c->sync);
+    if (c->ps_staleness != 0 && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
+                                      "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one server, "
+                                      "rank 0 (its GPU 0 gathers, reduces and updates); use --ps-placement colocated");
+    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->ps_staleness != 0)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
+                                      "lockstep (sync) only; use colocated or dedicated servers for %s",
+                        c->ps_consistency, c->ps_consistency);
+    CodecType wire;
+    if (codec_parse(c->wire, &wire) != 0)
+        return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
+    if (wire != CODEC_F32 && !strcmp(c->sync, "student"))
+        return rs_error(RS_ERR_INPUT, "--wire %s with --sync student: the lab's all-reduce moves fp32 (use ring to "
+                                      "compare)", c->wire);
+    int exp2;
+    if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || frexp(c->loss_scale, &exp2) != 0.5 || exp2 < -60 || exp2 > 61)
+        return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be a power of two between 2^-60 and 2^60 (scaling and "
+                                      "unscaling are then exact)", c->loss_scale);
+    if (c->loss_scale != 1 && wire == CODEC_F32)
+        return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire fp32: the scale only protects 16-bit gradients "
+                                      "(--wire fp16 or bf16)", c->loss_scale);
+    if (!(c->time_budget >= 0)) return rs_error(RS_ERR_INPUT, "--time-budget %g: must be >= 0 seconds", c->time_budget);
+    for (int i = 0; i < c->nstragglers; i++) {
+        if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)
+            return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist with -n %d", c->straggler_rank[i],
+                            c->straggler_ms[i], c->straggler_rank[i], c->nranks);
+        if (config_lockstep(c) && config_straggler_ms(c, c->straggler_rank[i]) >= c->timeout * 1e3) /* in lockstep the others
+                                                                                                   * would time out waiting */
+            return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d sleeps %g ms a step, not less than --timeout %g s: "
+                                          "every other rank's wait for it would end the job", c->straggler_rank[i],
+                            c->straggler_ms[i], c->straggler_rank[i], config_straggler_ms(c, c->straggler_rank[i]),
+                            c->timeout);
+    }
+    if (link.bytes_per_s > 0) { /* the emulated link's waits sleep: one bucket must cross within the timeout */
+        double eb = wire == CODEC_F32 ? 4.0 : 2.0, n = (double)config_param_count(c) * eb;
+        double bucket = fmin(c->bucket_mb * 1048576.0 * eb / 4, n), secs = bucket / link.bytes_per_s;
+        if (secs >= c->timeout)
+            return rs_error(RS_ERR_INPUT, "--link %s: one bucket of %.3g MB takes %.3g s on it, not less than --timeout "
+                                          "%g s: the job would time out on the emulated wire (a faster link, smaller "
+                                          "--bucket-mb, or a longer --timeout)", c->link, bucket / 1e6, secs, c->timeout);
+    }
+    return RS_OK;
+}
+
+size_t config_param_count(const Config *c) { return model_param_count(c); }
+
+size_t config_partition_keys(const Config *c) {
+    if (!strcmp(c->ps_partition, "off")) return 0;
+    double bytes;
+    if (!strcmp(c->ps_partition, "auto")) {
+        LinkSpec link;
+        if (link_parse(c->link, &link) || !(link.bytes_per_s > 0)) return 0;
+        bytes = link.bytes_per_s * 0.002;
+        bytes = bytes < 65536 ? 65536 : bytes > 4194304 ? 4194304 : bytes;
+    } else {
+        bytes = strtod(c->ps_partition, NULL) * 1024;
+    }
+    CodecType wt = CODEC_F32; /* the bytes are the wire's: 2 a key on a 16-bit wire */
+    codec_parse(c->wire, &wt);
+    size_t keys = (size_t)(bytes / (double)codec_elem_bytes(wt));
+    return keys < 1 ? 1 : keys;
+}

@@ -1,0 +1,92 @@
+/* sync.c - what every back end's caller shares: the bucket planner, starting a back end on the control plane, transport order */
+#include "sync.h"
+#include "../net/ctrl.h"
+#include "../base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sync_plan_buckets(size_t nparams, double bucket_bytes, double first_bytes, Bucket **out) {
+    size_t per = (size_t)(bucket_bytes / sizeof(float)), first = (size_t)(first_bytes / sizeof(float));
+    if (per < 1) per = 1;
+    if (first < 1 || first > per) first = per;
+    int n = 1;
+    if (nparams > first) n += (int)((nparams - first + per - 1) / per);
+    Bucket *b = calloc((size_t)n, sizeof *b);
+    if (!b) return -1;
+    size_t hi = nparams;
+    for (int i = 0; i < n; i++) {
+        size_t cap = i == 0 ? first : per;
+        b[i].hi = hi;
+        b[i].lo = hi > cap ? hi - cap : 0;
+        hi = b[i].lo;
+    }
+    *out = b;
+    return n;
+}
+
+int sync_plan_run(size_t nparams, const Config *cfg, Bucket **out) {
+    return sync_plan_buckets(nparams, cfg->bucket_mb * 1048576.0, 1048576.0, out);
+}
+
+/* "A\tB" split in place into its two texts (B is "" without a tab). */
+static char *sync_split(char *text) {
+    char *tab = strchr(text, '\t');
+    if (!tab) return text + strlen(text);
+    *tab = 0;
+    return tab + 1;
+}
+
+int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
+               const char *extra, void **state, struct Ctrl **ctrl, char ***extras) {
+    char endpoint[2048] = "";
+    *ctrl = NULL;
+    if (extras) *extras = NULL;
+    RS_TRY(ops->init(job, state, endpoint, 1024));
+    if (extra) {
+        size_t k = strlen(endpoint);
+        snprintf(endpoint + k, sizeof endpoint - k, "\t%s", extra);
+    }
+    int n = 1;
+    char *one[1] = {endpoint}, *const *eps = one;
+    if (env->launched) {
+        RS_TRY(ctrl_join(ctrl, env, job->zctx, canonical, endpoint, job->timeout));
+        eps = ctrl_endpoints(*ctrl);
+        n = ctrl_members(*ctrl);
+    }
+    /* every member's text, split into the back end's and the extra one */
+    char **mine = calloc((size_t)n, sizeof *mine), **theirs = extra ? calloc((size_t)n, sizeof *theirs) : NULL;
+    int rc = mine && (!extra || theirs) ? RS_OK : rs_error(RS_ERR_RUNTIME, "out of memory");
+    for (int i = 0; i < n && rc == RS_OK; i++) {
+        char *t = strdup(eps[i] ? eps[i] : "");
+        if (!t) {
+            rc = rs_error(RS_ERR_RUNTIME, "out of memory");
+            break;
+        }
+        char *second = sync_split(t);
+        if (theirs && !(theirs[i] = strdup(second))) rc = rs_error(RS_ERR_RUNTIME, "out of memory");
+        mine[i] = t;
+    }
+    if (rc == RS_OK) rc = ops->connect(*state, mine, n);
+    for (int i = 0; mine && i < n; i++) free(mine[i]);
+    free(mine);
+    if (rc == RS_OK && extras) *extras = theirs;
+    else if (theirs) {
+        for (int i = 0; i < n; i++) free(theirs[i]);
+        free(theirs);
+    }
+    return rc;
+}
+
+static const char *const sync_transports[] = {"", "nccl", "inproc", "shm", "ipc", "tcp"}; /* fastest first */
+
+static int sync_transport_rank(const char *t) {
+    for (int i = 1; t && i < (int)(sizeof sync_transports / sizeof *sync_transports); i++)
+        if (!strcmp(t, sync_transports[i])) return i;
+    return 0;
+}
+
+const char *sync_transport_slower(const char *a, const char *b) {
+    int ra = sync_transport_rank(a), rb = sync_transport_rank(b);
+    return sync_transports[ra > rb ? ra : rb];
+}

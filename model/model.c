@@ -1,0 +1,256 @@
+/* model.c - the model table: finds a model by name, creates it (flat buffers, optimizer state), and runs its loss, optimizer and evaluation the same way for every model */
+#include "model.h"
+#include "../base/err.h"
+#include "../base/mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K(m) ((m)->dev->k)
+#define CTX(m) ((m)->dev->kctx)
+
+/* The models, one file each. */
+const ModelOps *model_mlp(void);
+const ModelOps *model_lenet(void);
+const ModelOps *model_gpt(void);
+
+static const ModelOps *model_table(int i) {
+    switch (i) {
+    case 0: return model_mlp();
+    case 1: return model_lenet();
+    case 2: return model_gpt();
+    default: return NULL;
+    }
+}
+
+const char *model_names(void) { return "mlp | lenet | gpt"; }
+
+const ModelOps *model_find(const char *name) {
+    for (int i = 0; model_table(i); i++)
+        if (!strcmp(model_table(i)->name, name)) return model_table(i);
+    rs_error(RS_ERR_INPUT, "--model '%s': expected %s", name, model_names());
+    return NULL;
+}
+
+int model_check(const Config *c) {
+    const ModelOps *o = model_find(c->model);
+    if (!o) return RS_ERR_INPUT;
+    if (strcmp(c->optimizer, "sgd") && strcmp(c->optimizer, "adamw"))
+        return rs_error(RS_ERR_INPUT, "--optimizer '%s': expected sgd or adamw", c->optimizer);
+    return o->check(c);
+}
+
+size_t model_param_count(const Config *c) {
+    const ModelOps *o = model_find(c->model);
+    return o ? o->count(c) : 0;
+}
+
+int model_load_data(const Config *c, DataPair *out) {
+    memset(out, 0, sizeof *out);
+    RS_TRY(model_check(c));
+    return model_find(c->model)->load_data(c, out);
+}
+
+/* ---- buffers -------------------------------------------------------------------------------- */
+
+void *model_scratch(Model *m, size_t bytes) {
+    if (m->sizing) { /* counted only; setups never write through what they take */
+        m->sized_bytes += bytes ? bytes : 4;
+        return &m->sized_bytes;
+    }
+    if (m->nscratch == m->cap_scratch) {
+        int cap = m->cap_scratch ? 2 * m->cap_scratch : 32;
+        void **p = realloc(m->scratch, (size_t)cap * sizeof *p);
+        if (p) m->scratch = p;
+        size_t *b = p ? realloc(m->scratch_bytes, (size_t)cap * sizeof *b) : NULL;
+        if (b) m->scratch_bytes = b;
+        if (!p || !b) {
+            rs_error(RS_ERR_RUNTIME, "out of host memory");
+            return NULL;
+        }
+        m->cap_scratch = cap;
+    }
+    void *d = device_alloc(m->dev, bytes ? bytes : 4, MEM_ACTIVATIONS);
+    if (d) {
+        m->scratch[m->nscratch] = d;
+        m->scratch_bytes[m->nscratch++] = bytes ? bytes : 4;
+    }
+    return d;
+}
+
+/* device_alloc, or in a dry run a count and a placeholder that is never dereferenced. */
+static void *model_take(Model *m, size_t bytes, MemTag tag) {
+    if (!m->sizing) return device_alloc(m->dev, bytes, tag);
+    m->sized_bytes += bytes;
+    return &m->sized_bytes;
+}
+
+int model_alloc_common(Model *m) {
+    size_t pb = m->nparams * sizeof(float), rows = (size_t)model_out_rows(m, m->max_batch);
+    m->params = model_take(m, pb, MEM_PARAMS);
+    m->grads = m->params ? model_take(m, pb, MEM_GRADS) : NULL;
+    int ok = m->grads != NULL;
+    if (ok && !m->no_optimizer) {
+        ok = (m->mom = model_take(m, pb, MEM_OPTIMIZER)) != NULL;
+        if (ok && m->adamw) ok = (m->mom2 = model_take(m, pb, MEM_OPTIMIZER)) != NULL;
+    }
+    if (ok) ok = (m->labels = model_scratch(m, rows * sizeof(int))) != NULL;
+    if (ok) ok = (m->stats = model_scratch(m, 2 * sizeof(float))) != NULL;
+    return ok ? RS_OK : RS_ERR_RUNTIME;
+}
+
+void model_fill_uniform(float *h, size_t n, float bound, Rng *r) {
+    for (size_t i = 0; i < n; i++) h[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
+}
+
+void model_fill_normal(float *h, size_t n, float sd, Rng *r) {
+    for (size_t i = 0; i < n; i += 2) {
+        double a, b;
+        rng_normal_pair(r, &a, &b);
+        h[i] = (float)a * sd;
+        if (i + 1 < n) h[i + 1] = (float)b * sd;
+    }
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
+
+int model_layer_of(const Model *m, size_t i) {
+    int l = 0;
+    while (l + 1 < m->nlayers && i >= m->off[l + 1]) l++;
+    return l;
+}
+
+void model_free(Model *m) {
+    if (!m->dev) return;
+    Device *d = m->dev;
+    size_t pb = m->nparams * sizeof(float);
+    if (m->ops && m->ops->release) m->ops->release(m);
+    if (m->params) device_free(d, m->params, pb, MEM_PARAMS);
+    if (m->grads) device_free(d, m->grads, pb, MEM_GRADS);
+    if (m->mom) device_free(d, m->mom, pb, MEM_OPTIMIZER);
+    if (m->mom2) device_free(d, m->mom2, pb, MEM_OPTIMIZER);
+    for (int i = 0; i < m->nscratch; i++) device_free(d, m->scratch[i], m->scratch_bytes[i], MEM_ACTIVATIONS);
+    free(m->scratch);
+    free(m->scratch_bytes);
+    memset(m, 0, sizeof *m);
+}
+
+int model_estimate(const Config *c, int max_batch, int with_optimizer, size_t *bytes, size_t *nparams,
+                   int *in_width) {
+    *bytes = *nparams = 0;
+    *in_width = 0;
+    RS_TRY(model_check(c));
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.ops = model_find(c->model);
+    m.sizing = 1;
+    m.max_batch = max_batch < 1 ? 1 : max_batch;
+    m.adamw = !strcmp(c->optimizer, "adamw");
+    m.no_optimizer = !with_optimizer;
+    m.out_per_sample = 1;
+    int rc = m.ops->setup(&m, c);
+    *bytes = m.sized_bytes + m.nparams * sizeof(float); /* model_create's host copy for the init */
+    *nparams = m.nparams;
+    *in_width = m.in_width;
+    if (m.ops->release) m.ops->release(&m);
+    return rc == RS_OK ? RS_OK : rs_error(RS_ERR_RUNTIME, "--model %s: sizing failed: %s", c->model, rs_errmsg());
+}
+
+int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with_optimizer) {
+    memset(m, 0, sizeof *m);
+    RS_TRY(model_check(c));
+    m->ops = model_find(c->model);
+    m->dev = dev;
+    m->max_batch = max_batch < 1 ? 1 : max_batch;
+    m->adamw = !strcmp(c->optimizer, "adamw");
+    m->no_optimizer = !with_optimizer;
+    m->out_per_sample = 1;
+    int rc = m->ops->setup(m, c);
+    float *h = NULL;
+    if (rc == RS_OK && !(h = malloc(m->nparams * sizeof(float) + 4)))
+        rc = rs_error(RS_ERR_RUNTIME, "out of host memory for %zu parameters", m->nparams);
+    if (rc == RS_OK) {
+        Rng r;
+        rng_seed(&r, (uint64_t)c->seed);
+        m->ops->init(m, h, &r);
+        rc = device_h2d(dev, m->params, h, m->nparams * sizeof(float));
+    }
+    free(h);
+    if (rc != RS_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", rs_errmsg());
+        size_t np = m->nparams;
+        model_free(m);
+        return rs_error(rc, "--model %s of %zu parameters, batch %d: %s", c->model, np, max_batch, why);
+    }
+    model_optimizer_reset(m);
+    K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
+    K(m)->fill(CTX(m), m->stats, 0.0f, 2);
+    return K(m)->sync(CTX(m));
+}
+
+int model_init(Model *m, Device *dev, const int *sizes, int nsizes, int max_batch, uint64_t seed) {
+    Config c;
+    config_defaults(&c);
+    if (nsizes < 2 || nsizes > CONFIG_MAX_LAYERS) return rs_error(RS_ERR_INPUT, "model: %d sizes (2 to %d)", nsizes, CONFIG_MAX_LAYERS);
+    memcpy(c.layers, sizes, (size_t)nsizes * sizeof *sizes);
+    c.nlayers = nsizes;
+    c.seed = (long long)seed;
+    return model_create(m, dev, &c, max_batch, 1);
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+int model_forward(Model *m, int B) { return B <= 0 ? RS_OK : m->ops->forward(m, B); }
+
+void model_loss(Model *m, int B) {
+    if (B <= 0) return;
+    K(m)->softmax_xent(CTX(m), m->out, m->labels, model_out_rows(m, B), m->out_width, m->dbuf[0], m->stats);
+}
+
+int model_backward(Model *m, int B, LayerDoneFn done, void *arg) {
+    if (B > 0) return m->ops->backward(m, B, done, arg);
+    K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
+    for (int l = m->nlayers - 1; l >= 0; l--)
+        if (done) RS_TRY(done(arg, l));
+    return RS_OK;
+}
+
+void model_optimize(Model *m, size_t lo, size_t hi, const Config *c, float grad_scale, int t) {
+    if (hi <= lo || !m->mom) return;
+    if (m->adamw)
+        K(m)->adamw_step(CTX(m), m->params + lo, m->grads + lo, m->mom + lo, m->mom2 + lo, hi - lo, (float)c->lr,
+                         (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, grad_scale,
+                         t < 1 ? 1 : t);
+    else
+        K(m)->sgd_step(CTX(m), m->params + lo, m->grads + lo, m->mom + lo, hi - lo, (float)c->lr, (float)c->momentum,
+                       (float)c->weight_decay, grad_scale);
+}
+
+void model_optimizer_reset(Model *m) {
+    if (m->mom) K(m)->fill(CTX(m), m->mom, 0.0f, m->nparams);
+    if (m->mom2) K(m)->fill(CTX(m), m->mom2, 0.0f, m->nparams);
+}
+
+int model_evaluate(Model *m, const float *x, const int *y, int n, double *acc, double *loss) {
+    size_t in = (size_t)m->in_width, per = (size_t)m->out_per_sample;
+    float st[2], zero[2] = {0, 0};
+    double tl = 0, tc = 0;
+    for (int s = 0; s < n; s += m->max_batch) {
+        int B = n - s < m->max_batch ? n - s : m->max_batch;
+        RS_TRY(device_h2d(m->dev, m->stats, zero, sizeof zero));
+        RS_TRY(device_h2d(m->dev, m->act[0], x + (size_t)s * in, (size_t)B * in * sizeof(float)));
+        RS_TRY(device_h2d(m->dev, m->labels, y + (size_t)s * per, (size_t)B * per * sizeof(int)));
+        RS_TRY(model_forward(m, B));
+        model_loss(m, B);
+        RS_TRY(device_d2h(m->dev, st, m->stats, sizeof st));
+        tl += st[0];
+        tc += st[1];
+    }
+    RS_TRY(device_h2d(m->dev, m->stats, zero, sizeof zero));
+    double rows = (double)n * (double)per;
+    *acc = n ? tc / rows : 0;
+    *loss = n ? tl / rows : 0;
+    return RS_OK;
+}
