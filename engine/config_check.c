@@ -63,67 +63,19 @@ int config_validate(const Config *c) {
         return rs_error(RS_ERR_INPUT, "--ps-placement '%s': expected colocated, dedicated or sharded", c->ps_placement);
     if (strcmp(c->ps_mode, "push") && strcmp(c->ps_mode, "dataparallel"))
         return rs_error(RS_ERR_INPUT, "--ps-mode '%s': expected push or dataparallel", c->ps_mode);
-    int byteps = !strcmp(c->sync, "byteps");
-    if (byteps && c->ps_servers < 0)
-        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d: the formulas cover 0 <= k <= n CPU servers",
-                        c->ps_servers);
-    if (!byteps && c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
     ZepWant want;
     RS_TRY(zep_parse(c->transport, &want));
-    if (want == ZEP_SHM && (!strcmp(c->sync, "ps") || byteps))
-        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: the parameter server has no shared-memory path "
-                                      "(its messages go over ZeroMQ: use ipc or tcp)", c->sync);
-    if (want != ZEP_AUTO && !strcmp(c->sync, "nccl"))
-        return rs_error(RS_ERR_INPUT, "--transport %s with --sync nccl: NCCL chooses its own transport (NCCL_P2P_DISABLE, "
-                                      "NCCL_SHM_DISABLE, NCCL_NET)", c->transport);
     LinkSpec link;
     RS_TRY(link_parse(c->link, &link));
-    if (link.bytes_per_s > 0 && !strcmp(c->sync, "nccl"))
-        return rs_error(RS_ERR_INPUT, "--link %s with --sync nccl: the emulated link paces host data planes; NCCL moves "
-                                      "device data itself (use ring or ps)", c->link);
     if (!(c->beta1 >= 0 && c->beta1 < 1)) return rs_error(RS_ERR_INPUT, "--beta1 %g: must be in [0, 1)", c->beta1);
     if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
     if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);
     RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
-    if (byteps && strcmp(c->ps_consistency, "sync"))
-        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-consistency %s: BytePS's servers run in lockstep (sync) "
-                                      "only, as the sharded ones", c->ps_consistency);
-    if (byteps && strcmp(c->ps_placement, "colocated"))
-        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-placement %s: byteps's placement is implied (a shard "
-                                      "in every worker and --ps-servers k server processes); leave --ps-placement out",
-                        c->ps_placement);
-    if (byteps && !strcmp(c->ps_mode, "dataparallel"))
-        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-mode dataparallel: DataParallel has one server, rank 0 "
-                                      "(use --sync ps --ps-placement colocated)");
-    if (byteps && c->nranks > 1 && c->ps_servers > c->nranks) /* -n 1: the world may come from srun */
-        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with -n %d: the formulas cover 0 <= k <= n CPU "
-                                      "servers", c->ps_servers, c->nranks);
-    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->nranks > 1 && c->ps_servers != 1 &&
-        c->ps_servers != c->nranks)
-        return rs_error(RS_ERR_INPUT, "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the "
-                                      "job has %d servers (leave --ps-servers at 1, or say %d; for dedicated servers "
-                                      "beside the shards use --sync byteps)", c->ps_servers, c->nranks, c->nranks);
-    if (strcmp(c->ps_consistency, "sync") && strcmp(c->sync, "ps"))
-        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a consistency "
-                                      "model (%s exchanges in lockstep)", c->ps_consistency, c->sync, c->sync);
-    if (c->ps_staleness != 0 && !strcmp(c->ps_mode, "dataparallel"))
-        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
-                                      "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
-    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && !strcmp(c->ps_mode, "dataparallel"))
-        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one server, "
-                                      "rank 0 (its GPU 0 gathers, reduces and updates); use --ps-placement colocated");
-    if (!strcmp(c->sync, "ps") && !strcmp(c->ps_placement, "sharded") && c->ps_staleness != 0)
-        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
-                                      "lockstep (sync) only; use colocated or dedicated servers for %s",
-                        c->ps_consistency, c->ps_consistency);
     CodecType wire;
     if (codec_parse(c->wire, &wire) != 0)
         return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
-    if (wire != CODEC_F32 && !strcmp(c->sync, "student"))
-        return rs_error(RS_ERR_INPUT, "--wire %s with --sync student: the lab's all-reduce moves fp32 (use ring to "
-                                      "compare)", c->wire);
     int exp2;
     if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || frexp(c->loss_scale, &exp2) != 0.5 || exp2 < -60 || exp2 > 61)
         return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be a power of two between 2^-60 and 2^60 (scaling and "

@@ -1,6 +1,10 @@
 /* backends.c - the registry of gradient-sync back ends: name, family, help, constructor and cost model, one row each */
 #include "backends.h"
+#include "../base/codec.h"
 #include "../base/err.h"
+#include "../engine/config_check.h"
+#include "../net/link.h"
+#include "../net/zendpoint.h"
 #include "../ps/ps.h"
 
 #include <math.h>
@@ -77,18 +81,103 @@ static int cost_byteps(const char *placement, int servers, int nranks, int pipel
     return 0;
 }
 
+/* ---- each back end's rules on the options ---------------------------------------------------- */
+
+static int check_nccl(const Config *c) {
+    ZepWant want = ZEP_AUTO;
+    LinkSpec link = {0};
+    zep_parse(c->transport, &want); /* validated by config_validate */
+    link_parse(c->link, &link);
+    if (want != ZEP_AUTO)
+        return rs_error(RS_ERR_INPUT, "--transport %s with --sync nccl: NCCL chooses its own transport (NCCL_P2P_DISABLE, "
+                                      "NCCL_SHM_DISABLE, NCCL_NET)", c->transport);
+    if (link.bytes_per_s > 0)
+        return rs_error(RS_ERR_INPUT, "--link %s with --sync nccl: the emulated link paces host data planes; NCCL moves "
+                                      "device data itself (use ring or ps)", c->link);
+    return RS_OK;
+}
+
+/* ps and byteps: their messages go over ZeroMQ only. */
+static int check_no_shm(const Config *c) {
+    ZepWant want = ZEP_AUTO;
+    zep_parse(c->transport, &want);
+    if (want == ZEP_SHM)
+        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: the parameter server has no shared-memory path "
+                                      "(its messages go over ZeroMQ: use ipc or tcp)", c->sync);
+    return RS_OK;
+}
+
+static int check_ps(const Config *c) {
+    RS_TRY(check_no_shm(c));
+    if (c->ps_servers < 1) return rs_error(RS_ERR_INPUT, "--ps-servers %d: must be at least 1", c->ps_servers);
+    int sharded = !strcmp(c->ps_placement, "sharded"), dp = !strcmp(c->ps_mode, "dataparallel");
+    if (sharded && c->nranks > 1 && c->ps_servers != 1 && c->ps_servers != c->nranks)
+        return rs_error(RS_ERR_INPUT, "--ps-servers %d with --ps-placement sharded: every worker runs one shard, so the "
+                                      "job has %d servers (leave --ps-servers at 1, or say %d; for dedicated servers "
+                                      "beside the shards use --sync byteps)", c->ps_servers, c->nranks, c->nranks);
+    if (c->ps_staleness != 0 && dp)
+        return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
+                                      "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
+    if (sharded && dp)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one server, "
+                                      "rank 0 (its GPU 0 gathers, reduces and updates); use --ps-placement colocated");
+    if (sharded && c->ps_staleness != 0)
+        return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-consistency %s: the sharded servers run in "
+                                      "lockstep (sync) only; use colocated or dedicated servers for %s",
+                        c->ps_consistency, c->ps_consistency);
+    return RS_OK;
+}
+
+static int check_byteps(const Config *c) {
+    RS_TRY(check_no_shm(c));
+    if (strcmp(c->ps_consistency, "sync"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-consistency %s: BytePS's servers run in lockstep (sync) "
+                                      "only, as the sharded ones", c->ps_consistency);
+    if (strcmp(c->ps_placement, "colocated"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-placement %s: byteps's placement is implied (a shard "
+                                      "in every worker and --ps-servers k server processes); leave --ps-placement out",
+                        c->ps_placement);
+    if (!strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--sync byteps with --ps-mode dataparallel: DataParallel has one server, rank 0 "
+                                      "(use --sync ps --ps-placement colocated)");
+    /* 0 <= k <= n, once: -n is the world here; -n 1 may be one task of a launcher's larger world */
+    if (c->ps_servers < 0)
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d: the formulas cover 0 <= k <= n CPU servers",
+                        c->ps_servers);
+    return c->nranks > 1 ? ps_byteps_check(c, c->nranks) : RS_OK;
+}
+
+static int check_student(const Config *c) {
+    CodecType wire = CODEC_F32;
+    codec_parse(c->wire, &wire);
+    if (wire != CODEC_F32)
+        return rs_error(RS_ERR_INPUT, "--wire %s with --sync student: the lab's all-reduce moves fp32 (use ring to "
+                                      "compare)", c->wire);
+    return RS_OK;
+}
+
 static const Backend backends[] = {
-    {"none", "none", "no communication: one rank (the baseline every other run is held against)", sync_none, cost_none},
+    {"none", "none", "no communication: one rank (the baseline every other run is held against)", sync_none, cost_none,
+     NULL, 0},
     {"ring", "allreduce", "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)", sync_ring,
-     cost_ring},
-    {"nccl", "allreduce", "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)", sync_nccl, cost_ring},
+     cost_ring, NULL, 0},
+    {"nccl", "allreduce", "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)", sync_nccl, cost_ring,
+     check_nccl, 0},
     {"ps", "ps", "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded", sync_ps,
-     cost_ps},
+     cost_ps, check_ps, 1},
     {"byteps", "ps", "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in "
-     "the paper's optimal split", sync_byteps, cost_byteps},
-    {"student", "allreduce", "lab 5: the all-reduce you write in allreduce/student.c", sync_student, cost_ring},
+     "the paper's optimal split", sync_byteps, cost_byteps, check_byteps, 0},
+    {"student", "allreduce", "lab 5: the all-reduce you write in allreduce/student.c", sync_student, cost_ring,
+     check_student, 0},
 };
 #define NBACKENDS (int)(sizeof backends / sizeof backends[0])
+
+void backend_usage(FILE *f) {
+    fprintf(f, "\nback ends (--sync):\n");
+    for (int i = 0; i < NBACKENDS; i++)
+        fprintf(f, "  %-10s %-10s %s%s\n", backends[i].name, backends[i].family, backends[i].help,
+                backends[i].ops() ? "" : " (not in this build)");
+}
 
 const Backend *backend_all(int *n) {
     *n = NBACKENDS;
@@ -113,6 +202,21 @@ const Backend *backend_find(const char *name) {
     }
     rs_error(RS_ERR_INPUT, "--sync '%s': unknown (this build has: %s)", name ? name : "", names);
     return NULL;
+}
+
+int backend_validate(const Config *cfg) {
+    RS_TRY(config_validate(cfg));
+    for (int i = 0; i < NBACKENDS; i++) {
+        const Backend *b = &backends[i];
+        if (strcmp(b->name, cfg->sync)) continue;
+        if (b->check) RS_TRY(b->check(cfg)); /* first: a row may say more of its own consistency */
+        if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))
+            return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a "
+                                          "consistency model (%s exchanges in lockstep)", cfg->ps_consistency, b->name,
+                            b->name);
+        return RS_OK;
+    }
+    return RS_OK;
 }
 
 const SyncOps *sync_find(const char *name) {

@@ -596,7 +596,7 @@ static int spec_make_cell(const MatrixSpec *m, const int *idx, MatrixCell *c) {
     if (!m->naxes) snprintf(c->id, sizeof c->id, "base");
     config_defaults(&c->cfg);
     int help;
-    if (config_parse(&c->cfg, a.n, a.v, &help) != RS_OK || config_validate(&c->cfg) != RS_OK ||
+    if (config_parse(&c->cfg, a.n, a.v, &help) != RS_OK || backend_validate(&c->cfg) != RS_OK ||
         !sync_find(c->cfg.sync)) {
         char why[1024];
         snprintf(why, sizeof why, "%s", rs_errmsg());

@@ -284,9 +284,7 @@ static int run_write_trace(Run *r, cJSON *events) {
  * ssp (each worker holds the version it last pulled), DataParallel's step (the other ranks get
  * the last update with a next step that never comes) or --sync none (every rank trains alone). */
 static int run_replicas_promised(const Run *r) {
-    const Config *c = &r->cfg;
-    return r->lockstep && strcmp(c->sync, "none") && !(r->driver && r->driver->scatter) &&
-           !(!strcmp(c->sync, "ps") && !strcmp(c->ps_mode, "dataparallel"));
+    return r->lockstep && r->backend && strcmp(r->backend->family, "none") && !(r->driver && r->driver->scatter);
 }
 
 /* summary.params_agree and params_differ_ranks: every worker's params_hash against rank 0's where
@@ -733,7 +731,6 @@ static void run_cmdline(Run *r, int argc, char **argv) {
 static int train_launch(const Config *c, int servers, int argc, char **argv) {
     int rc = run_check_outputs(c);
     if (rc == RS_OK && !sync_find(c->sync)) rc = RS_ERR_INPUT;
-    if (rc == RS_OK && !strcmp(c->sync, "byteps")) rc = ps_byteps_check(c, c->nranks); /* -n is the world here */
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         return rc;
@@ -749,10 +746,11 @@ int train_main(int argc, char **argv) {
     if (help) {
         printf("usage: ringside train [options]\n\nTrains a model (--model); with -n N, on N local ranks.\n\n");
         config_usage(stdout);
+        backend_usage(stdout);
         free(r);
         return RS_OK;
     }
-    if (rc == RS_OK) rc = config_validate(&r->cfg);
+    if (rc == RS_OK) rc = backend_validate(&r->cfg);
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         fprintf(stderr, "usage: ringside train [options]   (ringside train --help lists them)\n");

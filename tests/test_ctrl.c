@@ -7,6 +7,7 @@
 #include "../engine/zctx.h"
 #include "test.h"
 #include "../engine/config_check.h"
+#include "../experiments/backends.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -330,7 +331,7 @@ static size_t bound_of(const char *args, int members) {
     int argc = 0, help = 0;
     snprintf(buf, sizeof buf, "%s", args);
     for (char *t = strtok(buf, " "); t && argc < 32; t = strtok(NULL, " ")) argv[argc++] = t;
-    if (config_parse(&c, argc, argv, &help) || config_validate(&c)) return 0;
+    if (config_parse(&c, argc, argv, &help) || backend_validate(&c)) return 0;
     return zctx_ctrl_bound(&c, members);
 }
 

@@ -22,6 +22,7 @@
 #include "../../engine/report.h"
 #include "../../kernels/ops.h"
 #include "../../engine/config_check.h"
+#include "../backends.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
     Config c;
     config_defaults(&c);
     int help = 0;
-    if (config_parse(&c, argc - 2, argv + 2, &help) || config_validate(&c) || model_check(&c)) {
+    if (config_parse(&c, argc - 2, argv + 2, &help) || backend_validate(&c) || model_check(&c)) {
         fprintf(stderr, "rest_alone: %s\n", rs_errmsg());
         return 2;
     }

@@ -3,6 +3,7 @@
 #include "../../base/config.h"
 #include "../../base/err.h"
 #include "../../engine/config_check.h"
+#include "../../experiments/backends.h"
 
 #include <cJSON.h>
 
@@ -24,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rs_error(RS_OK, "%s", "");
     int rc = config_parse(&c, argc, argv, &help);
     if (rc != RS_OK && !rs_errmsg()[0]) abort();
-    if (rc == RS_OK && !help && config_validate(&c) == RS_OK) {
+    if (rc == RS_OK && !help && backend_validate(&c) == RS_OK) {
         char canon[8192], diff[700];
         size_t need = config_canonical(&c, canon, sizeof canon);
         if (need >= sizeof canon) abort();
