@@ -1,9 +1,9 @@
-/* fuzz_gather.c - libFuzzer harness: rank 0's handling of the members' metrics (GATHER texts) into the report, in train.c */
+/* fuzz_gather.c - libFuzzer harness: rank 0's handling of the members' metrics (GATHER texts) into the report, in train_report.c */
 #include "fuzz.h"
 
-/* run_write_trace and run_report_json are static: include the trainer itself, so that the code
- * under test is what ringside runs (experiments/train.o is then not linked). */
-#include "../../experiments/train.c"
+/* run_write_trace and run_report_json are static: include the report's room itself, so that the
+ * code under test is what ringside runs (experiments/train_report.o is then not linked). */
+#include "../../experiments/train_report.c"
 
 #define FZ_MAX_MEMBERS 4
 

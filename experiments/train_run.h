@@ -1,0 +1,74 @@
+/* train_run.h - one rank's run as train.c holds it, shared with train_report.c, which turns it into the report */
+#ifndef RS_TRAIN_RUN_H
+#define RS_TRAIN_RUN_H
+
+#include "backends.h"
+#include "../base/config.h"
+#include "../data/data.h"
+#include "../engine/engine.h"
+#include "../engine/trace.h"
+#include "../engine/zctx.h"
+#include "../kernels/device.h"
+#include "../model/model.h"
+#include "../net/ctrl.h"
+
+#include <cJSON.h>
+
+/* ---- Types ---- */
+
+/* Everything one rank's run holds. */
+typedef struct {
+    Config cfg;
+    RankEnv env;
+    void *zctx;
+    int rank, world, local_rank, local_world;
+    Device dev;
+    DataPair data;
+    Sampler sampler;
+    Model model;
+    const Backend *backend;
+    const StepDriver *driver;
+    Engine *engine;
+    int steps, steps_per_epoch;
+    int lockstep;         /* every rank takes the same steps (config_lockstep) */
+    int maxsteps;         /* the most steps this rank may take: steps, or under async N x steps */
+    int done;             /* steps this rank took */
+    /* per-step records */
+    double *loss_sum, *correct;
+    int *samples, *global_samples;
+    long long *pulled, *applied; /* async: pushes applied when the step's parameters left the server, and after its push */
+    int *stale;           /* async: the staleness of the step's parameters, in steps */
+    /* eval curve */
+    cJSON *eval_curve;
+    double final_acc, final_eval_loss;
+    /* host staging */
+    float *hx;
+    int *hy;
+    double t_start, t_end;
+    Trace *trace;         /* --trace: spans of this rank */
+    double gemm_s0, gemm_s1;  /* CPU GEMM seconds at the end of warm-up and of the run */
+    double gemm_eval;         /* of those, the evaluations' (--eval-every) after warm-up: not a step's */
+    double wall_offset;   /* clock_wall() - clock_now(), for trace timestamps */
+    char params_hash[20]; /* FNV-1a of the final parameters' bytes, hex */
+    int diverged_step;    /* rank 0, once the report is built: the first step whose global loss is not finite; -1 none */
+    double diverged_loss; /* its loss (NaN, an infinity) */
+    double final_loss;    /* rank 0, likewise: the loss curve's last point */
+    int ndiffer;          /* rank 0, likewise: workers whose params_hash is not rank 0's, where equality is promised */
+    char differ[512];     /* their ranks, "1, 2" */
+    char cmdline[2048];
+} Run;
+
+/* ---- Prototypes (train_report.c) ---- */
+
+/* Hashes this rank's final parameters into r->params_hash (FNV-1a of their bytes): ranks that
+ * should hold the same bits can be checked to. 0, or RS_ERR_RUNTIME (out of memory, a copy). */
+int train_hash_params(Run *r);
+
+/* The end of a run, after the goodbyes: every member's entry gathered to rank 0, which computes
+ * the phases, writes the report (atomically), then the trace and --save-params, and says when the
+ * run diverged or its replicas drifted apart. Logs every failure it returns. 0; the gather's or
+ * the report's failure; else the first of the trace's or the parameters' failures, then
+ * TRAIN_ERR_DIVERGED, then TRAIN_ERR_REPLICAS. */
+int train_report(Run *r);
+
+#endif
