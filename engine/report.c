@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -56,6 +57,26 @@ int report_write_atomic(const char *path, cJSON *root) {
         return rs_error(rc, "report %s", why);
     }
     return RS_OK;
+}
+
+cJSON *report_run_json(double started_wall, const char *cmdline, int with_id) {
+    cJSON *run = cJSON_CreateObject();
+    if (!run) return NULL;
+    char id[96], started[64], host[256] = "";
+    time_t now = (time_t)started_wall;
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gethostname(host, sizeof host - 1);
+    if (with_id) {
+        snprintf(id, sizeof id, "%s-%d", started, (int)getpid());
+        cJSON_AddStringToObject(run, "id", id);
+    }
+    cJSON_AddStringToObject(run, "started", started);
+    cJSON_AddStringToObject(run, "git", RS_GIT);
+    cJSON_AddStringToObject(run, "host", host);
+    cJSON_AddStringToObject(run, "cmdline", cmdline);
+    return run;
 }
 
 cJSON *report_env_json(void) {

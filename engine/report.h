@@ -40,6 +40,11 @@ int report_value(const struct cJSON *item, double *x);
  * printed JSON loses none (a null would read as a value that is not there). Returns how many. */
 int report_encode_nonfinite(struct cJSON *root);
 
+/* The report's "run" header, one writer for train and bench: {"id" (with_id: "<started>-<pid>"),
+ * "started" (UTC, from started_wall, clock_wall seconds), "git", "host", "cmdline"}. Caller owns
+ * it; NULL when out of memory. */
+struct cJSON *report_run_json(double started_wall, const char *cmdline, int with_id);
+
 /* {"devices": [...], "cuda", "nccl", "zeromq", "cjson", "blas"}: what this build and machine have.
  * Caller owns the result. */
 struct cJSON *report_env_json(void);

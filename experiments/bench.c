@@ -756,17 +756,7 @@ static int bench_finish(Bench *b) {
     if (o->report[0]) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "schema", BENCH_SCHEMA);
-        cJSON *run = cJSON_AddObjectToObject(root, "run");
-        char started[64], host[256] = "";
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        gethostname(host, sizeof host - 1);
-        cJSON_AddStringToObject(run, "started", started);
-        cJSON_AddStringToObject(run, "git", RS_GIT);
-        cJSON_AddStringToObject(run, "host", host);
-        cJSON_AddStringToObject(run, "cmdline", b->cmdline);
+        cJSON_AddItemToObject(root, "run", report_run_json((double)time(NULL), b->cmdline, 0));
         cJSON_AddItemToObject(root, "env", report_env_json());
         cJSON *cfg = cJSON_AddObjectToObject(root, "config");
         char dev[32];

@@ -185,19 +185,8 @@ static void run_replicas(Run *r, const cJSON *ranks, cJSON *sum) {
 static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", REPORT_SCHEMA);
-    cJSON *run = cJSON_AddObjectToObject(root, "run");
-    char id[96], started[64], host[256] = "";
-    time_t now = (time_t)r->t_start;
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(id, sizeof id, "%s-%d", started, (int)getpid());
-    gethostname(host, sizeof host - 1);
-    cJSON_AddStringToObject(run, "id", id);
-    cJSON_AddStringToObject(run, "started", started);
-    cJSON_AddStringToObject(run, "git", RS_GIT);
-    cJSON_AddStringToObject(run, "host", host);
-    cJSON_AddStringToObject(run, "cmdline", r->cmdline);
+    cJSON *run = report_run_json(r->t_start, r->cmdline, 1);
+    cJSON_AddItemToObject(root, "run", run);
     cJSON_AddNumberToObject(run, "world", r->world);
     cJSON_AddNumberToObject(run, "wall_s", r->t_end - r->t_start);
     cJSON *env = report_env_json();
