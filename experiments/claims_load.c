@@ -64,6 +64,11 @@ static int load_int(const cJSON *o, const char *key, int def) {
     return v >= -2147483648.0 && v <= 2147483647.0 ? (int)v : def;
 }
 
+/* An array item as an int: def when it is no number or outside [1, 2^31) (a report is outside input). */
+static int load_item_int(const cJSON *v, int def) {
+    return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 2147483647.0 ? (int)v->valuedouble : def;
+}
+
 static void load_str(const cJSON *config, const char *key, char *out, size_t len) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
     snprintf(out, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
@@ -116,8 +121,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     if (!r->model[0]) snprintf(r->model, sizeof r->model, "mlp");
     char data[64];
     load_str(config, "data", data, sizeof data);
-    int lin = nl > 0 ? (int)cJSON_GetArrayItem(layers, 0)->valuedouble : 1;
-    int lout = nl > 0 ? (int)cJSON_GetArrayItem(layers, nl - 1)->valuedouble : 1;
+    int lin = nl > 0 ? load_item_int(cJSON_GetArrayItem(layers, 0), 1) : 1;
+    int lout = nl > 0 ? load_item_int(cJSON_GetArrayItem(layers, nl - 1), 1) : 1;
     predict_dp_shape(r->model, lin, lout, load_int(config, "seq-len", 1), load_int(config, "vocab", 1),
                      !strncmp(data, "text:", 5), &r->dp_in, &r->dp_classes);
     load_key(config, key_split, NULL, r->math, sizeof r->math);
@@ -159,7 +164,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     if (strcmp(r->wire, "fp32")) r->grad_bytes /= 2; /* a 16-bit wire moves 2 bytes per parameter */
     r->steps_run = load_num(sum, "steps", NULL, NULL);
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
-    r->cores = isnan(cores) ? 0 : (int)cores;
+    r->cores = cores >= 0 && cores <= 1e6 ? (int)cores : 0;
     const cJSON *curve = cJSON_GetObjectItemCaseSensitive(sum, "loss_curve");
     int n = cJSON_GetArraySize(curve);
     r->diverged_step = -1;

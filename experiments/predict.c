@@ -2,6 +2,7 @@
 #include "predict.h"
 #include "backends.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,14 +49,15 @@ double predict_dp_data(int nranks, int global_batch, int in_dim, int classes, do
 
 void predict_dp_shape(const char *model, int layer_in, int layer_out, int seq_len, int vocab, int text_data,
                       int *in_dim, int *classes) {
-    int D = layer_in, labels = 1, C = layer_out;
+    long long D = layer_in, labels = 1, C = layer_out; /* wide: T x V passes 2^31 for large vocabularies */
     if (!strcmp(model, "lenet")) D = 28 * 28, C = 10;
     if (!strcmp(model, "gpt")) {
-        int V = text_data ? 256 : vocab;
-        D = seq_len, labels = seq_len, C = seq_len * V;
+        long long V = text_data ? 256 : vocab;
+        D = seq_len, labels = seq_len, C = (long long)seq_len * V;
     }
-    *in_dim = D + labels - 1; /* predict_dp_data counts one label: the others ride as inputs */
-    *classes = C;
+    long long in = D + labels - 1; /* predict_dp_data counts one label: the others ride as inputs */
+    *in_dim = in < 1 ? 1 : in > INT_MAX ? INT_MAX : (int)in;
+    *classes = C < 1 ? 1 : C > INT_MAX ? INT_MAX : (int)C;
 }
 
 /* Sum of squared residuals of t = alpha*a + beta*b. */
