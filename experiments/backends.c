@@ -206,6 +206,10 @@ const Backend *backend_find(const char *name) {
 
 int backend_validate(const Config *cfg) {
     RS_TRY(config_validate(cfg));
+    return backend_check(cfg);
+}
+
+int backend_check(const Config *cfg) {
     for (int i = 0; i < NBACKENDS; i++) {
         const Backend *b = &backends[i];
         if (strcmp(b->name, cfg->sync)) continue;

@@ -39,6 +39,11 @@ const Backend *backend_find(const char *name);
  * naming the back ends this build has). */
 int backend_validate(const Config *cfg);
 
+/* The rules of cfg's back end's row alone (its check, and --ps-consistency only where the row
+ * has consistency models), for a command that fills its Config itself (bench). 0, or
+ * RS_ERR_INPUT naming the option; a --sync no row has passes. */
+int backend_check(const Config *cfg);
+
 /* The back end called name (backend_find's row's ops), or NULL with rs_errmsg() set. */
 const SyncOps *sync_find(const char *name);
 

@@ -393,22 +393,15 @@ static int bench_config(Bench *b) {
     b->cfg.timeout = o->timeout;
     b->cfg.bucket_mb = o->bucket_mb;
     snprintf(b->cfg.wire, sizeof b->cfg.wire, "%s", o->wire[0] ? o->wire : "fp32");
-    if (strcmp(b->cfg.wire, "fp32") && !strcmp(o->sync, "student"))
-        return rs_error(RS_ERR_INPUT, "bench: --wire %s with --sync student: the lab's all-reduce moves fp32", b->cfg.wire);
     snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
     snprintf(b->cfg.link, sizeof b->cfg.link, "%s", o->link);
     snprintf(b->cfg.transport, sizeof b->cfg.transport, "%s", o->transport[0] ? o->transport : "auto");
     ZepWant want;
     RS_TRY(zep_parse(b->cfg.transport, &want));
-    if (want == ZEP_SHM && !strcmp(o->sync, "ps"))
-        return rs_error(RS_ERR_INPUT, "bench: --transport shm with --sync ps: the parameter server has no shared-memory path");
     zep_set(want);
     LinkSpec link;
     RS_TRY(link_parse(o->link, &link));
     RS_TRY(bench_check_link(o));
-    if (link.bytes_per_s > 0 && !strcmp(o->sync, "nccl"))
-        return rs_error(RS_ERR_INPUT, "bench: --link with --sync nccl: the emulated link paces host data planes; NCCL "
-                                      "moves device data itself");
     link_set(&link);
     b->cfg.nranks = b->world;
     /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
@@ -417,6 +410,7 @@ static int bench_config(Bench *b) {
     snprintf(b->cfg.ps_placement, sizeof b->cfg.ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
     b->cfg.ps_servers = o->servers > 0 || !strcmp(o->sync, "byteps") ? o->servers : 1;
     snprintf(b->cfg.ps_partition, sizeof b->cfg.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
+    RS_TRY(backend_check(&b->cfg)); /* the back end's own rules, as train's (experiments/backends.c) */
     return config_partition_check(&b->cfg, 0);
 }
 
