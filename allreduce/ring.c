@@ -1065,17 +1065,9 @@ typedef struct {
 } RingState;
 
 /* Pinned host memory counted under MEM_COMM; NULL with rs_errmsg() set. */
-static float *ring_host_alloc(Device *dev, size_t bytes) {
-    float *p = dev->ops->host_alloc(dev, bytes);
-    if (p) mem_account(MEM_COMM, (long long)bytes);
-    return p;
-}
+static float *ring_host_alloc(Device *dev, size_t bytes) { return device_host_alloc(dev, bytes, MEM_COMM); }
 
-static void ring_host_free(Device *dev, float *p, size_t bytes) {
-    if (!p) return;
-    dev->ops->host_free(dev, p);
-    mem_account(MEM_COMM, -(long long)bytes);
-}
+static void ring_host_free(Device *dev, float *p, size_t bytes) { device_host_free(dev, p, bytes, MEM_COMM); }
 
 static void ring_sync_destroy(void *state) {
     RingState *s = state;

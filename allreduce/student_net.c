@@ -238,13 +238,9 @@ static int student_collective(Student *s, float *host, size_t count, int bcast) 
 static float *student_host(Student *s, size_t bytes) {
     if (bytes <= s->stage_bytes) return s->stage;
     Device *dev = s->job.dev;
-    if (s->stage) {
-        dev->ops->host_free(dev, s->stage);
-        mem_account(MEM_COMM, -(long long)s->stage_bytes);
-    }
+    device_host_free(dev, s->stage, s->stage_bytes, MEM_COMM);
     s->stage_bytes = 0;
-    if (!(s->stage = dev->ops->host_alloc(dev, bytes))) return NULL;
-    mem_account(MEM_COMM, (long long)bytes);
+    if (!(s->stage = device_host_alloc(dev, bytes, MEM_COMM))) return NULL;
     s->stage_bytes = bytes;
     return s->stage;
 }
@@ -272,10 +268,7 @@ static void student_destroy(void *state) {
             if (s->push[p]) zmq_close(s->push[p]); /* lingers: what was queued is still delivered */
     free(s->push);
     if (s->pull) zmq_close(s->pull);
-    if (s->stage) {
-        s->job.dev->ops->host_free(s->job.dev, s->stage);
-        mem_account(MEM_COMM, -(long long)s->stage_bytes);
-    }
+    device_host_free(s->job.dev, s->stage, s->stage_bytes, MEM_COMM);
     free(s);
 }
 

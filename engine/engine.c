@@ -384,18 +384,9 @@ static int engine_broadcast(Engine *e) {
 }
 
 /* Pinned host memory for communication, counted under MEM_COMM; NULL with rs_errmsg() set. */
-static float *engine_host_alloc(Engine *e, size_t bytes) {
-    float *p = e->a.dev->ops->host_alloc(e->a.dev, bytes);
-    if (p) mem_account(MEM_COMM, (long long)bytes);
-    else rs_error(RS_ERR_RUNTIME, "no pinned host memory for %zu bytes of staging", bytes);
-    return p;
-}
+static float *engine_host_alloc(Engine *e, size_t bytes) { return device_host_alloc(e->a.dev, bytes, MEM_COMM); }
 
-static void engine_host_free(Engine *e, float *p) {
-    if (!p) return;
-    e->a.dev->ops->host_free(e->a.dev, p);
-    mem_account(MEM_COMM, -(long long)e->stage_bytes);
-}
+static void engine_host_free(Engine *e, float *p) { device_host_free(e->a.dev, p, e->stage_bytes, MEM_COMM); }
 
 int engine_create(Engine **out, const EngineArgs *a) {
     *out = NULL;

@@ -110,6 +110,22 @@ void device_free(Device *dev, void *p, size_t bytes, MemTag tag) {
     mem_account(tag, -(long long)bytes);
 }
 
+void *device_host_alloc(Device *dev, size_t bytes, MemTag tag) {
+    void *p = dev->ops ? dev->ops->host_alloc(dev, bytes) : NULL;
+    if (!p) {
+        rs_error(RS_ERR_RUNTIME, "no pinned host memory for %zu bytes of %s", bytes, mem_tag_name(tag) ? mem_tag_name(tag) : "?");
+        return NULL;
+    }
+    mem_account(tag, (long long)bytes);
+    return p;
+}
+
+void device_host_free(Device *dev, void *p, size_t bytes, MemTag tag) {
+    if (!p || !dev->ops) return;
+    dev->ops->host_free(dev, p);
+    mem_account(tag, -(long long)bytes);
+}
+
 /* Copies on the compute stream and waits for it. */
 static int device_copy_sync(Device *dev, void *dst, const void *src, size_t bytes, int kind) {
     if (!dev->ops) return rs_error(RS_ERR_RUNTIME, "device copy on a closed device");

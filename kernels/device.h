@@ -91,6 +91,13 @@ int device_open_like(Device *dev, const Device *like);
 void *device_alloc(Device *dev, size_t bytes, MemTag tag);
 void device_free(Device *dev, void *p, size_t bytes, MemTag tag);
 
+/* Accounted pinned host memory (the device's host_alloc: page-locked where the device has DMA),
+ * counted under tag as device_alloc counts: staging that exists to communicate (MEM_COMM). NULL
+ * on failure (with rs_errmsg() naming the bytes and the tag). The caller frees it with
+ * device_host_free with the same bytes and tag. */
+void *device_host_alloc(Device *dev, size_t bytes, MemTag tag);
+void device_host_free(Device *dev, void *p, size_t bytes, MemTag tag);
+
 /* Synchronous copies on the compute stream: they return once the copy is complete, so the
  * source may be freed or reused and the destination read (use device_h2d, not ops->copy, from
  * a buffer someone else releases, such as a received message). 0 or RS_ERR_RUNTIME. */

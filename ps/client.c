@@ -148,12 +148,10 @@ static int client_stage(PsClient *c, size_t n) {
     if (c->stage) {
         if (!ps_zc_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
-        d->ops->host_free(d, c->stage);
-        mem_account(MEM_COMM, -(long long)(c->stage_cap * sizeof(float)));
+        device_host_free(d, c->stage, c->stage_cap * sizeof(float), MEM_COMM);
     }
     c->stage_cap = 0;
-    if (!(c->stage = d->ops->host_alloc(d, n * sizeof(float)))) return RS_ERR_RUNTIME;
-    mem_account(MEM_COMM, (long long)(n * sizeof(float)));
+    if (!(c->stage = device_host_alloc(d, n * sizeof(float), MEM_COMM))) return RS_ERR_RUNTIME;
     c->stage_cap = n;
     return RS_OK;
 }
@@ -967,10 +965,7 @@ static void ps_destroy(void *state) {
     }
     ps_server_destroy(c->server);
     int drained = ps_zc_drain(&c->zc, 2.0);
-    if (c->stage && drained) {
-        c->job.dev->ops->host_free(c->job.dev, c->stage);
-        mem_account(MEM_COMM, -(long long)(c->stage_cap * sizeof(float)));
-    }
+    if (drained) device_host_free(c->job.dev, c->stage, c->stage_cap * sizeof(float), MEM_COMM);
     if (c->enc && drained) {
         free(c->enc);
         mem_account(MEM_COMM, -(long long)(c->nparams * c->el));

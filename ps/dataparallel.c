@@ -103,17 +103,9 @@ static size_t dp_stage_bytes(const DpChannel *ch, int what) {
 static size_t dp_enc_bytes(const DpChannel *ch) { return ch->model->nparams * ch->el; }
 
 /* Pinned host memory for communication, counted under MEM_COMM. */
-static float *dp_host_alloc(DpChannel *ch, size_t bytes) {
-    float *p = ch->dev->ops->host_alloc(ch->dev, bytes);
-    if (p) mem_account(MEM_COMM, (long long)bytes);
-    return p;
-}
+static float *dp_host_alloc(DpChannel *ch, size_t bytes) { return device_host_alloc(ch->dev, bytes, MEM_COMM); }
 
-static void dp_host_free(DpChannel *ch, float *p, size_t bytes) {
-    if (!p) return;
-    ch->dev->ops->host_free(ch->dev, p);
-    mem_account(MEM_COMM, -(long long)bytes);
-}
+static void dp_host_free(DpChannel *ch, float *p, size_t bytes) { device_host_free(ch->dev, p, bytes, MEM_COMM); }
 
 /* ---- sending -------------------------------------------------------------------------------- */
 

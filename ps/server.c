@@ -241,7 +241,7 @@ static void phase_free(PsServer *s, PsPhase *ph) {
     phase_free_wire(s, ph);
     device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
     device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
-    if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
+    device_host_free(s->a.dev, ph->stage, ph->cap * sizeof(float), MEM_COMM);
     free(ph->count);
     free(ph->seen);
     free(ph->waiting);
@@ -265,13 +265,14 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
             return rs_error(RS_ERR_PEER, "%s: replies still in flight after %g s", s->name, s->a.timeout);
         device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
         device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
-        if (ph->stage) s->a.dev->ops->host_free(s->a.dev, ph->stage);
+        device_host_free(s->a.dev, ph->stage, ph->cap * sizeof(float), MEM_COMM);
         phase_free_wire(s, ph);
         ph->recv = ph->sum = ph->stage = NULL;
         ph->cap = 0;
         ph->recv = device_alloc(s->dev, N * keys * sizeof(float), MEM_SERVER);
         ph->sum = ph->recv ? device_alloc(s->dev, keys * sizeof(float), MEM_SERVER) : NULL;
-        if (ph->sum && !s->host_visible) ph->stage = s->a.dev->ops->host_alloc(s->a.dev, keys * sizeof(float));
+        /* a server on a GPU stages its replies in pinned host memory, counted as comm (it exists to send) */
+        if (ph->sum && !s->host_visible) ph->stage = device_host_alloc(s->a.dev, keys * sizeof(float), MEM_COMM);
         int wired = ph->sum && (s->host_visible || ph->stage) ? phase_alloc_wire(s, ph, keys) == RS_OK : 0;
         if (!ph->recv || !ph->sum || (!s->host_visible && !ph->stage) || !wired) {
             ph->cap = keys; /* what phase_free_wire counts down */
@@ -281,7 +282,8 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
             snprintf(why, sizeof why, "%s", rs_errmsg());
             device_free(s->a.dev, ph->recv, N * keys * sizeof(float), MEM_SERVER);
             device_free(s->a.dev, ph->sum, keys * sizeof(float), MEM_SERVER);
-            ph->recv = ph->sum = NULL;
+            device_host_free(s->a.dev, ph->stage, keys * sizeof(float), MEM_COMM);
+            ph->recv = ph->sum = ph->stage = NULL;
             return rs_error(RS_ERR_RUNTIME, "%s: buffers for %zu keys from %zu workers: %s", s->name, keys, N, why);
         }
         ph->cap = keys;

@@ -70,7 +70,8 @@ EOF
 # when the left neighbour is another rank than the right, the left one's head page (its doorbell).
 # On "cpu-async" (a GPU's staging) the engine adds a host mirror of the gradients (ring, ps) and of
 # the parameters (ps); DataParallel's channel adds rank 0's parameters and output-gradient staging
-# (P floats + G x C floats) and another rank's logits (ceil(G/N) x C floats).
+# (P floats + G x C floats) and another rank's logits (ceil(G/N) x C floats); rank 0's colocated
+# server stages its replies in pinned host memory (P floats, ps and DataParallel alike).
 for dev in cpu cpu-async; do
     for n in 2 3; do
         run "mem-ring-$dev-$n" -n $n --sync ring --device $dev --steps 3 --warmup 0 || continue
@@ -82,9 +83,10 @@ T, dev, N = sys.argv[1], sys.argv[2], int(sys.argv[3])
 P, G, C = 784 * 64 + 64 + 64 * 10 + 10, 96, 10
 lane = 4096 + 8 * 1024 * 1024 + 4096
 stage = 0 if dev == "cpu" else 4 * P
+server = lambda r: stage if r == 0 else 0  # the colocated server's reply staging, rank 0 only
 want = {"ring": lambda r: 2 * lane + (4096 if N > 2 else 0) + stage,
-        "ps": lambda r: 2 * stage,
-        "dp": lambda r: 2 * stage + (0 if dev == "cpu" else (4 * P + 4 * G * C if r == 0 else 4 * math.ceil(G / N) * C))}
+        "ps": lambda r: 2 * stage + server(r),
+        "dp": lambda r: 2 * stage + server(r) + (0 if dev == "cpu" else (4 * P + 4 * G * C if r == 0 else 4 * math.ceil(G / N) * C))}
 # and the received ZeroMQ frames held at once (net/zframe.h): a worker holds one reply, the
 # parameters and their 56-byte header; rank 0's colocated server keeps the pushes until their sum,
 # between one and N of them at a time (as they arrive), with their header frames
