@@ -73,6 +73,8 @@ static int is_ps_colocated(const ClaimsRun *r) {
 /* A shard of the server in every worker: balanced, as the ring (claims 1 and 2 hold it to the ring's rule). */
 static int is_ps_sharded(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && !strcmp(r->placement, "sharded"); }
 static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
+/* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire); 0: one bucket. */
+static double run_bucket_bytes(const ClaimsRun *r) { return r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0); }
 
 static double run_mean(const double *x, int n) {
     double s = 0;
@@ -713,7 +715,7 @@ static void claim6(const ClaimsSet *s, Claim *c) {
          * than the model's latency term alone (alpha x the rounds a step takes); its constants are
          * the matrix file's, measured on another machine; else nothing explains it */
         double rounds = predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0,
-                                          r->grad_bytes, r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0), 1, 0);
+                                          r->grad_bytes, run_bucket_bytes(r), 1, 0);
         const char *why = "";
         if (!ok && ratio > 1 && r->cores > 0 && r->ranks > r->cores && !r->emulated[0]) {
             why = " (oversubscribed)";
@@ -866,7 +868,7 @@ static double table1_line(const ClaimsRun *r, const char **arch, int *in_table) 
  * limit of infinitely fine pieces; the ring has no such term (0). */
 static double table1_fill_s(const ClaimsRun *r, const LinkSpec *l) {
     if (is_ring(r)) return 0;
-    double piece = r->grad_bytes, bucket = r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0);
+    double piece = r->grad_bytes, bucket = run_bucket_bytes(r);
     if (bucket > 0 && bucket < piece) piece = bucket;
     double part = piece;
     if (!strcmp(r->partition, "auto") || !r->partition[0]) part = fmin(fmax(l->bytes_per_s * 0.002, 65536), 4194304);
@@ -882,7 +884,7 @@ static double table1_fill_s(const ClaimsRun *r, const LinkSpec *l) {
  * buckets, experiments/predict.h) and a server's pipeline fill and drain (table1_fill_s), against
  * the run's line of line_s seconds. */
 static int table1_outside(const ClaimsRun *r, const LinkSpec *l, double line_s, char *why, size_t len) {
-    double bucket = r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0);
+    double bucket = run_bucket_bytes(r);
     double msgs = predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0,
                                     r->grad_bytes, bucket, 1, 0);
     double alpha = l->latency_s + PREDICT_EMULATED_ALPHA_S, fill = table1_fill_s(r, l), lat = alpha * msgs + fill;
