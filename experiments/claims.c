@@ -73,8 +73,16 @@ static int is_ps_colocated(const ClaimsRun *r) {
 /* A shard of the server in every worker: balanced, as the ring (claims 1 and 2 hold it to the ring's rule). */
 static int is_ps_sharded(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && !strcmp(r->placement, "sharded"); }
 static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
+/* The steps a run took (summary.steps; its --steps where the report lacks them). */
+static double run_steps(const ClaimsRun *r) { return r->steps_run > 0 ? r->steps_run : r->steps; }
 /* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire); 0: one bucket. */
 static double run_bucket_bytes(const ClaimsRun *r) { return r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0); }
+/* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
+ * over its buckets (experiments/predict.h); negative for a back end without one. */
+static double run_rounds(const ClaimsRun *r) {
+    return predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0, r->grad_bytes,
+                             run_bucket_bytes(r), 1, 0);
+}
 
 static double run_mean(const double *x, int n) {
     double s = 0;
@@ -294,7 +302,7 @@ static void claim2(const ClaimsSet *s, Claim *c) {
             if (n < 2) continue;
             double x[512], y[512], dp[512], dps = 0;
             for (int i = 0; i < n; i++) {
-                double steps = ser[i]->steps_run > 0 ? ser[i]->steps_run : ser[i]->steps;
+                double steps = run_steps(ser[i]);
                 x[i] = ser[i]->ranks;
                 dp[i] = run_dp_bytes(ser[i]);
                 dps += dp[i];
@@ -338,7 +346,7 @@ static void claim2(const ClaimsSet *s, Claim *c) {
             double lo = INFINITY, hi = 0;
             for (int i = 0; i < n; i++) {
                 const ClaimsRun *r = ser[i];
-                double steps = r->steps_run > 0 ? r->steps_run : r->steps;
+                double steps = run_steps(r);
                 double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps;
                 /* a rank may also have forwarded the parameters once (the start-up broadcast): it is
                  * taken out of that rank's bytes, so that the mean and the formula count the steps only */
@@ -379,7 +387,7 @@ static void claim2(const ClaimsSet *s, Claim *c) {
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         if (!is_ps_sharded(r) || r->ranks < 2 || r->nw < 2) continue;
-        double steps = r->steps_run > 0 ? r->steps_run : r->steps;
+        double steps = run_steps(r);
         double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps, worst = 0, sum = 0;
         for (int k = 0; k < r->nw; k++) {
             double mine = r->sent[k], d = mine < total ? total - mine : mine > total + want ? mine - total - want : 0;
@@ -714,8 +722,7 @@ static void claim6(const ClaimsSet *s, Claim *c) {
         /* why a run is outside, the first that applies: its ranks waited for cores; it took less
          * than the model's latency term alone (alpha x the rounds a step takes); its constants are
          * the matrix file's, measured on another machine; else nothing explains it */
-        double rounds = predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0,
-                                          r->grad_bytes, run_bucket_bytes(r), 1, 0);
+        double rounds = run_rounds(r);
         const char *why = "";
         if (!ok && ratio > 1 && r->cores > 0 && r->ranks > r->cores && !r->emulated[0]) {
             why = " (oversubscribed)";
@@ -884,9 +891,7 @@ static double table1_fill_s(const ClaimsRun *r, const LinkSpec *l) {
  * buckets, experiments/predict.h) and a server's pipeline fill and drain (table1_fill_s), against
  * the run's line of line_s seconds. */
 static int table1_outside(const ClaimsRun *r, const LinkSpec *l, double line_s, char *why, size_t len) {
-    double bucket = run_bucket_bytes(r);
-    double msgs = predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0,
-                                    r->grad_bytes, bucket, 1, 0);
+    double msgs = run_rounds(r);
     double alpha = l->latency_s + PREDICT_EMULATED_ALPHA_S, fill = table1_fill_s(r, l), lat = alpha * msgs + fill;
     why[0] = 0;
     if (!run_lockstep(r)) snprintf(why, len, "--ps-consistency %s: no synchronous step", r->consistency);

@@ -186,10 +186,10 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     if (r->diverged && ds >= 0 && ds < 2147483647.0) r->diverged_step = (int)ds;
     if (r->diverged && r->diverged_step < 0) r->diverged_step = 0;
     r->throughput = load_num(sum, "throughput_samples_per_s", NULL, NULL);
-    r->pred_comm_s = load_num(sum, "prediction", "step_comm_s", NULL);
-    const cJSON *link = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "prediction"), "link");
-    snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
     const cJSON *pred = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
+    r->pred_comm_s = load_num(pred, "step_comm_s", NULL, NULL);
+    const cJSON *link = cJSON_GetObjectItemCaseSensitive(pred, "link");
+    snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
     r->pred_emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pred, "from_emulated_link"));
     r->pred_alpha = load_num(pred, "alpha_s", NULL, NULL);
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(pred, "source");

@@ -151,21 +151,15 @@ static int run_replicas_promised(const Run *r) {
     return r->lockstep && r->backend && strcmp(r->backend->family, "none") && !(r->driver && r->driver->scatter);
 }
 
-/* summary.params_agree and params_differ_ranks: every worker's params_hash against rank 0's where
+/* summary.params_agree and params_differ_ranks (rank 0): every worker's params_hash against rank 0's where
  * the back end promises equality (null where it does not); r->ndiffer and r->differ name the others. */
 static void run_replicas(Run *r, const cJSON *ranks, cJSON *sum) {
-    const char *h0 = NULL;
+    const char *h0 = r->params_hash; /* this is rank 0: its own hash is the one its entry carries */
     const cJSON *e;
     cJSON *diff = cJSON_CreateArray();
     r->ndiffer = 0;
     r->differ[0] = 0;
-    cJSON_ArrayForEach(e, ranks) {
-        const cJSON *k = cJSON_GetObjectItem(e, "rank"), *h = cJSON_GetObjectItem(e, "params_hash");
-        const cJSON *role = cJSON_GetObjectItem(e, "role");
-        if (cJSON_IsString(role) && strcmp(role->valuestring, "worker")) continue;
-        if (cJSON_IsNumber(k) && k->valueint == 0 && cJSON_IsString(h)) h0 = h->valuestring;
-    }
-    int promised = run_replicas_promised(r) && h0 && r->world > 1;
+    int promised = run_replicas_promised(r) && r->world > 1;
     cJSON_ArrayForEach(e, ranks) {
         const cJSON *k = cJSON_GetObjectItem(e, "rank"), *h = cJSON_GetObjectItem(e, "params_hash");
         const cJSON *role = cJSON_GetObjectItem(e, "role");

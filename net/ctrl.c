@@ -244,7 +244,6 @@ static int ctrl_send_first(Ctrl *c, const void *p, size_t n, int flags) {
  * RS_ERR_RUNTIME. */
 static int ctrl_send_to(Ctrl *c, const Rid *to, const char *type, const char *const *parts, int nparts) {
     char head[160];
-    int rc;
     snprintf(head, sizeof head, "%s %d %s", type, c->member, c->token);
     for (int i = 0; i < nparts; i++) {
         size_t n = strlen(parts[i]);
@@ -254,10 +253,13 @@ static int ctrl_send_to(Ctrl *c, const Rid *to, const char *type, const char *co
                             "may carry (the bound follows --steps, --trace and the model: docs/architecture.md)",
                             type, n, c->max_bytes);
     }
-    if (to) RS_TRY(ctrl_send_first(c, to->id, to->len, ZMQ_SNDMORE));
-    if (to ? zmq_send(c->sock, head, strlen(head), nparts ? ZMQ_SNDMORE : 0) < 0
-           : (rc = ctrl_send_first(c, head, strlen(head), nparts ? ZMQ_SNDMORE : 0)) != RS_OK)
-        return to ? zmqCheck(-1) : rc;
+    int more = nparts ? ZMQ_SNDMORE : 0;
+    if (to) { /* the identity frame is the message's first: the head then goes as a later frame */
+        RS_TRY(ctrl_send_first(c, to->id, to->len, ZMQ_SNDMORE));
+        if (zmq_send(c->sock, head, strlen(head), more) < 0) return zmqCheck(-1);
+    } else {
+        RS_TRY(ctrl_send_first(c, head, strlen(head), more));
+    }
     for (int i = 0; i < nparts; i++)
         if (zmq_send(c->sock, parts[i], strlen(parts[i]), i + 1 < nparts ? ZMQ_SNDMORE : 0) < 0)
             return zmqCheck(-1);
