@@ -7,6 +7,7 @@
 #include "../net/zendpoint.h"
 #include "../ps/ps.h"
 
+#include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -156,19 +157,38 @@ static int check_student(const Config *c) {
     return RS_OK;
 }
 
+/* ---- each back end's shape of a configuration ------------------------------------------------ */
+
+static void shape_ps(const Config *c, BackendShape *s) {
+    if (!strcmp(c->ps_placement, "sharded")) s->arch = ARCH_PS_SHARDED;
+    else if (!strcmp(c->ps_placement, "dedicated")) {
+        s->arch = ARCH_PS_DEDICATED;
+        s->servers = c->ps_servers;
+        s->server_main = ps_server_main;
+    }
+    if (!strcmp(c->ps_mode, "dataparallel")) s->driver = ps_dataparallel_driver();
+}
+
+static void shape_byteps(const Config *c, BackendShape *s) {
+    s->servers = c->ps_servers > 0 ? c->ps_servers : 0;
+    if (s->servers) s->server_main = ps_byteps_server_main;
+}
+
 static const Backend backends[] = {
-    {"none", "none", "no communication: one rank (the baseline every other run is held against)", sync_none, cost_none,
-     NULL, 0},
-    {"ring", "allreduce", "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)", sync_ring,
-     cost_ring, NULL, 0},
-    {"nccl", "allreduce", "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)", sync_nccl, cost_ring,
-     check_nccl, 0},
-    {"ps", "ps", "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded", sync_ps,
-     cost_ps, check_ps, 1},
-    {"byteps", "ps", "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in "
-     "the paper's optimal split", sync_byteps, cost_byteps, check_byteps, 0},
-    {"student", "allreduce", "lab 5: the all-reduce you write in allreduce/student.c", sync_student, cost_ring,
-     check_student, 0},
+    {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none, .cost = cost_none,
+     .help = "no communication: one rank (the baseline every other run is held against)"},
+    {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .cost = cost_ring, .host_ring = 1,
+     .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},
+    {.name = "nccl", .family = "allreduce", .arch = ARCH_RING, .ops = sync_nccl, .cost = cost_ring, .check = check_nccl,
+     .help = "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)"},
+    {.name = "ps", .family = "ps", .arch = ARCH_PS_COLOCATED, .ops = sync_ps, .cost = cost_ps, .check = check_ps,
+     .consistency = 1, .shape = shape_ps,
+     .help = "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded"},
+    {.name = "byteps", .family = "ps", .arch = ARCH_BYTEPS, .ops = sync_byteps, .cost = cost_byteps, .check = check_byteps,
+     .shape = shape_byteps,
+     .help = "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in the paper's optimal split"},
+    {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student, .cost = cost_ring,
+     .check = check_student, .help = "lab 5: the all-reduce you write in allreduce/student.c"},
 };
 #define NBACKENDS (int)(sizeof backends / sizeof backends[0])
 
@@ -228,7 +248,47 @@ const SyncOps *sync_find(const char *name) {
     return b ? b->ops() : NULL;
 }
 
+int backend_shape(const Config *cfg, BackendShape *out) {
+    const Backend *b = backend_find(cfg->sync);
+    memset(out, 0, sizeof *out);
+    if (!b) return RS_ERR_INPUT;
+    out->row = b;
+    out->arch = b->arch;
+    out->lockstep = config_lockstep(cfg);
+    if (b->shape) b->shape(cfg, out);
+    return RS_OK;
+}
+
 const StepDriver *backend_driver(const Config *cfg) {
-    if (!strcmp(cfg->sync, "ps") && !strcmp(cfg->ps_mode, "dataparallel")) return ps_dataparallel_driver();
-    return NULL;
+    BackendShape s;
+    return backend_shape(cfg, &s) == RS_OK ? s.driver : NULL;
+}
+
+int backend_servers(const Config *cfg) {
+    BackendShape s;
+    return backend_shape(cfg, &s) == RS_OK ? s.servers : 0;
+}
+
+static const char *const arch_names[ARCH_COUNT] = {"none", "ring", "student", "ps-colocated", "ps-sharded", "ps-dedicated",
+                                                   "byteps"};
+
+const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_names[a] : "?"; }
+
+int arch_parse(const char *name, Arch *out) {
+    for (int i = 0; name && i < ARCH_COUNT; i++)
+        if (!strcmp(arch_names[i], name)) return *out = (Arch)i, 0;
+    return -1;
+}
+
+cJSON *backend_json(const Config *cfg) {
+    BackendShape s;
+    if (backend_shape(cfg, &s) != RS_OK) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "name", s.row->name);
+    cJSON_AddStringToObject(o, "family", s.row->family);
+    cJSON_AddStringToObject(o, "architecture", arch_name(s.arch));
+    cJSON_AddNumberToObject(o, "servers", s.servers);
+    cJSON_AddBoolToObject(o, "lockstep", s.lockstep);
+    return o;
 }

@@ -5,6 +5,7 @@
 #include "../base/config.h"
 #include "../engine/engine.h"
 #include "../engine/sync.h"
+#include "../net/ctrl.h"
 
 #include <stdio.h>
 
@@ -15,7 +16,37 @@
  * -1 for a combination the model does not cover. */
 typedef int (*BackendCostFn)(const char *placement, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
 
+/* The shapes of synchronisation a report names (its backend.architecture): what the claims, the
+ * plots and the validator read instead of --sync's names. ring and nccl are one shape; student is
+ * lab 5's all-reduce, held apart (it may be wrong); ps's three placements are three shapes. */
+typedef enum {
+    ARCH_NONE,          /* "none": no communication */
+    ARCH_RING,          /* "ring": ring all-reduce (ring, nccl) */
+    ARCH_STUDENT,       /* "student": lab 5's all-reduce */
+    ARCH_PS_COLOCATED,  /* "ps-colocated": the server in rank 0 (DataParallel's) */
+    ARCH_PS_SHARDED,    /* "ps-sharded": a shard of the server in every worker */
+    ARCH_PS_DEDICATED,  /* "ps-dedicated": K server processes of their own */
+    ARCH_BYTEPS,        /* "byteps": a shard in every worker and k CPU servers */
+    ARCH_COUNT
+} Arch;
+
+struct Backend;
+
+/* What one configuration of a back end is (backend_shape): its row, its architecture, the server
+ * processes it starts beside the workers and the entry point they run, whether every rank takes
+ * the same steps, and the step driver it asks for (NULL: DDP's step). */
 typedef struct {
+    const struct Backend *row;
+    Arch arch;
+    int servers;                                        /* processes of their own (ps dedicated, byteps's k) */
+    /* what they run (ps/ps.h's contract: nparams PS_MODEL_KEYS for training, 0 for bench); NULL
+     * when servers is 0 */
+    int (*server_main)(const Config *, const RankEnv *, size_t nparams, const char *job);
+    int lockstep;                                       /* not --ps-consistency async or ssp:S */
+    const StepDriver *driver;                           /* DataParallel's for --ps-mode dataparallel */
+} BackendShape;
+
+typedef struct Backend {
     const char *name;         /* the --sync value */
     const char *family;       /* "none", "allreduce" or "ps" */
     const char *help;         /* one line for --help */
@@ -25,6 +56,12 @@ typedef struct {
      * from a launcher): 0, or RS_ERR_INPUT naming the options. NULL: none. */
     int (*check)(const Config *cfg);
     int consistency;          /* 1: has --ps-consistency's asynchronous models (else sync only) */
+    Arch arch;                /* its architecture (shape may say otherwise for a configuration) */
+    int host_ring;            /* the ring in host memory: its lanes spin, so bench binds its ranks to cores and
+                               * aligns them with an all-reduce of N floats before each call */
+    /* The row's say on a configuration's shape, after backend_shape filled the defaults (arch,
+     * no servers, config_lockstep, no driver). NULL: the defaults. */
+    void (*shape)(const Config *cfg, BackendShape *out);
 } Backend;
 
 /* ---- Prototypes ---- */
@@ -47,9 +84,30 @@ int backend_check(const Config *cfg);
 /* The back end called name (backend_find's row's ops), or NULL with rs_errmsg() set. */
 const SyncOps *sync_find(const char *name);
 
+/* What cfg's back end is (BackendShape): 0, or RS_ERR_INPUT naming the --sync no row has (or one
+ * this build lacks). */
+int backend_shape(const Config *cfg, BackendShape *out);
+
 /* The step driver a configuration asks for: DataParallel's for --sync ps --ps-mode
- * dataparallel, else NULL (DDP's step). */
+ * dataparallel, else NULL (DDP's step; also for a --sync no row has). */
 const StepDriver *backend_driver(const Config *cfg);
+
+/* The server processes a run of cfg starts beside its workers (the launcher's, Slurm's and
+ * mpirun's last tasks): 0 for a --sync no row has. */
+int backend_servers(const Config *cfg);
+
+/* A report's "backend" object for cfg: {name, family, architecture, servers, lockstep} (docs/
+ * report-schema.md), or NULL (a --sync no row has; out of memory). The caller owns it. */
+struct cJSON *backend_json(const Config *cfg);
+
+/* An architecture's report name ("ring", "ps-dedicated", ...; "?" out of range). */
+const char *arch_name(Arch a);
+
+/* The architecture a report names: 0 and *out set, or -1 for a name that is none. */
+int arch_parse(const char *name, Arch *out);
+
+/* Whether a is a parameter server of some kind (ps's placements, byteps): family "ps". */
+static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a == ARCH_PS_SHARDED || a == ARCH_PS_DEDICATED || a == ARCH_BYTEPS; }
 
 /* Prints the back ends (--sync's values) with their family and help line, "(not in this
  * build)" beside a row whose ops this build lacks: the registry's own words for --help. */

@@ -53,7 +53,8 @@ typedef struct {
     char placement[16];     /* --ps-placement colocated|sharded|dedicated ("": colocated) */
     char partition[16];     /* --ps-partition-kb auto|off|KiB ("": auto) */
     int servers;            /* the server processes to start, from --ps-servers: ps dedicated K (default 1),
-                             * byteps k CPU servers (default 0), 0 otherwise; -1 while parsing, unset */
+                             * byteps k CPU servers (default 0), 0 otherwise */
+    int servers_set;        /* --ps-servers was given */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -68,6 +69,7 @@ typedef struct {
 typedef struct {
     BenchOpts o;
     Config cfg;
+    BackendShape shape;     /* cfg's back end: its row and architecture */
     RankEnv env;
     int rank, world;
     Device dev;
@@ -177,6 +179,68 @@ static int bench_parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 /* Parses argv into o (defaults first). *help set on --help. RS_ERR_INPUT naming the option. */
+/* --link's refusal: the sweep's largest call must cross the emulated wire within --timeout (its
+ * waits sleep as long as the bandwidth implies). 0 or RS_ERR_INPUT naming the link. */
+static int bench_check_link(const BenchOpts *o) {
+    LinkSpec l;
+    RS_TRY(link_parse(o->link, &l));
+    double secs = l.bytes_per_s > 0 ? (double)o->maxbytes / l.bytes_per_s : 0;
+    if (secs >= o->timeout)
+        return rs_error(RS_ERR_INPUT, "bench: --link %s: the sweep's largest call (%zu bytes) takes %.3g s on it, not less "
+                                      "than --timeout %g s (a faster link, a smaller -e, or a longer --timeout)",
+                        o->link, o->maxbytes, secs, o->timeout);
+    return RS_OK;
+}
+
+/* The Config of a job of world workers from the options, with no side effect: every option
+ * checked by the rules train's are (config_partition_check, the back end's row), and bench's own:
+ * --ps-placement only where the back end is a ps of some placement, --ps-servers only where it
+ * starts server processes (unset: one for dedicated, none for byteps's k). 0 or RS_ERR_INPUT
+ * naming the options. */
+static int bench_fill(const BenchOpts *o, int world, Config *c) {
+    config_defaults(c);
+    snprintf(c->sync, sizeof c->sync, "%s", o->sync);
+    snprintf(c->device, sizeof c->device, "%s", o->device);
+    c->timeout = o->timeout;
+    c->bucket_mb = o->bucket_mb;
+    c->nranks = world;
+    snprintf(c->wire, sizeof c->wire, "%s", o->wire[0] ? o->wire : "fp32");
+    snprintf(c->secure, sizeof c->secure, "%s", o->secure);
+    snprintf(c->link, sizeof c->link, "%s", o->link);
+    snprintf(c->transport, sizeof c->transport, "%s", o->transport[0] ? o->transport : "auto");
+    /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
+     * in every rank (sharded: N servers, 1/N of each slice's keys each), or K server processes
+     * of their own (dedicated, keys by range); byteps: a shard in every rank and k CPU servers */
+    snprintf(c->ps_placement, sizeof c->ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
+    snprintf(c->ps_partition, sizeof c->ps_partition, "%s", o->partition[0] ? o->partition : "auto");
+    ZepWant want;
+    LinkSpec link;
+    RS_TRY(zep_parse(c->transport, &want));
+    RS_TRY(link_parse(o->link, &link));
+    RS_TRY(bench_check_link(o));
+    BackendShape sh;
+    RS_TRY(backend_shape(c, &sh));
+    int placed = sh.arch == ARCH_PS_COLOCATED || sh.arch == ARCH_PS_SHARDED || sh.arch == ARCH_PS_DEDICATED;
+    if (o->placement[0] && !placed)
+        return rs_error(RS_ERR_INPUT, "bench: --ps-placement %s with --sync %s: the placement is --sync ps's (byteps "
+                                      "has a shard in every rank already)", o->placement, o->sync);
+    int serving = sh.arch == ARCH_PS_DEDICATED || sh.arch == ARCH_BYTEPS;
+    if (o->servers_set && !serving)
+        return rs_error(RS_ERR_INPUT, "bench: --ps-servers %d: server processes are --ps-placement dedicated's and "
+                                      "--sync byteps's", o->servers);
+    if (sh.arch == ARCH_PS_DEDICATED && o->servers_set && o->servers == 0)
+        return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated --ps-servers 0: at least one server process");
+    c->ps_servers = o->servers_set ? o->servers : sh.arch == ARCH_BYTEPS ? 0 : 1;
+    if (sh.arch == ARCH_BYTEPS && c->ps_servers > world)
+        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with %d workers: 0 <= k <= n CPU servers",
+                        c->ps_servers, world);
+    if (sh.arch == ARCH_BYTEPS && c->ps_servers > 0 && world == 1)
+        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with one worker: one worker needs no "
+                                      "summation service (--ps-servers 0)", c->ps_servers);
+    RS_TRY(backend_check(c)); /* the back end's own rules, as train's (experiments/backends.c) */
+    return config_partition_check(c, 0);
+}
+
 static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     memset(o, 0, sizeof *o);
     o->nranks = 1;
@@ -191,7 +255,6 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
     o->timeout = 60;
     o->bind = -1;
     o->bucket_mb = 25;
-    o->servers = -1;
     *help = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -280,6 +343,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--ps-servers")) {
             if (bench_parse_int(v, 0, 64, &o->servers))
                 return rs_error(RS_ERR_INPUT, "bench: --ps-servers '%s': expected 0..64 server processes", v);
+            o->servers_set = 1;
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -291,28 +355,15 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
 #undef IS
     }
-    if (o->placement[0] && strcmp(o->sync, "ps"))
-        return rs_error(RS_ERR_INPUT, "bench: --ps-placement %s with --sync %s: the placement is --sync ps's (byteps "
-                                      "has a shard in every rank already)", o->placement, o->sync);
-    int dedicated = !strcmp(o->placement, "dedicated"), byteps = !strcmp(o->sync, "byteps");
-    if (o->servers >= 0 && !dedicated && !byteps)
-        return rs_error(RS_ERR_INPUT, "bench: --ps-servers %d: server processes are --ps-placement dedicated's and "
-                                      "--sync byteps's", o->servers);
-    if (dedicated && o->servers == 0)
-        return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated --ps-servers 0: at least one server process");
-    if (byteps && o->servers > o->nranks)
-        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with %d workers: 0 <= k <= n CPU servers",
-                        o->servers, o->nranks);
-    if (byteps && o->servers > 0 && o->nranks == 1)
-        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with one worker: one worker needs no "
-                                      "summation service (--ps-servers 0)", o->servers);
-    if (o->servers < 0) o->servers = dedicated ? 1 : 0;
     o->minbytes -= o->minbytes % sizeof(float);
     o->maxbytes -= o->maxbytes % sizeof(float);
     if (o->minbytes < sizeof(float)) return rs_error(RS_ERR_INPUT, "bench: -b: smallest size below one float (4 bytes)");
     if (o->maxbytes < o->minbytes)
         return rs_error(RS_ERR_INPUT, "bench: -e %zu is below -b %zu", o->maxbytes, o->minbytes);
     if (o->maxbytes > (8ull << 30)) return rs_error(RS_ERR_INPUT, "bench: -e %zu: at most 8G", o->maxbytes);
+    Config c; /* the options together, by the rules of train's (bench_fill); the server processes */
+    RS_TRY(bench_fill(o, o->nranks, &c));
+    o->servers = backend_servers(&c);
     return RS_OK;
 }
 
@@ -372,46 +423,15 @@ static void bench_bind(int local_rank) {
 
 /* The run's Config from the options, for the workers and the server processes alike; sets the
  * transport rule and the emulated link. 0 or RS_ERR_INPUT. */
-/* --link's refusal: the sweep's largest call must cross the emulated wire within --timeout (its
- * waits sleep as long as the bandwidth implies). 0 or RS_ERR_INPUT naming the link. */
-static int bench_check_link(const BenchOpts *o) {
-    LinkSpec l;
-    RS_TRY(link_parse(o->link, &l));
-    double secs = l.bytes_per_s > 0 ? (double)o->maxbytes / l.bytes_per_s : 0;
-    if (secs >= o->timeout)
-        return rs_error(RS_ERR_INPUT, "bench: --link %s: the sweep's largest call (%zu bytes) takes %.3g s on it, not less "
-                                      "than --timeout %g s (a faster link, a smaller -e, or a longer --timeout)",
-                        o->link, o->maxbytes, secs, o->timeout);
-    return RS_OK;
-}
-
 static int bench_config(Bench *b) {
-    BenchOpts *o = &b->o;
-    config_defaults(&b->cfg);
-    snprintf(b->cfg.sync, sizeof b->cfg.sync, "%s", o->sync);
-    snprintf(b->cfg.device, sizeof b->cfg.device, "%s", o->device);
-    b->cfg.timeout = o->timeout;
-    b->cfg.bucket_mb = o->bucket_mb;
-    snprintf(b->cfg.wire, sizeof b->cfg.wire, "%s", o->wire[0] ? o->wire : "fp32");
-    snprintf(b->cfg.secure, sizeof b->cfg.secure, "%s", o->secure);
-    snprintf(b->cfg.link, sizeof b->cfg.link, "%s", o->link);
-    snprintf(b->cfg.transport, sizeof b->cfg.transport, "%s", o->transport[0] ? o->transport : "auto");
+    RS_TRY(bench_fill(&b->o, b->world, &b->cfg));
     ZepWant want;
-    RS_TRY(zep_parse(b->cfg.transport, &want));
+    zep_parse(b->cfg.transport, &want); /* checked by bench_fill */
     zep_set(want);
     LinkSpec link;
-    RS_TRY(link_parse(o->link, &link));
-    RS_TRY(bench_check_link(o));
+    link_parse(b->cfg.link, &link);
     link_set(&link);
-    b->cfg.nranks = b->world;
-    /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
-     * in every rank (sharded: N servers, 1/N of each slice's keys each), or K server processes
-     * of their own (dedicated, keys by range); byteps: a shard in every rank and k CPU servers */
-    snprintf(b->cfg.ps_placement, sizeof b->cfg.ps_placement, "%s", o->placement[0] ? o->placement : "colocated");
-    b->cfg.ps_servers = o->servers > 0 || !strcmp(o->sync, "byteps") ? o->servers : 1;
-    snprintf(b->cfg.ps_partition, sizeof b->cfg.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
-    RS_TRY(backend_check(&b->cfg)); /* the back end's own rules, as train's (experiments/backends.c) */
-    return config_partition_check(&b->cfg, 0);
+    return RS_OK;
 }
 
 /* The text every member of the job must agree on: the Config's and the sweep's. */
@@ -428,7 +448,8 @@ static int bench_setup(Bench *b) {
     BenchOpts *o = &b->o;
     RS_TRY(bench_config(b));
     if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
-    if (o->bind < 0) o->bind = !strcmp(o->sync, "ring");
+    RS_TRY(backend_shape(&b->cfg, &b->shape));
+    if (o->bind < 0) o->bind = b->shape.row->host_ring;
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
     int fell_back = 0;
     RS_TRY(device_open(&b->dev, o->device, b->env.local_rank, &fell_back));
@@ -463,7 +484,7 @@ static int bench_setup(Bench *b) {
     bench_canonical(b, canon, sizeof canon);
     RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
     static const float zeros[256]; /* the barrier sums zeros, so its floats stay zero after the first fill */
-    b->data_barrier = !strcmp(o->sync, "ring") && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
+    b->data_barrier = b->shape.row->host_ring && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
     if (b->data_barrier) {
         if (!(b->barrier_buf = device_alloc(&b->dev, (size_t)b->world * sizeof(float), MEM_COMM))) return RS_ERR_RUNTIME;
         RS_TRY(device_h2d(&b->dev, b->barrier_buf, zeros, (size_t)b->world * sizeof(float)));
@@ -583,21 +604,22 @@ static void bench_print_header(Bench *b) {
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
            o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
-    if (!strcmp(o->sync, "ps") && !strcmp(b->cfg.ps_placement, "dedicated"))
+    Arch arch = b->shape.arch;
+    if (arch == ARCH_PS_DEDICATED)
         printf("# ps placement dedicated: %d server process%s of %s own, keys by range\n", b->cfg.ps_servers,
                b->cfg.ps_servers == 1 ? "" : "es", b->cfg.ps_servers == 1 ? "its" : "their");
-    else if (!strcmp(o->sync, "ps"))
+    else if (arch == ARCH_PS_COLOCATED || arch == ARCH_PS_SHARDED)
         printf("# ps placement %s: %s\n", b->cfg.ps_placement,
-               !strcmp(b->cfg.ps_placement, "sharded") ? "a server in every rank, 1/N of every slice's keys each"
+               arch == ARCH_PS_SHARDED ? "a server in every rank, 1/N of every slice's keys each"
                                                        : "one server, a thread of rank 0");
-    if (!strcmp(o->sync, "byteps"))
+    if (arch == ARCH_BYTEPS)
         printf("# byteps: a summation shard in every rank and %d CPU server process%s (--ps-servers)\n",
                b->cfg.ps_servers, b->cfg.ps_servers == 1 ? "" : "es");
     size_t pk = config_partition_keys(&b->cfg);
-    if ((!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps")) && pk)
+    if (arch_is_server(arch) && pk)
         printf("# the all-reduce travels in partitions of %zu keys (--ps-partition-kb %s), each wholly on one server, "
                "striped over all of them, each summed and answered as it lands\n", pk, b->cfg.ps_partition);
-    else if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps"))
+    else if (arch_is_server(arch))
         printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
                o->bucket_mb);
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
@@ -768,12 +790,13 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);
         cJSON_AddNumberToObject(cfg, "step_factor", o->factor);
         cJSON_AddNumberToObject(cfg, "bucket_mb", o->bucket_mb);
-        if (!strcmp(o->sync, "ps") || !strcmp(o->sync, "byteps")) { /* the partition keys, 0: --bucket-mb slices */
+        Arch arch = b->shape.arch;
+        if (arch_is_server(arch)) { /* the partition keys, 0: --bucket-mb slices */
             cJSON_AddStringToObject(cfg, "ps_partition_kb", b->cfg.ps_partition);
             cJSON_AddNumberToObject(cfg, "ps_partition_keys", (double)config_partition_keys(&b->cfg));
         }
-        if (!strcmp(o->sync, "ps")) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
-        if (!strcmp(o->sync, "byteps") || !strcmp(b->cfg.ps_placement, "dedicated"))
+        if (arch_is_server(arch) && arch != ARCH_BYTEPS) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
+        if (arch == ARCH_BYTEPS || arch == ARCH_PS_DEDICATED)
             cJSON_AddNumberToObject(cfg, "ps_servers", b->cfg.ps_servers);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
@@ -783,6 +806,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddItemToObject(cfg, "link", report_link_json());
         cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
         cJSON_AddStringToObject(cfg, "busbw", "algbw * 2(N-1)/N");
+        cJSON_AddItemToObject(root, "backend", backend_json(&b->cfg));
         cJSON *rows = cJSON_AddArrayToObject(root, "rows");
         for (int i = 0; i < b->nrows; i++) {
             BenchRow *r = &b->rows[i];
@@ -819,16 +843,8 @@ static int bench_finish(Bench *b) {
 /* The launcher's side of `bench -n N`: validates what it can once, then starts the ranks. */
 static int bench_launch(const BenchOpts *o, int argc, char **argv) {
     int rc = o->report[0] ? report_check_writable(o->report) : RS_OK;
-    if (rc == RS_OK && !sync_find(o->sync)) rc = RS_ERR_INPUT;
-    if (rc == RS_OK) { /* --ps-partition-kb against --bucket-mb and --wire, before any rank starts */
-        Config c;
-        config_defaults(&c);
-        c.bucket_mb = o->bucket_mb;
-        snprintf(c.wire, sizeof c.wire, "%s", o->wire[0] ? o->wire : "fp32");
-        snprintf(c.ps_partition, sizeof c.ps_partition, "%s", o->partition[0] ? o->partition : "auto");
-        rc = config_partition_check(&c, 0);
-    }
-    if (rc == RS_OK) rc = bench_check_link(o);
+    Config c; /* every option against the others, before any rank starts */
+    if (rc == RS_OK) rc = bench_fill(o, o->nranks, &c);
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());
         return rc;
@@ -873,7 +889,11 @@ int bench_main(int argc, char **argv) {
         if (rc == RS_OK) rc = bench_config(b);
         char canon[8192];
         if (rc == RS_OK) bench_canonical(b, canon, sizeof canon);
-        if (rc == RS_OK) rc = ps_server_main_keys(&b->cfg, &b->env, 0, canon); /* logs its own failure */
+        BackendShape sh;
+        if (rc == RS_OK && (rc = backend_shape(&b->cfg, &sh)) == RS_OK && !sh.server_main)
+            rc = rs_error(RS_ERR_INPUT, "bench: member %d of %d workers, but --sync %s starts no server processes",
+                          b->rank, b->world, b->o.sync);
+        if (rc == RS_OK) rc = sh.server_main(&b->cfg, &b->env, 0, canon); /* logs its own failure */
         else log_error("%s", rs_errmsg());
         free(b);
         return rc;

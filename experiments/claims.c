@@ -64,14 +64,15 @@ static void claim_verdict(Claim *c, const char *v, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int is_ring(const ClaimsRun *r) { return !strcmp(r->sync, "ring") || !strcmp(r->sync, "nccl"); }
+/* The runs' architectures (backend.architecture; experiments/backends.h): the ring (ring, nccl). */
+static int is_ring(const ClaimsRun *r) { return r->arch == ARCH_RING; }
 /* DataParallel's server in rank 0 (dedicated servers and sharded ones, a shard in every worker,
  * are not the claims' imbalanced ps). */
-static int is_ps_colocated(const ClaimsRun *r) {
-    return !strcmp(r->sync, "ps") && strcmp(r->placement, "dedicated") && strcmp(r->placement, "sharded");
-}
+static int is_ps_colocated(const ClaimsRun *r) { return r->arch == ARCH_PS_COLOCATED; }
 /* A shard of the server in every worker: balanced, as the ring (claims 1 and 2 hold it to the ring's rule). */
-static int is_ps_sharded(const ClaimsRun *r) { return !strcmp(r->sync, "ps") && !strcmp(r->placement, "sharded"); }
+static int is_ps_sharded(const ClaimsRun *r) { return r->arch == ARCH_PS_SHARDED; }
+/* A parameter server of any placement, byteps among them. */
+static int is_server(const ClaimsRun *r) { return arch_is_server(r->arch); }
 static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
 /* The steps a run took (summary.steps; its --steps where the report lacks them). */
 static double run_steps(const ClaimsRun *r) { return r->steps_run > 0 ? r->steps_run : r->steps; }
@@ -170,9 +171,9 @@ static int series_keys(const ClaimsSet *s, const char *family, int (*pred)(const
  * dataparallel, global batch 512, mlp, --wire bf16, link 1gbit"), into buf. */
 static const char *series_name(const ClaimsRun *r, char *buf, size_t len) {
     size_t k = (size_t)snprintf(buf, len, "%s", r->sync);
-    if (!strcmp(r->sync, "ps")) {
+    if (is_server(r) && r->arch != ARCH_BYTEPS) {
         k += (size_t)snprintf(buf + k, len - k, " %s %s", r->placement, r->mode[0] ? r->mode : "push");
-        if (!strcmp(r->placement, "dedicated")) k += (size_t)snprintf(buf + k, len - k, " x%d", r->servers);
+        if (r->arch == ARCH_PS_DEDICATED) k += (size_t)snprintf(buf + k, len - k, " x%d", r->servers);
     }
     if (k < len && r->global_batch > 0) k += (size_t)snprintf(buf + k, len - k, ", global batch %d", r->global_batch);
     else if (k < len) k += (size_t)snprintf(buf + k, len - k, ", batch %d per rank", r->batch);
@@ -595,16 +596,14 @@ static void claim5(const ClaimsSet *s, Claim *c) {
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         /* lab 5's all-reduce (student) is held to the same rule as the ring's */
-        int server = !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps");
-        if (r->ranks < 2 || !(is_ring(r) || server || !strcmp(r->sync, "student")) ||
-            strcmp(r->consistency, "sync"))
+        if (r->ranks < 2 || r->arch == ARCH_NONE || strcmp(r->consistency, "sync"))
             continue;
         int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks;
         const ClaimsRun *base = NULL, *gone = NULL; /* gone: a baseline that diverged */
         for (int j = 0; j < s->nruns && !base; j++) {
             const ClaimsRun *b = &s->runs[j];
             int bG = b->global_batch > 0 ? b->global_batch : b->batch;
-            if (!strcmp(b->sync, "none") && b->ranks == 1 && bG == G &&
+            if (b->arch == ARCH_NONE && b->ranks == 1 && bG == G &&
                 !strcmp(b->math, r->math) && b->nloss == r->nloss && b->nloss > 0) {
                 if (b->diverged) gone = gone ? gone : b;
                 else base = b;
@@ -627,7 +626,7 @@ static void claim5(const ClaimsSet *s, Claim *c) {
         }
         if (r->diverged) { /* its curve is off the baseline's from that step on, by no number */
             bad++;
-            if (!strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps")) nps++;
+            if (is_server(r)) nps++;
             else nring++;
             cJSON *o = num_item(arr, r);
             cJSON_AddStringToObject(o, "baseline", base->label);
@@ -651,7 +650,7 @@ static void claim5(const ClaimsSet *s, Claim *c) {
         double area = dsum / fmax(bsum, 1e-12);
         int ok = wire16 ? area <= CL_WIRE_LOSS_TOL : worst <= CL_LOSS_TOL, differ = run_hash_differs(r);
         bad += !ok || differ > 0;
-        if (server) nps++;
+        if (is_server(r)) nps++;
         else nring++;
         cJSON *o = num_item(arr, r);
         if (differ >= 0) cJSON_AddNumberToObject(o, "ranks_with_other_parameters", differ);
@@ -789,7 +788,7 @@ static void claim7(const ClaimsSet *s, Claim *c) {
     memset(&tally, 0, sizeof tally);
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *a = &s->runs[i];
-        if (strcmp(a->sync, "ps") || strcmp(a->consistency, "async") || !has_straggler(a->straggler) || a->nloss < 1) continue;
+        if (!is_server(a) || strcmp(a->consistency, "async") || !has_straggler(a->straggler) || a->nloss < 1) continue;
         for (int j = 0; j < s->nruns; j++) {
             const ClaimsRun *r = &s->runs[j];
             if (!is_ring(r) || r->ranks != a->ranks || strcmp(r->pair, a->pair) || r->nloss < 1) continue;
@@ -861,9 +860,9 @@ static double table1_line(const ClaimsRun *r, const char **arch, int *in_table) 
     *in_table = 1;
     if (is_ring(r)) return *arch = "all-reduce (ring)", 2 * (n - 1) / n;
     if (is_ps_sharded(r)) return *arch = "colocated PS (sharded)", 2 * (n - 1) / n;
-    if (!strcmp(r->sync, "ps") && !strcmp(r->placement, "dedicated") && k >= 1)
+    if (r->arch == ARCH_PS_DEDICATED && k >= 1)
         return *arch = "non-colocated PS", fmax(1.0, n / k);
-    if (!strcmp(r->sync, "byteps") && k >= 0 && k <= n) return *arch = "BytePS", 2 * n * (n - 1) / (n * n + k * n - 2 * k);
+    if (r->arch == ARCH_BYTEPS && k >= 0 && k <= n) return *arch = "BytePS", 2 * n * (n - 1) / (n * n + k * n - 2 * k);
     *in_table = 0;
     if (is_ps_colocated(r)) return *arch = "DataParallel's server (rank 0; not in Table 1)", n - 1;
     return *arch = "", -1;
@@ -961,7 +960,7 @@ static void claim8(const ClaimsSet *s, Claim *c) {
         char why[400];
         const char *arch;
         int in_table;
-        if (strcmp(p->sync, "ps") || strcmp(p->placement, "dedicated") || p->servers != p->ranks || p->ranks < 2 ||
+        if (p->arch != ARCH_PS_DEDICATED || p->servers != p->ranks || p->ranks < 2 ||
             !p->emulated[0] || link_parse(p->emulated, &l) != RS_OK || !(l.bytes_per_s > 0) ||
             table1_outside(p, &l, table1_line(p, &arch, &in_table) * p->grad_bytes / l.bytes_per_s, why, sizeof why))
             continue;

@@ -99,6 +99,12 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     char *rk = strrchr(r->label, '-');
     if (rk && rk[1] == 'r' && rk[2] && strspn(rk + 2, "0123456789") == strlen(rk + 2)) *rk = 0;
     load_str(config, "sync", r->sync, sizeof r->sync);
+    char arch[32] = "";
+    load_str(cJSON_GetObjectItemCaseSensitive(rep, "backend"), "architecture", arch, sizeof arch);
+    if (!arch[0])
+        return rs_error(RS_ERR_INPUT, "%s: no backend.architecture: a report of an older build (run it again)", path);
+    if (arch_parse(arch, &r->arch))
+        return rs_error(RS_ERR_INPUT, "%s: backend.architecture '%s': not one this ringside knows", path, arch);
     load_str(config, "ps-placement", r->placement, sizeof r->placement);
     load_str(config, "ps-mode", r->mode, sizeof r->mode);
     r->ranks = load_int(config, "ranks", 0);

@@ -2,6 +2,8 @@
 #ifndef RS_CLAIMS_LOAD_H
 #define RS_CLAIMS_LOAD_H
 
+#include "backends.h"
+
 #define CLAIMS_MAX_RANKS 256
 
 /* ---- Types ---- */
@@ -10,6 +12,7 @@
 typedef struct {
     char label[256];          /* the first report's file name without "-rK.json" / ".json" */
     char sync[16], placement[16], mode[16];
+    Arch arch;                /* backend.architecture: what the claims ask of a run, instead of its --sync */
     int ranks, servers, batch, global_batch, steps;
     long long seed;
     double grad_bytes;        /* the gradient on the wire: 4 (fp32) or 2 (bf16, fp16) x the parameter count */

@@ -77,9 +77,10 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     const char *sync = fit_str(cfg, "sync"), *placement = fit_str(cfg, "ps_placement"), *link = fit_str(cfg, "link");
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(cfg, "ranks"), *servers = cJSON_GetObjectItemCaseSensitive(cfg, "ps_servers");
     if (!sync || !cJSON_IsNumber(ranks)) return rs_error(RS_ERR_INPUT, "%s: config.sync or config.ranks missing", name);
-    /* without ps_servers (reports before bench started server processes): byteps ran k = 0 CPU
-     * servers, ps one server */
-    int n = ranks->valueint, k = cJSON_IsNumber(servers) ? servers->valueint : !strcmp(sync, "byteps") ? 0 : 1;
+    /* without ps_servers (a back end with no server processes of its own): backend.servers, else
+     * one server (ps's colocated one; the cost models of the others do not read it) */
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "servers");
+    int n = ranks->valueint, k = cJSON_IsNumber(servers) ? servers->valueint : cJSON_IsNumber(bs) ? bs->valueint : 1;
     if (n < 2) return rs_error(RS_ERR_INPUT, "%s: a bench on %d rank moves nothing: run it with -n 2 or more", name, n);
     double a, b;
     if (!placement) placement = "colocated";

@@ -1,6 +1,6 @@
 /* matrix.c - `ringside matrix`: runs every cell of a matrix file as a child `ringside train`, summarises */
 #include "matrix.h"
-#include "../ps/ps.h"
+#include "backends.h"
 #include "fit.h"
 #include "matrix_row.h"
 #include "matrix_spec.h"
@@ -490,8 +490,14 @@ static const char matrix_task_sh[] =
     "export RINGSIDE_ROLE=worker RANK=$SLURM_PROCID WORLD_SIZE=$w LOCAL_RANK=$SLURM_LOCALID; fi; "
     "exec \"$@\"";
 
-/* The dedicated servers a run of g starts beside its ranks (train's rule: ps, placement dedicated). */
-static int matrix_servers(const Config *g) { return ps_dedicated_servers(g); }
+/* Whether a run of g communicates at all (a back end other than none, on 2 ranks or more). */
+static int matrix_talks(const Config *g) {
+    BackendShape s;
+    return g->nranks >= 2 && backend_shape(g, &s) == RS_OK && s.arch != ARCH_NONE;
+}
+
+/* The server processes a run of g starts beside its ranks (train's: its back end's shape). */
+static int matrix_servers(const Config *g) { return backend_servers(g); }
 
 /* 128 random bits as 32 hex digits into out (at least 33 bytes). */
 static int matrix_token(char *out) {
@@ -572,6 +578,24 @@ static int matrix_cell_step(const MatrixOpts *o, const MatrixCell *c, MatrixStep
     return matrix_step_prepare(o, c->cfg.nranks + servers, servers, s);
 }
 
+/* What a run's report says of it beside its exit status, in one place for a report kept and one
+ * just written: "diverged" (its loss stopped being finite), "differ" (replicas that should agree
+ * do not) or "ok"; *code gets the exit status train gives such a run (0 for ok), err why. */
+static const char *matrix_report_status(const cJSON *rep, int *code, char *err, size_t len) {
+    int at;
+    *code = 0;
+    if (matrix_row_diverged(rep, &at)) {
+        *code = TRAIN_ERR_DIVERGED;
+        snprintf(err, len, "its report says the loss stopped being finite at step %d", at);
+        return "diverged";
+    }
+    if (matrix_row_differ(rep, err, len)) {
+        *code = TRAIN_ERR_REPLICAS;
+        return "differ";
+    }
+    return "ok";
+}
+
 /* Runs (or, with --resume, keeps) run rep of cell c; returns its summary row (NULL when the run
  * was interrupted: it did not finish). *failed is set when it failed, timed out or diverged (its
  * loss stopped being finite: train's TRAIN_ERR_DIVERGED, the report kept and marked so). */
@@ -588,16 +612,9 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     int stale = 0;
     if (o->resume && (rep_json = matrix_keepable(c, path, &stale, why, sizeof why))) {
         out.resumed = 1;
-        int at;
-        if (matrix_row_diverged(rep_json, &at)) { /* kept as what it is: running it again diverges again */
-            out.status = "diverged";
-            out.exit_code = TRAIN_ERR_DIVERGED;
-            snprintf(err, sizeof err, "its report says the loss stopped being finite at step %d", at);
-            out.error = err;
-            *failed = 1;
-        } else if (matrix_row_differ(rep_json, err, sizeof err)) { /* and so does an all-reduce that drifts */
-            out.status = "differ";
-            out.exit_code = TRAIN_ERR_REPLICAS;
+        /* kept as what it is: running it again diverges again, and an all-reduce that drifts drifts again */
+        out.status = matrix_report_status(rep_json, &out.exit_code, err, sizeof err);
+        if (strcmp(out.status, "ok")) {
             out.error = err;
             *failed = 1;
         }
@@ -620,6 +637,7 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
     if (prc == RS_OK) matrix_argv(o, &step, c, path, 0, argv);
     progress_draw(p, 0);
     ProcResult pr;
+    int code;
     if (prc != RS_OK ||
         proc_run(argv, logp, step.env, m->timeout_s, MATRIX_GRACE_S, &matrix_stop, progress_tick, p, 0.5, &pr) != RS_OK) {
         snprintf(err, sizeof err, "%s", rs_errmsg());
@@ -637,13 +655,11 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
             out.status = "timeout";
             snprintf(err, sizeof err, "timed out after %.0f s%s%s", m->timeout_s, why[0] ? ": " : "", why);
             unlink(path);
-        } else if (pr.exit_code == TRAIN_ERR_DIVERGED && (rep_json = matrix_read_report(path, err, sizeof err)) &&
-                   matrix_row_diverged(rep_json, NULL)) {
-            out.status = "diverged"; /* a result, not a crash: its report stays, marked, beside the others */
-            snprintf(err, sizeof err, "%s", why[0] ? why : "the loss stopped being finite");
-        } else if (pr.exit_code == TRAIN_ERR_REPLICAS && (rep_json = matrix_read_report(path, err, sizeof err)) &&
-                   matrix_row_differ(rep_json, err, sizeof err)) {
-            out.status = "differ"; /* a result too: the report says which ranks */
+        } else if ((pr.exit_code == TRAIN_ERR_DIVERGED || pr.exit_code == TRAIN_ERR_REPLICAS) &&
+                   (rep_json = matrix_read_report(path, err, sizeof err)) &&
+                   matrix_report_status(rep_json, &code, err, sizeof err) && code == pr.exit_code) {
+            /* a result, not a crash: its report stays, marked, beside the others (differ: it says which ranks) */
+            out.status = code == TRAIN_ERR_DIVERGED ? "diverged" : "differ";
             if (why[0]) snprintf(err, sizeof err, "%s", why);
         } else if (pr.exit_code != 0) {
             cJSON_Delete(rep_json);
@@ -829,7 +845,7 @@ static double matrix_auto_top(const MatrixSpec *m) {
     double want = MATRIX_AUTO_MIN_TOP, top = MATRIX_AUTO_MIN_BYTES;
     for (int i = 0; i < m->ncells; i++) {
         const Config *g = &m->cells[i].cfg;
-        if (!m->cells[i].selected || g->nranks < 2 || !strcmp(g->sync, "none")) continue;
+        if (!m->cells[i].selected || !matrix_talks(g)) continue;
         double grad = 4.0 * (double)config_param_count(g), bucket = g->bucket_mb * 1048576.0;
         want = fmax(want, fmin(grad, bucket));
     }
@@ -892,7 +908,7 @@ static int matrix_links_auto(MatrixSpec *m, const MatrixOpts *o) {
     FitSet set = {0};
     for (int i = 0; i < m->ncells && !interrupted && !matrix_stop; i++) {
         const Config *g = &m->cells[i].cfg;
-        if (!m->cells[i].selected || g->nranks < 2 || !strcmp(g->sync, "none")) continue;
+        if (!m->cells[i].selected || !matrix_talks(g)) continue;
         int seen = 0;
         for (int k = 0; k < ndone; k++) seen |= !strcmp(done[k], g->sync);
         if (seen || ndone == 16) continue;

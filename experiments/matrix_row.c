@@ -1,5 +1,6 @@
 /* matrix_row.c - a run's headline figures from its report, the alpha-beta prediction, the CSV file */
 #include "matrix_row.h"
+#include "backends.h"
 #include "predict.h"
 #include "../base/atomicfile.h"
 #include "../base/err.h"
@@ -100,7 +101,7 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     double t = predict_step_comm(g->sync, g->ps_placement, g->ps_servers, g->nranks, config_partition_keys(g) > 0, n,
                                  g->bucket_mb * 1048576.0 * eb / 4,
                                  alpha, beta);
-    if (t >= 0 && !strcmp(g->sync, "ps") && !strcmp(g->ps_mode, "dataparallel") && g->global_batch > 0) {
+    if (t >= 0 && backend_driver(g) && g->global_batch > 0) { /* DataParallel's step */
         /* per sample: its inputs and labels out, its outputs in and their gradient out */
         int D, C;
         predict_dp_shape(g->model, g->layers[0], g->layers[g->nlayers - 1], g->seq_len, g->vocab,

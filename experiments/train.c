@@ -2,12 +2,12 @@
 #include "train.h"
 #include "train_run.h"
 #include "backends.h"
+#include "../ps/ps.h"
 #include "fits.h"
 #include "../base/atomicfile.h"
 #include "../base/clock.h"
 #include "../base/config.h"
 #include "../net/launch.h"
-#include "../ps/ps.h"
 #include "../engine/engine.h"
 #include "../data/data.h"
 #include "../kernels/device.h"
@@ -316,7 +316,13 @@ int train_main(int argc, char **argv) {
         free(r);
         return rc;
     }
-    int servers = ps_dedicated_servers(&r->cfg); /* ps dedicated, byteps: processes of their own */
+    BackendShape shape; /* ps dedicated, byteps: server processes of their own */
+    if ((rc = backend_shape(&r->cfg, &shape)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        free(r);
+        return rc;
+    }
+    int servers = shape.servers;
     /* a job that cannot fit is refused before it starts, not OOM-killed in the middle: by the
      * launcher (or a lone process) for the whole job, by local rank 0 under srun/torchrun/mpirun */
     int fit_workers = !r->env.launched ? r->cfg.nranks : strcmp(r->env.source, "ringside") && r->env.local_rank == 0 &&
@@ -347,7 +353,13 @@ int train_main(int argc, char **argv) {
         log_set_rank(r->env.member);
     }
     if (r->env.member >= r->env.world) {
-        rc = ps_server_main(&r->cfg, &r->env);
+        if (!shape.server_main) {
+            log_error("member %d of a job of %d workers: --sync %s starts no server processes", r->env.member, r->env.world,
+                      r->cfg.sync);
+            free(r);
+            return RS_ERR_INPUT;
+        }
+        rc = shape.server_main(&r->cfg, &r->env, PS_MODEL_KEYS, NULL);
         free(r);
         return rc;
     }

@@ -131,17 +131,25 @@ def claims_list(claims):
 # ---- what a report is ----------------------------------------------------------------------
 
 
+def architecture(rep):
+    """The report's backend.architecture ("ring", "ps-dedicated", ...; docs/report-schema.md), as
+    train's registry names it; None for a report without it (an older build's)."""
+    b = rep.get("backend")
+    a = b.get("architecture") if isinstance(b, dict) else None
+    return a if isinstance(a, str) else None
+
+
 def backend(rep):
     """The back end's label: the sync name, with the parameter server's non-default options."""
     cfg = rep.get("config", {})
-    name = cfg.get("sync", "?")
-    if name == "ps":
+    name, arch = cfg.get("sync", "?"), architecture(rep)
+    if arch in ("ps-colocated", "ps-sharded", "ps-dedicated"):
         if cfg.get("ps-mode") == "dataparallel":
             name += "-dataparallel"
-        if cfg.get("ps-placement") == "dedicated":
-            k = cfg.get("ps-servers", 1)
+        if arch == "ps-dedicated":
+            k = rep["backend"].get("servers", 1)
             name += "-dedicated" + ("x%d" % k if k and k > 1 else "")
-        elif cfg.get("ps-placement") == "sharded":
+        elif arch == "ps-sharded":
             name += "-sharded"
     return name
 
@@ -727,20 +735,11 @@ def table1_arch(rep):
     colocated sharded ps (k = 0), k dedicated servers, byteps with k servers; and, drawn beside
     them with no line of its own, DataParallel's server in rank 0."""
     cfg = rep.get("config", {})
-    sync, k = cfg.get("sync"), cfg.get("ps-servers", 1)
+    arch, k = architecture(rep), (rep.get("backend") or {}).get("servers", 0)
     if cfg.get("ps-consistency", "sync") != "sync" or cfg.get("ps-mode", "push") != "push" or cfg.get("straggler"):
         return None
-    if sync in ("ring", "nccl"):
-        return "ring", None
-    if sync == "ps" and cfg.get("ps-placement", "colocated") == "colocated":
-        return DP_BESIDE, None
-    if sync == "ps" and cfg.get("ps-placement") == "sharded":
-        return "colocated PS (sharded)", 0
-    if sync == "ps" and cfg.get("ps-placement") == "dedicated":
-        return "non-colocated PS", k
-    if sync == "byteps":
-        return "BytePS", k
-    return None
+    return {"ring": ("ring", None), "ps-colocated": (DP_BESIDE, None), "ps-sharded": ("colocated PS (sharded)", 0),
+            "ps-dedicated": ("non-colocated PS", k), "byteps": ("BytePS", k)}.get(arch)
 
 
 def table1_line(arch, n, k):
@@ -818,12 +817,12 @@ def bench_label(bench):
     """"ps N=4 (cpu)"; a placement other than colocated and server processes are named too
     ("ps sharded N=4", "ps dedicated K=2 N=4", "byteps k=2 N=4"), so that no two series share one."""
     cfg = bench.get("config", {})
-    sync, extra = cfg.get("sync", "?"), ""
+    sync, extra, arch = cfg.get("sync", "?"), "", architecture(bench)
     placement, servers = cfg.get("ps_placement"), cfg.get("ps_servers")
     if placement and placement != "colocated":
         extra += " " + placement
-    if isinstance(servers, (int, float)) and (sync == "byteps" or placement == "dedicated"):
-        extra += " %s=%d" % ("k" if sync == "byteps" else "K", servers)
+    if isinstance(servers, (int, float)) and arch in ("byteps", "ps-dedicated"):
+        extra += " %s=%d" % ("k" if arch == "byteps" else "K", servers)
     return "%s%s N=%s (%s)" % (sync, extra, cfg.get("ranks", "?"), cfg.get("device", "?"))
 
 

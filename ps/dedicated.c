@@ -36,13 +36,11 @@ static cJSON *dedicated_entry(PsServer *s, const RankEnv *env, Device *dev, doub
     return o;
 }
 
-int ps_server_main(const Config *cfg, const RankEnv *env) {
-    return ps_server_main_keys(cfg, env, config_param_count(cfg), NULL);
-}
-
-int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, const char *job) {
+/* A server process's whole life: byteps, the keys split by BytePS's weights behind the workers'
+ * shards; else ps's dedicated servers, the keys by range. */
+static int server_run(const Config *cfg, const RankEnv *env, size_t nparams, const char *job, int byteps) {
     int K = env->servers > 0 ? env->servers : cfg->ps_servers, id = env->member - env->world;
-    int byteps = !strcmp(cfg->sync, "byteps");
+    if (nparams == PS_MODEL_KEYS) nparams = config_param_count(cfg);
     Device dev = {0};
     void *zctx = NULL;
     Bucket *buckets = NULL; /* the training partitions (whole buckets without --ps-partition-kb) */
@@ -141,7 +139,10 @@ err:
     return rc;
 }
 
-int ps_dedicated_servers(const Config *cfg) {
-    if (!strcmp(cfg->sync, "byteps")) return cfg->ps_servers > 0 ? cfg->ps_servers : 0;
-    return !strcmp(cfg->sync, "ps") && !strcmp(cfg->ps_placement, "dedicated") ? cfg->ps_servers : 0;
+int ps_server_main(const Config *cfg, const RankEnv *env, size_t nparams, const char *job) {
+    return server_run(cfg, env, nparams, job, 0);
+}
+
+int ps_byteps_server_main(const Config *cfg, const RankEnv *env, size_t nparams, const char *job) {
+    return server_run(cfg, env, nparams, job, 1);
 }

@@ -13,11 +13,6 @@
  * a thread and --ps-servers k dedicated processes one each, keys split in the paper's
  * proportions (ps/shard.h's shard_byteps; docs/ps-protocol.md). */
 
-/* The dedicated server processes a run of cfg starts beside its workers (the launcher's, Slurm's
- * and mpirun's last tasks): --ps-servers for ps under --ps-placement dedicated and for byteps
- * (0 allowed), else 0. */
-int ps_dedicated_servers(const Config *cfg);
-
 /* The refusals of --sync byteps for a job of world workers: --ps-servers k outside 0..world
  * ("the formulas cover 0 <= k <= n"), k > 0 with one worker (the split's n^2 + kn - 2k is 0),
  * a placement, consistency or mode of its own. 0, or RS_ERR_INPUT naming why (config_validate
@@ -38,13 +33,14 @@ const struct StepDriver *ps_dataparallel_driver(void);
     "its GPU 0, gathers, reduces and updates)"
 
 /* A dedicated server process's whole life (RINGSIDE_ROLE=server): binds, joins the control
- * plane, serves until every worker has said goodbye, hands its report entry to rank 0.
- * Returns the exit status. */
-int ps_server_main(const Config *cfg, const RankEnv *env);
-
-/* The same with nparams training keys instead of the model's (0: a server of all-reduces only,
- * as `bench` starts: no parameters, no initial parameters to wait for) and job, the canonical
- * text every member of the job must agree on (NULL: config_canonical(cfg)). */
-int ps_server_main_keys(const Config *cfg, const RankEnv *env, size_t nparams, const char *job);
+ * plane, serves until every worker has said goodbye, hands its report entry to rank 0. nparams:
+ * the training keys (PS_MODEL_KEYS: the model's, config_param_count; 0: a server of all-reduces
+ * only, as `bench` starts: no parameters, no initial parameters to wait for); job: the canonical
+ * text every member of the job must agree on (NULL: config_canonical(cfg)). Returns the exit
+ * status. ps_server_main is --ps-placement dedicated's (keys by range), ps_byteps_server_main one
+ * of byteps's k CPU servers (keys by BytePS's weights, after the workers' shards). */
+#define PS_MODEL_KEYS ((size_t)-1)
+int ps_server_main(const Config *cfg, const RankEnv *env, size_t nparams, const char *job);
+int ps_byteps_server_main(const Config *cfg, const RankEnv *env, size_t nparams, const char *job);
 
 #endif

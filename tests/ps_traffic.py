@@ -101,19 +101,19 @@ def stripe(parts, w):
 
 def layout(r):
     """(N, L, k, weights, pieces [per partition or bucket: keys per server], partition keys or 0)."""
-    c = r["config"]
-    N = r["run"]["world"]
-    if c["sync"] == "byteps":
-        k = int(c["ps-servers"])
+    c, b = r["config"], r.get("backend") or {}
+    N, arch = r["run"]["world"], b.get("architecture")  # the report's architecture (docs/report-schema.md)
+    if arch == "byteps":
+        k = int(b["servers"])
         L = N if k < N else 0
         w = [N - k] * L + [2 * (N - 1)] * k if L else [1] * k
-    elif c.get("ps-placement") == "sharded":
+    elif arch == "ps-sharded":
         L, k, w = N, 0, [1] * N
-    elif c.get("ps-placement") == "dedicated":
-        k = int(c["ps-servers"])
+    elif arch == "ps-dedicated":
+        k = int(b["servers"])
         L, w = 0, [1] * k
     else:
-        raise SystemExit("ps_traffic.py: %s %s: only byteps, sharded and dedicated" % (c["sync"], c.get("ps-placement")))
+        raise SystemExit("ps_traffic.py: architecture %s: only byteps, ps-sharded and ps-dedicated" % arch)
     n = r["ranks"][0]["memory"]["by_tag"]["params"] // 4
     buckets = buckets_of(n, float(c["bucket-mb"]))
     K, W = len(w), sum(w)
@@ -122,7 +122,7 @@ def layout(r):
         parts, pk = partitions(buckets, pk, K)
         owner = stripe(parts, w)
         pieces = [[(b - a) if s == owner[i] else 0 for s in range(K)] for i, (a, b) in enumerate(parts)]
-    elif c["sync"] == "byteps":
+    elif arch == "byteps":
         def split(m):  # m keys by the weights: floor(m w_s / W), the first m - sum of them one more
             q = [m * x // W for x in w]
             return [q[s] + (s < m - sum(q)) for s in range(K)]

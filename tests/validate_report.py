@@ -24,7 +24,9 @@ PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "o
 BUSY_PHASES = ["data", "forward", "backward", "optimizer"]
 STEP_PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other"]  # they add up to the step
 DIST = ["median", "p95", "min", "max", "mean"]
-SYNCS = {"none", "ring", "nccl", "ps", "byteps", "student"}
+# backend.architecture and its family, as train's registry names them (experiments/backends.c)
+ARCHITECTURES = {"none": "none", "ring": "allreduce", "student": "allreduce", "ps-colocated": "ps",
+                 "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 
@@ -153,9 +155,7 @@ def check_config(c, rep, options):
     cfg = c.get(rep, "config", "", "dict")
     if cfg is None:
         return {}
-    sync = c.get(cfg, "sync", "config", "str")
-    if sync is not None:
-        c.expect(sync in SYNCS, "config.sync", "unknown back end %r" % sync)
+    c.get(cfg, "sync", "config", "str")
     layers = c.get(cfg, "layers", "config", "list")
     if layers is not None:
         c.expect(len(layers) >= 2 and all(isinstance(x, int) and x > 0 for x in layers), "config.layers",
@@ -243,10 +243,37 @@ def check_traffic(c, e, path):
     return v
 
 
-def lockstep(cfg):
-    """Whether every rank took the same steps: all but ps under async or ssp:S with S >= 1."""
+def backend_of(rep):
+    """The report's backend object ({} where it has none: check_backend says so)."""
+    b = (rep or {}).get("backend")
+    return b if isinstance(b, dict) else {}
+
+
+def check_backend(c, rep, cfg, key="sync"):
+    """backend: the --sync row's name (config's key), family and architecture (one of train's),
+    the server processes it started and whether its ranks step in lockstep (not async, not ssp:S
+    with S >= 1)."""
+    b = c.get(rep, "backend", "", "dict")
+    if b is None:
+        return {}
+    name = c.get(b, "name", "backend", "str")
+    c.expect(name == cfg.get(key), "backend.name", "%r, config.%s is %r" % (name, key, cfg.get(key)))
+    arch, fam = c.get(b, "architecture", "backend", "str"), c.get(b, "family", "backend", "str")
+    c.expect(arch in ARCHITECTURES, "backend.architecture", "unknown architecture %r" % arch)
+    c.expect(fam == ARCHITECTURES.get(arch, fam), "backend.family", "%r for architecture %r (expected %r)"
+             % (fam, arch, ARCHITECTURES.get(arch)))
+    k = c.nonneg(b, "servers", "backend", "int")
+    c.expect(k == 0 or arch in ("ps-dedicated", "byteps"), "backend.servers", "%s server processes for architecture %r"
+             % (k, arch))
+    ls = c.get(b, "lockstep", "backend", "bool")
     how = cfg.get("ps-consistency", "sync")
-    return cfg.get("sync") != "ps" or how in ("sync", "ssp:0")
+    c.expect(ls is None or ls == (how in ("sync", "ssp:0")), "backend.lockstep", "%s under --ps-consistency %s" % (ls, how))
+    return b
+
+
+def lockstep(b):
+    """Whether every rank took the same steps (backend.lockstep; a report without it: yes)."""
+    return b.get("lockstep") is not False
 
 
 def budgeted(cfg):
@@ -293,18 +320,19 @@ def check_time(c, e, path, cfg, run, rep=None):
                      "GEMM seconds %g above forward+backward %g" % (gemm, ph["forward"] + ph["backward"]))
         # one rank of ring or none has nobody to talk to; one rank of ps or byteps still has its
         # in-process server, whose update the pull waits for (counted as communication, as on N ranks)
-        if cfg.get("sync") == "none" or ((run or {}).get("world") == 1 and cfg.get("sync") not in ("ps", "byteps")):
+        b = backend_of(rep)
+        if b.get("architecture") == "none" or ((run or {}).get("world") == 1 and b.get("family") != "ps"):
             c.expect(ph["comm_total"] <= 1e-3, p + ".phases.comm_total", "%g s of communication with nothing to talk to"
                      % ph["comm_total"])
     steps = ((rep or {}).get("summary") or {}).get("steps") if budgeted(cfg) else cfg.get("steps")
-    if timed is not None and isinstance(steps, int) and isinstance(cfg.get("warmup"), int) and steps > 0 and lockstep(cfg):
+    if timed is not None and isinstance(steps, int) and isinstance(cfg.get("warmup"), int) and steps > 0 and lockstep(backend_of(rep)):
         s, w = steps, cfg["warmup"]
         c.expect(timed == (s - w if w < s else s), p + ".timed_steps", "%d, expected steps - warmup = %d"
                  % (timed, s - w if w < s else s))
     # run.wall_s is rank 0's: every rank's steps fit in it in lockstep; under async and ssp a slow
     # worker may still be stepping when rank 0, whose own pushes go over inproc, is done
     if timed and d.get("mean") is not None and run and isinstance(run.get("wall_s"), (int, float)) and \
-            (lockstep(cfg) or e.get("rank") == 0):
+            (lockstep(backend_of(rep)) or e.get("rank") == 0):
         c.expect(d["mean"] * timed <= run["wall_s"] * 1.01 + 1e-3, p + ".step",
                  "timed steps (%g s) take longer than the whole run (%g s): seconds?" % (d["mean"] * timed, run["wall_s"]))
     return d
@@ -330,7 +358,7 @@ def check_server(c, e, path, run, rep):
     want = (rep.get("summary") or {}).get("steps")
     if steps is not None and isinstance(want, int):
         # under async and ssp the server counts pushes / N, and up to N - 1 pushes land past the budget
-        slack = 0 if lockstep(rep.get("config") or {}) else 1
+        slack = 0 if lockstep(backend_of(rep)) else 1
         c.expect(abs(steps - want) <= slack, p + ".steps", "%d updates, the run had %d steps" % (steps, want))
     if None not in (busy, total, steps) and steps:
         c.expect(close(busy, total / steps), p + ".busy", "%g != busy_total / steps (%g)" % (busy, total / steps))
@@ -365,7 +393,7 @@ def check_ranks(c, rep, cfg, run, expect):
         workers.append(e)
         c.nonneg(e, "samples", path, "int")
         e["_step"] = check_time(c, e, path, cfg, run, rep)
-        check_staleness(c, e, path, cfg)
+        check_staleness(c, e, path, cfg, backend_of(rep))
     ids = sorted(e.get("rank") for e in workers if isinstance(e.get("rank"), int))
     n = (run or {}).get("world")
     if isinstance(n, int):
@@ -373,18 +401,18 @@ def check_ranks(c, rep, cfg, run, expect):
         c.expect(cfg.get("ranks") in (None, n), "config.ranks", "%s but run.world is %d" % (cfg.get("ranks"), n))
     order = [e.get("role") for e in ranks if isinstance(e, dict)]
     c.expect(order == sorted(order, key=lambda r: r != "worker"), "ranks", "servers must follow the workers")
-    dedicated = (cfg.get("sync") == "ps" and cfg.get("ps-placement") == "dedicated") or cfg.get("sync") == "byteps"
-    want_servers = cfg.get("ps-servers", 1) if dedicated else 0
-    c.expect(len(servers) == want_servers, "ranks", "%d server entries, expected %d (sync %s, placement %s)"
-             % (len(servers), want_servers, cfg.get("sync"), cfg.get("ps-placement")))
+    b = backend_of(rep)
+    want_servers = b.get("servers", 0)
+    c.expect(len(servers) == want_servers, "ranks", "%d server entries, expected %s (backend.servers, architecture %s)"
+             % (len(servers), want_servers, b.get("architecture")))
     sids = sorted(e.get("rank") for e in servers if isinstance(e.get("rank"), int))
     c.expect(len(set(sids)) == len(sids), "ranks", "server ids not unique: %s" % sids)
-    if cfg.get("global-batch") == 0 and workers and lockstep(cfg):
+    if cfg.get("global-batch") == 0 and workers and lockstep(b):
         counts = {e.get("samples") for e in workers}
         c.expect(len(counts) == 1, "ranks[].samples", "per-rank batches, yet workers saw different counts %s"
                  % sorted(counts))
     check_traffic_expectations(c, cfg, workers, servers, n, rep)
-    check_gather(c, cfg, workers)
+    check_gather(c, cfg, b, workers)
     for k, v in expect.items():
         if k == "world":
             c.expect(n == int(v), "run.world", "%s, expected %s" % (n, v))
@@ -395,12 +423,12 @@ def check_ranks(c, rep, cfg, run, expect):
     return workers, servers
 
 
-def check_gather(c, cfg, workers):
+def check_gather(c, cfg, b, workers):
     """by_tag.gather: DataParallel's gathered logits, their gradient and the global batch's labels on
     rank 0, 4 B R (2C + 1) bytes (B = --global-batch, R output rows per sample, C classes); 0
     everywhere else."""
     rows, classes = output_shape(cfg)
-    dp = cfg.get("sync") == "ps" and cfg.get("ps-mode") == "dataparallel"
+    dp = b.get("architecture") == "ps-colocated" and cfg.get("ps-mode") == "dataparallel"
     B = cfg.get("global-batch")
     for e in workers:
         g = ((e.get("memory") or {}).get("by_tag") or {}).get("gather")
@@ -439,37 +467,38 @@ def param_bytes(cfg, workers=()):
 
 def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     """Units sanity: a back end that moves the gradient every step moves at least that many bytes."""
-    sync, steps = cfg.get("sync"), (rep.get("summary") or {}).get("steps")
+    b, steps = backend_of(rep), (rep.get("summary") or {}).get("steps")
+    arch, how = b.get("architecture"), (rep.get("summary") or {}).get("transport")
     G = param_bytes(cfg, workers)
     if cfg.get("wire", "fp32") != "fp32":  # bf16 / fp16 on the wire: 2 bytes a parameter
         G //= 2
     if not isinstance(steps, int) or not G or not isinstance(n, int):
         return
     floors = {}  # rank -> (bytes_sent floor, bytes_received floor)
-    if sync == "none" or (n == 1 and not servers):
+    if arch == "none" or (n == 1 and not servers):
         for e in workers + servers:
             t = e.get("_traffic")
             if t:
                 c.expect(t["bytes_sent"] == 0 and t["bytes_received"] == 0, "ranks[rank %s].traffic" % e.get("rank"),
                          "one process alone moved bytes across a process boundary")
         return
-    if sync == "ring" and n > 1:
+    if arch == "ring" and how != "nccl" and n > 1:  # NCCL's bytes are not measured
         per = 2 * (n - 1) / n * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
-    elif sync == "byteps" and n > 1:
+    elif arch == "byteps" and n > 1:
         # BytePS (OSDI'20, 4.1): each worker link carries 2n(n-1)/W of the gradient each way per step,
         # W = n^2 + kn - 2k; each of the k CPU servers n x = 2n(n-1)/W of it
-        k = cfg.get("ps-servers", 0)
+        k = b.get("servers", 0)
         per = 2 * n * (n - 1) / (n * n + k * n - 2 * k) * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
-    elif sync == "ps" and cfg.get("ps-mode") == "dataparallel":
+    elif arch == "ps-colocated" and cfg.get("ps-mode") == "dataparallel":
         # every other rank pushes its gradient and receives the replicate each step; rank 0 the rest
         floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
         floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
-    elif sync == "ps" and cfg.get("ps-mode", "push") == "push":
-        if cfg.get("ps-placement") == "dedicated":
+    elif arch in ("ps-colocated", "ps-sharded", "ps-dedicated") and cfg.get("ps-mode", "push") == "push":
+        if arch == "ps-dedicated":
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers}
-        elif cfg.get("ps-placement") == "sharded":
+        elif arch == "ps-sharded":
             # a shard in every worker: each pushes the others' N-1 shards and answers their N-1
             # pushes to its own, 2(N-1)/N of the gradient each way per step, as the ring
             per = 2 * (n - 1) / n * G * steps
@@ -477,13 +506,13 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
         else:
             floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
             floors[0] = ((n - 1) * G * steps, (n - 1) * G * steps)
-    if sync in ("ps", "byteps") and servers and not budgeted(cfg):
+    if b.get("family") == "ps" and servers and not budgeted(cfg):
         K = len(servers)
         for e in servers:
             t = e.get("_traffic")
             if t:
                 floor = n * G * steps / K
-                if sync == "byteps":
+                if arch == "byteps":
                     floor = n * 2 * (n - 1) / (n * n + K * n - 2 * K) * G * steps
                 for key in ("bytes_sent", "bytes_received"):
                     c.expect(t[key] >= 0.9 * floor, "ranks[server %s].traffic.%s" % (e.get("server"), key),
@@ -491,21 +520,21 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
                              % (t[key], steps, floor))
     for e in workers:
         t, f = e.get("_traffic"), floors.get(e.get("rank"))
-        if not t or not f or not lockstep(cfg) or budgeted(cfg):  # at its own pace, or stopped early
+        if not t or not f or not lockstep(b) or budgeted(cfg):  # at its own pace, or stopped early
             continue
         for key, floor in zip(("bytes_sent", "bytes_received"), f):
             c.expect(t[key] >= 0.95 * floor, "ranks[rank %s].traffic.%s" % (e.get("rank"), key),
                      "%d bytes, below the %d the gradient alone needs over %d steps" % (t[key], floor, steps))
 
 
-def check_staleness(c, e, path, cfg):
+def check_staleness(c, e, path, cfg, b):
     """A worker's staleness under async and ssp:S: the parameters it computed on, in steps (its step
     minus the slowest worker's), mean <= max, max <= S under ssp:S; absent in lockstep."""
-    st = c.get(e, "staleness", path, "dict", required=not lockstep(cfg))
+    st = c.get(e, "staleness", path, "dict", required=not lockstep(b))
     if st is None:
         return
     p = path + ".staleness"
-    c.expect(not lockstep(cfg), p, "a staleness in a run whose ranks step in lockstep")
+    c.expect(not lockstep(b), p, "a staleness in a run whose ranks step in lockstep")
     n, mean, mx = c.nonneg(st, "steps", p, "int"), c.nonneg(st, "mean", p), c.nonneg(st, "max", p, "int")
     if None not in (mean, mx):
         c.expect(mean <= mx + 1e-9, p + ".mean", "%g above the max %g" % (mean, mx))
@@ -515,10 +544,10 @@ def check_staleness(c, e, path, cfg):
         c.expect(mx <= S, p + ".max", "%d steps stale under ssp:%d" % (mx, S))
 
 
-def check_summary_staleness(c, s, cfg, workers, steps):
+def check_summary_staleness(c, s, cfg, workers, steps, b):
     """summary.staleness (async, ssp): the consistency, its bound, the largest and mean staleness
     over the workers, and per step the pushes the server applied from each worker."""
-    st = c.get(s, "staleness", "summary", "dict", required=not lockstep(cfg))
+    st = c.get(s, "staleness", "summary", "dict", required=not lockstep(b))
     if st is None:
         return
     p = "summary.staleness"
@@ -597,7 +626,7 @@ def check_summary(c, rep, cfg, workers):
     if st is not None and r0step and r0step.get("median") is not None:
         c.expect(close(st, r0step["median"]), "summary.step_time_s", "%g != rank 0's median step %g"
                  % (st, r0step["median"]))
-    if thr is not None and samples and steps and r0step and r0step.get("mean") and lockstep(cfg):
+    if thr is not None and samples and steps and r0step and r0step.get("mean") and lockstep(backend_of(rep)):
         per_step = thr * r0step["mean"]
         want = samples / steps
         c.expect(0.5 * want <= per_step <= 2 * want, "summary.throughput_samples_per_s",
@@ -683,7 +712,7 @@ def check_summary(c, rep, cfg, workers):
             fa = report_value(s.get("final_accuracy"))
             if fa is not None:
                 c.expect(same_value(ev[-1][1], fa), "summary.final_accuracy", "!= the eval curve's last accuracy")
-    check_summary_staleness(c, s, cfg, workers, steps)
+    check_summary_staleness(c, s, cfg, workers, steps, backend_of(rep))
     imb = c.get(s, "imbalance", "summary", "dict")
     if imb is not None:
         recompute = {
@@ -723,9 +752,10 @@ def check_train(rep, options, expect):
     run = check_run(c, rep)
     check_env(c, rep)
     cfg = check_config(c, rep, options)
+    check_backend(c, rep, cfg)
     workers, _ = check_ranks(c, rep, cfg, run, expect)
     check_summary(c, rep, cfg, workers)
-    known = {"schema", "run", "env", "config", "ranks", "summary"}
+    known = {"schema", "run", "env", "config", "backend", "ranks", "summary"}
     c.expect(not (set(rep) - known), "", "unknown top-level keys %s (document them)" % sorted(set(rep) - known))
     return c.problems
 
@@ -741,6 +771,7 @@ def check_bench(rep, options, expect):
             c.get(run, k, "run", "str")
     check_env(c, rep)
     cfg = c.get(rep, "config", "", "dict") or {}
+    check_backend(c, rep, cfg)
     for k in ("collective", "op", "type", "sync", "device", "time", "busbw"):
         c.get(cfg, k, "config", "str")
     n = c.nonneg(cfg, "ranks", "config", "int")

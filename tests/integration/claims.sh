@@ -89,7 +89,12 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
         if variant == "crowded":
             summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
     env = {"cores": 2} if variant == "crowded" else {}
-    r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "ranks": ranks, "summary": summary}
+    arch = "ps-" + placement if sync == "ps" else sync  # what train's registry writes (experiments/backends.c)
+    family = {"none": "none", "ring": "allreduce"}.get(sync, "ps")
+    backend = {"name": sync, "family": family, "architecture": arch, "servers": servers if arch in ("ps-dedicated", "byteps") else 0,
+               "lockstep": how == "sync"}
+    r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "backend": backend, "ranks": ranks,
+         "summary": summary}
     name = "sync=%s,ranks=%d,global-batch=%d%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "",
                                                           ",%s,k=%d,table1" % (placement, servers) if link else "", rep)
     json.dump(r, open(os.path.join(out, name), "w"))

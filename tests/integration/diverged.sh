@@ -112,6 +112,7 @@ def slow(rep, how=None):  # claim 7: a straggler; the async server twice the rin
     rep["config"]["straggler"] = "1:5"
     if how:
         rep["config"].update({"sync": "ps", "ps-consistency": how})
+        rep["backend"].update({"name": "ps", "family": "ps", "architecture": "ps-colocated", "lockstep": False})
         rep["summary"]["throughput_samples_per_s"] *= 2
     return rep
 json.dump(slow(ring, "async"), open(d + "/c7a/async.json", "w"))   # async diverged

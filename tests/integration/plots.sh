@@ -73,6 +73,8 @@ def report(sync, n, seed):
             "env": {"devices": [{"name": "cpu", "description": "fixture"}],
                     "link": {"text": "1gbit", "bandwidth_bytes_per_s": 125000000, "latency_s": 0}},
             "config": cfg, "ranks": ranks,
+            "backend": {"name": sync, "family": "ps" if sync == "ps" else "allreduce" if sync == "ring" else "none",
+                        "architecture": "ps-colocated" if sync == "ps" else sync, "servers": 0, "lockstep": True},
             "summary": {"samples": 64 * STEPS * n, "steps": STEPS, "throughput_samples_per_s": 64 * n / step,
                         "step_time_s": step, "final_loss": 0.1, "final_accuracy": 0.9,
                         "loss_curve": [[s, 2.3 / (1 + s)] for s in range(STEPS)],
@@ -224,7 +226,10 @@ for name, extra in (("col", {}), ("sh", {"ps_placement": "sharded"}),
     cfg.update(extra)
     rows = [{"size_bytes": 1 << k, "time_us": 10 + (1 << k) / 1e3, "busbw_gbps": (1 << k) / (10 + (1 << k) / 1e3) / 1e3,
              "wrong": 0} for k in range(10, 20, 3)]
-    json.dump({"schema": "ringside.bench/1", "config": cfg, "rows": rows}, open(os.path.join(sys.argv[1], "bench-%s.json" % name), "w"))
+    backend = {"name": "ps", "family": "ps", "architecture": "ps-" + cfg.get("ps_placement", "colocated"),
+               "servers": cfg.get("ps_servers", 0), "lockstep": True}
+    json.dump({"schema": "ringside.bench/1", "config": cfg, "backend": backend, "rows": rows},
+              open(os.path.join(sys.argv[1], "bench-%s.json" % name), "w"))
 PYEOF
 "$PY" plots/plot.py "$tmp/pl" >/dev/null 2>&1
 check "busbw: placements are series of their own (3)" [ "$(svg_count "$tmp/pl/busbw.svg" series busbw)" = 3 ]
@@ -251,6 +256,8 @@ for v, (sync, placement, k) in variants.items():
                 r = copy.deepcopy(base[sync])
                 r["config"].update({"sync": sync, "ps-placement": placement, "ps-servers": k, "bucket-mb": bmb,
                                     "layers": layers, "ranks": n})
+                r["backend"].update({"architecture": "ring" if sync == "ring" else "ps-" + placement,
+                                     "servers": k if placement == "dedicated" else 0})
                 r["run"]["world"] = n
                 r["ranks"] = r["ranks"][:n]
                 name = "variant=%s,bucket-mb=%g,layers=%s,ranks=%d-r1.json" % (v, bmb, "-".join(map(str, layers)), n)
