@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <ctime>
 #include <sched.h>
 #include <unistd.h>
@@ -48,6 +49,7 @@ extern "C" {
 #include "../base/codec.h"
 #include "../kernels/ops.h"
 #include "../engine/sync.h"
+#include "tree.h"
 }
 #include "../kernels/cuda_check.h"
 
@@ -71,6 +73,7 @@ typedef struct {
     cudaEvent_t ev_done;         /* what a wait loop polls (no timing) */
     double timeout;
     char algo[64];               /* "Ring/auto": NCCL_ALGO / NCCL_PROTO in force */
+    int tree;                    /* NCCL_ALGO is Tree: its traffic counted as the trees move it */
     /* algorithmic traffic (see nccl_count_allreduce) */
     double bytes_sent, bytes_received;
     unsigned long long messages_sent, messages_received;
@@ -212,11 +215,24 @@ static int nccl_gpu_shared(const NcclState *s) {
 
 /* Counts one all-reduce of bytes. NCCL moves the bytes itself and reports nothing, so these are
  * the ring algorithm's figures, not a measurement: reduce-scatter then all-gather, N-1 steps
- * each, every step sending and receiving bytes/N: 2(N-1)/N x bytes each way, 2(N-1) messages.
- * (NCCL may pick a tree or NVLS for some sizes; the ring figure is what the claims compare.) */
+ * each, every step sending and receiving bytes/N: 2(N-1)/N x bytes each way, 2(N-1) messages;
+ * under NCCL_ALGO=Tree the trees' figures (NCCL's are the shapes allreduce/tree.h builds). */
 static void nccl_count_allreduce(NcclState *s, size_t bytes) {
     int n = s->job.world;
     if (n <= 1) return;
+    if (s->tree) { /* NCCL's double binary trees (allreduce/tree.h's shapes): half a bucket per tree, once per neighbour */
+        for (int t = 0; t < 2; t++) {
+            TreeLinks l;
+            tree_links(n, s->job.rank, t, &l);
+            int deg = (l.parent >= 0) + (l.child[0] >= 0) + (l.child[1] >= 0);
+            double half = (double)bytes / 2;
+            s->bytes_sent += deg * half;
+            s->bytes_received += deg * half;
+            s->messages_sent += (unsigned)deg;
+            s->messages_received += (unsigned)deg;
+        }
+        return;
+    }
     double b = 2.0 * (n - 1) / n * (double)bytes;
     s->bytes_sent += b;
     s->bytes_received += b;
@@ -389,14 +405,14 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
         }
     }
 
-    { /* ring all-reduce as DDP's, unless the user chose: NCCL reads NCCL_ALGO at init */
+    { /* --nccl-algo's all-reduce (ring: DDP's), unless the user chose: NCCL reads NCCL_ALGO at init */
         const char *algo = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
         int ours = !algo || !*algo;
-        if (ours) setenv("NCCL_ALGO", "Ring", 1);
+        if (ours) setenv("NCCL_ALGO", strcmp(s->job.cfg->nccl_algo, "tree") ? "Ring" : "Tree", 1);
+        s->tree = !strcasecmp(getenv("NCCL_ALGO"), "Tree");
         snprintf(s->algo, sizeof s->algo, "%s/%s", getenv("NCCL_ALGO"), proto && *proto ? proto : "auto");
         log_info("# nccl: NCCL_ALGO=%s%s, NCCL_PROTO=%s", getenv("NCCL_ALGO"),
-                 ours ? " (set by ringside: the ring all-reduce DDP runs)" : " (from the environment)",
-                 proto && *proto ? proto : "auto");
+                 ours ? " (set by ringside from --nccl-algo)" : " (from the environment)", proto && *proto ? proto : "auto");
     }
     if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
     s->wire = codec_from_options(job->cfg->wire, job->cfg->loss_scale);

@@ -3,8 +3,9 @@
 #define RS_STUDENT_H
 
 /*
- * Lab 5 (docs/labs/05-write-an-allreduce.md). The plumbing (allreduce/student_net.c) works;
- * student_allreduce, in allreduce/student.c, is the one function the lab writes.
+ * Lab 5 (docs/labs/05-write-an-allreduce.md). The plumbing (allreduce/mesh.c, the same that
+ * `--sync tree` is written on) works; student_allreduce, in allreduce/student.c, is the one
+ * function the lab writes.
  *
  * The plumbing gives every rank:
  *   - its place: s->rank (0 .. s->world-1) and s->world (N);
@@ -23,49 +24,37 @@
  *     peer that did not answer, and the staging of GPU buffers through host memory: buf is
  *     always host memory here.
  *
- * Message header: 40 bytes (StudentHeader), counted in the traffic like the ring's 48.
+ * Message header: 40 bytes (allreduce/mesh.c's MeshHeader), counted in the traffic like the
+ * ring's 48.
  */
 
-#include "../engine/sync.h"
+#include "mesh.h"
 
 #include <stddef.h>
-#include <stdint.h>
 
 /* ---- Types ---- */
 
-typedef struct Student Student;
+/* A rank's end of the plumbing: s->rank and s->world are yours to read, the rest is the mesh's. */
+typedef Mesh Student;
 
 /* What student_recv does with a message: add it into dst, or copy it over dst. */
-enum { STUDENT_COPY = 0, STUDENT_ADD = 1 };
+enum { STUDENT_COPY = MESH_COPY, STUDENT_ADD = MESH_ADD };
 
-/* ---- The plumbing you may call (allreduce/student_net.c) ---- */
+/* ---- The plumbing you may call ---- */
 
 /* Sends count floats at data to rank peer (peer != s->rank), with tag (any value 0..2^31-1).
  * Copies data; returns without waiting for the peer. 0, or RS_ERR_* with rs_errmsg() set. */
-int student_send(Student *s, int peer, int tag, const float *data, size_t count);
+static inline int student_send(Student *s, int peer, int tag, const float *data, size_t count) {
+    return mesh_send(s, peer, tag, data, count);
+}
 
 /* Waits for the message rank peer sent with tag in this collective and adds it into dst
  * (op STUDENT_ADD: dst[i] += msg[i]) or copies it (STUDENT_COPY). count must equal the
  * message's length. 0; RS_ERR_PEER when nothing came within the timeout (naming the peer);
  * RS_ERR_RUNTIME on a length mismatch or a library error. */
-int student_recv(Student *s, int peer, int tag, float *dst, size_t count, int op);
-
-/* ---- The state (the parts student_allreduce reads) ---- */
-
-struct Student {
-    int rank, world;       /* this rank, and N */
-    /* the rest is the plumbing's: */
-    SyncJob job;
-    uint64_t token;        /* hash of the job token, in every header */
-    uint64_t seq;          /* collectives started (the same on every rank) */
-    void *pull;            /* this rank's mailbox */
-    void **push;           /* [world] one PUSH per other rank (NULL for this rank) */
-    struct Pending *kept;  /* messages that came before they were asked for */
-    int nkept, capkept;
-    float *stage;          /* host copy of device buffers (GPU runs), grown on demand */
-    size_t stage_bytes;
-    SyncTraffic tr;
-};
+static inline int student_recv(Student *s, int peer, int tag, float *dst, size_t count, int op) {
+    return mesh_recv(s, peer, tag, dst, count, op);
+}
 
 /* ---- Yours (allreduce/student.c, the LAB 5 section) ---- */
 

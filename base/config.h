@@ -55,6 +55,7 @@ typedef struct {
     /* experiments */
     char link[64];            /* --link BW[,LAT]: an emulated network interface per process ("": none) */
     char transport[8];        /* auto | shm | ipc | tcp: how data moves between ranks of one host */
+    char nccl_algo[8];        /* ring | tree: the algorithm --sync nccl pins (NCCL_ALGO) */
     char straggler[256];      /* --straggler RANK:MS[,RANK:MS...] as given (repeatable: appended) */
     int nstragglers;
     int straggler_rank[CONFIG_MAX_STRAGGLERS];

@@ -66,6 +66,8 @@ int config_validate(const Config *c) {
     if (c->threads < 0) return rs_error(RS_ERR_INPUT, "--threads %d: must be >= 0", c->threads);
     if (!c->report[0]) return rs_error(RS_ERR_INPUT, "--report: empty path");
     ZepWant want;
+    if (strcmp(c->nccl_algo, "ring") && strcmp(c->nccl_algo, "tree"))
+        return rs_error(RS_ERR_INPUT, "--nccl-algo '%s': expected ring or tree", c->nccl_algo);
     RS_TRY(zep_parse(c->transport, &want));
     LinkSpec link;
     RS_TRY(link_parse(c->link, &link));

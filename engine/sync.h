@@ -162,6 +162,7 @@ const char *sync_transport_slower(const char *a, const char *b);
 /* The built-in back ends (experiments/backends.c lists them by name). */
 const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);
+const SyncOps *sync_tree(void);    /* allreduce/tree.c: double binary trees on the mesh */
 const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
 /* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
  * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */

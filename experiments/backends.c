@@ -5,6 +5,7 @@
 #include "../engine/config_check.h"
 #include "../net/link.h"
 #include "../net/zendpoint.h"
+#include "../allreduce/tree.h"
 #include "../ps/ps.h"
 
 #include <cJSON.h>
@@ -26,6 +27,32 @@ static int cost_ring(const char *placement, int servers, int nranks, int pipelin
     if (nranks < 2) return 0;
     *a = 2 * (N - 1);
     *b = 2 * (N - 1) / N * n;
+    return 0;
+}
+
+/* Double binary trees (allreduce/tree.h): an up phase then a down phase, each as many rounds of
+ * messages as the trees are deep (the first chunk's way; later chunks follow it in the pipeline),
+ * and each as long as its busiest rank's link one way: a rank receives from its children what it
+ * sends down to them, and sends to its parents what it receives from them, half of n per tree, so
+ * a phase moves max over ranks of max(children, parents) x n/2 on the busiest link: n for large N
+ * (an inner node: 2 children in one tree, a parent in both), n/2 at N = 2. */
+static int cost_tree(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
+    *a = *b = 0;
+    if (nranks < 2) return 0;
+    int busiest = 0;
+    for (int r = 0; r < nranks; r++) {
+        int kids = 0, parents = 0;
+        for (int t = 0; t < 2; t++) {
+            TreeLinks l;
+            tree_links(nranks, r, t, &l);
+            kids += (l.child[0] >= 0) + (l.child[1] >= 0);
+            parents += l.parent >= 0;
+        }
+        int most = kids > parents ? kids : parents;
+        if (most > busiest) busiest = most;
+    }
+    *a = 2.0 * tree_depth(nranks);
+    *b = 2.0 * busiest * n / 2;
     return 0;
 }
 
@@ -98,13 +125,13 @@ static int check_nccl(const Config *c) {
     return RS_OK;
 }
 
-/* ps and byteps: their messages go over ZeroMQ only. */
+/* tree, ps and byteps: their messages go over ZeroMQ only. */
 static int check_no_shm(const Config *c) {
     ZepWant want = ZEP_AUTO;
     zep_parse(c->transport, &want);
     if (want == ZEP_SHM)
-        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: the parameter server has no shared-memory path "
-                                      "(its messages go over ZeroMQ: use ipc or tcp)", c->sync);
+        return rs_error(RS_ERR_INPUT, "--transport shm with --sync %s: only the ring has a shared-memory path (%s's "
+                                      "messages go over ZeroMQ: use ipc or tcp)", c->sync, c->sync);
     return RS_OK;
 }
 
@@ -169,6 +196,11 @@ static void shape_ps(const Config *c, BackendShape *s) {
     if (!strcmp(c->ps_mode, "dataparallel")) s->driver = ps_dataparallel_driver();
 }
 
+/* nccl: ring all-reduce unless --nccl-algo tree. */
+static void shape_nccl(const Config *c, BackendShape *s) {
+    if (!strcmp(c->nccl_algo, "tree")) s->arch = ARCH_TREE;
+}
+
 static void shape_byteps(const Config *c, BackendShape *s) {
     s->servers = c->ps_servers > 0 ? c->ps_servers : 0;
     if (s->servers) s->server_main = ps_byteps_server_main;
@@ -179,8 +211,10 @@ static const Backend backends[] = {
      .help = "no communication: one rank (the baseline every other run is held against)"},
     {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .cost = cost_ring, .host_ring = 1,
      .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},
+    {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .cost = cost_tree, .check = check_no_shm,
+     .help = "double binary tree all-reduce in host memory over ZeroMQ (NCCL's Tree): 2 log2(N) latency steps"},
     {.name = "nccl", .family = "allreduce", .arch = ARCH_RING, .ops = sync_nccl, .cost = cost_ring, .check = check_nccl,
-     .help = "ring all-reduce over NCCL on GPUs (NCCL_ALGO=Ring unless set)"},
+     .shape = shape_nccl, .help = "all-reduce over NCCL on GPUs: the ring, or with --nccl-algo tree its double binary trees"},
     {.name = "ps", .family = "ps", .arch = ARCH_PS_COLOCATED, .ops = sync_ps, .cost = cost_ps, .check = check_ps,
      .consistency = 1, .shape = shape_ps,
      .help = "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded"},
@@ -234,6 +268,9 @@ int backend_check(const Config *cfg) {
         const Backend *b = &backends[i];
         if (strcmp(b->name, cfg->sync)) continue;
         if (b->check) RS_TRY(b->check(cfg)); /* first: a row may say more of its own consistency */
+        if (b->ops != sync_nccl && strcmp(cfg->nccl_algo, "ring"))
+            return rs_error(RS_ERR_INPUT, "--nccl-algo %s with --sync %s: the algorithm is --sync nccl's (use --sync tree "
+                                          "for the host tree)", cfg->nccl_algo, b->name);
         if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))
             return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a "
                                           "consistency model (%s exchanges in lockstep)", cfg->ps_consistency, b->name,
@@ -264,12 +301,18 @@ const StepDriver *backend_driver(const Config *cfg) {
     return backend_shape(cfg, &s) == RS_OK ? s.driver : NULL;
 }
 
+const char *backend_model(const Config *cfg) {
+    BackendShape s;
+    if (backend_shape(cfg, &s) != RS_OK) return cfg->sync;
+    return s.arch == ARCH_TREE ? "tree" : s.row->name;
+}
+
 int backend_servers(const Config *cfg) {
     BackendShape s;
     return backend_shape(cfg, &s) == RS_OK ? s.servers : 0;
 }
 
-static const char *const arch_names[ARCH_COUNT] = {"none", "ring", "student", "ps-colocated", "ps-sharded", "ps-dedicated",
+static const char *const arch_names[ARCH_COUNT] = {"none", "ring", "tree", "student", "ps-colocated", "ps-sharded", "ps-dedicated",
                                                    "byteps"};
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_names[a] : "?"; }

@@ -22,6 +22,7 @@ typedef int (*BackendCostFn)(const char *placement, int servers, int nranks, int
 typedef enum {
     ARCH_NONE,          /* "none": no communication */
     ARCH_RING,          /* "ring": ring all-reduce (ring, nccl) */
+    ARCH_TREE,          /* "tree": double binary tree all-reduce */
     ARCH_STUDENT,       /* "student": lab 5's all-reduce */
     ARCH_PS_COLOCATED,  /* "ps-colocated": the server in rank 0 (DataParallel's) */
     ARCH_PS_SHARDED,    /* "ps-sharded": a shard of the server in every worker */
@@ -91,6 +92,10 @@ int backend_shape(const Config *cfg, BackendShape *out);
 /* The step driver a configuration asks for: DataParallel's for --sync ps --ps-mode
  * dataparallel, else NULL (DDP's step; also for a --sync no row has). */
 const StepDriver *backend_driver(const Config *cfg);
+
+/* The row whose cost model prices a run of cfg (experiments/predict.h's sync argument): its own,
+ * or the tree's for --sync nccl --nccl-algo tree; cfg->sync for a --sync no row has. */
+const char *backend_model(const Config *cfg);
 
 /* The server processes a run of cfg starts beside its workers (the launcher's, Slurm's and
  * mpirun's last tasks): 0 for a --sync no row has. */

@@ -104,7 +104,7 @@ static void bench_usage(FILE *f) {
             "checked bitwise (#wrong).\n"
             "\n"
             "  -n, --ranks N          ranks to launch (default 1)\n"
-            "      --sync NAME        ring | nccl | ps | byteps (a shard in every rank, and --ps-servers k\n"
+            "      --sync NAME        ring | tree | nccl | ps | byteps (a shard in every rank, and --ps-servers k\n"
             "                         CPU servers) | student (lab 5) (default ring)\n"
             "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
             "  -e, --maxbytes SIZE    largest message (default 64M)\n"

@@ -81,7 +81,7 @@ static double run_bucket_bytes(const ClaimsRun *r) { return r->bucket_mb * 10485
 /* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
  * over its buckets (experiments/predict.h); negative for a back end without one. */
 static double run_rounds(const ClaimsRun *r) {
-    return predict_step_comm(r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0, r->grad_bytes,
+    return predict_step_comm(r->arch == ARCH_TREE ? "tree" : r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0, r->grad_bytes,
                              run_bucket_bytes(r), 1, 0);
 }
 

@@ -84,6 +84,8 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     if (n < 2) return rs_error(RS_ERR_INPUT, "%s: a bench on %d rank moves nothing: run it with -n 2 or more", name, n);
     double a, b;
     if (!placement) placement = "colocated";
+    const char *arch = fit_str(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "architecture");
+    if (arch && !strcmp(arch, "tree")) sync = "tree"; /* nccl's trees are priced as the tree's */
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
     int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
     if (predict_coeffs(sync, placement, k, n, pipelined, 1024, &a, &b) != 0)

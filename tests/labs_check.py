@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-H_PS, H_RING, H_STUDENT = 56, 48, 40  # header bytes per message: ps/wire.h, allreduce/ring.h, allreduce/student_net.c
+H_PS, H_RING, H_STUDENT = 56, 48, 40  # header bytes per message: ps/wire.h, allreduce/ring.h, allreduce/mesh.c
 
 results = []
 

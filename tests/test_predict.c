@@ -14,6 +14,21 @@ static void test_ring_formula(void) {
     CHECK(predict_comm("ring", NULL, 1, 1, 0, n, al, be) == 0);
 }
 
+/* The double binary trees, by hand from allreduce/tree.h's shapes: N = 2 (each rank the root of
+ * one tree, the leaf of the other: depth 1, n/2 per phase each way), N = 3 (0-2-1 and 1-0-2:
+ * depth 2; rank 0 has two children over both trees, n per phase), N = 8 (depth 3; rank 4 has two
+ * children in tree 0 and a parent in both: n per phase). */
+static void test_tree_formula(void) {
+    double al = 5e-6, be = 1e-9, n = 4e6;
+    CHECK(near(predict_comm("tree", NULL, 0, 2, 0, n, al, be), 2 * al + n * be));
+    CHECK(near(predict_comm("tree", NULL, 0, 3, 0, n, al, be), 4 * al + 2 * n * be));
+    CHECK(near(predict_comm("tree", NULL, 0, 8, 0, n, al, be), 6 * al + 2 * n * be));
+    CHECK(predict_comm("tree", NULL, 0, 1, 0, n, al, be) == 0);
+    /* at 1024 ranks the tree's 20 latency steps against the ring's 2046 */
+    double a, b;
+    CHECK(predict_coeffs("tree", NULL, 0, 1024, 0, n, &a, &b) == 0 && a == 20 && near(b, 2 * n));
+}
+
 static void test_ps_formulas(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
     /* colocated: rank 0's link carries 2(N-1) n bytes */
@@ -102,6 +117,7 @@ static void test_dp_data(void) {
 
 int main(void) {
     RUN(test_ring_formula);
+    RUN(test_tree_formula);
     RUN(test_ps_formulas);
     RUN(test_step_buckets);
     RUN(test_fit_exact);

@@ -25,7 +25,7 @@ BUSY_PHASES = ["data", "forward", "backward", "optimizer"]
 STEP_PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other"]  # they add up to the step
 DIST = ["median", "p95", "min", "max", "mean"]
 # backend.architecture and its family, as train's registry names them (experiments/backends.c)
-ARCHITECTURES = {"none": "none", "ring": "allreduce", "student": "allreduce", "ps-colocated": "ps",
+ARCHITECTURES = {"none": "none", "ring": "allreduce", "tree": "allreduce", "student": "allreduce", "ps-colocated": "ps",
                  "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
@@ -271,6 +271,43 @@ def check_backend(c, rep, cfg, key="sync"):
     return b
 
 
+def tree_links(n, r, t):
+    """(parent, [children]) of rank r in tree t (0 or 1) of --sync tree over n ranks, as
+    allreduce/tree.h builds them: tree 0 in-order on the ranks by their lowest set bit, tree 1 its
+    mirror (n even) or its shift by one (n odd); -1 for no parent."""
+    def btree(x):
+        if n < 2:
+            return -1, []
+        if x == 0:
+            top = 1
+            while 2 * top < n:
+                top *= 2
+            return -1, [top]
+        b = x & -x
+        up = (x - b) | (2 * b)
+        parent, h, kids = (up if up < n else x - b), b // 2, []
+        if h:
+            kids.append(x - h)
+            while h and x + h >= n:
+                h //= 2
+            if h:
+                kids.append(x + h)
+        return parent, kids
+    if t == 0 or n < 2:
+        return btree(r)
+    odd = n % 2
+    where = (r - 1) % n if odd else n - 1 - r
+    back = (lambda y: (y + 1) % n) if odd else (lambda y: n - 1 - y)
+    p, kids = btree(where)
+    return (back(p) if p >= 0 else -1), [back(k) for k in kids]
+
+
+def tree_degree(n, r):
+    """[neighbours of rank r in tree 0, in tree 1]: each sends and receives half of a bucket once
+    per neighbour, each way (allreduce/tree.h)."""
+    return [(p >= 0) + len(k) for p, k in (tree_links(n, r, t) for t in (0, 1))]
+
+
 def lockstep(b):
     """Whether every rank took the same steps (backend.lockstep; a report without it: yes)."""
     return b.get("lockstep") is not False
@@ -485,6 +522,12 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     if arch == "ring" and how != "nccl" and n > 1:  # NCCL's bytes are not measured
         per = 2 * (n - 1) / n * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
+    elif arch == "tree" and n > 1:  # half the gradient per tree, once per neighbour, each way
+        floors = {}
+        for e in workers:
+            if isinstance(e.get("rank"), int):
+                per = sum(tree_degree(n, e["rank"])) * G / 2 * steps
+                floors[e["rank"]] = (per, per)
     elif arch == "byteps" and n > 1:
         # BytePS (OSDI'20, 4.1): each worker link carries 2n(n-1)/W of the gradient each way per step,
         # W = n^2 + kn - 2k; each of the k CPU servers n x = 2n(n-1)/W of it

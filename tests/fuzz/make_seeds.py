@@ -129,6 +129,7 @@ if len(sys.argv) > 1:
     rep.get("config", {}).update({"report": "r.json"})
 if rep is None:
     rep = {"schema": "ringside.report/1", "config": {"sync": "ring", "ranks": 2, "layers": [16, 8, 4], "batch": 64, "steps": 4, "seed": 1},
+           "backend": {"name": "ring", "family": "allreduce", "architecture": "ring", "servers": 0, "lockstep": True},
            "ranks": [{"rank": r, "role": "worker", "samples": 256, "memory": {"peak_bytes": 17688},
                       "traffic": {"bytes_sent": 3136, "bytes_received": 3872},
                       "time_s": {"busy": 0.001, "phases": {"forward": 1e-4, "comm_total": 2e-4, "comm_exposed": 1e-4}}} for r in (0, 1)],
@@ -136,6 +137,7 @@ if rep is None:
                        "prediction": {"step_comm_s": 1e-4}}}
 text = json.dumps(rep, separators=(",", ":"))
 ps = json.loads(text); ps["config"]["sync"] = "ps"; ps["ranks"][0]["memory"]["peak_bytes"] *= 3
+ps["backend"] = {"name": "ps", "family": "ps", "architecture": "ps-colocated", "servers": 0, "lockstep": True}
 summary = {"runs": [{"report": "a-r0.json", "predicted_comm_s": 2e-4}]}
 put("claims", "one-report", text)
 put("claims", "repeats-summary", "\0".join([text, json.dumps(summary), text, json.dumps(ps)]))

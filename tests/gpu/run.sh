@@ -256,6 +256,23 @@ nccl_four() {
         --report "$log_dir/nccl_four.json" && report_summary "$log_dir/nccl_four.json"
 }
 
+# nccl_tree : --nccl-algo tree: NCCL_ALGO=Tree, the report's architecture "tree" and its traffic
+# the trees' figures (validate_report.py's tree floors), the loss within the ring's 1e-4.
+nccl_tree() {
+    ranks_one_gpu 2 train --sync nccl --nccl-algo tree --device cuda --layers 784,256,10 --steps 30 \
+        --report "$log_dir/nccl_tree.json" || return
+    report_summary "$log_dir/nccl_tree.json" || return
+    python3 -c '
+import json, sys
+r, g = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+t = r["ranks"][0]["traffic"]
+a, b = [p[1] for p in r["summary"]["loss_curve"]], [p[1] for p in g["summary"]["loss_curve"]]
+d = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b))
+print("architecture %s, algorithm %s, max rel loss difference to the ring %.3g" % (r["backend"]["architecture"], t.get("algorithm"), d))
+sys.exit(0 if r["backend"]["architecture"] == "tree" and t.get("algorithm", "").startswith("Tree/") and d <= 1e-4 else 1)' \
+        "$log_dir/nccl_tree.json" "$log_dir/train_nccl.json"
+}
+
 # nccl_straggler : a 40 ms straggler shows up as idle on the other rank (the one timeline).
 nccl_straggler() {
     ranks_one_gpu 2 train --sync nccl --device cuda --layers 784,256,10 --steps 20 --warmup 4 \
@@ -287,7 +304,7 @@ print("max |loss(nccl bf16) - loss(ring bf16)| = %.3g over %d points" % (d, min(
 sys.exit(0 if len(a) == len(b) and d <= 0.05 else 1)' "$log_dir/nccl_wire.json" "$log_dir/ring_wire_cuda.json"
 }
 
-export -f nccl_pinned nccl_four nccl_straggler nccl_wire
+export -f nccl_pinned nccl_four nccl_tree nccl_straggler nccl_wire
 # one_rank_staged : one rank with the host ring and with ps on the GPU: the engine stages
 # through pinned memory at one rank too; the loss must fall.
 one_rank_staged() {
@@ -306,6 +323,7 @@ check nccl_vs_ring nccl_vs_ring
 check train_ps_cuda train_ps_cuda
 check nccl_pinned nccl_pinned
 check nccl_four nccl_four
+check nccl_tree nccl_tree
 check nccl_straggler nccl_straggler
 check nccl_wire nccl_wire
 

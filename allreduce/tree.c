@@ -1,0 +1,116 @@
+/* tree.c - the "tree" back end: a double binary tree all-reduce (tree.h) on the mesh's tagged messages (mesh.h) */
+#include "tree.h"
+#include "mesh.h"
+#include "../base/codec.h"
+#include "../base/err.h"
+#include "../base/split.h"
+
+#include <stddef.h>
+
+/* ---- the trees ------------------------------------------------------------------------------- */
+
+/* Tree 0: the in-order binary tree on 0..n-1 rooted at 0 (tree.h). */
+static void tree_btree(int n, int r, TreeLinks *o) {
+    o->parent = o->child[0] = o->child[1] = -1;
+    if (n < 2) return;
+    if (r == 0) {
+        int top = 1;
+        while (2 * top < n) top *= 2;
+        o->child[0] = top;
+        return;
+    }
+    int b = r & -r, up = (r - b) | (2 * b);
+    o->parent = up < n ? up : r - b;
+    int h = b / 2;
+    if (!h) return;
+    o->child[0] = r - h;
+    while (h && r + h >= n) h /= 2;
+    if (h) o->child[1] = r + h;
+}
+
+void tree_links(int nranks, int rank, int t, TreeLinks *out) {
+    if (t == 0 || nranks < 2) {
+        tree_btree(nranks, rank, out);
+        return;
+    }
+    TreeLinks l;
+    int odd = nranks % 2;
+    /* where rank sits in tree 0's shape, and back */
+    tree_btree(nranks, odd ? (rank - 1 + nranks) % nranks : nranks - 1 - rank, &l);
+#define BACK(x) ((x) < 0 ? -1 : odd ? ((x) + 1) % nranks : nranks - 1 - (x))
+    out->parent = BACK(l.parent);
+    out->child[0] = BACK(l.child[0]);
+    out->child[1] = BACK(l.child[1]);
+#undef BACK
+}
+
+int tree_depth(int nranks) {
+    int worst = 0;
+    for (int t = 0; t < 2 && nranks > 1; t++)
+        for (int r = 0; r < nranks; r++) {
+            TreeLinks l;
+            int d = 0;
+            for (int x = r; tree_links(nranks, x, t, &l), l.parent >= 0 && d <= nranks; x = l.parent) d++;
+            if (d > worst) worst = d;
+        }
+    return worst;
+}
+
+/* ---- the all-reduce -------------------------------------------------------------------------- */
+
+/* A message's tag: the tree, the phase (0 up, 1 down) and the chunk. */
+#define TREE_TAG(t, down, k) ((int)(((unsigned)(t) << 30) | ((unsigned)(down) << 29) | (unsigned)(k)))
+#define TREE_MAX_CHUNKS (1u << 29)
+
+/* Chunk k of half t of [0, count): *off and *n; 0 when the half has no chunk k. */
+static int tree_chunk(size_t count, int t, size_t chunk, size_t k, size_t *off, size_t *n) {
+    size_t lo, hi;
+    split_even(count, 2, t, &lo, &hi);
+    size_t a = lo + k * chunk;
+    if (a >= hi) return 0;
+    *off = a;
+    *n = hi - a < chunk ? hi - a : chunk;
+    return 1;
+}
+
+static int tree_allreduce(Mesh *m, float *buf, size_t count) {
+    const int N = m->world;
+    if (N == 1 || count == 0) return RS_OK;
+    size_t chunk = TREE_CHUNK_BYTES / codec_elem_bytes(m->wire.type), half = (count + 1) / 2;
+    size_t nk = (half + chunk - 1) / chunk; /* chunks of the larger half */
+    if (nk > TREE_MAX_CHUNKS) return rs_error(RS_ERR_INPUT, "tree: %zu floats in one call: too many chunks", count);
+    TreeLinks L[2];
+    tree_links(N, m->rank, 0, &L[0]);
+    tree_links(N, m->rank, 1, &L[1]);
+    size_t off, n;
+    /* up: the children's partial sums into this rank's, then to the parent */
+    for (size_t k = 0; k < nk; k++)
+        for (int t = 0; t < 2; t++) {
+            if (!tree_chunk(count, t, chunk, k, &off, &n)) continue;
+            for (int c = 0; c < 2; c++)
+                if (L[t].child[c] >= 0) RS_TRY(mesh_recv(m, L[t].child[c], TREE_TAG(t, 0, k), buf + off, n, MESH_ADD));
+            if (L[t].parent >= 0) RS_TRY(mesh_send(m, L[t].parent, TREE_TAG(t, 0, k), buf + off, n));
+            else codec_round(&m->wire, buf + off, n); /* the root keeps what its children will get */
+        }
+    /* down: the root's sum from the parent, on to the children */
+    for (size_t k = 0; k < nk; k++)
+        for (int t = 0; t < 2; t++) {
+            if (!tree_chunk(count, t, chunk, k, &off, &n)) continue;
+            if (L[t].parent >= 0) RS_TRY(mesh_recv(m, L[t].parent, TREE_TAG(t, 1, k), buf + off, n, MESH_COPY));
+            for (int c = 0; c < 2; c++)
+                if (L[t].child[c] >= 0) RS_TRY(mesh_send(m, L[t].child[c], TREE_TAG(t, 1, k), buf + off, n));
+        }
+    return RS_OK;
+}
+
+/* ---- the back end (engine/sync.h) ------------------------------------------------------------ */
+
+/* Binds this rank's mailbox (TCP, and a Unix socket for the ranks of this host unless
+ * --transport tcp); messages on the run's --wire. */
+static int tree_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return mesh_init(job, state, endpoint, len, "tree", tree_allreduce, MESH_IPC | MESH_CODED);
+}
+
+static const SyncOps tree_ops = MESH_OPS("tree", tree_init);
+
+const SyncOps *sync_tree(void) { return &tree_ops; }

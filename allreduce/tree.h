@@ -1,0 +1,52 @@
+/* tree.h - the double binary tree all-reduce (--sync tree): two complementary binary trees over the ranks, each reducing then broadcasting half of every bucket, in chunks */
+#ifndef RS_TREE_H
+#define RS_TREE_H
+
+/*
+ * The trees are Sanders, Speck and Träff's two trees as NCCL builds them (NCCL's "Tree"):
+ *   tree 0  an in-order binary tree on the ranks 0..N-1: rank r > 0 with lowest set bit b has the
+ *           parent (r - b) OR 2b, or r - b where that is N or more, and the children r - b/2 and
+ *           r + c, c the largest of b/2, b/4, ... with r + c < N (none when b = 1: the odd ranks
+ *           are its leaves); rank 0 is the root, with one child, the largest power of two below N;
+ *   tree 1  tree 0 mirrored (rank r in the place of N-1-r) when N is even, shifted by one (r in
+ *           the place of r-1 mod N) when N is odd: tree 0's leaves are tree 1's inner nodes, so
+ *           every rank but rank 0 (tree 0's root, with its one child) is an inner node of at most
+ *           one tree and forwards about n bytes either way (tests/test_tree.c checks it to N = 10^4).
+ * A bucket of n floats is cut in two halves (base/split.h's even split), tree t carrying half t;
+ * each half is cut in chunks of TREE_CHUNK_BYTES on the wire. Up: for every chunk, a rank adds its
+ * children's partial sums into its own (child 0's, then child 1's: one order on every rank) and
+ * sends the result to its parent; the roots end with the sum, rounded to the wire's precision.
+ * Down: each rank copies its parent's chunk and forwards it to its children, so every rank ends
+ * with the roots' bits. The up phase runs over every chunk of both trees, then the down phase:
+ * chunks pipeline each phase along the depth of the trees.
+ *
+ * The sum's order differs from the ring's (which adds in ring order around each chunk's owner):
+ * element i of half t is the sum over tree t's subtrees, a node's own value first, then its
+ * first child's subtree, then its second's. Results agree with one rank within fp32 rounding
+ * (the claims' 1e-4 on the loss curve), and bitwise across ranks.
+ *
+ * Per rank and bucket each way: the half of every tree times the rank's neighbours in it
+ * (parent and children): an inner node 3 of n/2 in its inner tree and 1 in the other, 2n in all;
+ * a rank that is a leaf in both (N = 2) n. tree_links gives the neighbours (tests and the cost
+ * model count with it).
+ */
+
+/* ---- Types ---- */
+
+#define TREE_CHUNK_BYTES (256u * 1024u) /* a chunk on the wire: the pipeline's unit */
+
+/* A rank's neighbours in one tree: its parent (-1 at the root) and up to two children (-1). */
+typedef struct {
+    int parent, child[2];
+} TreeLinks;
+
+/* ---- Prototypes ---- */
+
+/* Rank rank's neighbours in tree t (0 or 1) over nranks ranks (every field -1 for one rank). */
+void tree_links(int nranks, int rank, int t, TreeLinks *out);
+
+/* The longest path from a root to a leaf over both trees (0 for one rank): the rounds one
+ * phase's first chunk takes. */
+int tree_depth(int nranks);
+
+#endif
