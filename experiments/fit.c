@@ -111,7 +111,8 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     }
     if (!added) return rs_error(RS_ERR_INPUT, "%s: no rows with size_bytes > 0 and time_us > 0", name);
     g->nnames++;
-    g->fit.reports++;
+    if (!g->fit.reports++ || n < g->fit.min_ranks) g->fit.min_ranks = n;
+    if (n > g->fit.max_ranks) g->fit.max_ranks = n;
     return RS_OK;
 }
 
@@ -186,6 +187,8 @@ cJSON *fit_json(const FitSet *set) {
         cJSON_AddNumberToObject(o, "points", f->points);
         cJSON_AddNumberToObject(o, "min_bytes", f->min_bytes);
         cJSON_AddNumberToObject(o, "max_bytes", f->max_bytes);
+        cJSON_AddNumberToObject(o, "min_ranks", f->min_ranks);
+        cJSON_AddNumberToObject(o, "max_ranks", f->max_ranks);
         cJSON *src = cJSON_AddArrayToObject(o, "sources");
         for (int k = 0; k < g->nnames; k++) cJSON_AddItemToArray(src, cJSON_CreateString(g->names[k]));
     }

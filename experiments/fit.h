@@ -22,6 +22,7 @@ typedef struct {
     double worst_bytes;      /* the message size it is at */
     char worst_source[256];  /* and the report it comes from */
     int points, reports;     /* rows and reports fitted */
+    int min_ranks, max_ranks; /* the N its bench reports ran at: where a prediction from it was measured */
     double min_bytes, max_bytes;
 } FitLink;
 

@@ -1,4 +1,4 @@
-/* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit and info */
+/* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit, predict and info */
 #include "../kernels/device.h"
 #include "../base/err.h"
 #include "../base/heap.h"
@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "claims.h"
 #include "fit.h"
+#include "forecast.h"
 #include "matrix.h"
 #include "train.h"
 
@@ -29,6 +30,7 @@ static void main_usage(FILE *f) {
             "  matrix   run an experiment matrix (experiments/matrices/*.json) into a folder of reports\n"
             "  claims   decide the DataParallel claims on a folder of reports (PASS / FAIL / NOT-RUN)\n"
             "  fit      fit alpha and beta per transport to bench reports, with the fit's quality\n"
+            "  predict  every architecture's communication per step at N ranks past this machine, from a fitted link\n"
             "  info     what this build supports, the devices found, library versions\n"
             "  keygen   write a CURVE key pair for --secure jobs\n"
             "\n"
@@ -106,6 +108,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "matrix")) return matrix_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "claims")) return claims_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "fit")) return fit_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "predict")) return forecast_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "info")) return info_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "keygen")) return keygen_main(argc - 2, argv + 2);
     log_error("unknown command '%s'", cmd);

@@ -51,6 +51,7 @@ import matplotlib.ticker  # noqa: E402
 
 REPORT_SCHEMA = "ringside.report/1"
 BENCH_SCHEMA = "ringside.bench/1"
+PREDICT_SCHEMA = "ringside.predict/1"
 MATRIX_SCHEMA = "ringside.matrix/1"
 # the phases that add up to a worker's step (report schema); comm_total overlaps them, drawn apart
 PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other"]
@@ -61,7 +62,7 @@ NOISE_KEYS = {"seed", "report", "trace", "quiet", "verbose", "threads", "timeout
 AXIS_KEYS = {"sync", "ps-placement", "ps-servers", "ps-mode"}
 MAX_WIDTH_IN = 17.5   # 1,925 px at the 110 dpi figures are saved with
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
-FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw", "table1"]
+FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw", "table1", "forecast"]
 
 
 def warn(msg):
@@ -81,7 +82,7 @@ def schema_family(schema):
 
 def load_folder(folder):
     """Reads every *.json in folder. Returns a dict: reports, benches, summary, claims, ignored."""
-    data = {"reports": [], "benches": [], "summary": None, "claims": None, "ignored": []}
+    data = {"reports": [], "benches": [], "forecasts": [], "summary": None, "claims": None, "ignored": []}
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         name = os.path.basename(path)
         if name == "figures.json":
@@ -109,6 +110,9 @@ def load_folder(folder):
         elif schema == BENCH_SCHEMA:
             doc["_file"] = name
             data["benches"].append(doc)
+        elif schema == PREDICT_SCHEMA:
+            doc["_file"] = name
+            data["forecasts"].append(doc)
         elif schema_family(schema)[0] in ("ringside.report", "ringside.bench"):
             data["ignored"].append((name, "schema %s: this plot.py reads %s and %s only"
                                     % (schema, REPORT_SCHEMA, BENCH_SCHEMA)))
@@ -853,8 +857,39 @@ def fig_busbw(data, series):
     return fig, {"series": len(benches), "bars": 0, "note": ""}
 
 
+def fig_forecast(data, series):
+    """`ringside predict`'s forecast: communication per step against N, one line per architecture,
+    log-log; the N where the link was measured shaded, the rest extrapolated."""
+    if not data["forecasts"]:
+        return None, "no forecast (%s): run `ringside predict ... --report DIR/forecast.json`" % PREDICT_SCHEMA
+    f = sorted(data["forecasts"], key=lambda d: d["_file"])[0]
+    lines = {}
+    for r in f.get("rows", []):
+        if isinstance(r, dict) and isinstance(r.get("comm_s"), (int, float)) and r["comm_s"] > 0:
+            lines.setdefault(r.get("architecture", "?"), []).append((r["ranks"], r["comm_s"]))
+    if not lines:
+        return None, "%s holds no rows" % f["_file"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (arch, pts) in enumerate(sorted(lines.items())):
+        pts.sort()
+        (l,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "o-", ms=3, color="C%d" % (i % 10), label=arch)
+        l.set_gid(safe_id("series", "forecast", arch))
+    mr = (f.get("link") or {}).get("measured_ranks")
+    if isinstance(mr, list) and len(mr) == 2:
+        ax.axvspan(mr[0], mr[1], color="0.85", zorder=0, label="link measured (N = %d..%d)" % tuple(mr))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("ranks N")
+    ax.set_ylabel("communication per step, ms (alpha-beta forecast)")
+    ax.set_title("Forecast: %s" % f["_file"])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig, {"series": len(lines), "bars": 0, "note": "a forecast, not a measurement: %s" % "; ".join(f.get("assumptions", [])[:2])}
+
+
 FIGURE_FUNCS = {"step_time": fig_step_time, "memory": fig_memory, "traffic": fig_traffic,
-                "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw, "table1": fig_table1}
+                "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw, "table1": fig_table1,
+                "forecast": fig_forecast}
 CAPTIONS = {
     "step_time": "Median step time per configuration (solid); dashed: the alpha-beta PREDICTION of communication per step, not a step time.",
     "memory": "Per-process peak memory stacked by tag at the largest N, one panel per configuration (past 8: rank 0, the largest other rank and server); rank 0 hatched.",
@@ -862,6 +897,7 @@ CAPTIONS = {
     "phases": "One bar per configuration: the phases that add up to a step, stacked (mean over worker ranks, median over repeats); comm_total dashed outline (it overlaps compute); the server's reduce + update as a thin hatched bar below.",
     "loss": "Global sample-weighted training loss against steps (left) and against seconds of training (right, where the reports carry time_curve), every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
+    "forecast": "`ringside predict`: each architecture's alpha-beta communication per step against N (log-log); shaded where the link was measured, extrapolated elsewhere.",
     "table1": "BytePS's Table 1 (OSDI 2020): communication per step against the CPU servers k, one panel per n, measured (solid) and the paper's line (dashed) per architecture, DataParallel's server in rank 0 beside them (dotted: not in the table), under the emulated link.",
 }
 
@@ -949,7 +985,7 @@ def main(argv):
     data = load_folder(args.dir)
     for name, why in data["ignored"]:
         warn("ignoring %s: %s" % (name, why))
-    if not data["reports"] and not data["benches"]:
+    if not data["reports"] and not data["benches"] and not data["forecasts"]:
         print("plot.py: error: no ringside reports in %s (expected *.json with \"schema\": \"%s\" or \"%s\"; "
               "make some with `ringside matrix ... --out %s`)" % (args.dir, REPORT_SCHEMA, BENCH_SCHEMA, args.dir),
               file=sys.stderr)
@@ -991,12 +1027,13 @@ def main(argv):
              "phases": lambda: fig_phases(data, phase_series, facet)}
     manifest = {}
     for name in FIGURES:
-        if name != "busbw" and not series:
+        if name not in ("busbw", "forecast") and not series:
             fig, entry = None, "no train reports (%s)" % REPORT_SCHEMA
         else:
             fig, entry = calls[name]() if name in calls else FIGURE_FUNCS[name](data, series)
         if fig is None:
-            warn("skipping %s: %s" % (name, entry))
+            if name != "forecast" or data["forecasts"]:  # a folder without a forecast is complete without one
+                warn("skipping %s: %s" % (name, entry))
             manifest[name] = {"status": "skipped", "reason": entry}
             continue
         save(fig, out, name)

@@ -19,6 +19,7 @@ import sys
 REPORT_SCHEMA = "ringside.report/1"
 BENCH_SCHEMA = "ringside.bench/1"
 MATRIX_SCHEMA = "ringside.matrix/1"
+PREDICT_SCHEMA = "ringside.predict/1"
 TAGS = ["params", "grads", "activations", "optimizer", "comm", "server", "gather"]
 PHASES = ["data", "forward", "backward", "optimizer", "comm_exposed", "idle", "other", "comm_total"]
 BUSY_PHASES = ["data", "forward", "backward", "optimizer"]
@@ -977,6 +978,38 @@ def check_claims(doc):
 # ---- main ---------------------------------------------------------------------------------
 
 
+def check_predict(rep):
+    """A `ringside predict` forecast: its assumptions, link and model, a row per N and architecture
+    (step = compute + comm), the winners by size and N, the crossovers (docs/matrix.md)."""
+    c = Checker()
+    for k in c.get(rep, "assumptions", "", "list") or []:
+        c.expect(isinstance(k, str) and k, "assumptions", "an assumption that is no text: %r" % (k,))
+    link, model = c.get(rep, "link", "", "dict") or {}, c.get(rep, "model", "", "dict") or {}
+    c.nonneg(link, "alpha_s", "link")
+    c.expect(isinstance(link.get("beta_s_per_byte"), (int, float)) and link["beta_s_per_byte"] > 0, "link.beta_s_per_byte", "not > 0")
+    mr = link.get("measured_ranks")
+    c.expect(mr is None or (isinstance(mr, list) and len(mr) == 2 and 2 <= mr[0] <= mr[1]), "link.measured_ranks", "%r" % (mr,))
+    compute = c.nonneg(model, "compute_s", "model")
+    c.nonneg(model, "grad_bytes", "model")
+    seen = set()
+    for i, r in enumerate(c.get(rep, "rows", "", "list") or []):
+        p = "rows[%d]" % i
+        n, arch = c.nonneg(r, "ranks", p, "int"), c.get(r, "architecture", p, "str")
+        c.expect(arch in ARCHITECTURES and arch not in ("none", "student"), p + ".architecture", "%r" % arch)
+        c.expect((n, arch) not in seen, p, "a second row for N=%s %s" % (n, arch))
+        seen.add((n, arch))
+        comm, step = c.nonneg(r, "comm_s", p), c.nonneg(r, "step_s", p)
+        if None not in (comm, step, compute):
+            c.expect(close(step, compute + comm, 1e-9), p + ".step_s", "%g != compute %g + comm %g" % (step, compute, comm))
+        m = c.get(r, "measured", p, "bool")
+        if m is not None and isinstance(n, int):
+            c.expect(m == (mr is not None and mr[0] <= n <= mr[1]), p + ".measured", "%s at N=%d, the link measured at %r" % (m, n, mr))
+    for i, w in enumerate(c.get(rep, "winners", "", "list") or []):
+        c.expect(w.get("architecture") in ARCHITECTURES, "winners[%d].architecture" % i, "%r" % w.get("architecture"))
+    c.get(rep, "crossovers", "", "dict")
+    return c.problems
+
+
 def validate_file(path, options, expect):
     def bare(token):  # Python reads NaN and Infinity; JSON (and every other reader) does not
         raise ValueError("%s is no JSON value (a report writes \"nan\", \"inf\", \"-inf\")" % token)
@@ -996,8 +1029,10 @@ def validate_file(path, options, expect):
         return check_bench(rep, options, expect)
     if schema == MATRIX_SCHEMA:
         return check_matrix(rep, options, expect)
-    return ["schema: %r is not %s, %s or %s (readers refuse other versions)"
-            % (schema, REPORT_SCHEMA, BENCH_SCHEMA, MATRIX_SCHEMA)]
+    if schema == PREDICT_SCHEMA:
+        return check_predict(rep)
+    return ["schema: %r is not %s, %s, %s or %s (readers refuse other versions)"
+            % (schema, REPORT_SCHEMA, BENCH_SCHEMA, MATRIX_SCHEMA, PREDICT_SCHEMA)]
 
 
 def main(argv):
