@@ -73,34 +73,65 @@ static int tree_chunk(size_t count, int t, size_t chunk, size_t k, size_t *off, 
     return 1;
 }
 
+size_t tree_chunk_elems(size_t count, size_t elem_bytes) {
+    size_t half = (count + 1) / 2, lo = TREE_CHUNK_MIN / elem_bytes, hi = TREE_CHUNK_MAX / elem_bytes;
+    size_t c = (half + TREE_CHUNKS - 1) / TREE_CHUNKS;
+    return c < lo ? lo : c > hi ? hi : c;
+}
+
+/* Children in tree t. */
+static int tree_kids(const TreeLinks *l) { return (l->child[0] >= 0) + (l->child[1] >= 0); }
+
+/* Chunk k of tree t, up: the children's partial sums into this rank's (child 0's, then child
+ * 1's), then to the parent; at the root, rounded to what the wire will give its children. */
+static int tree_up(Mesh *m, const TreeLinks *l, int t, size_t k, float *buf, size_t count, size_t chunk) {
+    size_t off, n;
+    if (!tree_chunk(count, t, chunk, k, &off, &n)) return RS_OK;
+    for (int c = 0; c < 2; c++)
+        if (l->child[c] >= 0) RS_TRY(mesh_recv(m, l->child[c], TREE_TAG(t, 0, k), buf + off, n, MESH_ADD));
+    if (l->parent >= 0) return mesh_send(m, l->parent, TREE_TAG(t, 0, k), buf + off, n);
+    codec_round(&m->wire, buf + off, n);
+    return RS_OK;
+}
+
+/* Chunk k of tree t, down: the root's sum from the parent, on to the children. */
+static int tree_down(Mesh *m, const TreeLinks *l, int t, size_t k, float *buf, size_t count, size_t chunk) {
+    size_t off, n;
+    if (!tree_chunk(count, t, chunk, k, &off, &n)) return RS_OK;
+    if (l->parent >= 0) RS_TRY(mesh_recv(m, l->parent, TREE_TAG(t, 1, k), buf + off, n, MESH_COPY));
+    for (int c = 0; c < 2; c++)
+        if (l->child[c] >= 0) RS_TRY(mesh_send(m, l->child[c], TREE_TAG(t, 1, k), buf + off, n));
+    return RS_OK;
+}
+
+/* The two trees' schedule on one rank. In the tree where it is a leaf (at most one: tree 0's
+ * leaves are tree 1's inner nodes) its work is a send up and a copy down that nothing on this rank
+ * waits for, while the other tree's chunks wait for its children or feed them: so the leaf's
+ * sends go one chunk ahead of the other tree's (the inner node they feed never waits a chunk for
+ * them) and its copies one chunk behind (they never hold back a forward). The adds into a chunk
+ * are the same, in the same order, whatever the schedule. */
 static int tree_allreduce(Mesh *m, float *buf, size_t count) {
     const int N = m->world;
     if (N == 1 || count == 0) return RS_OK;
-    size_t chunk = TREE_CHUNK_BYTES / codec_elem_bytes(m->wire.type), half = (count + 1) / 2;
+    size_t chunk = tree_chunk_elems(count, codec_elem_bytes(m->wire.type)), half = (count + 1) / 2;
     size_t nk = (half + chunk - 1) / chunk; /* chunks of the larger half */
     if (nk > TREE_MAX_CHUNKS) return rs_error(RS_ERR_INPUT, "tree: %zu floats in one call: too many chunks", count);
     TreeLinks L[2];
     tree_links(N, m->rank, 0, &L[0]);
     tree_links(N, m->rank, 1, &L[1]);
-    size_t off, n;
-    /* up: the children's partial sums into this rank's, then to the parent */
-    for (size_t k = 0; k < nk; k++)
-        for (int t = 0; t < 2; t++) {
-            if (!tree_chunk(count, t, chunk, k, &off, &n)) continue;
-            for (int c = 0; c < 2; c++)
-                if (L[t].child[c] >= 0) RS_TRY(mesh_recv(m, L[t].child[c], TREE_TAG(t, 0, k), buf + off, n, MESH_ADD));
-            if (L[t].parent >= 0) RS_TRY(mesh_send(m, L[t].parent, TREE_TAG(t, 0, k), buf + off, n));
-            else codec_round(&m->wire, buf + off, n); /* the root keeps what its children will get */
-        }
-    /* down: the root's sum from the parent, on to the children */
-    for (size_t k = 0; k < nk; k++)
-        for (int t = 0; t < 2; t++) {
-            if (!tree_chunk(count, t, chunk, k, &off, &n)) continue;
-            if (L[t].parent >= 0) RS_TRY(mesh_recv(m, L[t].parent, TREE_TAG(t, 1, k), buf + off, n, MESH_COPY));
-            for (int c = 0; c < 2; c++)
-                if (L[t].child[c] >= 0) RS_TRY(mesh_send(m, L[t].child[c], TREE_TAG(t, 1, k), buf + off, n));
-        }
-    return RS_OK;
+    int leaf = tree_kids(&L[0]) == 0 ? 0 : tree_kids(&L[1]) == 0 ? 1 : -1, other = leaf == 0 ? 1 : 0;
+    if (leaf >= 0) RS_TRY(tree_up(m, &L[leaf], leaf, 0, buf, count, chunk));
+    for (size_t k = 0; k < nk; k++) {
+        if (leaf >= 0 && k + 1 < nk) RS_TRY(tree_up(m, &L[leaf], leaf, k + 1, buf, count, chunk));
+        RS_TRY(tree_up(m, &L[other], other, k, buf, count, chunk));
+        if (leaf < 0) RS_TRY(tree_up(m, &L[1], 1, k, buf, count, chunk)); /* inner in both: tree 0, then 1 */
+    }
+    for (size_t k = 0; k < nk; k++) {
+        RS_TRY(tree_down(m, &L[other], other, k, buf, count, chunk));
+        if (leaf < 0) RS_TRY(tree_down(m, &L[1], 1, k, buf, count, chunk));
+        if (leaf >= 0 && k >= 1) RS_TRY(tree_down(m, &L[leaf], leaf, k - 1, buf, count, chunk));
+    }
+    return leaf >= 0 ? tree_down(m, &L[leaf], leaf, nk - 1, buf, count, chunk) : RS_OK;
 }
 
 /* ---- the back end (engine/sync.h) ------------------------------------------------------------ */

@@ -2,6 +2,8 @@
 #ifndef RS_TREE_H
 #define RS_TREE_H
 
+#include <stddef.h>
+
 /*
  * The trees are Sanders, Speck and Träff's two trees as NCCL builds them (NCCL's "Tree"):
  *   tree 0  an in-order binary tree on the ranks 0..N-1: rank r > 0 with lowest set bit b has the
@@ -13,7 +15,8 @@
  *           every rank but rank 0 (tree 0's root, with its one child) is an inner node of at most
  *           one tree and forwards about n bytes either way (tests/test_tree.c checks it to N = 10^4).
  * A bucket of n floats is cut in two halves (base/split.h's even split), tree t carrying half t;
- * each half is cut in chunks of TREE_CHUNK_BYTES on the wire. Up: for every chunk, a rank adds its
+ * each half is cut in chunks (tree_chunk_elems: 16 of them, 16 to 256 KiB each on the wire). Up: for
+ * every chunk, a rank adds its
  * children's partial sums into its own (child 0's, then child 1's: one order on every rank) and
  * sends the result to its parent; the roots end with the sum, rounded to the wire's precision.
  * Down: each rank copies its parent's chunk and forwards it to its children, so every rank ends
@@ -33,7 +36,14 @@
 
 /* ---- Types ---- */
 
-#define TREE_CHUNK_BYTES (256u * 1024u) /* a chunk on the wire: the pipeline's unit */
+/* A chunk, the pipeline's unit: a half cut in TREE_CHUNKS chunks, so that the pipeline's fill and
+ * drain (the trees' depth, in chunks) stay a small part of a phase, each of TREE_CHUNK_MIN to
+ * TREE_CHUNK_MAX bytes on the wire (below, a message costs its latency, not its bytes; above, the
+ * chunks are many enough). Measured at N = 4 over 300 Mbit/s, 4 MiB: 8 and 16 chunks within noise
+ * of each other (docs/benchmarks.md). tree_chunk_elems gives it. */
+#define TREE_CHUNKS 16
+#define TREE_CHUNK_MIN (16u * 1024u)
+#define TREE_CHUNK_MAX (256u * 1024u)
 
 /* A rank's neighbours in one tree: its parent (-1 at the root) and up to two children (-1). */
 typedef struct {
@@ -44,6 +54,9 @@ typedef struct {
 
 /* Rank rank's neighbours in tree t (0 or 1) over nranks ranks (every field -1 for one rank). */
 void tree_links(int nranks, int rank, int t, TreeLinks *out);
+
+/* The elements of one chunk of a call of count elements of elem_bytes each (tree.h's rule). */
+size_t tree_chunk_elems(size_t count, size_t elem_bytes);
 
 /* The longest path from a root to a leaf over both trees (0 for one rank): the rounds one
  * phase's first chunk takes. */

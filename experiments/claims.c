@@ -1,4 +1,4 @@
-/* claims.c - `ringside claims DIR`: decides the design's eight claims on measured reports, prints the table */
+/* claims.c - `ringside claims DIR`: decides the design's nine claims on measured reports, prints the table */
 #include "claims.h"
 #include "claims_load.h"
 #include "predict.h"
@@ -30,6 +30,8 @@
 #define CL_TABLE1_TOL        0.20   /* claim 8: measured comm per step within 20% of its BytePS Table 1 line */
 #define CL_TIMED_MIN         8      /* claims 3, 6, 8: a run's comm time per step needs >= 8 timed steps (after warm-up) */
 #define CL_TABLE1_LAT_MAX    0.10   /* claim 8: the per-message term at most 10% of the line (bandwidth-bound) */
+#define CL_TREE_MARGIN       0.20   /* claim 9: a regime is one where the model puts one all-reduce 20% ahead */
+#define CL_TREE_TOL          0.05   /* claim 9: "at least as fast": the ring within 5% of the tree (noise) */
 
 #define MiB (1048576.0)
 
@@ -999,9 +1001,82 @@ static void claim8(const ClaimsSet *s, Claim *c) {
                        pairs > beats ? " (and tie with it at n = 2)" : "");
 }
 
+/* ---- claim 9: the tree against the ring ------------------------------------------------------- */
+
+/* Seconds per step the model gives run r's gradient as back end sync (its buckets, its wire) on
+ * emulated link l: the link's latency plus the software's per message, 1/bandwidth per byte. */
+static double tree_pred(const ClaimsRun *r, const char *sync, const LinkSpec *l) {
+    double wire = strcmp(r->wire, "fp32") ? 0.5 : 1.0;
+    return predict_step_comm(sync, "colocated", 0, r->ranks, 0, r->grad_bytes * wire, run_bucket_bytes(r),
+                             l->latency_s + PREDICT_EMULATED_ALPHA_S, 1.0 / l->bytes_per_s);
+}
+
+static void claim9(const ClaimsSet *s, Claim *c) {
+    int small = 0, large = 0, bad = 0, out = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "pairs"), *left = cJSON_AddArrayToObject(c->numbers, "left_out");
+    claim_line(c, "rule: a tree run and a ring run of one configuration (N >= 3, lockstep, no straggler, one transport) under an "
+                  "emulated --link; where the alpha-beta model puts the tree >= %.0f%% ahead (small messages, many ranks: "
+                  "2 log2 N latencies against 2(N-1)) the tree's comm per step is below the ring's; where it puts the ring "
+                  ">= %.0f%% ahead (large messages: 2(N-1)/N n against about 2n) the ring's is at most %.0f%% above the tree's",
+               100 * CL_TREE_MARGIN, 100 * CL_TREE_MARGIN, 100 * CL_TREE_TOL);
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *t = &s->runs[i];
+        LinkSpec l;
+        if (t->arch != ARCH_TREE || t->ranks < 3 || !run_lockstep(t)) continue;
+        for (int j = 0; j < s->nruns; j++) {
+            const ClaimsRun *r = &s->runs[j];
+            if (!is_ring(r) || r->ranks != t->ranks || strcmp(r->pair, t->pair) || !run_lockstep(r)) continue;
+            char why[300] = "";
+            if (!t->emulated[0] || link_parse(t->emulated, &l) != RS_OK || !(l.bytes_per_s > 0))
+                snprintf(why, sizeof why, "no emulated --link: the regime would be this machine's, not a network's");
+            else if (!run_unslowed(t) || !run_unslowed(r)) snprintf(why, sizeof why, "a straggler sets the pace");
+            else if (!run_timed(t) || !run_timed(r)) snprintf(why, sizeof why, "too few timed steps (at least %d)", CL_TIMED_MIN);
+            else if (strcmp(t->transport, r->transport))
+                snprintf(why, sizeof why, "the tree moved over %s, the ring over %s: --transport ipc for both",
+                         t->transport[0] ? t->transport : "?", r->transport[0] ? r->transport : "?");
+            double pt = why[0] ? 0 : tree_pred(t, "tree", &l), pr = why[0] ? 0 : tree_pred(r, "ring", &l);
+            int regime = why[0] ? 0 : pt < (1 - CL_TREE_MARGIN) * pr ? 1 : pr < (1 - CL_TREE_MARGIN) * pt ? 2 : 0;
+            if (!why[0] && !regime)
+                snprintf(why, sizeof why, "between the regimes: the model gives the tree %.2f ms, the ring %.2f ms", pt * 1e3, pr * 1e3);
+            if (why[0]) {
+                out++;
+                cJSON *o = num_item(left, t);
+                cJSON_AddStringToObject(o, "ring", r->label);
+                cJSON_AddStringToObject(o, "why", why);
+                claim_line(c, "left out N=%d: %s  [%s vs %s]", t->ranks, why, t->label, r->label);
+                continue;
+            }
+            double mt = run_mean(t->comm_total, t->nw), mr = run_mean(r->comm_total, r->nw);
+            int ok = regime == 1 ? mt < mr : mr <= (1 + CL_TREE_TOL) * mt;
+            small += regime == 1;
+            large += regime == 2;
+            bad += !ok;
+            cJSON *o = num_item(arr, t);
+            cJSON_AddStringToObject(o, "ring", r->label);
+            cJSON_AddStringToObject(o, "regime", regime == 1 ? "latency" : "bandwidth");
+            cJSON_AddStringToObject(o, "link", t->emulated);
+            cJSON_AddNumberToObject(o, "tree_comm_s", mt);
+            cJSON_AddNumberToObject(o, "ring_comm_s", mr);
+            cJSON_AddNumberToObject(o, "tree_predicted_s", pt);
+            cJSON_AddNumberToObject(o, "ring_predicted_s", pr);
+            claim_line(c, "N=%-3d %-9s tree %.2f ms vs ring %.2f ms per step (model %.2f vs %.2f) on link %s%s  [%s vs %s]", t->ranks,
+                       regime == 1 ? "small:" : "large:", mt * 1e3, mr * 1e3, pt * 1e3, pr * 1e3, t->emulated,
+                       ok ? "" : regime == 1 ? "  <- the tree is not faster" : "  <- the ring is slower", t->label, r->label);
+        }
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d of %d pairs off the claim", bad, small + large);
+    else if (!small || !large)
+        claim_verdict(c, "NOT-RUN", "needs tree and ring runs of one configuration under an emulated --link, N >= 3, one where "
+                                    "the model puts the tree ahead (small buckets, latency) and one the ring "
+                                    "(experiments/matrices/tree.json; have %d latency-bound and %d bandwidth-bound pairs, %d left out)",
+                      small, large, out);
+    else claim_verdict(c, "PASS", "the tree ahead in %d latency-bound pair%s, the ring at least as fast in %d bandwidth-bound one%s",
+                       small, small > 1 ? "s" : "", large, large > 1 ? "s" : "");
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
-#define NCLAIMS 8
+#define NCLAIMS 9
 static const char *const claim_text[NCLAIMS] = {
     "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
     "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
@@ -1011,12 +1086,13 @@ static const char *const claim_text[NCLAIMS] = {
     "measured comm time within 3x of the alpha-beta prediction",
     "with a straggler, async ps's throughput exceeds the synchronous ring's, its loss against steps within 25% of the ring's",
     "each architecture's comm time per step follows its line of BytePS's Table 1 within 20%, and k = n servers beat the ring",
+    "with many ranks and small messages the tree beats the ring; with large messages the ring is at least as fast",
 };
 
 int claims_main(int argc, char **argv) {
     if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         printf("usage: ringside claims DIR\n\n"
-               "Reads every report in DIR (a `ringside matrix` output folder), decides the eight claims of\n"
+               "Reads every report in DIR (a `ringside matrix` output folder), decides the nine claims of\n"
                "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
                "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
         return RS_OK;
@@ -1032,7 +1108,8 @@ int claims_main(int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7, claim8};
+    void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7, claim8,
+                                                         claim9};
     static Claim claims[NCLAIMS];
     int fails = 0, passes = 0;
     printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,

@@ -21,12 +21,18 @@ def curve(sync, N, how="sync"):
     return c
 
 B = 125e6  # --link 1gbit, bytes/s each way
-def table1(sync, placement, k, N):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
+def table1(sync, placement, k, N, n):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
     u = {"ring": 2 * (N - 1) / N, "sharded": 2 * (N - 1) / N, "dedicated": max(1, N / max(k, 1)),
          "byteps": 2 * N * (N - 1) / (N * N + k * N - 2 * k)}["byteps" if sync == "byteps" else placement if sync == "ps" else "ring"]
     return u * n / B
 
-def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated", servers=1, link=""):
+def alpha_beta(sync, N, n, link):  # claim 9: the model's comm per step, one bucket, on link "1gbit[,LAT]"
+    a = (200e-6 if link.endswith(",200us") else 0) + 50e-6
+    depth = (N - 1).bit_length()  # the trees' depth at N = 4 and 8
+    return 2 * (N - 1) * a + 2 * (N - 1) / N * n / B if sync == "ring" else 2 * depth * a + 2 * n / B
+
+def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated", servers=1, link="", layers=LAYERS, tag=""):
+    n = 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
     ranks = []
     chunk = -(-gb // N)
     for k in range(N):
@@ -51,8 +57,12 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
                 per *= 1.10
             sent = recv = per + (n if k < N - 1 else 0)
             comm = 1e-3 * (1 + 0.05 * N) if variant != "fail3" else 1e-3 * N * N
-        if link:  # claim 8's runs: on their Table 1 line, 5% over (the ring 50% over when broken)
-            comm = table1(sync, placement, servers, N) * (1.5 if variant == "fail8" and sync == "ring" and N == 4 else 1.05)
+        elif sync == "tree":  # an inner node's 2n each way (the claims do not hold the tree to a formula)
+            sent = recv = 2 * n * STEPS
+        if link and tag:  # claim 9's runs: on their alpha-beta line, 5% over (the tree 3x over when broken)
+            comm = alpha_beta(sync, N, n, link) * (3 if variant == "fail9" and sync == "tree" and N == 8 else 1.05)
+        elif link:  # claim 8's runs: on their Table 1 line, 5% over (the ring 50% over when broken)
+            comm = table1(sync, placement, servers, N, n) * (1.5 if variant == "fail8" and sync == "ring" and N == 4 else 1.05)
             if variant == "fail8tie" and N == 2 and placement == "dedicated":  # the lines tie at n = 2: 1.5x is off
                 comm *= 1.5
             if sync != "ring":  # no server in rank 0: balanced memory; a shard in every worker moves the ring's bytes
@@ -66,11 +76,11 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
                                  "phases": {"data": 1e-5, "forward": fwd, "backward": 3e-4, "comm_exposed": comm / 2,
                                             "optimizer": 1e-4, "idle": 0, "comm_total": comm},
                                  "busy": fwd + 4e-4, "timed_steps": STEPS - 2}})
-    cfg = {"device": "cpu", "data": "synthetic", "layers": LAYERS, "batch": 64, "global-batch": gb, "steps": STEPS,
+    cfg = {"device": "cpu", "data": "synthetic", "layers": layers, "batch": 64, "global-batch": gb, "steps": STEPS,
            "seed": 1, "lr": 0.05, "ranks": N, "sync": sync, "bucket-mb": 25, "overlap": True,
            "ps-placement": placement, "ps-servers": servers, "ps-mode": "push", "report": "x.json", "quiet": True,
            "ps-partition-kb": "16",  # claim 8: a server's fill and drain, 2 x 16 KiB at 1 Gbit/s, 4% of the k = n line
-           "ps-consistency": how, "straggler": straggler, "link": "1gbit" if straggler or link else ""}
+           "ps-consistency": how, "straggler": straggler, "link": link or ("1gbit" if straggler else "")}
     thr = 1e4
     if straggler:  # a slow rank holds the ring back, not the asynchronous server
         thr = 2e4 if how == "async" else 5e3
@@ -90,13 +100,13 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
             summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
     env = {"cores": 2} if variant == "crowded" else {}
     arch = "ps-" + placement if sync == "ps" else sync  # what train's registry writes (experiments/backends.c)
-    family = {"none": "none", "ring": "allreduce"}.get(sync, "ps")
+    family = {"none": "none", "ring": "allreduce", "tree": "allreduce"}.get(sync, "ps")
     backend = {"name": sync, "family": family, "architecture": arch, "servers": servers if arch in ("ps-dedicated", "byteps") else 0,
                "lockstep": how == "sync"}
     r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "backend": backend, "ranks": ranks,
          "summary": summary}
-    name = "sync=%s,ranks=%d,global-batch=%d%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "",
-                                                          ",%s,k=%d,table1" % (placement, servers) if link else "", rep)
+    name = "sync=%s,ranks=%d,global-batch=%d%s%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", tag,
+                                                            ",%s,k=%d,table1" % (placement, servers) if link else "", rep)
     json.dump(r, open(os.path.join(out, name), "w"))
 
 if variant == "ringonly":
@@ -117,6 +127,10 @@ report("ps", 4, placement="sharded", servers=4, link="1gbit")
 report("byteps", 4, placement="colocated", servers=2, link="1gbit")
 report("ring", 2, link="1gbit")                  # at n = 2 the k = n line ties the ring's: decided as a tie
 report("ps", 2, placement="dedicated", servers=2, link="1gbit")
+report("tree", 4, gb=32, link="1gbit", tag=",large")  # claim 9: bandwidth-bound, 2n against the ring's 1.5n
+report("ring", 4, gb=32, link="1gbit", tag=",large")
+report("ring", 8, link="1gbit,200us", layers=[64, 16, 10], tag=",small")  # latency-bound: 14 latencies against 6
+report("tree", 8, link="1gbit,200us", layers=[64, 16, 10], tag=",small")
 # files that are not training reports: skipped
 json.dump({"schema": "ringside.matrix/1", "runs": []}, open(os.path.join(out, "summary.json"), "w"))
 json.dump({"schema": "ringside.bench/1", "rows": []}, open(os.path.join(out, "bench.json"), "w"))
@@ -129,19 +143,20 @@ $PY "$T/make.py" "$T/pass" pass
 expect_status "every claim passes: exit 0" 0 "$BIN" claims "$T/pass"
 cp "$T/last.log" "$T/pass.log"
 v=$(verdicts "$T/pass")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "eight PASS verdicts"; else bad "eight PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
-if grep -vE '^#|^[1-8] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-8] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "nine PASS verdicts"; else bad "nine PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
+if grep -vE '^#|^[1-9] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-9] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
 else ok "every non-data line starts with #"; fi
-if grep -q "18 reports, 17 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+if grep -q "22 reports, 21 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
 else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
 if $PY -c "
 import json,sys
 c=json.load(open(sys.argv[1]))
-assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8]
-assert len(c[7]['numbers']['runs']) == 6
+assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8,9]
+assert sorted(p['regime'] for p in c[8]['numbers']['pairs']) == ['bandwidth', 'latency'], c[8]
+assert len(c[7]['numbers']['runs']) == 7
 beat = [p for p in c[7]['numbers']['k_equals_n'] if not p['tie']]
 tie = [p for p in c[7]['numbers']['k_equals_n'] if p['tie']]
-assert len(beat) == 1 and beat[0]['ps_comm_s'] < beat[0]['ring_comm_s'] and len(tie) == 1
+assert len(beat) == 2 and all(b['ps_comm_s'] < b['ring_comm_s'] for b in beat) and len(tie) == 1
 assert c[6]['numbers']['pairs'][0]['async_throughput'] == 2e4
 for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
 assert c[1]['numbers']['ps'][0]['r2'] > 0.99
@@ -160,11 +175,11 @@ EOF
 then ok "claim 2: the ring's measured bytes per step and the formula's agree to the digit (broadcast out of both)"
 else bad "claim 2's ring line" "$(grep 'ring N=' "$T/pass.log")"; fi
 
-for k in 1 2 3 4 5 6 7 8; do
+for k in 1 2 3 4 5 6 7 8 9; do
     $PY "$T/make.py" "$T/fail$k" "fail$k"
     expect_status "claim $k broken: exit 4" 4 "$BIN" claims "$T/fail$k"
     v=$(verdicts "$T/fail$k")
-    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,9)))" "$k")
+    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,10)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
 done
 
@@ -172,7 +187,7 @@ done
 $PY "$T/make.py" "$T/fail8tie" fail8tie
 expect_status "claim 8, k = n = 2 servers 1.5x the ring: exit 4" 4 "$BIN" claims "$T/fail8tie"
 v=$(verdicts "$T/fail8tie")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
    && grep -q "(lines tie at n = 2)" "$T/pass.log"; then ok "claim 8: the n = 2 pair is decided as the tie the table says"
 else bad "claim 8 at n = 2" "$v: $(grep -A30 '^8 ' "$T/last.log" | grep 'k = n')"; fi
 
@@ -187,15 +202,15 @@ else bad "claim 6 on a crowded machine" "$(grep -A12 '^6 ' "$T/last.log")"; fi
 mkdir -p "$T/empty"
 expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
 v=$(verdicts "$T/empty")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
    && grep -q "needs ps --ps-consistency async and ring runs with the same --straggler" "$T/last.log" \
    && grep -q "needs lockstep push runs without a straggler under an emulated --link, bandwidth-bound" "$T/last.log"; then
-    ok "empty folder: eight NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
+    ok "empty folder: nine NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
 
 $PY "$T/make.py" "$T/partial" ringonly
 expect_status "partial folder (ring only): exit 0" 0 "$BIN" claims "$T/partial"
 v=$(verdicts "$T/partial")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
 
 mkdir -p "$T/future"
 cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/future/"

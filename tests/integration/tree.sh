@@ -2,8 +2,8 @@
 # tree.sh - --sync tree, the double binary tree all-reduce: exact sums at N = 2..7, the same bits on every rank, its bytes per rank against its formula, training equal to one rank, a killed rank named, refusals
 . "$(dirname "$0")/lib.sh"
 
-# ---- 1. exact sums, N = 2..7 (powers of two and not), over one chunk and many (256 KiB chunks:
-# 2 MiB is 4 chunks per half) --------------------------------------------------------------------
+# ---- 1. exact sums, N = 2..7 (powers of two and not), over one chunk and many (2 MiB is 4 chunks
+# of 256 KiB per half; 32 KiB, 2 of 16 KiB) ----------------------------------------------------------
 for n in 2 3 4 5 6 7; do
     if $BIN bench -n $n --sync tree -b 4 -e 2M -f 8 -w 1 -i 2 --timeout 30 >$T/b$n.log 2>&1 && grep -q '^# wrong elements : 0 OK' $T/b$n.log; then
         ok "N=$n: every element of every size the exact sum"
@@ -20,7 +20,7 @@ for run in "5:fp32" "6:fp32" "4:bf16" "3:fp16"; do
 done
 
 # ---- 3. bytes per rank, exactly: every call moves half of the buffer per tree, once per neighbour
-# in that tree, each way, in chunks of 256 KiB, each with a 40-byte header ------------------------
+# in that tree, each way, in 16 chunks of 16 to 256 KiB, each with a 40-byte header -------------
 for n in 3 4 7; do
     $BIN bench -n $n --sync tree -b 1K -e 4M -f 64 -w 1 -i 2 --timeout 30 --report $T/t$n.json >$T/t.log 2>&1 || bad "N=$n bench report" "$(tail -n 2 $T/t.log)"
     check "N=$n: every rank's bytes and messages are the tree's formula" $PY - $T/t$n.json <<'EOF'
@@ -28,13 +28,15 @@ import json, sys
 sys.path.insert(0, "tests")
 from validate_report import tree_degree
 r = json.load(open(sys.argv[1]))
-n, calls, C, H = r["config"]["ranks"], r["config"]["warmup_iters"] + r["config"]["iters"], 65536, 40
+n, calls, H = r["config"]["ranks"], r["config"]["warmup_iters"] + r["config"]["iters"], 40
+def chunk(c):  # allreduce/tree.h: a half in 16 chunks of 16 to 256 KiB (fp32: 4096 to 65536 floats)
+    return min(max(-(-((c + 1) // 2) // 16), 4096), 65536)
 for e in r["summary"]["traffic"]:
     deg, want_b, want_m = tree_degree(n, e["rank"]), 0, 0
     for row in r["rows"]:
         c = row["count"]
         for t, h in enumerate(((c + 1) // 2, c // 2)):
-            chunks = -(-h // C)
+            chunks = -(-h // chunk(c))
             want_b += calls * deg[t] * (4 * h + H * chunks)
             want_m += calls * deg[t] * chunks
     got = (e["bytes_sent"], e["bytes_received"], e["messages_sent"], e["messages_received"])
