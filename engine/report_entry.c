@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 cJSON *report_link_json(void) {
     const LinkSpec *l = link_get();
@@ -49,6 +50,9 @@ cJSON *report_entry(int rank, const char *role, Device *dev, long long samples, 
     cJSON_AddNumberToObject(o, "rank", rank);
     cJSON_AddStringToObject(o, "role", role);
     cJSON_AddStringToObject(o, "device", device_name(dev, buf, sizeof buf));
+    char host[256] = ""; /* the machine (a cluster's node) this process ran on */
+    gethostname(host, sizeof host - 1);
+    cJSON_AddStringToObject(o, "host", host);
     cJSON_AddNumberToObject(o, "samples", (double)samples);
     MemStats ms;
     mem_snapshot(&ms);

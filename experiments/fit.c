@@ -1,5 +1,6 @@
 /* fit.c - `ringside fit`: alpha and beta per transport (and emulated link) from bench reports, with the fit's quality */
 #include "fit.h"
+#include "backends.h"
 #include "predict.h"
 #include "../base/err.h"
 #include "../base/log.h"
@@ -85,7 +86,8 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     double a, b;
     if (!placement) placement = "colocated";
     const char *arch = fit_str(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "architecture");
-    if (arch && !strcmp(arch, "tree")) sync = "tree"; /* nccl's trees are priced as the tree's */
+    Arch shape;
+    if (arch && !arch_parse(arch, &shape) && shape == ARCH_TREE) sync = "tree"; /* nccl's trees are priced as the tree's */
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
     int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
     if (predict_coeffs(sync, placement, k, n, pipelined, 1024, &a, &b) != 0)

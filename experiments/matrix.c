@@ -482,7 +482,9 @@ typedef struct {
  * 0 runs. experiments/slurm/task.sh is the same for srun by hand: change both together. */
 static const char matrix_task_sh[] =
     "w=$((SLURM_NTASKS - ${RINGSIDE_SERVERS:-0})); "
-    "[ -n \"${MASTER_ADDR:-}\" ] || MASTER_ADDR=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n 1); "
+    "if [ -z \"${MASTER_ADDR:-}\" ]; then first=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n 1); "
+    "MASTER_ADDR=$(scontrol show node -o \"$first\" 2>/dev/null | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p'); "
+    "MASTER_ADDR=${MASTER_ADDR:-$first}; fi; "
     "export MASTER_ADDR; unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE; "
     "if [ \"$SLURM_PROCID\" -ge \"$w\" ]; then "
     "export RINGSIDE_ROLE=server RINGSIDE_SERVER_ID=$((SLURM_PROCID - w)) WORLD_SIZE=$w; "

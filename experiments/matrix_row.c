@@ -184,6 +184,25 @@ static void row_figures(const cJSON *rep, cJSON *row) {
     row_put(row, "diverged_step", diverged && step >= 0 ? step : NAN);
 }
 
+/* The hosts (nodes) a report's processes ran on, each once, in rank order, comma-separated into
+ * buf: "node0,node1"; "" without a report or a report that names none. */
+static const char *row_hosts(const cJSON *report, char *buf, size_t len) {
+    const cJSON *e;
+    size_t k = 0;
+    buf[0] = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(report, "ranks")) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "host");
+        if (!cJSON_IsString(h) || !h->valuestring[0] || strchr(h->valuestring, ',')) continue;
+        size_t n = strlen(h->valuestring);
+        int seen = 0;
+        for (const char *p = buf; *p && !seen; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+            seen = !strncmp(p, h->valuestring, n) && (p[n] == ',' || p[n] == 0);
+        if (seen || k + n + 2 > len) continue;
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", k ? "," : "", h->valuestring);
+    }
+    return buf;
+}
+
 cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const MatrixOutcome *o,
                        const cJSON *report) {
     cJSON *row = cJSON_CreateObject();
@@ -200,6 +219,8 @@ cJSON *matrix_row_make(const MatrixSpec *m, const MatrixCell *c, int rep, const 
     cJSON_AddStringToObject(row, "report", report ? o->report : "");
     const char *how = report ? matrix_row_transport(report) : "";
     cJSON_AddStringToObject(row, "transport", how);
+    char hosts[1024];
+    cJSON_AddStringToObject(row, "hosts", row_hosts(report, hosts, sizeof hosts));
     const cJSON *emulated = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(report, "config"), "link");
     cJSON_AddStringToObject(row, "link", cJSON_IsString(emulated) ? emulated->valuestring : "");
     MatrixLink l;
@@ -259,7 +280,7 @@ static void row_csv_value(FILE *f, const cJSON *v) {
 
 int matrix_row_write_csv(const MatrixSpec *m, const cJSON *rows, const char *path) {
     static const char *const ident[] = {"status", "exit_code", "error", "wall_s", "resumed", "report", "transport", "link",
-                                        "prediction_link", NULL};
+                                        "prediction_link", "hosts", NULL};
     AtomicFile af;
     RS_TRY(atomicfile_open(&af, path, 0644));
     FILE *f = af.f;

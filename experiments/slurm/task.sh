@@ -10,7 +10,7 @@
 # The last K tasks of the step are the dedicated servers and the first W the workers (each gets
 # torchrun's variables with the worker count W); without RINGSIDE_SERVERS every task is a worker
 # and ringside reads srun's own variables. MASTER_ADDR, unless set, is the step's first node, where
-# task 0 runs. `ringside matrix --launcher slurm` runs the same lines (matrix_task_sh in
+# task 0 runs (its NodeAddr in slurm.conf, which need not resolve as a host name). `ringside matrix --launcher slurm` runs the same lines (matrix_task_sh in
 # experiments/matrix.c): change both together.
 set -eu
 : "${SLURM_PROCID:?not a Slurm task: run this under srun}"
@@ -19,7 +19,11 @@ if [ "$w" -lt 1 ]; then
     echo "task.sh: error: $SLURM_NTASKS tasks for RINGSIDE_SERVERS=${RINGSIDE_SERVERS:-0} servers leaves no worker" >&2
     exit 2
 fi
-[ -n "${MASTER_ADDR:-}" ] || MASTER_ADDR=$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}" | head -n 1)
+if [ -z "${MASTER_ADDR:-}" ]; then # the first node's address as Slurm knows it (NodeAddr), else its name
+    first=$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}" | head -n 1)
+    MASTER_ADDR=$(scontrol show node -o "$first" 2>/dev/null | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
+    MASTER_ADDR=${MASTER_ADDR:-$first}
+fi
 export MASTER_ADDR
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
 if [ "$SLURM_PROCID" -ge "$w" ]; then

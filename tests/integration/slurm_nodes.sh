@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# slurm_nodes.sh - a Slurm cluster of 3 nodes on this machine (experiments/slurm/cluster.sh): jobs whose ranks span the nodes (shm inside a node, tcp across), servers on nodes of their own, the sbatch script, a matrix spread over the nodes, a node lost mid-job
+# Prints SKIP <reason> as its last line (exit 0) where namespaces, Slurm or the cluster are not to be had.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+BIN=$(realpath "$BIN")
+CL=experiments/slurm/cluster.sh
+for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+unset MASTER_ADDR MASTER_PORT RINGSIDE_JOB_TOKEN RINGSIDE_SERVERS
+D=$(mktemp -d /tmp/ringside-nodes-XXXXXX)
+trap 'bash $CL down "$D" >/dev/null 2>&1; rm -rf "$T" "$D"' EXIT
+trap 'exit 143' TERM INT
+skip() { echo "$passed passed, $failed failed (before the cluster)"; echo "SKIP $1"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
+command -v slurmd >/dev/null || [ -x /usr/sbin/slurmd ] || skip "Slurm is not installed (make deps-slurm installs slurm-wlm and munge)"
+t0=$SECONDS
+CLUSTER_UP_S=30 bash $CL up "$D" 3 >"$T/up.log" 2>&1; rc=$?
+[ $rc = 0 ] || skip "the cluster did not come up: $(tail -n 2 "$T/up.log" | tr '\n' ' ')"
+echo "# $(cat "$T/up.log") ($((SECONDS - t0)) s)"
+run() { bash $CL run "$D" "$@"; }   # a command where the controller is (srun, sbatch, squeue)
+RUN_S=90
+TRAIN=(--device cpu --layers 784,32,10 --steps 20 --warmup 2 --timeout 20 --quiet)
+srun_job() { # srun with a fresh port and token; MASTER_ADDR from the allocation (task.sh: the first node's NodeAddr)
+    run env MASTER_PORT=$((20000 + RANDOM % 20000)) RINGSIDE_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') \
+        timeout -k 5 $RUN_S srun --time=5 --kill-on-bad-exit=1 --overcommit "$@"
+}
+# placed FILE WORKERS SERVERS "HOSTS": the report's workers and servers on the hosts named (rank
+# order), transports shm within a node and tcp across where the back end has shm, the validator passes
+placed() {
+    $PY - "$@" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1])); w, k, hosts = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
+got = [e["host"] for e in r["ranks"]]
+assert [e["role"] for e in r["ranks"]] == ["worker"] * w + ["server"] * k, [e["role"] for e in r["ranks"]]
+assert got == hosts, (got, hosts)
+assert r["run"]["host"] == hosts[0] and r["summary"]["params_agree"] is not False, r["summary"].get("params_agree")
+c = r["summary"]["loss_curve"]; assert c[-1][1] < c[0][1], c
+print(" ".join(sorted({e["traffic"]["transport"] for e in r["ranks"]})))
+EOF
+}
+
+# ---- 1. one job over three nodes ------------------------------------------------------------------
+check "srun -N 3 --ntasks-per-node 2 train --sync ring" srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh \
+    "$BIN" train --sync ring "${TRAIN[@]}" --report "$T/ring.json"
+if tr=$(placed "$T/ring.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py.log") && [ "$tr" = "shm tcp" ]; then
+    ok "ring: 6 ranks, 2 a node, rank 0 on node0; shm inside a node, tcp between nodes"
+else bad "ring over 3 nodes" "$tr $(tail -n 2 "$T/py.log")"; fi
+check "ring: the report validates" $PY tests/validate_report.py --expect world=6 "$T/ring.json"
+check "srun -N 3 train --sync ps (rank 0's server reached over ipc inside node0, tcp from the others)" \
+    srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync ps "${TRAIN[@]}" --report "$T/ps.json"
+tr=$(placed "$T/ps.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py.log") && [ "$tr" = "ipc tcp" ] \
+    && ok "ps colocated: ipc inside node0, tcp from the other nodes" || bad "ps over 3 nodes" "$tr $(tail -n 2 "$T/py.log")"
+# a dedicated server and byteps's CPU server on a node of their own: the last task of the step
+check "srun -N 3 -n 5 task.sh ps --ps-placement dedicated: 4 workers on node0-1, the server on node2" \
+    srun_job -N 3 -n 5 --ntasks-per-node 2 --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync ps \
+    --ps-placement dedicated "${TRAIN[@]}" --report "$T/ded.json"
+placed "$T/ded.json" 4 1 "node0 node0 node1 node1 node2" >/dev/null 2>"$T/py.log" && ok "  ... the server on node2, by itself" \
+    || bad "  ... dedicated placement" "$(tail -n 2 "$T/py.log")"
+check "srun -N 3 -n 5 task.sh byteps --ps-servers 1: the CPU server on node2" \
+    srun_job -N 3 -n 5 --ntasks-per-node 2 --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync byteps \
+    --ps-servers 1 "${TRAIN[@]}" --report "$T/byteps.json"
+placed "$T/byteps.json" 4 1 "node0 node0 node1 node1 node2" >/dev/null 2>"$T/py.log" && ok "  ... byteps's server on node2" \
+    || bad "  ... byteps placement" "$(tail -n 2 "$T/py.log")"
+
+# ---- 2. equivalence: 6 ranks on 3 nodes with a scattered global batch compute what one rank does ---
+M=(--device cpu --layers 784,64,10 --train-samples 2048 --eval-samples 64 --steps 12 --seed 3 --quiet)
+"$BIN" train --sync none --batch 96 "${M[@]}" --report "$T/one.json" --save-params "$T/one.bin" >"$T/one.log" 2>&1 || bad "one rank" "$(tail -n 2 "$T/one.log")"
+for s in ring tree; do
+    srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync $s --global-batch 96 "${M[@]}" \
+        --report "$T/eq-$s.json" --save-params "$T/eq-$s.bin" >"$T/eq.log" 2>&1 || bad "$s equivalence run" "$(tail -n 3 "$T/eq.log")"
+    check "$s on 3 nodes == one rank (loss curve and parameters within 1e-5)" $PY tests/compare_runs.py "$T/one.json" "$T/eq-$s.json" \
+        --params "$T/one.bin" "$T/eq-$s.bin" --tol 1e-5
+done
+
+# ---- 3. the sbatch script over the nodes: rank 0's address from the first node (NodeAddr) ------------
+JOB=$(run sbatch --parsable --nodes=3 --ntasks-per-node=2 --overcommit --time=5 --output="$T/sbatch.out" \
+    --export=ALL,RINGSIDE_BIN="$BIN" experiments/slurm/ringside.sbatch --sync ring "${TRAIN[@]}" --report "$T/sbatch.json" 2>"$T/sbatch.err")
+if [ -z "$JOB" ]; then bad "sbatch ringside.sbatch" "$(cat "$T/sbatch.err")"
+else
+    t0=$SECONDS
+    while [ $((SECONDS - t0)) -lt $RUN_S ] && [ -n "$(run squeue -h -j "$JOB" 2>/dev/null)" ]; do sleep 0.5; done
+    if grep -q "6 tasks (0 dedicated server(s)) on 3 node(s): node\[0-2\]; rank 0 at 10\.79\.[0-9]*\.2:" "$T/sbatch.out" &&
+        placed "$T/sbatch.json" 6 0 "node0 node0 node1 node1 node2 node2" >/dev/null 2>"$T/py.log"; then
+        ok "sbatch --nodes=3: 6 tasks, rank 0 at node0's address, the report names every rank's node"
+    else bad "sbatch over 3 nodes" "$(tail -n 3 "$T/sbatch.out" 2>/dev/null) $(tail -n 1 "$T/py.log")"; fi
+fi
+
+# ---- 4. a matrix whose cells are jobs over the nodes --------------------------------------------------
+cat >"$T/m.json" <<'EOF'
+{"name": "nodes", "base": {"device": "cpu", "layers": "784,16,10", "steps": 6, "warmup": 1, "train-samples": 512,
+  "eval-samples": 128, "ranks": 3, "timeout": 20},
+ "axes": {"variants": {"ring": {"sync": "ring"}, "ps": {"sync": "ps"}}}, "timeout_s": 60}
+EOF
+check "matrix --launcher slurm --slurm-args '-N 3 --ntasks-per-node 1': every cell ok" \
+    run timeout -k 5 $RUN_S "$BIN" matrix "$T/m.json" --out "$T/mo" --launcher slurm --slurm-args "-N 3 --ntasks-per-node 1 --overcommit --time=5"
+$PY - "$T/mo/summary.json" <<'EOF' >"$T/py.log" 2>&1 && ok "  ... the summary names the nodes each run used (node0,node1,node2)" || bad "  ... hosts in the summary" "$(tail -n 2 "$T/py.log")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert [r["hosts"] for r in s["runs"]] == ["node0,node1,node2"] * 2, [r.get("hosts") for r in s["runs"]]
+EOF
+
+# ---- 5. a node lost mid-job: its slurmd and ranks killed; the job ends naming what was lost, no report --
+LOG=$T/lost.log
+srun_job -N 3 --ntasks-per-node 1 experiments/slurm/task.sh "$BIN" train --sync ring --device cpu --layers 784,32,10 \
+    --steps 1000000 --timeout 4 --report "$T/lost.json" >"$LOG" 2>&1 &
+job=$!
+t0=$SECONDS
+while ! grep -q '^# train:' "$LOG" 2>/dev/null && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.2; done
+sleep 1
+bash $CL kill "$D" node1 >/dev/null
+t0=$SECONDS
+while kill -0 $job 2>/dev/null && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.2; done
+if kill -0 $job 2>/dev/null; then kill -9 $job; bad "node lost: the job ends" "still running 30 s after"
+elif wait $job; then bad "node lost: the job fails" "exit 0"
+elif grep -q "rank 1" "$LOG" && [ ! -e "$T/lost.json" ]; then
+    ok "node lost: the job ended $((SECONDS - t0)) s after, naming rank 1 ($(grep -o 'error: .*rank 1[^;(]*' "$LOG" | head -n 1 | cut -c1-90)), no report"
+else bad "node lost: rank 1 named, no report" "$(grep -i error "$LOG" | tail -n 3)"; fi
+left=$(pgrep -f -- "--report $T/lost.json" | wc -l)
+[ "$left" = 0 ] && ok "  ... no rank of it left on any node" || bad "  ... ranks left" "$left processes"
+finish
