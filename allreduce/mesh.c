@@ -70,6 +70,7 @@ static int mesh_put(Mesh *m, int peer, int tag, const float *data, size_t count)
     if (stamp > 0 && zmq_send(m->push[peer], sb, sizeof sb, 0) < 0) goto fail; /* not counted */
     m->tr.bytes_sent += sizeof h + bytes;
     m->tr.messages_sent++;
+    if (m->peer_node && m->peer_node[peer]) m->tr.node_sent += sizeof h + bytes;
     return RS_OK;
 fail:
     if (zmq_errno() == EAGAIN)
@@ -136,6 +137,7 @@ static int mesh_next(Mesh *m, MeshHeader *h, zmq_msg_t *data, double deadline) {
         link_recv(sizeof *h + zmq_msg_size(data), stamp);
         m->tr.bytes_received += sizeof *h + zmq_msg_size(data);
         m->tr.messages_received++;
+        if (m->peer_node && m->peer_node[h->from]) m->tr.node_received += sizeof *h + zmq_msg_size(data);
         return RS_OK;
     }
 }
@@ -290,6 +292,7 @@ void mesh_destroy(void *state) {
         for (int p = 0; p < m->world; p++)
             if (m->push[p]) zmq_close(m->push[p]); /* lingers: what was queued is still delivered */
     free(m->push);
+    free(m->peer_node);
     if (m->pull) zmq_close(m->pull);
     device_host_free(m->job.dev, m->stage, m->stage_bytes, MEM_COMM);
     free(m);
@@ -347,7 +350,11 @@ int mesh_connect(void *state, char *const *endpoints, int nmembers) {
     Mesh *m = state;
     if (m->world == 1) return RS_OK;
     if (nmembers < m->world) return rs_error(RS_ERR_INPUT, "%s: %d endpoints for %d ranks", m->name, nmembers, m->world);
-    if (!(m->push = calloc((size_t)m->world, sizeof *m->push))) return rs_error(RS_ERR_RUNTIME, "%s: out of memory", m->name);
+    if (!(m->push = calloc((size_t)m->world, sizeof *m->push)) || !(m->peer_node = calloc((size_t)m->world, 1)))
+        return rs_error(RS_ERR_RUNTIME, "%s: out of memory", m->name);
+    /* over a Unix socket a peer is on this host, over TCP on another, unless --transport tcp (or
+     * lab 5's TCP-only mailbox) sends this host's ranks over TCP too: then nobody can tell */
+    m->tr.split = (m->flags & MESH_IPC) && zep_get() != ZEP_TCP;
     int zero = 0, tmo = (int)(m->job.timeout * 1000.0);
     for (int p = 0; p < m->world; p++) {
         if (p == m->rank) continue;
@@ -364,6 +371,7 @@ int mesh_connect(void *state, char *const *endpoints, int nmembers) {
             snprintf(who, sizeof who, "rank %d", p);
             RS_TRY(zep_connect(m->push[p], endpoints[p], who, &via));
             m->tcp_peers += !strcmp(via, "tcp");
+            m->peer_node[p] = !strcmp(via, "ipc");
         } else {
             RS_TRY(zmqCheck(zmq_connect(m->push[p], endpoints[p])));
             m->tcp_peers++;

@@ -65,6 +65,7 @@ struct Mesh {
     void *pull;            /* this rank's mailbox */
     void **push;           /* [world] one PUSH per other rank (NULL for this rank) */
     int tcp_peers;         /* peers reached over TCP (the others over a Unix socket) */
+    unsigned char *peer_node; /* [world] 1: the peer runs on this host (reached over its Unix socket) */
     struct MeshPending *kept; /* messages that came before they were asked for */
     int nkept, capkept;
     long long kept_bytes;  /* their bytes, under MEM_COMM */

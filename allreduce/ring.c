@@ -159,6 +159,7 @@ struct Ring {
     double last_wait;
     int first_pending;   /* the collective has not received its first message yet */
     char transport[8];   /* to the right neighbour: "shm", "ipc" or "tcp" once connected */
+    int nodes_known, left_node, right_node; /* the neighbours' host keys were published; each on this host */
     /* shared memory: own lane (its bell wakes us; the left neighbour writes into it when
      * shm_in), the right neighbour's (we write), the left neighbour's (we ring its bell when we
      * make room); NULL where not shm */
@@ -874,6 +875,9 @@ int ring_connect(Ring *r, char *const *endpoints) {
             r->all_shm = 0;
     }
     int shm_in = ring_edge_shm(&e[0], &e[1]), shm_out = ring_edge_shm(&e[1], &e[2]);
+    r->nodes_known = e[0].host[0] && e[1].host[0] && e[2].host[0];
+    r->left_node = r->nodes_known && !strcmp(e[0].host, e[1].host);
+    r->right_node = r->nodes_known && !strcmp(e[2].host, e[1].host);
     if (shm_out) { /* write into the right neighbour's lane, ring its bell */
         rc = ring_map_lane(r->right, &e[2], 1, &r->map_right);
         r->to = r->map_right;
@@ -911,6 +915,12 @@ int ring_connect(Ring *r, char *const *endpoints) {
 }
 
 const char *ring_transport(const Ring *r) { return r->transport; }
+
+int ring_node_links(const Ring *r, int *left, int *right) {
+    *left = r->left_node;
+    *right = r->right_node;
+    return r->nodes_known;
+}
 
 void ring_set_wire(Ring *r, Codec wire) { r->wire = wire; }
 
@@ -1153,6 +1163,12 @@ static void ring_sync_traffic(void *state, SyncTraffic *out) {
     out->messages_received = c.messages_received;
     out->dropped = c.dropped;
     out->transport = s && s->ring ? ring_transport(s->ring) : "";
+    int left, right; /* every byte goes to the right neighbour and comes from the left one */
+    if (s && s->ring && s->job.world > 1 && ring_node_links(s->ring, &left, &right)) {
+        out->split = 1;
+        out->node_sent = right ? c.bytes_sent : 0;
+        out->node_received = left ? c.bytes_received : 0;
+    }
 }
 
 static const SyncOps ring_ops = {

@@ -138,6 +138,11 @@ void ring_set_wire(Ring *r, Codec wire);
 /* The transport ring_connect chose to the right neighbour: "shm", "ipc" or "tcp" ("" before). */
 const char *ring_transport(const Ring *r);
 
+/* Whether this rank's neighbours run on its host (a cluster's node), as their endpoints' host keys
+ * say: 1 with *left and *right set (1: the same host), or 0 where a key is missing (--transport
+ * tcp publishes none) and the ring cannot tell. */
+int ring_node_links(const Ring *r, int *left, int *right);
+
 /* In-place sum of count floats at buf (host memory) over every rank: reduce-scatter then
  * all-gather, N-1 steps each (N = 2 over ZeroMQ with an fp32 wire: one exchange with the same
  * messages, bytes and bits; ring.c's head comment). On return buf holds the same bits on every

@@ -34,6 +34,14 @@ cJSON *report_traffic_json(const SyncTraffic *tr) {
     cJSON_AddStringToObject(t, "transport", tr->transport ? tr->transport : "");
     cJSON_AddBoolToObject(t, "measured", !tr->derived);
     if (tr->algorithm[0]) cJSON_AddStringToObject(t, "algorithm", tr->algorithm);
+    if (tr->split) { /* the bytes by the links they took: inside this node, across the network */
+        cJSON *by = cJSON_AddObjectToObject(t, "by_link"), *node = cJSON_AddObjectToObject(by, "node"),
+              *net = cJSON_AddObjectToObject(by, "network");
+        cJSON_AddNumberToObject(node, "bytes_sent", (double)tr->node_sent);
+        cJSON_AddNumberToObject(node, "bytes_received", (double)tr->node_received);
+        cJSON_AddNumberToObject(net, "bytes_sent", (double)(tr->bytes_sent - tr->node_sent));
+        cJSON_AddNumberToObject(net, "bytes_received", (double)(tr->bytes_received - tr->node_received));
+    }
     if (link_get()->bytes_per_s > 0) { /* the process's emulated interface, the whole run */
         double tx, rx;
         link_busy(&tx, &rx);

@@ -59,6 +59,10 @@ typedef struct {
     const char *transport;       /* how this rank's data moves, a static string: "shm", "ipc", "tcp",
                                   * "inproc" (one process), "nccl", or "" (nothing moves: one rank) */
     int derived;                 /* 1: the counts are the algorithm's figures, not measured (nccl) */
+    int split;                   /* 1: node_sent and node_received below are counted: every byte above is known to
+                                  * have stayed on this host (a cluster's node) or to have crossed the network */
+    unsigned long long node_sent, node_received; /* of bytes_sent and bytes_received, those to and from processes
+                                                  * of this host (shared memory, a Unix socket, or TCP on it) */
     char algorithm[64];          /* what chose the route, where a library chooses ("Ring/auto":
                                   * NCCL_ALGO / NCCL_PROTO in force); "" otherwise */
 } SyncTraffic;

@@ -46,6 +46,7 @@ typedef struct {
     PsServer *server;          /* colocated: rank 0 runs it in a thread; sharded: every rank its shard */
     void **sock;               /* [K] one DEALER per server, identity "w<rank>" */
     unsigned char *local;      /* [K] 1: in-process (inproc), not traffic */
+    unsigned char *node;       /* [K] 1: the server is another process of this host (a Unix socket) */
     const char *via;           /* the slowest of this rank's links ("tcp", "ipc", "inproc", a static string) */
     ShardSlice *split;         /* [K] scratch for cutting one allreduce chunk */
     ShardPlan plan;            /* the training partitions over the servers (plan.nbuckets of them) */
@@ -129,6 +130,7 @@ static int client_send(PsClient *c, int k, const WireHeader *h, const void *payl
     if (!c->local[k]) {
         c->tr.bytes_sent += WIRE_HEADER_BYTES + (payload ? bytes : 0);
         c->tr.messages_sent++;
+        if (c->node && c->node[k]) c->tr.node_sent += WIRE_HEADER_BYTES + (payload ? bytes : 0);
     }
     return RS_OK;
 }
@@ -332,6 +334,7 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
             link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
         c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
         c->tr.messages_received++;
+        if (c->node && c->node[k]) c->tr.node_received += WIRE_HEADER_BYTES + pb;
     }
     if (c->kind == WAIT_STEP) --c->bucket_left[b];
     *applied = 1;
@@ -488,9 +491,10 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->idlen = ps_identity(c->rank, c->id, sizeof c->id);
     c->sock = calloc((size_t)c->K, sizeof *c->sock);
     c->local = calloc((size_t)c->K, 1);
+    c->node = calloc((size_t)c->K, 1);
     c->split = calloc((size_t)c->K, sizeof *c->split);
     c->owe = calloc((size_t)c->K, sizeof *c->owe);
-    if (!c->sock || !c->local || !c->split || !c->owe) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    if (!c->sock || !c->local || !c->node || !c->split || !c->owe) return rs_error(RS_ERR_RUNTIME, "out of memory");
     if (c->nparams) {
         if (sharded && (size_t)c->K > c->nparams)
             return rs_error(RS_ERR_INPUT, "--ps-placement sharded with %d ranks: more shards than the model's %zu "
@@ -572,6 +576,10 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     if (c->nlocal > 0 && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
+    /* a worker without a server of its own tells its links apart: a Unix socket to a server of
+     * this host, TCP to one of another (unless --transport tcp sends this host's over TCP too);
+     * a rank holding a server counts that server's bytes beside its own, which are not told apart */
+    c->tr.split = !c->server && zep_get() != ZEP_TCP;
     for (int k = 0; k < c->K; k++) {
         const char *ep = k < c->nlocal ? endpoints[k] : endpoints[c->N + k - c->nlocal];
         c->local[k] = c->server && k == c->rank; /* this process's own server */
@@ -594,6 +602,7 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
             char who[48];
             snprintf(who, sizeof who, "ps: rank %d's server %d", c->rank, k);
             RS_TRY(zep_connect(c->sock[k], ep, who, &via));
+            if (c->node) c->node[k] = !strcmp(via, "ipc");
         }
         c->via = sync_transport_slower(c->via, via);
     }
@@ -984,6 +993,7 @@ static void ps_destroy(void *state) {
     free(c->pfirst);
     free(c->sock);
     free(c->local);
+    free(c->node);
     free(c->split);
     free(c->got);
     free(c->owe);

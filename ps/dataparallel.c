@@ -627,6 +627,7 @@ static void dp_traffic(void *state, SyncTraffic *out) {
     out->messages_sent += ch->tr.messages_sent;
     out->messages_received += ch->tr.messages_received;
     out->dropped += ch->tr.dropped;
+    out->split = 0; /* the data messages' links are not told apart */
 }
 
 /* Closes the socket, waits (bounded) for zero-copy sends to let go, frees the buffers. */

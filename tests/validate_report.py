@@ -241,6 +241,15 @@ def check_traffic(c, e, path):
              "bytes_received and messages_received disagree on zero")
     if v["messages_sent"]:
         c.expect(v["bytes_sent"] >= v["messages_sent"], p, "fewer bytes than messages sent: every message has a header")
+    by = tr.get("by_link")
+    if by is not None:  # where the back end tells its links apart: inside the node and across the network add up
+        for k in ("bytes_sent", "bytes_received"):
+            parts = [(by.get(l) or {}).get(k) for l in ("node", "network")] if isinstance(by, dict) else [None]
+            ok = all(isinstance(x, int) and x >= 0 for x in parts) and sum(parts) == v[k]
+            c.expect(ok, p + ".by_link", "node + network %s %r != %s %d" % (k, parts, k, v[k]))
+        if how in ("shm", "ipc") and isinstance(by, dict):  # the slowest link inside the node: nothing crossed it
+            c.expect((by.get("network") or {}).get("bytes_sent") == 0, p + ".by_link.network",
+                     "bytes over the network from a rank whose slowest link is %s" % how)
     return v
 
 

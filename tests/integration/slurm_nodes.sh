@@ -47,6 +47,18 @@ if tr=$(placed "$T/ring.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py
     ok "ring: 6 ranks, 2 a node, rank 0 on node0; shm inside a node, tcp between nodes"
 else bad "ring over 3 nodes" "$tr $(tail -n 2 "$T/py.log")"; fi
 check "ring: the report validates" $PY tests/validate_report.py --expect world=6 "$T/ring.json"
+# the bytes by the links they took: a ring rank sends to rank r+1 and hears from r-1, so its bytes go
+# over the network exactly where a neighbour is on another node (ranks 1, 3, 5 send across, 0, 2, 4 hear across)
+check "ring: by_link puts each rank's bytes on the node or the network, as its neighbours' nodes say" $PY - "$T/ring.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ranks = {e["rank"]: e for e in r["ranks"]}
+for k, e in ranks.items():
+    t, node = e["traffic"], lambda x: ranks[x % 6]["host"] == e["host"]
+    by = t["by_link"]
+    assert by["node"]["bytes_sent"] == (t["bytes_sent"] if node(k + 1) else 0), (k, by)
+    assert by["network"]["bytes_received"] == (0 if node(k - 1) else t["bytes_received"]), (k, by)
+EOF
 check "srun -N 3 train --sync ps (rank 0's server reached over ipc inside node0, tcp from the others)" \
     srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync ps "${TRAIN[@]}" --report "$T/ps.json"
 tr=$(placed "$T/ps.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py.log") && [ "$tr" = "ipc tcp" ] \
@@ -57,6 +69,11 @@ check "srun -N 3 -n 5 task.sh ps --ps-placement dedicated: 4 workers on node0-1,
     --ps-placement dedicated "${TRAIN[@]}" --report "$T/ded.json"
 placed "$T/ded.json" 4 1 "node0 node0 node1 node1 node2" >/dev/null 2>"$T/py.log" && ok "  ... the server on node2, by itself" \
     || bad "  ... dedicated placement" "$(tail -n 2 "$T/py.log")"
+check "  ... every worker's bytes crossed the network to it (by_link)" $PY -c "
+import json, sys
+for e in json.load(open(sys.argv[1]))['ranks'][:4]:
+    by = e['traffic']['by_link']
+    assert by['node']['bytes_sent'] == 0 and by['network']['bytes_sent'] == e['traffic']['bytes_sent'] > 0, by" "$T/ded.json"
 check "srun -N 3 -n 5 task.sh byteps --ps-servers 1: the CPU server on node2" \
     srun_job -N 3 -n 5 --ntasks-per-node 2 --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync byteps \
     --ps-servers 1 "${TRAIN[@]}" --report "$T/byteps.json"
