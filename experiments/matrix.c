@@ -342,15 +342,21 @@ static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
 /* The line of log_path that says why a failed run failed: the first error line of the rank the
  * launcher names last ("rank K failed first ... marked [rank K]"), else the log's first error line
  * (a single process; under Slurm, one of srun's own only when no task wrote one), else its last
- * line; "" for an empty log. */
+ * line; "" for an empty log. Where srun says a node failed, " (srun: Node failure on NODE)" is
+ * added: the rank's error is a symptom, the node the cause. */
 static void matrix_first_error(const char *log_path, char *out, size_t len) {
     out[0] = 0;
     FILE *f = fopen(log_path, "r");
     if (!f) return;
-    char line[1400], tag[48] = "", first_err[1400] = "", first_srun[1400] = "";
+    char line[1400], tag[48] = "", first_err[1400] = "", first_srun[1400] = "", lost[200] = "";
     int rank = -1;
     while (fgets(line, sizeof line, f)) {
         const char *m = strstr(line, "failed first (");
+        const char *nf = strstr(line, "Node failure on "); /* srun's word for a node lost mid-step */
+        if (nf && !lost[0]) {
+            snprintf(lost, sizeof lost, "%s", nf);
+            lost[strcspn(lost, "\r\n")] = 0;
+        }
         if (m && (m = strstr(m, "marked [rank ")) && sscanf(m, "marked [rank %d]", &rank) == 1)
             snprintf(tag, sizeof tag, "[rank %d] error:", rank);
         if (!strstr(line, "error:")) continue;
@@ -371,6 +377,8 @@ static void matrix_first_error(const char *log_path, char *out, size_t len) {
     first_err[strcspn(first_err, "\r\n")] = 0;
     if (first_err[0]) snprintf(out, len, "%s", first_err);
     else proc_last_line(log_path, out, len);
+    size_t k = strlen(out); /* the node a rank's error is a symptom of, named */
+    if (lost[0] && !strstr(out, lost) && k + 16 < len) snprintf(out + k, len - k, " (srun: %s)", lost);
 }
 
 /* Options that never make a report stand for another run: the driver's own and the wait limit. */

@@ -117,9 +117,32 @@ s = json.load(open(sys.argv[1]))
 assert [r["hosts"] for r in s["runs"]] == ["node0,node1,node2"] * 2, [r.get("hosts") for r in s["runs"]]
 EOF
 
-# ---- 5. a node lost mid-job: its slurmd and ranks killed; the job ends naming what was lost, no report --
+# ---- 5. a matrix cell's node lost: the cell FAILED naming the node, the next cell runs on the others ---
+cat >"$T/lm.json" <<'EOF'
+{"name": "lost", "base": {"device": "cpu", "layers": "784,32,10", "train-samples": 512, "eval-samples": 128, "timeout": 4},
+ "axes": {"variants": {"long": {"sync": "ring", "ranks": 3, "steps": 1000000}, "short": {"sync": "ring", "ranks": 2, "steps": 6}}},
+ "timeout_s": 60}
+EOF
+run timeout -k 5 $RUN_S "$BIN" matrix "$T/lm.json" --out "$T/lm" --launcher slurm --slurm-args "--ntasks-per-node 1 --overcommit --time=5" \
+    >"$T/lm.log" 2>&1 &
+mjob=$!
+t0=$SECONDS
+while ! grep -qs '^# train:' "$T/lm/variant=long-r1.log" && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.2; done
+sleep 1
+bash $CL kill "$D" node2 >/dev/null
+wait $mjob
+$PY - "$T/lm/summary.json" <<'EOF' >"$T/py.log" 2>&1 && ok "matrix: the cell whose node died FAILED naming node2, the next ran on node0 and node1" \
+    || bad "matrix with a node lost" "$(tail -n 2 "$T/py.log") $(grep '^# \[' "$T/lm.log")"
+import json, sys
+by = {r["cell"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+l, s = by["variant=long"], by["variant=short"]
+assert l["status"] == "failed" and "Node failure on node2" in l["error"] and l["report"] == "", l
+assert s["status"] == "ok" and s["hosts"] == "node0,node1", s
+EOF
+
+# ---- 6. a node lost mid-job: its slurmd and ranks killed; the job ends naming what was lost, no report --
 LOG=$T/lost.log
-srun_job -N 3 --ntasks-per-node 1 experiments/slurm/task.sh "$BIN" train --sync ring --device cpu --layers 784,32,10 \
+srun_job -N 2 --ntasks-per-node 1 experiments/slurm/task.sh "$BIN" train --sync ring --device cpu --layers 784,32,10 \
     --steps 1000000 --timeout 4 --report "$T/lost.json" >"$LOG" 2>&1 &
 job=$!
 t0=$SECONDS
