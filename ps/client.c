@@ -576,10 +576,10 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     if (c->nlocal > 0 && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
     int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
-    /* a worker without a server of its own tells its links apart: a Unix socket to a server of
-     * this host, TCP to one of another (unless --transport tcp sends this host's over TCP too);
-     * a rank holding a server counts that server's bytes beside its own, which are not told apart */
-    c->tr.split = !c->server && zep_get() != ZEP_TCP;
+    /* links told apart: a Unix socket to a server of this host, TCP to one of another (unless
+     * --transport tcp sends this host's over TCP too); a server in this rank learns below which
+     * workers share its host */
+    c->tr.split = zep_get() != ZEP_TCP;
     for (int k = 0; k < c->K; k++) {
         const char *ep = k < c->nlocal ? endpoints[k] : endpoints[c->N + k - c->nlocal];
         c->local[k] = c->server && k == c->rank; /* this process's own server */
@@ -606,9 +606,19 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         }
         c->via = sync_transport_slower(c->via, via);
     }
-    if (c->server) /* this server answers the others over what they chose: the same rule, from their hosts */
+    if (c->server) { /* this server answers the others over what they chose: the same rule, from their hosts */
+        unsigned char *node = calloc((size_t)c->N, 1);
+        if (!node) return rs_error(RS_ERR_RUNTIME, "out of memory");
         for (int r = 0; r < c->N && r < nmembers; r++)
-            if (r != c->rank) c->via = sync_transport_slower(c->via, zep_peer_via(endpoints[r]));
+            if (r != c->rank) {
+                const char *via = zep_peer_via(endpoints[r]);
+                c->via = sync_transport_slower(c->via, via);
+                node[r] = !strcmp(via, "ipc");
+            }
+        int rc = ps_server_set_nodes(c->server, node, c->N);
+        free(node);
+        RS_TRY(rc);
+    }
     return RS_OK;
 }
 
@@ -961,6 +971,9 @@ static void ps_traffic(void *state, SyncTraffic *out) {
         out->messages_sent += s.messages_sent;
         out->messages_received += s.messages_received;
         out->dropped += s.dropped;
+        out->node_sent += s.node_sent;
+        out->node_received += s.node_received;
+        out->split = out->split && s.split;
     }
 }
 

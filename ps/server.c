@@ -111,6 +111,8 @@ struct PsServer {
     /* counters, read by other threads */
     pthread_mutex_t lock;
     SyncTraffic tr;
+    unsigned char *node;       /* [nnode] 1: worker r runs on this host (ps_server_set_nodes); NULL: not known */
+    int nnode;
     double busy_s;
     double wall_offset;        /* clock_wall() - clock_now(), for trace timestamps */
     long long steps;
@@ -150,12 +152,15 @@ static int server_counted(const PsServer *s, int r) { return !(s->a.colocated &&
 static void server_count(PsServer *s, int r, int sent, size_t bytes) {
     if (!server_counted(s, r)) return;
     pthread_mutex_lock(&s->lock);
+    int node = s->node && r >= 0 && r < s->nnode && s->node[r];
     if (sent) {
         s->tr.bytes_sent += bytes;
         s->tr.messages_sent++;
+        if (node) s->tr.node_sent += bytes;
     } else {
         s->tr.bytes_received += bytes;
         s->tr.messages_received++;
+        if (node) s->tr.node_received += bytes;
     }
     pthread_mutex_unlock(&s->lock);
 }
@@ -1112,6 +1117,19 @@ void ps_server_traffic(PsServer *s, SyncTraffic *out) {
     pthread_mutex_unlock(&s->lock);
 }
 
+int ps_server_set_nodes(PsServer *s, const unsigned char *node, int n) {
+    unsigned char *copy = n > 0 ? malloc((size_t)n) : NULL;
+    if (n > 0 && !copy) return rs_error(RS_ERR_RUNTIME, "ps server: out of memory");
+    if (n > 0) memcpy(copy, node, (size_t)n);
+    pthread_mutex_lock(&s->lock);
+    free(s->node);
+    s->node = copy;
+    s->nnode = n;
+    s->tr.split = 1;
+    pthread_mutex_unlock(&s->lock);
+    return RS_OK;
+}
+
 void ps_server_busy(PsServer *s, double *busy_s, long long *steps) {
     pthread_mutex_lock(&s->lock);
     *busy_s = s->busy_s;
@@ -1151,6 +1169,7 @@ void ps_server_destroy(PsServer *s) {
     free(s->init_seen);
     free(s->early);
     free(s->pull);
+    free(s->node);
     free(s->known);
     free(s->bye);
     free(s->clock);

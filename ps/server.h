@@ -127,8 +127,14 @@ int ps_server_status(PsServer *s, char *why, size_t len);
 void ps_server_stop(PsServer *s);
 
 /* Cumulative traffic with other processes (its host worker's inproc messages are not counted) and
- * dropped messages. Thread-safe. */
+ * dropped messages; after ps_server_set_nodes, split by the links they took (SyncTraffic.split).
+ * Thread-safe. */
 void ps_server_traffic(PsServer *s, SyncTraffic *out);
+
+/* Which workers run on this server's host: node[r] 1 for worker r (n of them; the caller keeps
+ * node), so that its traffic says which bytes stayed on the node. Call before ps_server_start's
+ * first message is counted (ps_connect does); 0, or RS_ERR_RUNTIME (out of memory). */
+int ps_server_set_nodes(PsServer *s, const unsigned char *node, int n);
 
 /* Seconds spent reducing and updating, and steps completed. Thread-safe. */
 void ps_server_busy(PsServer *s, double *busy_s, long long *steps);

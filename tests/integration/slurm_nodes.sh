@@ -63,6 +63,17 @@ check "srun -N 3 train --sync ps (rank 0's server reached over ipc inside node0,
     srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync ps "${TRAIN[@]}" --report "$T/ps.json"
 tr=$(placed "$T/ps.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py.log") && [ "$tr" = "ipc tcp" ] \
     && ok "ps colocated: ipc inside node0, tcp from the other nodes" || bad "ps over 3 nodes" "$tr $(tail -n 2 "$T/py.log")"
+# the server in rank 0 splits its bytes too: rank 1's (node0) stay on the node, the others' cross the network
+check "ps: by_link on the workers and on rank 0's server" $PY - "$T/ps.json" <<'EOF'
+import json, sys
+r = {e["rank"]: e for e in json.load(open(sys.argv[1]))["ranks"]}
+for k in range(1, 6):
+    t = r[k]["traffic"]; by = t["by_link"]
+    assert by["node"]["bytes_sent"] == (t["bytes_sent"] if r[k]["host"] == r[0]["host"] else 0), (k, by)
+b0, t1 = r[0]["traffic"]["by_link"], r[1]["traffic"]
+assert b0["node"]["bytes_sent"] == t1["bytes_received"] and b0["node"]["bytes_received"] == t1["bytes_sent"], (b0, t1)
+assert b0["network"]["bytes_received"] == sum(r[k]["traffic"]["bytes_sent"] for k in range(2, 6)), b0
+EOF
 # a dedicated server and byteps's CPU server on a node of their own: the last task of the step
 check "srun -N 3 -n 5 task.sh ps --ps-placement dedicated: 4 workers on node0-1, the server on node2" \
     srun_job -N 3 -n 5 --ntasks-per-node 2 --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync ps \
