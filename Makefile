@@ -180,7 +180,7 @@ plots:
 
 # the suite, then the bounded sanitizer checks: ThreadSanitizer's whole check, and ASan + UBSan over
 # the unit tests and the multi-rank scripts where threads, servers and the launcher live
-ASAN_QUICK = async_copies bench dataparallel equivalence launcher ps secure
+ASAN_QUICK = async_copies bench dataparallel equivalence launcher predict ps secure tree
 test: deps deps-slurm
 	@$(MAKE) --no-print-directory $(PAR) all
 	@$(MAKE) --no-print-directory $(PAR) BUILD=build/nocuda CUDA=0 all
