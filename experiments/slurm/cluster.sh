@@ -5,6 +5,7 @@
 #   sudo experiments/slurm/cluster.sh run DIR CMD...     # CMD where the controller is: srun, sbatch, sinfo, ringside matrix
 #   sudo experiments/slurm/cluster.sh exec DIR NODE CMD... # CMD inside node NODE's namespaces (its hostname, its address)
 #   sudo experiments/slurm/cluster.sh kill DIR NODE      # NODE lost: SIGKILL to its slurmd and everything it runs
+#   sudo experiments/slurm/cluster.sh revive DIR NODE    # NODE back: its slurmd started again, idle once it registers
 #   sudo experiments/slurm/cluster.sh down DIR           # every process of the cluster stopped, the namespaces gone
 #
 # Needs root (namespaces, a bridge), iproute2, util-linux's unshare, Slurm (slurmctld, slurmd,
@@ -21,10 +22,10 @@
 set -uo pipefail
 
 die() { echo "cluster.sh: error: $*" >&2; exit "${2:-2}"; }
-usage() { sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
 op=$1 D=$2; shift 2
-case "$op" in up|down|run|exec|kill) ;; *) usage ;; esac
+case "$op" in up|down|run|exec|kill|revive) ;; *) usage ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces and a bridge)"
 
 sbin() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; }; }
@@ -61,6 +62,22 @@ if [ "$op" = kill ]; then
     [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
     echo "node lost: $1 ($(echo $pids | wc -w) processes killed)"
     exit 0
+fi
+
+if [ "$op" = revive ]; then
+    [ $# -ge 1 ] && [ -f "$D/slurm.conf" ] || usage
+    i=${1#node} ns="$(tag)n${1#node}"
+    ip netns list | grep -q "^$ns" || die "$D: no node $1"
+    SLURMD=$(sbin slurmd)
+    nsenter --net="/run/netns/$ns" unshare --uts sh -c "hostname node$i && exec '$SLURMD' -D -f '$D/slurm.conf' -N node$i" \
+        >>"$D/log/slurmd-node$i.out" 2>&1 &
+    echo $! >>"$D/pids"
+    for _ in $(seq 60); do
+        st=$(ip netns exec "$(tag)ctl" env SLURM_CONF="$D/slurm.conf" timeout 5 sinfo -h -n "node$i" -o %t 2>/dev/null)
+        [ "$st" = idle ] && { echo "node back: node$i"; exit 0; }
+        sleep 0.5
+    done
+    die "node$i not idle 30 s after its slurmd started again (state '${st:-none}')" 3
 fi
 
 if [ "$op" = run ] || [ "$op" = exec ]; then

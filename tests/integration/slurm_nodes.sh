@@ -131,15 +131,17 @@ EOF
 # ---- 5. a matrix cell's node lost: the cell FAILED naming the node, the next cell runs on the others ---
 cat >"$T/lm.json" <<'EOF'
 {"name": "lost", "base": {"device": "cpu", "layers": "784,32,10", "train-samples": 512, "eval-samples": 128, "timeout": 4},
- "axes": {"variants": {"long": {"sync": "ring", "ranks": 3, "steps": 1000000}, "short": {"sync": "ring", "ranks": 2, "steps": 6}}},
+ "axes": {"variants": {"long": {"sync": "ring", "ranks": 3, "steps": 250, "straggler": "0:20"},
+                       "short": {"sync": "ring", "ranks": 2, "steps": 6}}},
  "timeout_s": 60}
 EOF
 run timeout -k 5 $RUN_S "$BIN" matrix "$T/lm.json" --out "$T/lm" --launcher slurm --slurm-args "--ntasks-per-node 1 --overcommit --time=5" \
     >"$T/lm.log" 2>&1 &
 mjob=$!
 t0=$SECONDS
-while ! grep -qs '^# train:' "$T/lm/variant=long-r1.log" && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.2; done
-sleep 1
+# (the cell trains --quiet: its job running on 3 nodes is the sign; 250 steps of 20 ms each leave time)
+while [ -z "$(run squeue -h -t R -o %D 2>/dev/null | grep -x 3)" ] && [ $((SECONDS - t0)) -lt 30 ]; do sleep 0.2; done
+sleep 2
 bash $CL kill "$D" node2 >/dev/null
 wait $mjob
 $PY - "$T/lm/summary.json" <<'EOF' >"$T/py.log" 2>&1 && ok "matrix: the cell whose node died FAILED naming node2, the next ran on node0 and node1" \
@@ -149,6 +151,16 @@ by = {r["cell"]: r for r in json.load(open(sys.argv[1]))["runs"]}
 l, s = by["variant=long"], by["variant=short"]
 assert l["status"] == "failed" and "Node failure on node2" in l["error"] and l["report"] == "", l
 assert s["status"] == "ok" and s["hosts"] == "node0,node1", s
+EOF
+# the node back, --resume runs the failed cell again on all three and keeps the other
+bash $CL revive "$D" node2 >"$T/revive.log" 2>&1 || bad "node2 back" "$(cat "$T/revive.log")"
+check "matrix --resume with node2 back: the failed cell runs again" run timeout -k 5 $RUN_S "$BIN" matrix "$T/lm.json" --out "$T/lm" \
+    --launcher slurm --slurm-args "--ntasks-per-node 1 --overcommit --time=5" --resume
+$PY - "$T/lm/summary.json" <<'EOF' >"$T/py.log" 2>&1 && ok "  ... now ok on node0,node1,node2; the other kept" || bad "  ... resume" "$(tail -n 2 "$T/py.log")"
+import json, sys
+by = {r["cell"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+assert by["variant=long"]["status"] == "ok" and by["variant=long"]["hosts"] == "node0,node1,node2", by["variant=long"]
+assert by["variant=short"]["resumed"] is True, by["variant=short"]
 EOF
 
 # ---- 6. a node lost mid-job: its slurmd and ranks killed; the job ends naming what was lost, no report --
