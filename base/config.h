@@ -23,6 +23,7 @@ typedef struct {
     /* optimisation */
     int batch;                /* per rank (DDP) */
     int global_batch;         /* 0: unset; else DataParallel's scatter of one batch */
+    int accum_steps;          /* K >= 1: micro-batches a step accumulates before it synchronises */
     int steps;                /* 0: derived from epochs */
     int epochs;
     double lr;

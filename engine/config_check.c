@@ -42,6 +42,11 @@ int config_validate(const Config *c) {
         return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu, cuda or cpu-async", c->device);
     if (c->batch <= 0) return rs_error(RS_ERR_INPUT, "--batch %d: must be at least 1", c->batch);
     if (c->global_batch < 0) return rs_error(RS_ERR_INPUT, "--global-batch %d: must be at least 1 (or 0: off)", c->global_batch);
+    if (c->accum_steps < 1)
+        return rs_error(RS_ERR_INPUT, "--accum-steps %d: must be at least 1 (1: synchronise every micro-batch)", c->accum_steps);
+    if (c->global_batch > 0 && c->global_batch % c->accum_steps)
+        return rs_error(RS_ERR_INPUT, "--accum-steps %d with --global-batch %d: the global batch must split into %d equal "
+                                      "micro-batches", c->accum_steps, c->global_batch, c->accum_steps);
     if (c->steps < 0) return rs_error(RS_ERR_INPUT, "--steps %d: must be at least 1", c->steps);
     if (c->epochs < 0) return rs_error(RS_ERR_INPUT, "--epochs %d: must be at least 1", c->epochs);
     if (!(c->lr >= 0)) return rs_error(RS_ERR_INPUT, "--lr %g: must be a finite number >= 0", c->lr);

@@ -58,6 +58,10 @@ struct Engine {
     double *t0, *t1;           /* [nb] each bucket's communication interval (clock_now) */
     double (*iv)[2];           /* [nb + 64] scratch of engine_comm_total (no allocation per step) */
     double t_begin;            /* when the first step could start (--time-budget counts from it) */
+    /* --accum-steps K > 1: the first K-1 micro-batches' gradients, summed (MEM_GRADS) */
+    float *acc;
+    int micro;                 /* micro-batches of the step done so far */
+    double mark;               /* when the caller began staging the current micro-batch */
     float *vote;               /* --time-budget in lockstep: one float on the device (MEM_COMM) */
 };
 
@@ -146,6 +150,8 @@ static void *engine_thread_main(void *arg) {
 static int engine_hand(Engine *e, int b) {
     Model *m = e->a.model;
     const Bucket *bk = &e->buckets[b];
+    if (e->acc) /* the step's last micro-batch: the bucket gets the others' sum before it leaves */
+        m->dev->k->axpy(m->dev->kctx, m->grads + bk->lo, 1.0f, e->acc + bk->lo, bk->hi - bk->lo);
     if (e->ops->place == SYNC_ON_DEVICE) {
         float *grad, *out;
         engine_slices(e, b, &grad, &out);
@@ -258,7 +264,66 @@ int engine_scatters(const Engine *e) { return e->a.driver && e->a.driver->scatte
 
 void engine_step_begin(Engine *e, int step) {
     e->step = step;
-    if (step < e->nsteps) e->times[step].start = clock_now();
+    e->micro = 0;
+    e->mark = clock_now();
+    if (step < e->nsteps) e->times[step] = (StepTimes){.start = e->mark};
+}
+
+/* --straggler's sleep after a forward pass; the seconds slept (0 for a rank that is not one),
+ * and in *t0 when it began. */
+static int engine_straggle(Engine *e, double *slept, double *t0) {
+    Device *d = e->a.model->dev;
+    double ms = config_straggler_ms(e->a.cfg, e->a.rank);
+    *slept = *t0 = 0;
+    if (ms <= 0) return RS_OK;
+    RS_TRY(d->k->sync(d->kctx));
+    *t0 = clock_now();
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms * 1e6) % 1000000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    *slept = clock_now() - *t0;
+    return RS_OK;
+}
+
+int engine_accumulate(Engine *e, int step, int rows) {
+    Model *m = e->a.model;
+    Device *d = m->dev;
+    int K = e->a.cfg->accum_steps;
+    if (step != e->step || step >= e->nsteps || !e->acc || e->micro >= K - 1)
+        return rs_error(RS_ERR_RUNTIME, "engine: micro-batch %d of step %d out of order (expected step %d, %d of %d "
+                        "micro-batches before the step's last)", e->micro, step, e->step, K - 1, K);
+    StepTimes *T = &e->times[step];
+    double tf = clock_now();
+    T->data += tf - e->mark;
+    if (e->micro == 0) { /* the step's loss sums start with its first micro-batch */
+        float zero[2] = {0, 0};
+        RS_TRY(device_h2d(d, m->stats, zero, sizeof zero));
+    }
+    d->ops->event_record(d, e->ev[0], NULL);
+    RS_TRY(model_forward(m, rows));
+    model_loss(m, rows);
+    d->ops->event_record(d, e->ev[1], NULL);
+    double slept, ts0;
+    RS_TRY(engine_straggle(e, &slept, &ts0));
+    double tb = clock_now();
+    d->ops->event_record(d, e->ev[2], NULL);
+    RS_TRY(model_backward(m, rows, NULL, NULL)); /* no hand-over: DDP's no_sync */
+    if (e->micro == 0) d->k->fill(d->kctx, e->acc, 0.0f, m->nparams);
+    d->k->axpy(d->kctx, e->acc, 1.0f, m->grads, m->nparams);
+    d->ops->event_record(d, e->ev[3], NULL);
+    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]), bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
+    fwd = fwd > 0 ? fwd : 0, bwd = bwd > 0 ? bwd : 0;
+    T->forward += fwd + slept;
+    T->backward += bwd;
+    if (e->a.trace) {
+        engine_trace(e, "data", 0, e->mark, tf);
+        engine_trace(e, "forward", 0, tf, tf + fwd);
+        if (ts0 > 0) engine_trace(e, "straggler", 0, ts0, ts0 + slept);
+        engine_trace(e, "backward", 0, tb, tb + bwd);
+    }
+    e->micro++;
+    e->mark = clock_now();
+    return RS_OK;
 }
 
 /* The optimizer over every parameter (grads summed over the step's samples). */
@@ -277,9 +342,12 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     const StepDriver *drv = e->a.driver;
     if (step != e->step || step >= e->nsteps)
         return rs_error(RS_ERR_RUNTIME, "engine: step %d out of order (expected %d of %d)", step, e->step, e->nsteps);
+    if (e->micro != e->a.cfg->accum_steps - 1)
+        return rs_error(RS_ERR_RUNTIME, "engine: step %d after %d of its %d micro-batches", step, e->micro,
+                        e->a.cfg->accum_steps);
     StepTimes *T = &e->times[step];
     double t_data = clock_now();
-    T->data = t_data - T->start;
+    T->data += t_data - e->mark;
     e->nivals = 0;
     e->next_bucket = 0;
     pthread_mutex_lock(&e->mu);
@@ -287,8 +355,10 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     e->cur_step = step;
     pthread_mutex_unlock(&e->mu);
     if (e->ops->begin_step) RS_TRY(e->ops->begin_step(e->st, step, global_samples));
-    float zero[2] = {0, 0};
-    RS_TRY(device_h2d(d, m->stats, zero, sizeof zero));
+    if (e->micro == 0) {
+        float zero[2] = {0, 0};
+        RS_TRY(device_h2d(d, m->stats, zero, sizeof zero));
+    }
     double blocked = 0, extra_fwd = 0, arrival = 0;
     DriverSpan sp = {0};
     *local_rows = rows;
@@ -304,15 +374,9 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     RS_TRY(model_forward(m, B));
     if (!(drv && drv->loss)) model_loss(m, B);
     d->ops->event_record(d, e->ev[1], NULL);
-    double straggle = config_straggler_ms(e->a.cfg, e->a.rank), ts0 = 0;
-    if (straggle > 0) { /* a slow worker on purpose: its forward takes this much longer */
-        RS_TRY(d->k->sync(d->kctx));
-        ts0 = clock_now();
-        struct timespec ts = {(time_t)(straggle / 1000), (long)(straggle * 1e6) % 1000000000L};
-        while (nanosleep(&ts, &ts) != 0) {
-        }
-        extra_fwd += clock_now() - ts0;
-    }
+    double slept, ts0; /* a slow worker on purpose: its forward takes this much longer */
+    RS_TRY(engine_straggle(e, &slept, &ts0));
+    extra_fwd += slept;
     double tl0 = clock_now(), tl1 = tl0;
     if (drv && drv->loss) {
         DriverSpan ls = {0};
@@ -342,8 +406,8 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     if (e->ops->result == SYNC_SUMS) RS_TRY(engine_optimize(e, global_samples, &opt));
     double t_end = clock_now();
     double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]), bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
-    T->forward = (fwd > 0 ? fwd : 0) + extra_fwd;
-    T->backward = bwd > 0 ? bwd : 0;
+    T->forward += (fwd > 0 ? fwd : 0) + extra_fwd; /* += : the step's earlier micro-batches */
+    T->backward += bwd > 0 ? bwd : 0;
     T->optimizer = opt;
     T->blocked = blocked;
     T->arrival = arrival;
@@ -352,7 +416,7 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     e->step = step + 1;
     /* the trace: compute spans on tid 0, communication on tid 1 (idle spans come from rank 0) */
     if (e->a.trace) {
-        engine_trace(e, "data", 0, T->start, t_data);
+        engine_trace(e, "data", 0, e->mark, t_data);
         engine_trace(e, "forward", 0, tf, tf + (fwd > 0 ? fwd : 0));
         if (ts0 > 0) engine_trace(e, "straggler", 0, ts0, tl0);
         if (tl1 > tl0) engine_trace(e, "loss", 0, tl0, tl1);
@@ -467,6 +531,10 @@ int engine_create(Engine **out, const EngineArgs *a) {
         }
         e->started_thread = 1;
     }
+    if (a->cfg->accum_steps > 1 && !(e->acc = device_alloc(a->dev, m->nparams * sizeof(float), MEM_GRADS))) {
+        rc = RS_ERR_RUNTIME;
+        goto err;
+    }
     if (a->cfg->time_budget > 0 && config_lockstep(a->cfg) && !(e->vote = device_alloc(a->dev, sizeof(float), MEM_COMM))) {
         rc = RS_ERR_RUNTIME;
         goto err;
@@ -554,6 +622,7 @@ void engine_free(Engine *e) {
         pthread_join(e->thread, NULL); /* at most one back-end wait (its timeout) when a peer died */
     }
     device_free(e->a.dev, e->vote, sizeof(float), MEM_COMM);
+    device_free(e->a.dev, e->acc, e->a.model->nparams * sizeof(float), MEM_GRADS);
     if (e->dst) e->a.driver->destroy(e->dst);
     if (e->st || e->ops) e->ops->destroy(e->st); /* before the staging: it waits for ZeroMQ to let go */
     ctrl_close(e->ctrl);

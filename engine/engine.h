@@ -13,7 +13,8 @@
  * host-visible; it runs the optimizer when the back end returns sums, and times every step
  * the same way whatever the back end:
  *
- *   data       staging the step's batch (the caller's part, from engine_step_begin)
+ *   data       staging the step's batch (the caller's part, from engine_step_begin; under
+ *              --accum-steps, every micro-batch's)
  *   forward    the forward pass and the loss (device time on a GPU), plus --straggler's sleep
  *              and, under DataParallel's driver, rank 0's loss over the gathered outputs
  *   backward   the backward pass (device time on a GPU)
@@ -109,11 +110,22 @@ int engine_scatters(const Engine *e);
 /* Marks the start of step `step` (before the caller stages its batch). */
 void engine_step_begin(Engine *e, int step);
 
+/* --accum-steps K > 1: the next of micro-batches 0 .. K-2 of step `step`, whose rows rows the caller
+ * has staged in model->act[0] and labels (after engine_step_begin, then after the previous
+ * micro-batch): forward, loss (model->stats adds up over the step's micro-batches), backward,
+ * and its gradients added to the engine's sum, with nothing handed to the back end (DDP's
+ * no_sync). The step's last micro-batch is engine_step's, which adds the sum into each bucket
+ * before handing it over. The timeline's data, forward and backward add up over the step's
+ * micro-batches. RS_ERR_RUNTIME for a call out of order. */
+int engine_accumulate(Engine *e, int step, int rows);
+
 /* Runs the step: the batch is staged (DDP: rows rows in model->act[0] and labels; a
  * scattering driver: rank 0's global batch at x, y with rows rows, others NULL, NULL, 0).
  * global_samples is the step's sample count over every rank. Returns once this rank holds the
  * step's new parameters (a scattering driver's other ranks: with the next step's replicate);
- * *local_rows is the rows this rank computed on. model->stats holds the step's loss sums. */
+ * *local_rows is the rows this rank computed on. model->stats holds the step's loss sums. Under
+ * --accum-steps K this is the step's last micro-batch, after K-1 engine_accumulate calls, and
+ * global_samples counts every micro-batch's. */
 int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int global_samples,
                 int *local_rows);
 

@@ -146,6 +146,10 @@ static int check_ps(const Config *c) {
     if (c->ps_staleness != 0 && dp)
         return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --ps-mode dataparallel: DataParallel's step is "
                                       "synchronous (rank 0 scatters, gathers and replicates every step)", c->ps_consistency);
+    if (dp && c->accum_steps > 1)
+        return rs_error(RS_ERR_INPUT, "--accum-steps %d with --ps-mode dataparallel: DataParallel has no no_sync (every "
+                                      "backward reduces the replicas' gradients onto rank 0, so accumulating saves no "
+                                      "communication); use --ps-mode push, or --accum-steps 1", c->accum_steps);
     if (sharded && dp)
         return rs_error(RS_ERR_INPUT, "--ps-placement sharded with --ps-mode dataparallel: DataParallel has one server, "
                                       "rank 0 (its GPU 0 gathers, reduces and updates); use --ps-placement colocated");

@@ -179,6 +179,7 @@ static const char *series_name(const ClaimsRun *r, char *buf, size_t len) {
     }
     if (k < len && r->global_batch > 0) k += (size_t)snprintf(buf + k, len - k, ", global batch %d", r->global_batch);
     else if (k < len) k += (size_t)snprintf(buf + k, len - k, ", batch %d per rank", r->batch);
+    if (k < len && r->accum > 1) k += (size_t)snprintf(buf + k, len - k, " x %d micro-batches", r->accum);
     if (k < len) k += (size_t)snprintf(buf + k, len - k, ", %s", r->model);
     if (k < len && strcmp(r->wire, "fp32")) k += (size_t)snprintf(buf + k, len - k, ", --wire %s", r->wire);
     if (k < len && r->emulated[0]) k += (size_t)snprintf(buf + k, len - k, ", link %s", r->emulated);
@@ -523,7 +524,8 @@ static void claim4(const ClaimsSet *s, Claim *c) {
     claim_line(c, "      is <= %.1fx the working ranks' (busy time shown beside: it keeps the per-step costs every rank pays)", CL_IDLE_FWD_MAX);
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
-        if (r->global_batch <= 0 || r->global_batch >= r->ranks) continue;
+        int B = r->global_batch / r->accum; /* what one scatter splits: a micro-batch under --accum-steps */
+        if (r->global_batch <= 0 || B >= r->ranks) continue;
         double bi = 0, bw = 0, fi = 0, fw = 0;
         int ni = 0, nw = 0;
         char idle[512] = "";
@@ -540,8 +542,8 @@ static void claim4(const ClaimsSet *s, Claim *c) {
                 nw++;
             }
         }
-        int chunk = (r->global_batch + r->ranks - 1) / r->ranks;
-        int want = r->ranks - (r->global_batch + chunk - 1) / chunk;
+        int chunk = (B + r->ranks - 1) / r->ranks;
+        int want = r->ranks - (B + chunk - 1) / chunk;
         bi = ni ? bi / ni : 0;
         bw = nw ? bw / nw : 0;
         fi = ni ? fi / ni : 0;
@@ -600,11 +602,11 @@ static void claim5(const ClaimsSet *s, Claim *c) {
         /* lab 5's all-reduce (student) is held to the same rule as the ring's */
         if (r->ranks < 2 || r->arch == ARCH_NONE || strcmp(r->consistency, "sync"))
             continue;
-        int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks;
+        int G = r->global_batch > 0 ? r->global_batch : r->batch * r->ranks * r->accum;
         const ClaimsRun *base = NULL, *gone = NULL; /* gone: a baseline that diverged */
         for (int j = 0; j < s->nruns && !base; j++) {
             const ClaimsRun *b = &s->runs[j];
-            int bG = b->global_batch > 0 ? b->global_batch : b->batch;
+            int bG = b->global_batch > 0 ? b->global_batch : b->batch * b->accum;
             if (b->arch == ARCH_NONE && b->ranks == 1 && bG == G &&
                 !strcmp(b->math, r->math) && b->nloss == r->nloss && b->nloss > 0) {
                 if (b->diverged) gone = gone ? gone : b;

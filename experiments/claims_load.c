@@ -22,7 +22,7 @@ static const char *const key_ranks[] = {"ranks", NULL};
  * gradient travels (claim 5 holds a 16-bit --wire run against the fp32 1-rank curve with the
  * wire's own tolerance). */
 static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "batch",
-                                        "global-batch", "bucket-mb", "overlap", "threads", "eval-every",
+                                        "global-batch", "accum-steps", "bucket-mb", "overlap", "threads", "eval-every",
                                         "warmup", "device", "wire", "loss-scale", NULL};
 
 /* Options that name the back end and its own settings (left out of claim 7's pair key). */
@@ -111,6 +111,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     r->servers = load_int(config, "ps-servers", 0);
     r->batch = load_int(config, "batch", 0);
     r->global_batch = load_int(config, "global-batch", 0);
+    r->accum = load_int(config, "accum-steps", 1); /* reports before --accum-steps: 1 */
+    if (r->accum < 1) r->accum = 1;
     r->steps = load_int(config, "steps", 0);
     double seed = load_num(config, "seed", NULL, NULL);
     r->seed = fabs(seed) < 9e18 ? (long long)seed : 0;

@@ -14,6 +14,7 @@ typedef struct {
     char sync[16], placement[16], mode[16];
     Arch arch;                /* backend.architecture: what the claims ask of a run, instead of its --sync */
     int ranks, servers, batch, global_batch, steps;
+    int accum;              /* --accum-steps: micro-batches a step accumulates (1: none) */
     long long seed;
     double grad_bytes;        /* the gradient on the wire: 4 (fp32) or 2 (bf16, fp16) x the parameter count */
     char group[4096];         /* the configuration (repeats share it) */

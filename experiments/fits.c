@@ -36,13 +36,15 @@ int fits_check(const Config *c, int workers, int servers) {
     const char *off = getenv("RINGSIDE_MEMORY_CHECK");
     if (off && !strcmp(off, "off")) return RS_OK;
     int world = c->nranks > 0 ? c->nranks : 1;
-    int batch = c->global_batch > 0 ? (c->global_batch + world - 1) / world : c->batch;
+    int micro = c->global_batch > 0 && c->accum_steps > 1 ? c->global_batch / c->accum_steps : c->global_batch;
+    int batch = c->global_batch > 0 ? (micro + world - 1) / world : c->batch;
     size_t model = 0, nparams = 0;
     int in_width = 0;
     RS_TRY(model_estimate(c, batch, 1, &model, &nparams, &in_width));
     double pb = (double)nparams * sizeof(float), opt = (!strcmp(c->optimizer, "adamw") ? 2 : 1) * pb;
     double data = ((double)c->train_samples + c->eval_samples) * ((double)in_width + 1) * 4;
-    double comm = 2 * pb, on_host = model_on_host(c) ? (double)model : 2 * pb; /* a GPU's host side: staging */
+    double acc = c->accum_steps > 1 ? pb : 0; /* --accum-steps: the engine's sum of the micro-batches' gradients */
+    double comm = 2 * pb, on_host = model_on_host(c) ? (double)model + acc : 2 * pb; /* a GPU's host side: staging */
     double worker = on_host + data + comm + PROCESS_BYTES, server = 2 * pb + opt + PROCESS_BYTES;
     double need = workers * worker + servers * server;
     char src[64];

@@ -35,14 +35,15 @@
 
 static int run_load_data(Run *r) { return model_load_data(&r->cfg, &r->data); }
 
-/* The step's global batch size and this rank's [lo, lo+len) slice of the sampler's order
- * (DataParallel's step: rank 0's slice is the whole global batch, the others' empty). */
-static void run_step_slice(const Run *r, int step, int *global, int *lo, int *len) {
+/* Micro-batch mi's global size and this rank's [lo, lo+len) slice of the sampler's order
+ * (DataParallel's step: rank 0's slice is the whole global batch, the others' empty). A step
+ * is --accum-steps micro-batches (mi = step x K + k); without accumulation, one. */
+static void run_step_slice(const Run *r, long long mi, int *global, int *lo, int *len) {
     const Config *c = &r->cfg;
-    int i = step % r->steps_per_epoch;
+    int i = (int)(mi % r->micro_per_epoch);
     if (c->global_batch > 0) {
-        int n = r->sampler.per_rank;
-        int a = i * c->global_batch, b = a + c->global_batch;
+        int n = r->sampler.per_rank, per = c->global_batch / c->accum_steps;
+        int a = i * per, b = a + per;
         if (b > n) b = n;
         int clo, clen;
         scatter_chunk(b - a, r->world, r->rank, &clo, &clen);
@@ -60,10 +61,12 @@ static void run_step_slice(const Run *r, int step, int *global, int *lo, int *le
     }
 }
 
-static int run_stage_batch(Run *r, int step) {
+/* Stages micro-batch k of step `step` (its rows in *len, the global batch's in *global). */
+static int run_stage_batch(Run *r, int step, int k, int *len_out, int *global_out) {
     int global, lo, len;
-    if (step % r->steps_per_epoch == 0) sampler_set_epoch(&r->sampler, step / r->steps_per_epoch);
-    run_step_slice(r, step, &global, &lo, &len);
+    long long mi = (long long)step * r->cfg.accum_steps + k;
+    if (mi % r->micro_per_epoch == 0) sampler_set_epoch(&r->sampler, (int)(mi / r->micro_per_epoch));
+    run_step_slice(r, mi, &global, &lo, &len);
     int dim = r->data.train.dim, yl = dataset_ylen(&r->data.train);
     for (int i = 0; i < len; i++) {
         int idx = r->cfg.global_batch > 0 ? sampler_global_index(&r->sampler, lo + i)
@@ -71,8 +74,8 @@ static int run_stage_batch(Run *r, int step) {
         memcpy(r->hx + (size_t)i * dim, r->data.train.x + (size_t)idx * dim, (size_t)dim * sizeof(float));
         memcpy(r->hy + (size_t)i * yl, r->data.train.y + (size_t)idx * yl, (size_t)yl * sizeof(int));
     }
-    r->samples[step] = len;
-    r->global_samples[step] = global;
+    *len_out = len;
+    *global_out = global;
     if (len == 0 || (r->driver && r->driver->scatter)) return RS_OK; /* DataParallel: the driver scatters it */
     RS_TRY(device_h2d(&r->dev, r->model.act[0], r->hx, (size_t)len * dim * sizeof(float)));
     return device_h2d(&r->dev, r->model.labels, r->hy, (size_t)len * yl * sizeof(int));
@@ -80,20 +83,28 @@ static int run_stage_batch(Run *r, int step) {
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-/* One step: the batch staged, then the engine's step (forward, backward, exchange, optimizer). */
+/* One step: the batch staged, then the engine's step (forward, backward, exchange, optimizer);
+ * under --accum-steps K, K-1 micro-batches accumulated first, each staged in turn. */
 static int run_step(Run *r, int step) {
+    int K = r->cfg.accum_steps, rows = 0, global = 0, len, g;
     engine_step_begin(r->engine, step);
-    RS_TRY(run_stage_batch(r, step));
-    int local = r->samples[step];
+    for (int k = 0; k < K - 1; k++) {
+        RS_TRY(run_stage_batch(r, step, k, &len, &g));
+        RS_TRY(engine_accumulate(r->engine, step, len));
+        rows += len, global += g;
+    }
+    RS_TRY(run_stage_batch(r, step, K - 1, &len, &g));
+    global += g;
+    int local = len;
     const int scatters = engine_scatters(r->engine);
-    RS_TRY(engine_step(r->engine, step, scatters ? r->hx : NULL, scatters ? r->hy : NULL, r->samples[step],
-                       r->global_samples[step], &local));
-    r->samples[step] = local;
+    RS_TRY(engine_step(r->engine, step, scatters ? r->hx : NULL, scatters ? r->hy : NULL, len, global, &local));
+    r->samples[step] = rows + local;
+    r->global_samples[step] = global;
     float stats[2];
     RS_TRY(device_d2h(&r->dev, stats, r->model.stats, sizeof stats));
-    double rows = model_out_rows(&r->model, 1); /* per sample: a gpt sample's loss is its positions' mean */
-    r->loss_sum[step] = stats[0] / rows;
-    r->correct[step] = stats[1] / rows;
+    double per = model_out_rows(&r->model, 1); /* per sample: a gpt sample's loss is its positions' mean */
+    r->loss_sum[step] = stats[0] / per;
+    r->correct[step] = stats[1] / per;
     return RS_OK;
 }
 
@@ -164,8 +175,9 @@ static int run_setup(Run *r) {
     int sampler_rank = c->global_batch > 0 ? 0 : r->rank;
     RS_TRY(sampler_init(&r->sampler, r->data.train.n, sampler_world, sampler_rank, c->shuffle, c->drop_last,
                         (uint64_t)c->seed));
-    int per_step = c->global_batch > 0 ? c->global_batch : c->batch;
-    r->steps_per_epoch = (r->sampler.per_rank + per_step - 1) / per_step;
+    int per_micro = c->global_batch > 0 ? c->global_batch / c->accum_steps : c->batch;
+    r->micro_per_epoch = (r->sampler.per_rank + per_micro - 1) / per_micro;
+    r->steps_per_epoch = (r->micro_per_epoch + c->accum_steps - 1) / c->accum_steps;
     r->steps = c->steps > 0 ? c->steps : c->epochs > 0 ? c->epochs * r->steps_per_epoch : 100;
 
     int fell_back = 0;
@@ -187,7 +199,7 @@ static int run_setup(Run *r) {
         if (c->straggler_rank[i] >= r->world)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist in a job of %d ranks",
                             c->straggler_rank[i], c->straggler_ms[i], c->straggler_rank[i], r->world);
-    int max_batch = c->global_batch > 0 ? (c->global_batch + r->world - 1) / r->world : c->batch;
+    int max_batch = c->global_batch > 0 ? (c->global_batch / c->accum_steps + r->world - 1) / r->world : c->batch;
     /* DataParallel: rank 0 stages the whole global batch on the host */
     int staged = r->driver && r->driver->scatter && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
     /* the optimizer's state lives where the update runs: here, unless a server returns parameters */

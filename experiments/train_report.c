@@ -292,6 +292,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     if (!r->lockstep) timed = async_timed; /* samples applied per second of the slowest worker's time */
     cJSON_AddNumberToObject(sum, "samples", (double)all);
     cJSON_AddNumberToObject(sum, "steps", S);
+    cJSON_AddNumberToObject(sum, "micro_steps", (double)S * r->cfg.accum_steps); /* --accum-steps: forward/backward passes */
     cJSON_AddNumberToObject(sum, "throughput_samples_per_s", timed > 0 ? total / timed : 0);
     cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(step_s + w, nt - w, 50));
     free(step_s);

@@ -30,6 +30,7 @@ typedef struct {
     const StepDriver *driver;
     Engine *engine;
     int steps, steps_per_epoch;
+    int micro_per_epoch;  /* micro-batches of the sampler's order an epoch holds (steps x --accum-steps) */
     int lockstep;         /* every rank takes the same steps (config_lockstep) */
     int maxsteps;         /* the most steps this rank may take: steps, or under async N x steps */
     int done;             /* steps this rank took */

@@ -1543,6 +1543,76 @@ static void test_backend_matches_none(void) {
     device_close(&dev);
 }
 
+/* --accum-steps 2: two micro-batches of 4 accumulated, then one exchange and one update, equal
+ * one step on the 8 samples (within float rounding: the sums' order differs), through "none" on
+ * the CPU and "ps" on cpu-async (staged: the sum is added into each bucket before it is copied
+ * out), which agree bit for bit; calls out of order are refused. */
+static void test_engine_accumulates(void) {
+    int sizes[3] = {20, 16, 4};
+    const int B = 8, S = 3;
+    float *fin[3];
+    size_t np = 0;
+    void *ctx = zmq_ctx_new();
+    RankEnv env = {.world = 1, .local_world = 1};
+    snprintf(env.bind, sizeof env.bind, "127.0.0.1");
+    for (int v = 0; v < 3; v++) { /* 0: one batch of 8 (none); 1: 2 x 4 (none); 2: 2 x 4 (ps, cpu-async) */
+        Config cfg;
+        config_defaults(&cfg);
+        cfg.bucket_mb = 100.0 * sizeof(float) / 1048576.0;
+        cfg.accum_steps = v ? 2 : 1;
+        Device dev;
+        CHECK(device_open(&dev, v == 2 ? "cpu-async" : "cpu", 0, NULL) == RS_OK);
+        Model m;
+        CHECK(model_init(&m, &dev, sizes, 3, B, 7) == RS_OK);
+        EngineArgs ea = {.cfg = &cfg, .model = &m, .dev = &dev, .env = &env, .world = 1, .local_world = 1,
+                         .zctx = ctx, .ops = sync_find(v == 2 ? "ps" : "none"), .steps = S};
+        Engine *e = NULL;
+        CHECK_MSG(engine_create(&e, &ea) == RS_OK, "%s", rs_errmsg());
+        if (!e) return;
+        uint64_t seed = 5;
+        int local;
+        for (int s = 0; s < S; s++) {
+            float x[8 * 20];
+            int y[8];
+            for (int i = 0; i < B * 20; i++) x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
+            for (int i = 0; i < B; i++) y[i] = (i * 3 + s) % 4;
+            engine_step_begin(e, s);
+            if (v == 0) {
+                device_h2d(&dev, m.act[0], x, sizeof x);
+                device_h2d(&dev, m.labels, y, sizeof y);
+                CHECK(engine_step(e, s, NULL, NULL, B, B, &local) == RS_OK);
+                continue;
+            }
+            if (s == 0) CHECK(engine_step(e, s, NULL, NULL, B / 2, B, &local) == RS_ERR_RUNTIME); /* no micro-batch yet */
+            device_h2d(&dev, m.act[0], x, sizeof x / 2);
+            device_h2d(&dev, m.labels, y, sizeof y / 2);
+            CHECK(engine_accumulate(e, s, B / 2) == RS_OK);
+            if (s == 0) CHECK(engine_accumulate(e, s, B / 2) == RS_ERR_RUNTIME); /* the last is engine_step's */
+            device_h2d(&dev, m.act[0], x + B / 2 * 20, sizeof x / 2);
+            device_h2d(&dev, m.labels, y + B / 2, sizeof y / 2);
+            CHECK(engine_step(e, s, NULL, NULL, B / 2, B, &local) == RS_OK && local == B / 2);
+        }
+        int n;
+        const StepTimes *T = engine_times(e, &n);
+        CHECK(n == S && T[S - 1].forward > 0 && T[S - 1].backward > 0 && T[S - 1].data >= 0);
+        engine_free(e);
+        np = m.nparams;
+        fin[v] = malloc(np * sizeof(float));
+        device_d2h(&dev, fin[v], m.params, np * sizeof(float));
+        model_free(&m);
+        device_close(&dev);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < np; i++) {
+        double d = fabs((double)fin[0][i] - fin[1][i]) / fmax(1.0, fabs(fin[0][i]));
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst <= 1e-6, "2 x 4 accumulated against one batch of 8: %g", worst);
+    CHECK(!memcmp(fin[1], fin[2], np * sizeof(float))); /* ps staged == none in place, bit for bit */
+    for (int v = 0; v < 3; v++) free(fin[v]);
+    zmq_ctx_term(ctx);
+}
+
 static void test_backend_refuses(void) {
     Device dev;
     device_open(&dev, "cpu", 0, NULL);
@@ -1643,6 +1713,7 @@ int main(void) {
     RUN(test_server_timeout);
     RUN(test_server_wire);
     RUN(test_backend_matches_none);
+    RUN(test_engine_accumulates);
     RUN(test_backend_allreduce);
     RUN(test_backend_allreduce_large);
     RUN(test_backend_allreduce_failed);

@@ -82,7 +82,9 @@ for run in $(seq 1 20); do
 
     t0=$(now_ms)
     exec 3>&2 2>/dev/null   # bash's own "Killed" notices for the victim
-    if [ -n "$vpid" ] && kill -9 "$vpid" 2>/dev/null; then landed=1; kills=$((kills+1)); else landed=0; fi
+    # a victim that has already exited (a zombie its parent has not reaped) is not killed by the signal
+    vstate=$( [ -n "$vpid" ] && sed -n 's/^[0-9]* (.*) \([A-Z]\).*/\1/p' /proc/$vpid/stat 2>/dev/null)
+    if [ -n "$vpid" ] && [ "$vstate" != Z ] && kill -9 "$vpid" 2>/dev/null; then landed=1; else landed=0; fi
     # wait for everything, bounded: a process still alive at the limit is a hang
     rcs=() hung=0
     if [ $mode = launcher ]; then all=($L); else all=("${pids[@]}"); fi
@@ -93,6 +95,11 @@ for run in $(seq 1 20); do
     done
     dt=$(( $(now_ms) - t0 ))
     exec 2>&3 3>&-
+    # the last step done and the victim exiting between the state check and the signal: a whole
+    # run (launcher exit 0, the report complete), which the signal met already finished
+    if [ $landed = 1 ] && [ $mode = launcher ] && [ "${rcs[0]}" = 0 ] && [ -e "$rep" ] && \
+        ! grep -q "was killed by signal" $T/chaos-$run.log; then landed=0; fi
+    ((landed)) && kills=$((kills+1))
     why=""
     if [ $landed = 1 ]; then
         printf '  -> killed, all ended in %4d ms, exit %s' "$dt" "${rcs[*]}"
