@@ -6,6 +6,8 @@
 #   sudo experiments/slurm/cluster.sh exec DIR NODE CMD... # CMD inside node NODE's namespaces (its hostname, its address)
 #   sudo experiments/slurm/cluster.sh kill DIR NODE      # NODE lost: SIGKILL to its slurmd and everything it runs
 #   sudo experiments/slurm/cluster.sh revive DIR NODE    # NODE back: its slurmd started again, idle once it registers
+#   sudo experiments/slurm/cluster.sh shape DIR RATE|off # every node's link to the bridge limited to RATE each way (tc tbf: 100mbit, 1gbit)
+#   sudo experiments/slurm/cluster.sh bytes DIR NODE     # bytes NODE's link has sent and received (the kernel's counters): "SENT RECEIVED"
 #   sudo experiments/slurm/cluster.sh down DIR           # every process of the cluster stopped, the namespaces gone
 #
 # Needs root (namespaces, a bridge), iproute2, util-linux's unshare, Slurm (slurmctld, slurmd,
@@ -22,10 +24,10 @@
 set -uo pipefail
 
 die() { echo "cluster.sh: error: $*" >&2; exit "${2:-2}"; }
-usage() { sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
 op=$1 D=$2; shift 2
-case "$op" in up|down|run|exec|kill|revive) ;; *) usage ;; esac
+case "$op" in up|down|run|exec|kill|revive|shape|bytes) ;; *) usage ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces and a bridge)"
 
 sbin() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; }; }
@@ -78,6 +80,35 @@ if [ "$op" = revive ]; then
         sleep 0.5
     done
     die "node$i not idle 30 s after its slurmd started again (state '${st:-none}')" 3
+fi
+
+# The network between nodes made slow (what crosses nodes goes over the bridge; what stays in a node
+# never touches it): a token bucket at RATE on both ends of every node's link, so each node sends
+# and receives at most RATE. `off` removes them.
+if [ "$op" = shape ]; then
+    [ $# -ge 1 ] && [ -f "$D/slurm.conf" ] || usage
+    rate=$1 t=$(tag)
+    [ "$rate" = off ] || [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?[kmg]?bit$ ]] || die "RATE '$rate': expected a tc rate such as 100mbit or 1gbit, or off"
+    for ns in $(ip netns list | awk '{print $1}' | grep "^${t}n[0-9]*$"); do
+        ip netns exec "$ns" tc qdisc del dev "${ns}e" root 2>/dev/null
+        ip netns exec "${t}sw" tc qdisc del dev "${ns}p" root 2>/dev/null
+        [ "$rate" = off ] && continue
+        # a queue of about 50 ms at RATE (at least 32 KB), as a switch port's buffer
+        ip netns exec "$ns" tc qdisc add dev "${ns}e" root tbf rate "$rate" burst 32kb latency 50ms 2>/dev/null &&
+            ip netns exec "${t}sw" tc qdisc add dev "${ns}p" root tbf rate "$rate" burst 32kb latency 50ms 2>/dev/null ||
+            die "tc tbf on node${ns##*n}'s link failed (no tbf queueing discipline in this kernel?)" 3
+    done
+    echo "links: ${rate/off/unshaped} (every node's link to the bridge, each way)"
+    exit 0
+fi
+
+# A node's link counters (its end of the veth: what it sent to the bridge, what it got from it).
+if [ "$op" = bytes ]; then
+    [ $# -ge 1 ] || usage
+    ns="$(tag)n${1#node}"
+    ip netns list | grep -q "^$ns" || die "$D: no node $1"
+    echo "$(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/tx_bytes") $(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/rx_bytes")"
+    exit 0
 fi
 
 if [ "$op" = run ] || [ "$op" = exec ]; then

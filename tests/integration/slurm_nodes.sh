@@ -59,6 +59,26 @@ for k, e in ranks.items():
     assert by["node"]["bytes_sent"] == (t["bytes_sent"] if node(k + 1) else 0), (k, by)
     assert by["network"]["bytes_received"] == (0 if node(k - 1) else t["bytes_received"]), (k, by)
 EOF
+# the network between nodes made slow (cluster.sh shape: tc tbf on every node's link): what the
+# report puts on the network is what the kernel counted on the nodes' links (plus TCP/IP headers,
+# acknowledgements and the control plane's messages), and what it keeps on a node never got there
+if bash $CL shape "$D" 100mbit >"$T/shape.log" 2>&1; then
+    for n in 0 1 2; do before[$n]=$(bash $CL bytes "$D" node$n); done
+    check "ring over links of 100 Mbit/s between nodes (tc tbf)" srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh \
+        "$BIN" train --sync ring "${TRAIN[@]}" --report "$T/slow.json"
+    for n in 0 1 2; do after[$n]=$(bash $CL bytes "$D" node$n); done
+    bash $CL shape "$D" off >/dev/null 2>&1
+    check "  ... each node's link carried the bytes its ranks' by_link put on the network: no more than 10% and 256 KB over, never less" \
+        $PY - "$T/slow.json" "${before[*]}" "${after[*]}" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1])); b = [int(x) for x in sys.argv[2].split()]; a = [int(x) for x in sys.argv[3].split()]
+for n in range(3):
+    es = [e for e in r["ranks"] if e["host"] == "node%d" % n]
+    for i, way in enumerate(("bytes_sent", "bytes_received")):
+        want = sum(e["traffic"]["by_link"]["network"][way] for e in es); got = a[2 * n + i] - b[2 * n + i]
+        assert want <= got <= 1.10 * want + 262144, ("node%d" % n, way, "report", want, "link", got)
+EOF2
+else echo "# no slow network between the nodes: $(tail -n 1 "$T/shape.log")"; fi
 check "srun -N 3 train --sync ps (rank 0's server reached over ipc inside node0, tcp from the others)" \
     srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync ps "${TRAIN[@]}" --report "$T/ps.json"
 tr=$(placed "$T/ps.json" 6 0 "node0 node0 node1 node1 node2 node2" 2>"$T/py.log") && [ "$tr" = "ipc tcp" ] \
