@@ -1,6 +1,7 @@
-/* codec.c - bulk rounding of fp32 gradients to bf16 / fp16 for the wire, and decoding back (base/codec.h) */
+/* codec.c - bulk rounding of fp32 gradients to bf16 / fp16 / FP8 for the wire (FP8 with a scale per message), and decoding back (base/codec.h) */
 #include "codec.h"
 
+#include <float.h>
 #include <math.h>
 
 int codec_parse(const char *name, CodecType *out) {
@@ -8,25 +9,64 @@ int codec_parse(const char *name, CodecType *out) {
     if (!strcmp(name, "fp32")) *out = CODEC_F32;
     else if (!strcmp(name, "bf16")) *out = CODEC_BF16;
     else if (!strcmp(name, "fp16")) *out = CODEC_F16;
+    else if (!strcmp(name, "fp8e4m3")) *out = CODEC_E4M3;
+    else if (!strcmp(name, "fp8e5m2")) *out = CODEC_E5M2;
     else return -1;
     return 0;
 }
 
 const char *codec_name(CodecType t) {
-    return t == CODEC_F32 ? "fp32" : t == CODEC_BF16 ? "bf16" : t == CODEC_F16 ? "fp16" : "?";
+    return t == CODEC_F32    ? "fp32"
+           : t == CODEC_BF16 ? "bf16"
+           : t == CODEC_F16  ? "fp16"
+           : t == CODEC_E4M3 ? "fp8e4m3"
+           : t == CODEC_E5M2 ? "fp8e5m2"
+                             : "?";
+}
+
+float codec_max(CodecType t) {
+    return t == CODEC_E4M3 ? 448.0f : t == CODEC_E5M2 ? 57344.0f : t == CODEC_F16 ? 65504.0f : FLT_MAX;
+}
+
+Codec codec_fit(const Codec *c, const float *src, size_t n) {
+    if (!codec_is_fp8(c->type)) return *c;
+    float amax = 0;
+    for (size_t i = 0; i < n; i++) { /* the largest finite magnitude (NaN and Inf compare out) */
+        float a = fabsf(src[i]);
+        amax = a <= FLT_MAX && a > amax ? a : amax;
+    }
+    int e = 0, k = 0;
+    if (amax > 0) { /* amax = f 2^e, f in [0.5, 1); max = 0.875 2^E: amax 2^k <= max for the largest k */
+        float f = frexpf(amax, &e);
+        int E = c->type == CODEC_E4M3 ? 9 : 16;
+        k = E - e - (f > 0.875f);
+        k = k < -120 ? -120 : k > 120 ? 120 : k;
+    }
+    return codec_make(c->type, ldexpf(1.0f, k));
+}
+
+void codec_head_put(const Codec *f, void *dst) {
+    if (codec_is_fp8(f->type)) memcpy(dst, &f->scale, CODEC_HEAD_BYTES);
+}
+
+Codec codec_head_get(CodecType t, const void *src) {
+    float s = 1.0f;
+    if (codec_is_fp8(t)) memcpy(&s, src, CODEC_HEAD_BYTES);
+    if (!(s > 0 && s <= FLT_MAX)) s = 1.0f; /* never a scale that makes decoding meaningless */
+    return codec_make(t, s);
 }
 
 Codec codec_from_options(const char *wire, double loss_scale) {
     CodecType t = CODEC_F32;
     if (codec_parse(wire, &t) != 0) t = CODEC_F32;
-    return codec_make(t, t == CODEC_F32 ? 1.0f : (float)loss_scale);
+    return codec_make(t, t == CODEC_F32 || codec_is_fp8(t) ? 1.0f : (float)loss_scale); /* FP8: a scale per message */
 }
 
 /* Elements go through small aligned blocks (memcpy to and from the unaligned wire), so that the
  * compiler vectorises the conversions. */
 #define CODEC_BLOCK 64
 
-void codec_encode(const Codec *c, const float *src, void *dst, size_t n) {
+void codec_encode_elems(const Codec *c, const float *src, void *dst, size_t n) {
     unsigned char *out = dst;
     if (c->type == CODEC_F32 && c->scale == 1.0f) {
         memcpy(out, src, n * sizeof(float));
@@ -41,6 +81,13 @@ void codec_encode(const Codec *c, const float *src, void *dst, size_t n) {
             memcpy(out + i * 4, v, k * 4);
             continue;
         }
+        if (codec_is_fp8(c->type)) {
+            if (c->type == CODEC_E4M3)
+                for (size_t j = 0; j < k; j++) out[i + j] = codec_f32_to_e4m3(src[i + j] * s);
+            else
+                for (size_t j = 0; j < k; j++) out[i + j] = codec_f32_to_e5m2(src[i + j] * s);
+            continue;
+        }
         uint16_t h[CODEC_BLOCK];
         if (c->type == CODEC_BF16)
             for (size_t j = 0; j < k; j++) h[j] = codec_f32_to_bf16(src[i + j] * s);
@@ -50,10 +97,28 @@ void codec_encode(const Codec *c, const float *src, void *dst, size_t n) {
     }
 }
 
+void codec_encode(const Codec *c, const float *src, void *dst, size_t n) {
+    if (!codec_is_fp8(c->type)) {
+        codec_encode_elems(c, src, dst, n);
+        return;
+    }
+    Codec f = codec_fit(c, src, n);
+    codec_head_put(&f, dst);
+    codec_encode_elems(&f, src, (unsigned char *)dst + CODEC_HEAD_BYTES, n);
+}
+
 /* Decodes one block of k <= CODEC_BLOCK elements at in into v (unscaled). */
 static void codec_block(CodecType t, const unsigned char *in, float *v, size_t k) {
     if (t == CODEC_F32) {
         memcpy(v, in, k * 4);
+        return;
+    }
+    if (t == CODEC_E4M3) {
+        for (size_t j = 0; j < k; j++) v[j] = codec_e4m3_to_f32(in[j]);
+        return;
+    }
+    if (t == CODEC_E5M2) {
+        for (size_t j = 0; j < k; j++) v[j] = codec_e5m2_to_f32(in[j]);
         return;
     }
     uint16_t h[CODEC_BLOCK];
@@ -102,16 +167,31 @@ static void codec_decode_into(const Codec *c, const void *src, float *dst, size_
     }
 }
 
-void codec_decode(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_into(c, src, dst, n, 0); }
+void codec_decode_elems(const Codec *f, const void *src, float *dst, size_t n, int add) {
+    codec_decode_into(f, src, dst, n, add);
+}
 
-void codec_decode_add(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_into(c, src, dst, n, 1); }
+/* A whole message: FP8's elements by the head's scale. */
+static void codec_decode_msg(const Codec *c, const void *src, float *dst, size_t n, int add) {
+    if (!codec_is_fp8(c->type)) {
+        codec_decode_into(c, src, dst, n, add);
+        return;
+    }
+    Codec f = codec_head_get(c->type, src);
+    codec_decode_into(&f, (const unsigned char *)src + CODEC_HEAD_BYTES, dst, n, add);
+}
+
+void codec_decode(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_msg(c, src, dst, n, 0); }
+
+void codec_decode_add(const Codec *c, const void *src, float *dst, size_t n) { codec_decode_msg(c, src, dst, n, 1); }
 
 void codec_round(const Codec *c, float *x, size_t n) {
     if (c->type == CODEC_F32 && c->scale == 1.0f) return;
+    Codec f = codec_fit(c, x, n); /* the scale the message of all n would carry */
     for (size_t i = 0; i < n; i += CODEC_BLOCK) {
         size_t k = n - i < CODEC_BLOCK ? n - i : CODEC_BLOCK;
         unsigned char w[CODEC_BLOCK * 4];
-        codec_encode(c, x + i, w, k);
-        codec_decode(c, w, x + i, k);
+        codec_encode_elems(&f, x + i, w, k);
+        codec_decode_into(&f, w, x + i, k, 0);
     }
 }
