@@ -173,7 +173,7 @@ void codec_decode_elems(const Codec *f, const void *src, float *dst, size_t n, i
 
 /* A whole message: FP8's elements by the head's scale. */
 static void codec_decode_msg(const Codec *c, const void *src, float *dst, size_t n, int add) {
-    if (!codec_is_fp8(c->type)) {
+    if (!codec_is_fp8(c->type) || n == 0) {
         codec_decode_into(c, src, dst, n, add);
         return;
     }
