@@ -518,8 +518,9 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     b, steps = backend_of(rep), (rep.get("summary") or {}).get("steps")
     arch, how = b.get("architecture"), (rep.get("summary") or {}).get("transport")
     G = param_bytes(cfg, workers)
-    if cfg.get("wire", "fp32") != "fp32":  # bf16 / fp16 on the wire: 2 bytes a parameter
-        G //= 2
+    # bf16 / fp16 on the wire: 2 bytes a parameter; FP8: 1 (and a 4-byte scale a message; the ps's
+    # parameter replies in bf16, above this floor)
+    G //= {"bf16": 2, "fp16": 2, "fp8e4m3": 4, "fp8e5m2": 4}.get(cfg.get("wire", "fp32"), 1)
     if not isinstance(steps, int) or not G or not isinstance(n, int):
         return
     floors = {}  # rank -> (bytes_sent floor, bytes_received floor)
