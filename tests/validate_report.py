@@ -228,6 +228,11 @@ def check_traffic(c, e, path):
     if measured is not None and how is not None:
         c.expect(measured == (how != "nccl"), p + ".measured",
                  "%r with transport %r: only nccl's counts are derived (from the ring it ran)" % (measured, how))
+    wc = tr.get("wire_collective")
+    if wc is not None:  # nccl only: the element type NCCL's collective moves
+        c.expect(how == "nccl" and wc in ("fp32", "bf16", "fp16", "fp8e4m3", "fp8e5m2"), p + ".wire_collective",
+                 "%r with transport %r: only nccl names its collective's type (fp32, bf16, fp16, fp8e4m3, fp8e5m2)"
+                 % (wc, how))
     busy = tr.get("link_busy_s")
     if busy is not None:  # --link only: the interface's booked seconds each way
         c.expect(isinstance(busy, dict) and all(isinstance(busy.get(k), (int, float)) and busy[k] >= 0
