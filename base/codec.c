@@ -24,6 +24,13 @@ const char *codec_name(CodecType t) {
                              : "?";
 }
 
+double codec_wire_ratio(const char *wire, int ps) {
+    CodecType t = CODEC_F32;
+    if (codec_parse(wire, &t) != 0) return 1.0;
+    if (codec_is_fp8(t) && ps) return 0.375;
+    return (double)codec_elem_bytes(t) / 4.0;
+}
+
 float codec_max(CodecType t) {
     return t == CODEC_E4M3 ? 448.0f : t == CODEC_E5M2 ? 57344.0f : t == CODEC_F16 ? 65504.0f : FLT_MAX;
 }

@@ -169,6 +169,13 @@ static inline size_t codec_head_bytes(CodecType t) { return codec_is_fp8(t) ? CO
  * size on the wire is computed here). */
 static inline size_t codec_bytes(CodecType t, size_t n) { return codec_head_bytes(t) + n * codec_elem_bytes(t); }
 
+/* What one fp32 byte of gradient weighs on the wire for the cost models, a push and a reply
+ * averaged: 1 (fp32), 0.5 (16 bits), 0.25 (FP8), except where a parameter server answers an FP8
+ * push with bf16 parameters (ps 1): (1 + 2) / 8 = 0.375. FP8's 4-byte head a message is left out
+ * (the models count bytes by the bucket, not by the message). wire: a --wire name; fp32 for any
+ * other. */
+double codec_wire_ratio(const char *wire, int ps);
+
 /* The format's largest finite value (448, 57344, 65504; FLT_MAX for bf16 / fp32). */
 float codec_max(CodecType t);
 

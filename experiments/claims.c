@@ -2,6 +2,7 @@
 #include "claims.h"
 #include "claims_load.h"
 #include "predict.h"
+#include "../base/codec.h"
 #include "../base/err.h"
 #include "../net/link.h"
 #include "../base/log.h"
@@ -78,8 +79,11 @@ static int is_server(const ClaimsRun *r) { return arch_is_server(r->arch); }
 static double run_traffic0(const ClaimsRun *r) { return r->sent[0] + r->received[0]; }
 /* The steps a run took (summary.steps; its --steps where the report lacks them). */
 static double run_steps(const ClaimsRun *r) { return r->steps_run > 0 ? r->steps_run : r->steps; }
-/* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire); 0: one bucket. */
-static double run_bucket_bytes(const ClaimsRun *r) { return r->bucket_mb * 1048576.0 * (strcmp(r->wire, "fp32") ? 0.5 : 1.0); }
+/* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire, a quarter
+ * on FP8: codec_wire_ratio); 0: one bucket. */
+static double run_bucket_bytes(const ClaimsRun *r) {
+    return r->bucket_mb * 1048576.0 * codec_wire_ratio(r->wire, !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps"));
+}
 /* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
  * over its buckets (experiments/predict.h); negative for a back end without one. */
 static double run_rounds(const ClaimsRun *r) {
@@ -1008,8 +1012,7 @@ static void claim8(const ClaimsSet *s, Claim *c) {
 /* Seconds per step the model gives run r's gradient as back end sync (its buckets, its wire) on
  * emulated link l: the link's latency plus the software's per message, 1/bandwidth per byte. */
 static double tree_pred(const ClaimsRun *r, const char *sync, const LinkSpec *l) {
-    double wire = strcmp(r->wire, "fp32") ? 0.5 : 1.0;
-    return predict_step_comm(sync, "colocated", 0, r->ranks, 0, r->grad_bytes * wire, run_bucket_bytes(r),
+    return predict_step_comm(sync, "colocated", 0, r->ranks, 0, r->grad_bytes, run_bucket_bytes(r), /* on the wire already */
                              l->latency_s + PREDICT_EMULATED_ALPHA_S, 1.0 / l->bytes_per_s);
 }
 

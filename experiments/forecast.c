@@ -300,7 +300,8 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
             o->bucket_mb = strtod(v, &end);
             if (end == v || *end || !(o->bucket_mb >= 0)) return rs_error(RS_ERR_INPUT, "predict: --bucket-mb '%s': expected MiB >= 0", v);
         } else if (!strcmp(a, "--wire")) {
-            if (codec_parse(v, &o->wire)) return rs_error(RS_ERR_INPUT, "predict: --wire '%s': expected fp32, bf16 or fp16", v);
+            if (codec_parse(v, &o->wire))
+                return rs_error(RS_ERR_INPUT, "predict: --wire '%s': expected fp32, bf16, fp16, fp8e4m3 or fp8e5m2", v);
         }
     }
     int nlinks = !!links + !!link + (have_alpha || have_beta);
@@ -366,7 +367,8 @@ static double fc_serial_rounds(const FcArch *a, int n, int k, double a_model) {
 static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     int k = fc_servers(o, a, n), pipe = o->pipelined && a->serves;
     if (k < 0) return NAN;
-    double wire = o->wire == CODEC_F32 ? 1.0 : 0.5, g = grad * wire, bucket = o->bucket_mb * MiB * wire;
+    double wire = codec_wire_ratio(codec_name(o->wire), strcmp(a->sync, "ps") == 0 || strcmp(a->sync, "byteps") == 0);
+    double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
     double t = predict_step_comm(a->sync, a->placement, k, n, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;
     double am, bm;
