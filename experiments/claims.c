@@ -25,6 +25,7 @@
 #define CL_IDLE_FWD_MAX      0.5    /* claim 4: idle ranks' forward time <= 0.5x the working ranks' */
 #define CL_LOSS_TOL          1e-4   /* claim 5: max relative difference of the loss curves */
 #define CL_WIRE_LOSS_TOL     0.10   /* claim 5, a 16-bit --wire: mean |loss difference| / mean loss (docs/benchmarks.md) */
+#define CL_FP8_LOSS_TOL      0.02   /* claim 5, an FP8 --wire: the same, measured worst 0.72% (docs/benchmarks.md, "FP8") */
 #define CL_PRED_FACTOR       3.0    /* claim 6: measured comm within 3x of the alpha-beta prediction */
 #define CL_ASYNC_LOSS_TAIL   0.25   /* claim 7: the last quarter of the steps is compared */
 #define CL_ASYNC_LOSS_TOL    0.25   /* claim 7: async's loss there at most 25% above the synchronous run's */
@@ -600,7 +601,8 @@ static void claim5(const ClaimsSet *s, Claim *c) {
     cJSON *arr = cJSON_AddArrayToObject(c->numbers, "runs");
     claim_line(c, "rule: max over steps of |loss - loss_1rank| / |loss_1rank| <= %g against --sync none on 1 rank with the global batch, "
                   "and every rank ends with rank 0's parameters, bit for bit (params_hash); a 16-bit --wire rounds every gradient, "
-                  "so its runs are held to mean |loss - loss_1rank| / mean loss_1rank <= %g instead", CL_LOSS_TOL, CL_WIRE_LOSS_TOL);
+                  "so its runs are held to mean |loss - loss_1rank| / mean loss_1rank <= %g instead, an FP8 --wire's to <= %g",
+               CL_LOSS_TOL, CL_WIRE_LOSS_TOL, CL_FP8_LOSS_TOL);
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
         /* lab 5's all-reduce (student) is held to the same rule as the ring's */
@@ -645,7 +647,8 @@ static void claim5(const ClaimsSet *s, Claim *c) {
             continue;
         }
         double worst = 0, dsum = 0, bsum = 0;
-        int at = 0, wire16 = strcmp(r->wire, "fp32") != 0;
+        int at = 0, wire16 = strcmp(r->wire, "fp32") != 0; /* a lossy wire: 16-bit or FP8 */
+        double wtol = !strncmp(r->wire, "fp8", 3) ? CL_FP8_LOSS_TOL : CL_WIRE_LOSS_TOL;
         for (int k = 0; k < r->nloss; k++) {
             double d = fabs(r->loss[k] - base->loss[k]) / fmax(fabs(base->loss[k]), 1e-12);
             dsum += fabs(r->loss[k] - base->loss[k]);
@@ -656,7 +659,7 @@ static void claim5(const ClaimsSet *s, Claim *c) {
             }
         }
         double area = dsum / fmax(bsum, 1e-12);
-        int ok = wire16 ? area <= CL_WIRE_LOSS_TOL : worst <= CL_LOSS_TOL, differ = run_hash_differs(r);
+        int ok = wire16 ? area <= wtol : worst <= CL_LOSS_TOL, differ = run_hash_differs(r);
         bad += !ok || differ > 0;
         if (is_server(r)) nps++;
         else nring++;
@@ -675,7 +678,7 @@ static void claim5(const ClaimsSet *s, Claim *c) {
             cJSON_AddNumberToObject(o, "mean_abs_diff_rel", area);
             claim_line(c, "%-4s N=%-3d --wire %s vs 1 rank batch %d: mean |loss difference| %.2f%% of the mean loss (limit %.0f%%; "
                           "max rel diff %.2e at step %d) over %d steps%s  [%s vs %s]", r->sync, r->ranks, r->wire, G, 100 * area,
-                       100 * CL_WIRE_LOSS_TOL, worst, at, r->nloss, ok ? "" : "  <- differs", r->label, base->label);
+                       100 * wtol, worst, at, r->nloss, ok ? "" : "  <- differs", r->label, base->label);
         } else
             claim_line(c, "%-4s N=%-3d vs 1 rank batch %d: max rel diff %.2e at step %d over %d steps%s  [%s vs %s]", r->sync, r->ranks, G,
                        worst, at, r->nloss, ok ? "" : "  <- differs", r->label, base->label);
