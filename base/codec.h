@@ -185,7 +185,8 @@ static inline Codec codec_make(CodecType t, float scale) {
     return c;
 }
 
-/* The gradient codec a run's options give (--wire, --loss-scale; FP8 ignores the loss scale, which config_validate refuses with it). wire must have passed
+/* The gradient codec a run's options give (--wire, --loss-scale; FP8 ignores the loss scale,
+ * which config_validate refuses with it). wire must have passed
  * codec_parse (config_validate): anything else is fp32. */
 Codec codec_from_options(const char *wire, double loss_scale);
 
