@@ -82,7 +82,8 @@ typedef struct {
      * decoded back into the fp32 gradient, by kernels on a context of the comm stream's own.
      * --wire fp8e4m3 | fp8e5m2 (1 byte per element): one scale per bucket for every rank, from
      * the ranks' largest magnitude (a max all-reduce of amax) with headroom for N contributions;
-     * natively (fp8_native: NCCL 2.24+ at build time, compute capability 9.0+ at run time) the
+     * natively (fp8_native: NCCL 2.24+ at build time, compute capability 9.0+ at run time on
+     * every rank, agreed at connect) the
      * bucket is all-reduced as ncclFloat8e4m3 / ncclFloat8e5m2 (NCCL sums in FP8); else each
      * rank rounds its bucket through FP8 by its own scale and the fp32 values are all-reduced as
      * ncclFloat (4 bytes an element on the wire) */
@@ -470,10 +471,7 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) == cudaSuccess)
             s->fp8_native = major >= 9;
 #endif
-        if (!s->fp8_native) snprintf(s->collective, sizeof s->collective, "fp32");
-        log_info("# nccl: --wire %s all-reduced as %s", codec_name(s->wire.type),
-                 s->fp8_native ? "NCCL's FP8 (summed in FP8, a scale per bucket shared by the ranks)"
-                               : "fp32 after each rank's rounding through FP8 (NCCL before 2.24, or a GPU before sm_90)");
+        if (!s->fp8_native) snprintf(s->collective, sizeof s->collective, "fp32"); /* settled at connect */
         if (!(s->amax = (float *)device_alloc(s->dev, sizeof(float), MEM_COMM))) {
             rc = RS_ERR_RUNTIME;
             goto err;
@@ -521,7 +519,21 @@ static int nccl_connect(void *state, char *const *endpoints, int nmembers) {
     if (!endpoints || nmembers < s->job.world)
         return rs_error(RS_ERR_PEER, "nccl: %d endpoints for %d ranks", nmembers, s->job.world);
     if (s->job.rank != 0) RS_TRY(nccl_id_decode(endpoints[0], &s->id));
-    return nccl_comm_open(s, &s->id);
+    RS_TRY(nccl_comm_open(s, &s->id));
+    if (codec_is_fp8(s->wire.type)) { /* FP8 natively only where every rank can (a min all-reduce of the flag) */
+        float *f = s->amax, mine = (float)s->fp8_native, all = 0;
+        cudaStream_t cs = (cudaStream_t)s->comm_stream;
+        RS_TRY(cudaCheck(cudaMemcpyAsync(f, &mine, sizeof mine, cudaMemcpyHostToDevice, cs)));
+        RS_TRY(ncclCheck(s, ncclAllReduce(f, f, 1, ncclFloat, ncclMin, s->comm, cs)));
+        RS_TRY(cudaCheck(cudaMemcpyAsync(&all, f, sizeof all, cudaMemcpyDeviceToHost, cs)));
+        RS_TRY(nccl_wait(s, s->comm_stream, "the ranks' agreement on NCCL's FP8"));
+        s->fp8_native = all > 0.5f;
+        snprintf(s->collective, sizeof s->collective, "%s", s->fp8_native ? codec_name(s->wire.type) : "fp32");
+        log_info("# nccl: --wire %s all-reduced as %s", codec_name(s->wire.type),
+                 s->fp8_native ? "NCCL's FP8 (summed in FP8, a scale per bucket shared by the ranks)"
+                               : "fp32 after each rank's rounding through FP8 (NCCL before 2.24, or a GPU before sm_90 on some rank)");
+    }
+    return RS_OK;
 }
 
 /* ncclBroadcast of count floats at buf (device memory) from rank 0 on the comm stream, after
