@@ -22,9 +22,10 @@ int config_partition_check(const Config *c, size_t nparams) {
         CodecType wt = CODEC_F32;
         codec_parse(c->wire, &wt);
         double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
-        if (kb * 1024 < el)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
-                            c->ps_partition, el);
+        if (kb * 1024 < el + (double)codec_head_bytes(wt)) /* FP8: a partition's scale, then its keys */
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes%s)",
+                            c->ps_partition, el + (double)codec_head_bytes(wt),
+                            codec_head_bytes(wt) ? " with an FP8 message's 4-byte scale" : "");
         if (kb > bucket_kb)
             return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
                                           "wire): partitions cut buckets (off: whole buckets)",
@@ -132,6 +133,6 @@ size_t config_partition_keys(const Config *c) {
     }
     CodecType wt = CODEC_F32; /* the bytes are the wire's: 2 a key on a 16-bit wire, 1 on FP8 */
     codec_parse(c->wire, &wt);
-    size_t keys = (size_t)(bytes / (double)codec_elem_bytes(wt));
-    return keys < 1 ? 1 : keys;
+    double k = (bytes - (double)codec_head_bytes(wt)) / (double)codec_elem_bytes(wt); /* FP8: less its scale */
+    return k < 1 ? 1 : (size_t)k;
 }
