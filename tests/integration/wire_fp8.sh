@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# wire_fp8.sh - --wire fp8e4m3|fp8e5m2 (#32): refusals, the ring, tree and ps (colocated, dedicated) at N = 2-3 with every rank's bytes equal to the formula (1 byte an element and a 4-byte scale a message; ps replies in bf16), equal params everywhere, the loss near fp32's
+# wire_fp8.sh - --wire fp8e4m3|fp8e5m2 (#32): refusals, the ring, tree and ps (colocated, dedicated) at N = 2-3 with every rank's bytes equal to the formula (1 byte an element and a 4-byte scale a message; ps replies in bf16), equal params everywhere (byteps too; DataParallel trains and validates), the loss near fp32's, claim 5's FP8 tolerance
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3"
@@ -36,7 +36,10 @@ for w in fp8e4m3 fp8e5m2; do
     run ps-$w 3 --sync ps --wire $w
     run psd-$w 2 --sync ps --ps-placement dedicated --wire $w
 done
-check "the FP8 reports validate" $PY tests/validate_report.py $T/ring-fp8e4m3.json $T/tree-fp8e5m2.json $T/ps-fp8e4m3.json $T/psd-fp8e5m2.json
+run dp-fp8e4m3 3 --sync ps --ps-mode dataparallel --wire fp8e4m3   # the replicate in bf16
+run byteps-fp8e5m2 3 --sync byteps --ps-servers 1 --wire fp8e5m2
+check "the FP8 reports validate" $PY tests/validate_report.py $T/ring-fp8e4m3.json $T/tree-fp8e5m2.json $T/ps-fp8e4m3.json \
+    $T/psd-fp8e5m2.json $T/dp-fp8e4m3.json $T/byteps-fp8e5m2.json
 
 # Exact bytes. Ring (48-byte headers): rank r < N-1 forwards the fp32 start (P floats, one message);
 # every other message is a gradient segment, its elements at 1 byte and its 4-byte scale, so
@@ -95,7 +98,8 @@ sys.exit(bad)
 EOF
 
 # Bits: every rank holds the same parameters (the run exits 7 otherwise; the hashes say so too).
-$PY - $T/ring-fp8*.json $T/tree-fp8*.json $T/ps-fp8*.json $T/psd-fp8*.json <<'EOF' >$T/hash.log 2>&1 && ok "every FP8 run: one params_hash across its workers" || bad "FP8 params_hash" "$(cat $T/hash.log)"
+# (DataParallel's other ranks hold the replicate of the step before, under fp32 too: not compared.)
+$PY - $T/ring-fp8*.json $T/tree-fp8*.json $T/ps-fp8*.json $T/psd-fp8*.json $T/byteps-fp8*.json <<'EOF' >$T/hash.log 2>&1 && ok "every FP8 run: one params_hash across its workers" || bad "FP8 params_hash" "$(cat $T/hash.log)"
 import json, sys
 bad = 0
 for p in sys.argv[1:]:
