@@ -53,7 +53,7 @@ static int mesh_put(Mesh *m, int peer, int tag, const float *data, size_t count)
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d cannot send to rank %d (world %d)", m->name, m->rank, peer, m->world);
     const Codec *c = mesh_codec(m, tag);
     MeshHeader h = {MESH_MAGIC, tag, m->token, m->seq, (uint32_t)m->rank, (uint32_t)c->type, count};
-    size_t bytes = count * codec_elem_bytes(c->type);
+    size_t bytes = count ? codec_bytes(c->type, count) : 0; /* FP8: the message's scale and its elements */
     zmq_msg_t msg;
     double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
     unsigned char sb[LINK_STAMP_BYTES];
@@ -127,8 +127,8 @@ static int mesh_next(Mesh *m, MeshHeader *h, zmq_msg_t *data, double deadline) {
             if (!again) break;
         }
         ok = ok && h->magic == MESH_MAGIC && h->token == m->token && h->from < (uint32_t)m->world &&
-             (int)h->from != m->rank && h->dtype <= CODEC_F16 &&
-             zmq_msg_size(data) == h->count * codec_elem_bytes((CodecType)h->dtype);
+             (int)h->from != m->rank && h->dtype <= CODEC_E5M2 &&
+             zmq_msg_size(data) == (h->count ? codec_bytes((CodecType)h->dtype, h->count) : 0);
         if (!ok) {
             zframe_close(data);
             m->tr.dropped++;

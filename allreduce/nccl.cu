@@ -79,11 +79,21 @@ typedef struct {
     unsigned long long messages_sent, messages_received;
     /* --wire bf16 | fp16: each bucket is encoded into its slice of wbuf (device memory, 2 bytes
      * per element, MEM_COMM) on the comm stream, all-reduced as ncclBfloat16 / ncclHalf, and
-     * decoded back into the fp32 gradient, by kernels on a context of the comm stream's own */
+     * decoded back into the fp32 gradient, by kernels on a context of the comm stream's own.
+     * --wire fp8e4m3 | fp8e5m2 (1 byte per element): one scale per bucket for every rank, from
+     * the ranks' largest magnitude (a max all-reduce of amax) with headroom for N contributions;
+     * natively (fp8_native: NCCL 2.24+ at build time, compute capability 9.0+ at run time on
+     * every rank, agreed at connect) the
+     * bucket is all-reduced as ncclFloat8e4m3 / ncclFloat8e5m2 (NCCL sums in FP8); else each
+     * rank rounds its bucket through FP8 by its own scale and the fp32 values are all-reduced as
+     * ncclFloat (4 bytes an element on the wire) */
     Codec wire;
     KernelCtx *kctx;             /* NULL with an fp32 wire */
     void *wbuf;
     size_t wbuf_bytes;
+    int fp8_native;
+    float *amax;                 /* FP8: one float of device memory, the amax (MEM_COMM) */
+    char collective[16];         /* the element type the collective moves: traffic.wire_collective */
 } NcclState;
 
 /* ---- The check macro: file:line, the rank, NCCL's error string and its last-error text ---- */
@@ -312,10 +322,47 @@ static int nccl_wire_reserve(NcclState *s, size_t bytes) {
     return RS_OK;
 }
 
+/* FP8: the bucket's scale on every rank (see NcclState), read back to the host (the pack's
+ * argument): a round trip of 4 bytes on the comm stream. 0 or RS_ERR_*. */
+static int nccl_fp8_scale(NcclState *s, float *p, size_t count, float *scale) {
+    cudaStream_t cs = (cudaStream_t)s->comm_stream;
+    float amax = 0;
+    s->dev->k->amax(s->kctx, s->amax, p, count);
+    if (s->fp8_native) RS_TRY(ncclCheck(s, ncclAllReduce(s->amax, s->amax, 1, ncclFloat, ncclMax, s->comm, cs)));
+    RS_TRY(cudaCheck(cudaMemcpyAsync(&amax, s->amax, sizeof amax, cudaMemcpyDeviceToHost, cs)));
+    RS_TRY(cudaCheck(cudaStreamSynchronize(cs)));
+    Codec f = codec_fit(&s->wire, &amax, 1);
+    float room = 1;
+    while (s->fp8_native && room < (float)s->job.world) room *= 2; /* N partial sums in FP8 stay below the max */
+    *scale = f.scale / room;
+    return RS_OK;
+}
+
 /* Enqueues the in-place sum of count floats at p (device memory) on the comm stream: ncclFloat,
- * or with a 16-bit wire encode into wbuf + at elements, the 16-bit all-reduce, decode back. */
+ * or with a 16-bit wire encode into wbuf + at elements, the 16-bit all-reduce, decode back; FP8
+ * as NcclState says. */
 static int nccl_enqueue_sum(NcclState *s, float *p, size_t count, size_t at) {
     cudaStream_t cs = (cudaStream_t)s->comm_stream;
+    if (codec_is_fp8(s->wire.type)) {
+        const KernelOps *k = s->dev->k;
+        void *w = (unsigned char *)s->wbuf + at;
+        float scale;
+        RS_TRY(nccl_fp8_scale(s, p, count, &scale));
+        k->pack(s->kctx, w, p, count, s->wire.type, scale);
+        if (!s->fp8_native) { /* rounded through FP8, summed in fp32 */
+            k->unpack(s->kctx, p, w, count, s->wire.type, scale);
+            RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
+            nccl_count_allreduce(s, count * sizeof(float));
+            return RS_OK;
+        }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+        ncclDataType_t t = s->wire.type == CODEC_E4M3 ? ncclFloat8e4m3 : ncclFloat8e5m2;
+        RS_TRY(ncclCheck(s, ncclAllReduce(w, w, count, t, ncclSum, s->comm, cs)));
+#endif
+        k->unpack(s->kctx, p, w, count, s->wire.type, scale);
+        nccl_count_allreduce(s, count);
+        return RS_OK;
+    }
     if (s->wire.type == CODEC_F32) {
         RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
         nccl_count_allreduce(s, count * sizeof(float));
@@ -416,12 +463,26 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
     }
     if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
     s->wire = codec_from_options(job->cfg->wire, job->cfg->loss_scale);
+    snprintf(s->collective, sizeof s->collective, "%s", codec_name(s->wire.type));
+    if (codec_is_fp8(s->wire.type)) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+        int ordinal = 0, major = 0;
+        if (cudaGetDevice(&ordinal) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) == cudaSuccess)
+            s->fp8_native = major >= 9;
+#endif
+        if (!s->fp8_native) snprintf(s->collective, sizeof s->collective, "fp32"); /* settled at connect */
+        if (!(s->amax = (float *)device_alloc(s->dev, sizeof(float), MEM_COMM))) {
+            rc = RS_ERR_RUNTIME;
+            goto err;
+        }
+    }
     if (s->wire.type != CODEC_F32) {
         if (!(s->kctx = s->dev->k->ctx_create(s->comm_stream))) {
             rc = RS_ERR_RUNTIME;
             goto err;
         }
-        if (job->nparams && (rc = nccl_wire_reserve(s, job->nparams * 2))) goto err;
+        if (job->nparams && (rc = nccl_wire_reserve(s, job->nparams * codec_elem_bytes(s->wire.type)))) goto err;
     }
     if ((rc = cudaCheck(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)))) goto err;
     if (job->nbuckets > 0) {
@@ -458,7 +519,21 @@ static int nccl_connect(void *state, char *const *endpoints, int nmembers) {
     if (!endpoints || nmembers < s->job.world)
         return rs_error(RS_ERR_PEER, "nccl: %d endpoints for %d ranks", nmembers, s->job.world);
     if (s->job.rank != 0) RS_TRY(nccl_id_decode(endpoints[0], &s->id));
-    return nccl_comm_open(s, &s->id);
+    RS_TRY(nccl_comm_open(s, &s->id));
+    if (codec_is_fp8(s->wire.type)) { /* FP8 natively only where every rank can (a min all-reduce of the flag) */
+        float *f = s->amax, mine = (float)s->fp8_native, all = 0;
+        cudaStream_t cs = (cudaStream_t)s->comm_stream;
+        RS_TRY(cudaCheck(cudaMemcpyAsync(f, &mine, sizeof mine, cudaMemcpyHostToDevice, cs)));
+        RS_TRY(ncclCheck(s, ncclAllReduce(f, f, 1, ncclFloat, ncclMin, s->comm, cs)));
+        RS_TRY(cudaCheck(cudaMemcpyAsync(&all, f, sizeof all, cudaMemcpyDeviceToHost, cs)));
+        RS_TRY(nccl_wait(s, s->comm_stream, "the ranks' agreement on NCCL's FP8"));
+        s->fp8_native = all > 0.5f;
+        snprintf(s->collective, sizeof s->collective, "%s", s->fp8_native ? codec_name(s->wire.type) : "fp32");
+        log_info("# nccl: --wire %s all-reduced as %s", codec_name(s->wire.type),
+                 s->fp8_native ? "NCCL's FP8 (summed in FP8, a scale per bucket shared by the ranks)"
+                               : "fp32 after each rank's rounding through FP8 (NCCL before 2.24, or a GPU before sm_90 on some rank)");
+    }
+    return RS_OK;
 }
 
 /* ncclBroadcast of count floats at buf (device memory) from rank 0 on the comm stream, after
@@ -531,7 +606,7 @@ static int nccl_allreduce(void *state, float *buf, size_t count) {
     NcclState *s = (NcclState *)state;
     if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: allreduce before connect (or after an abort)");
     if (count == 0) return RS_OK;
-    if (s->wire.type != CODEC_F32) RS_TRY(nccl_wire_reserve(s, count * 2));
+    if (s->wire.type != CODEC_F32) RS_TRY(nccl_wire_reserve(s, count * codec_elem_bytes(s->wire.type)));
     RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
     RS_TRY(nccl_enqueue_sum(s, buf, count, 0));
     char what[96];
@@ -548,6 +623,7 @@ static void nccl_traffic(void *state, SyncTraffic *out) {
     out->transport = "nccl";
     out->derived = 1;
     snprintf(out->algorithm, sizeof out->algorithm, "%s", s->algo);
+    snprintf(out->wire_collective, sizeof out->wire_collective, "%s", s->collective);
     out->bytes_sent = (unsigned long long)(s->bytes_sent + 0.5);
     out->bytes_received = (unsigned long long)(s->bytes_received + 0.5);
     out->messages_sent = s->messages_sent;
@@ -575,6 +651,7 @@ static void nccl_destroy(void *state) {
     free(s->t_issue);
     if (s->ev_done) cudaEventDestroy(s->ev_done);
     if (s->wbuf) device_free(s->dev, s->wbuf, s->wbuf_bytes, MEM_COMM); /* after the communicator: nothing runs on it */
+    if (s->amax) device_free(s->dev, s->amax, sizeof(float), MEM_COMM);
     if (s->kctx) s->dev->k->ctx_destroy(s->kctx);
     if (s->comm_stream) s->dev->ops->stream_destroy(s->dev, s->comm_stream);
     free(s);

@@ -270,9 +270,9 @@ static const Codec *ring_codec(const Ring *r, uint32_t kind) {
     return kind == RING_KIND_BC ? &f32 : &r->wire;
 }
 
-/* Bytes n elements of a message of this kind take on the wire. */
+/* Bytes n elements of a message of this kind take on the wire (FP8: and the message's scale). */
 static size_t ring_wire_bytes(const Ring *r, uint32_t kind, size_t n) {
-    return n * codec_elem_bytes(ring_codec(r, kind)->type);
+    return codec_bytes(ring_codec(r, kind)->type, n);
 }
 
 /* dst[i] = src[i] + dst[i] (src at any byte offset, read through memcpy in blocks of 8 so that the
@@ -334,12 +334,17 @@ static void lane_ring(RingLane *l) {
 }
 
 /* Writes n floats at src, encoded by c, into the lane's ring at position pos (wrapping at the
- * end: pos and the lane's size are multiples of 64, so the wrap falls between elements). */
+ * end: pos and the lane's size are multiples of 64, so an FP8 message's scale, first, never
+ * wraps, and the wrap falls between elements). */
 static void lane_put(RingLane *l, uint64_t pos, const Codec *c, const float *src, size_t n) {
-    size_t eb = codec_elem_bytes(c->type), len = n * eb, p = (size_t)(pos % RING_LANE_BYTES);
+    Codec f = codec_fit(c, src, n);
+    size_t eb = codec_elem_bytes(c->type), head = codec_head_bytes(c->type), len = n * eb;
+    size_t p = (size_t)(pos % RING_LANE_BYTES);
+    codec_head_put(&f, lane_data(l) + p);
+    p += head;
     size_t k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
-    codec_encode(c, src, lane_data(l) + p, k / eb);
-    if (k < len) codec_encode(c, src + k / eb, lane_data(l), (len - k) / eb);
+    codec_encode_elems(&f, src, lane_data(l) + p, k / eb);
+    if (k < len) codec_encode_elems(&f, src + k / eb, lane_data(l), (len - k) / eb);
 }
 
 /* Moves queued sends into the right neighbour's lane while they fit; never blocks. */
@@ -452,9 +457,19 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
         r->last_wait = clock_now() - t0;
         r->first_pending = 0;
     }
-    size_t k = bytes < RING_LANE_BYTES - p ? bytes : RING_LANE_BYTES - p, eb = bytes / (n ? n : 1);
-    ring_take(r, kind, buf + off, lane_data(l) + p, k / eb, reduce);
-    if (k < bytes) ring_take(r, kind, buf + off + k / eb, lane_data(l), (bytes - k) / eb, reduce);
+    const Codec *c = ring_codec(r, kind);
+    size_t hb = codec_head_bytes(c->type), eb = codec_elem_bytes(c->type), len = bytes - hb;
+    if (hb) { /* FP8: the message's scale (never wraps: p is 64-aligned), then its elements */
+        Codec f = codec_head_get(c->type, lane_data(l) + p);
+        p += hb;
+        size_t k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
+        codec_decode_elems(&f, lane_data(l) + p, buf + off, k / eb, reduce != 0);
+        if (k < len) codec_decode_elems(&f, lane_data(l), buf + off + k / eb, (len - k) / eb, reduce != 0);
+    } else {
+        size_t k = bytes < RING_LANE_BYTES - p ? bytes : RING_LANE_BYTES - p;
+        ring_take(r, kind, buf + off, lane_data(l) + p, k / eb, reduce);
+        if (k < bytes) ring_take(r, kind, buf + off + k / eb, lane_data(l), (bytes - k) / eb, reduce);
+    }
     __atomic_store_n(&l->tail, tail + lane_msg_bytes(bytes), __ATOMIC_RELEASE);
     lane_ring(r->from_bell);
     ring_count(&r->c.bytes_received, sizeof h + bytes);

@@ -22,9 +22,10 @@ int config_partition_check(const Config *c, size_t nparams) {
         CodecType wt = CODEC_F32;
         codec_parse(c->wire, &wt);
         double el = (double)codec_elem_bytes(wt), bucket_kb = c->bucket_mb * 1024 * el / sizeof(float);
-        if (kb * 1024 < el)
-            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes)",
-                            c->ps_partition, el);
+        if (kb * 1024 < el + (double)codec_head_bytes(wt)) /* FP8: a partition's scale, then its keys */
+            return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: less than one parameter on the wire (%g bytes%s)",
+                            c->ps_partition, el + (double)codec_head_bytes(wt),
+                            codec_head_bytes(wt) ? " with an FP8 message's 4-byte scale" : "");
         if (kb > bucket_kb)
             return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: larger than a bucket (--bucket-mb %g = %g KiB on the "
                                           "wire): partitions cut buckets (off: whole buckets)",
@@ -82,11 +83,15 @@ int config_validate(const Config *c) {
     RS_TRY(model_check(c)); /* --model, --optimizer and the model's own options */
     CodecType wire;
     if (codec_parse(c->wire, &wire) != 0)
-        return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16 or fp16", c->wire);
+        return rs_error(RS_ERR_INPUT, "--wire '%s': expected fp32, bf16, fp16, fp8e4m3 or fp8e5m2", c->wire);
     int exp2;
     if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || frexp(c->loss_scale, &exp2) != 0.5 || exp2 < -60 || exp2 > 61)
         return rs_error(RS_ERR_INPUT, "--loss-scale %g: must be a power of two between 2^-60 and 2^60 (scaling and "
                                       "unscaling are then exact)", c->loss_scale);
+    if (c->loss_scale != 1 && codec_is_fp8(wire))
+        return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire %s: an FP8 message carries its own scale, chosen "
+                                      "from its largest magnitude, so a static loss scale has no meaning (leave "
+                                      "--loss-scale out)", c->loss_scale, c->wire);
     if (c->loss_scale != 1 && wire == CODEC_F32)
         return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire fp32: the scale only protects 16-bit gradients "
                                       "(--wire fp16 or bf16)", c->loss_scale);
@@ -103,7 +108,7 @@ int config_validate(const Config *c) {
                             c->timeout);
     }
     if (link.bytes_per_s > 0) { /* the emulated link's waits sleep: one bucket must cross within the timeout */
-        double eb = wire == CODEC_F32 ? 4.0 : 2.0, n = (double)config_param_count(c) * eb;
+        double eb = (double)codec_elem_bytes(wire), n = (double)config_param_count(c) * eb;
         double bucket = fmin(c->bucket_mb * 1048576.0 * eb / 4, n), secs = bucket / link.bytes_per_s;
         if (secs >= c->timeout)
             return rs_error(RS_ERR_INPUT, "--link %s: one bucket of %.3g MB takes %.3g s on it, not less than --timeout "
@@ -126,8 +131,8 @@ size_t config_partition_keys(const Config *c) {
     } else {
         bytes = strtod(c->ps_partition, NULL) * 1024;
     }
-    CodecType wt = CODEC_F32; /* the bytes are the wire's: 2 a key on a 16-bit wire */
+    CodecType wt = CODEC_F32; /* the bytes are the wire's: 2 a key on a 16-bit wire, 1 on FP8 */
     codec_parse(c->wire, &wt);
-    size_t keys = (size_t)(bytes / (double)codec_elem_bytes(wt));
-    return keys < 1 ? 1 : keys;
+    double k = (bytes - (double)codec_head_bytes(wt)) / (double)codec_elem_bytes(wt); /* FP8: less its scale */
+    return k < 1 ? 1 : (size_t)k;
 }

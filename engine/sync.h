@@ -65,6 +65,8 @@ typedef struct {
                                                   * of this host (shared memory, a Unix socket, or TCP on it) */
     char algorithm[64];          /* what chose the route, where a library chooses ("Ring/auto":
                                   * NCCL_ALGO / NCCL_PROTO in force); "" otherwise */
+    char wire_collective[16];    /* where a library reduces (nccl): the element type its collective
+                                  * moves ("fp8e4m3" natively, "fp32" around FP8 rounding, ...); "" otherwise */
 } SyncTraffic;
 
 typedef struct SyncOps {

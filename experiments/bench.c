@@ -322,6 +322,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         } else if (!strcmp(name, "--wire")) {
             CodecType t;
             if (codec_parse(v, &t) != 0) return rs_error(RS_ERR_INPUT, "bench: --wire '%s': expected fp32, bf16 or fp16", v);
+            if (codec_is_fp8(t))
+                return rs_error(RS_ERR_INPUT, "bench --wire %s: bench holds every element of the sum exact, and FP8's 3 "
+                                              "or 4 significant bits keep a sum's integers exact only up to 8 or 16 "
+                                              "(time FP8 with train --wire %s)", v, v);
             snprintf(o->wire, sizeof o->wire, "%s", v);
         } else if (!strcmp(name, "--bind")) {
             if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))

@@ -1,6 +1,7 @@
 /* claims_load.c - a folder of reports into per-configuration records: parse, check schema, median of repeats */
 #include "claims_load.h"
 #include "predict.h"
+#include "../base/codec.h"
 #include "../base/err.h"
 #include "../engine/report.h"
 
@@ -169,7 +170,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "params_hash");
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
-    if (strcmp(r->wire, "fp32")) r->grad_bytes /= 2; /* a 16-bit wire moves 2 bytes per parameter */
+    /* a 16-bit wire moves 2 bytes per parameter, FP8 1 (a ps's bf16 replies: 1.5 averaged) */
+    r->grad_bytes *= codec_wire_ratio(r->wire, !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps"));
     r->steps_run = load_num(sum, "steps", NULL, NULL);
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
     r->cores = cores >= 0 && cores <= 1e6 ? (int)cores : 0;

@@ -81,7 +81,8 @@ static void fc_usage(FILE *f) {
             "                     2..%d (default 2..1024)\n"
             "  --servers K|n      server processes of dedicated and byteps (default n: k = N)\n"
             "  --bucket-mb MB     DDP's gradient buckets (default 25; 0: one bucket)\n"
-            "  --wire W           fp32 | bf16 | fp16: the gradient on the wire (default fp32)\n"
+            "  --wire W           fp32 | bf16 | fp16 | fp8e4m3 | fp8e5m2: the gradient on the wire (default fp32;\n"
+            "                     FP8: the ps family's parameter replies in bf16)\n"
             "  --pipelined        the servers answer partitions as they land (BytePS's; default off)\n"
             "  --serial           every message a process handles costs alpha, one after another (the\n"
             "                     models count a round of messages sent at once as one alpha: at large N\n"
@@ -300,7 +301,8 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
             o->bucket_mb = strtod(v, &end);
             if (end == v || *end || !(o->bucket_mb >= 0)) return rs_error(RS_ERR_INPUT, "predict: --bucket-mb '%s': expected MiB >= 0", v);
         } else if (!strcmp(a, "--wire")) {
-            if (codec_parse(v, &o->wire)) return rs_error(RS_ERR_INPUT, "predict: --wire '%s': expected fp32, bf16 or fp16", v);
+            if (codec_parse(v, &o->wire))
+                return rs_error(RS_ERR_INPUT, "predict: --wire '%s': expected fp32, bf16, fp16, fp8e4m3 or fp8e5m2", v);
         }
     }
     int nlinks = !!links + !!link + (have_alpha || have_beta);
@@ -366,7 +368,8 @@ static double fc_serial_rounds(const FcArch *a, int n, int k, double a_model) {
 static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     int k = fc_servers(o, a, n), pipe = o->pipelined && a->serves;
     if (k < 0) return NAN;
-    double wire = o->wire == CODEC_F32 ? 1.0 : 0.5, g = grad * wire, bucket = o->bucket_mb * MiB * wire;
+    double wire = codec_wire_ratio(codec_name(o->wire), strcmp(a->sync, "ps") == 0 || strcmp(a->sync, "byteps") == 0);
+    double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
     double t = predict_step_comm(a->sync, a->placement, k, n, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;
     double am, bm;

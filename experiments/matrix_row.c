@@ -3,6 +3,7 @@
 #include "backends.h"
 #include "predict.h"
 #include "../base/atomicfile.h"
+#include "../base/codec.h"
 #include "../base/err.h"
 #include "../net/link.h"
 #include "../engine/sync.h"
@@ -91,8 +92,9 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     }
     if (!l) return -1;
     if (used) *used = *l;
-    /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire */
-    double eb = strcmp(g->wire, "fp32") ? 2.0 : 4.0;
+    /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire, 1 on
+     * FP8 (1.5 on the ps's: bf16 replies), codec_wire_ratio */
+    double eb = 4.0 * codec_wire_ratio(g->wire, !strcmp(g->sync, "ps") || !strcmp(g->sync, "byteps"));
     double n = eb * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
     if (emulated) {
         alpha += emu.latency_s;

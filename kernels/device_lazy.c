@@ -397,6 +397,11 @@ static void lazy_unpack(KernelCtx *c, float *dst, const void *src, size_t n, int
     INNER->unpack(c->inner, dst, src, n, type, scale);
 }
 
+static void lazy_amax(KernelCtx *c, float *out, const float *x, size_t n) {
+    lazy_drain(c->lq);
+    INNER->amax(c->inner, out, x, n);
+}
+
 static int lazy_sync(KernelCtx *c) {
     lazy_drain(c->lq);
     return INNER->sync(c->inner);
@@ -439,6 +444,7 @@ static const KernelOps lazy_kernel_ops = {
     .bias_relu_forward = lazy_bias_relu_forward,
     .pack = lazy_pack,
     .unpack = lazy_unpack,
+    .amax = lazy_amax,
 };
 
 /* ---- Public ---- */

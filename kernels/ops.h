@@ -180,12 +180,18 @@ typedef struct KernelOps {
     void (*bias_relu_forward)(KernelCtx *ctx, float *Y, const float *b, int rows, int cols);
 
     /* The wire's number formats (base/codec.h: type a CodecType, scale a power of two):
-     * pack writes n elements of type at dst (2 bytes each for bf16 / fp16, 4 for fp32)
-     * = round(src * scale), to nearest even; unpack writes dst = element / scale. Bit for
-     * bit codec_encode / codec_decode (a NaN stays a NaN; its payload may differ). dst and src
-     * must not overlap. */
+     * pack writes n elements of type at dst (1 byte each for FP8, 2 for bf16 / fp16, 4 for
+     * fp32) = round(src * scale), to nearest even (FP8 saturating); unpack writes dst =
+     * element / scale. Bare elements, no FP8 head: bit for bit codec_encode_elems /
+     * codec_decode_elems (a NaN stays a NaN; its payload may differ). dst and src must not
+     * overlap. */
     void (*pack)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale);
     void (*unpack)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale);
+
+    /* *out (one float in the context's memory: the device's for CUDA) = the largest finite
+     * |x[i]| over n elements, 0 for none (NaN and Inf do not count): what codec_fit scales an
+     * FP8 message by. */
+    void (*amax)(KernelCtx *ctx, float *out, const float *x, size_t n);
 } KernelOps;
 
 /* ---- Macros ---- */

@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1205,12 +1206,22 @@ static void cpu_adamw_step(KernelCtx *ctx, float *param, const float *grad, floa
 /* The wire's formats: base/codec.c's loops (the CUDA kernels' twins). */
 static void cpu_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
     Codec c = codec_make((CodecType)type, scale);
-    codec_encode(&c, src, dst, n);
+    codec_encode_elems(&c, src, dst, n);
 }
 
 static void cpu_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
     Codec c = codec_make((CodecType)type, scale);
-    codec_decode(&c, src, dst, n);
+    codec_decode_elems(&c, src, dst, n, 0);
+}
+
+/* The largest finite magnitude (twin of amax_kernel; codec_fit's loop). */
+static void cpu_amax(KernelCtx *ctx, float *out, const float *x, size_t n) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        m = a <= FLT_MAX && a > m ? a : m;
+    }
+    *out = m;
 }
 
 static const KernelOps cpu_ops = {
@@ -1250,6 +1261,7 @@ static const KernelOps cpu_ops = {
     .bias_relu_forward = cpu_bias_relu_forward,
     .pack = cpu_pack,
     .unpack = cpu_unpack,
+    .amax = cpu_amax,
 };
 
 /* The plain-C table. Never NULL. */

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -554,6 +555,28 @@ __global__ void unpack_f16_kernel(float *dst, const __half *src, size_t n, float
     OPS_FOR(i, n) dst[i] = __half2float(src[i]) * inv;
 }
 
+/* OCP FP8 (twins: codec_f32_to_e4m3 / _e5m2 and back): round to nearest even, saturating to the
+ * largest finite value (+-Inf too), NaN to NaN; decoding through binary16 is exact. */
+__global__ void pack_fp8_kernel(unsigned char *dst, const float *src, size_t n, float scale, __nv_fp8_interpretation_t f) {
+    OPS_FOR(i, n) dst[i] = (unsigned char)__nv_cvt_float_to_fp8(src[i] * scale, __NV_SATFINITE, f);
+}
+
+__global__ void unpack_fp8_kernel(float *dst, const unsigned char *src, size_t n, float inv, __nv_fp8_interpretation_t f) {
+    OPS_FOR(i, n) dst[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)src[i], f))) * inv;
+}
+
+/* *out (as the bits of a non-negative float, which order as unsigned ints) = max over n of the
+ * finite |x[i]|: a warp's largest, then one atomicMax a warp. *out starts at 0 (the launcher). */
+__global__ void amax_kernel(unsigned int *out, const float *x, size_t n) {
+    float m = 0.0f;
+    OPS_FOR(i, n) {
+        float a = fabsf(x[i]);
+        m = a <= 3.402823466e38f && a > m ? a : m;
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31u) == 0) atomicMax(out, __float_as_uint(m));
+}
+
 /* ---- Launchers ---- */
 
 /* Blocks for n elements at OPS_THREADS each, capped (the kernels stride over the rest). */
@@ -866,7 +889,10 @@ static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, flo
 /* fp32 on the wire is the floats times the scale (1: a copy). */
 static void cuda_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
     if (n == 0) return;
-    if (type == CODEC_BF16)
+    if (type == CODEC_E4M3 || type == CODEC_E5M2)
+        pack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((unsigned char *)dst, src, n, scale,
+                                                                        type == CODEC_E4M3 ? __NV_E4M3 : __NV_E5M2);
+    else if (type == CODEC_BF16)
         pack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale);
     else if (type == CODEC_F16)
         pack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale);
@@ -880,7 +906,10 @@ static void cuda_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int
 static void cuda_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
     if (n == 0) return;
     float inv = 1.0f / scale;
-    if (type == CODEC_BF16)
+    if (type == CODEC_E4M3 || type == CODEC_E5M2)
+        unpack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const unsigned char *)src, n, inv,
+                                                                          type == CODEC_E4M3 ? __NV_E4M3 : __NV_E5M2);
+    else if (type == CODEC_BF16)
         unpack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, inv);
     else if (type == CODEC_F16)
         unpack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, inv);
@@ -888,6 +917,13 @@ static void cuda_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, i
         if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
         if (inv != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, inv, n);
     }
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_amax(KernelCtx *ctx, float *out, const float *x, size_t n) {
+    if (cudaCheck(cudaMemsetAsync(out, 0, sizeof(float), ctx->stream))) ctx->failed = 1;
+    if (n == 0) return;
+    amax_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((unsigned int *)out, x, n);
     OPS_LAUNCH_CHECK(ctx);
 }
 
@@ -938,6 +974,7 @@ static const KernelOps cuda_ops = {
     cuda_bias_relu_forward,
     cuda_pack,
     cuda_unpack,
+    cuda_amax,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's

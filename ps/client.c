@@ -86,15 +86,21 @@ typedef struct {
     size_t sum_total, per;
     PsZeroCopy zc;
     SyncTraffic tr;
-    /* --wire: the gradients' codec (pushes, allreduce contributions, the allreduce's sum) and the
-     * parameters' (training replies: scale 1) */
-    Codec gc, pc;
-    int coded;                 /* a 16-bit wire: those payloads are encoded */
-    uint16_t dtype;            /* their dtype (WIRE_F32 under fp32) */
-    size_t el;                 /* bytes of one of their elements */
-    unsigned char *enc;        /* [nparams * el] pushes encoded at their keys (MEM_COMM; zero-copy
-                                * like the gradients they come from: rewritten a step later) */
-    unsigned char *enc_sum;    /* [enc_sum_cap * el] allreduce's contributions encoded (MEM_COMM) */
+    /* --wire: the gradients' codec (pushes), the parameters' (training replies: scale 1) and the
+     * allreduce's (contributions and sum): all the wire's type, except under FP8, a gradient
+     * format, where the parameters and the allreduce travel in bf16 */
+    Codec gc, pc, sc;
+    int coded;                 /* a 16- or 8-bit wire: the pushes are encoded */
+    int pcoded, scoded;        /* the parameters', the allreduce's payloads are encoded */
+    uint16_t dtype;            /* the pushes' dtype (WIRE_F32 under fp32) */
+    uint16_t pdtype, sdtype;   /* the parameters', the allreduce's */
+    size_t el;                 /* bytes of one pushed element */
+    size_t sel;                /* bytes of one allreduce element */
+    size_t enc_bytes;          /* enc's size */
+    size_t *enc_at;            /* [plan.nslices] where slice j's push is encoded in enc */
+    unsigned char *enc;        /* pushes encoded, each slice a message of its own (codec_bytes; MEM_COMM;
+                                * zero-copy like the gradients they come from: rewritten a step later) */
+    unsigned char *enc_sum;    /* [enc_sum_cap * sel] allreduce's contributions encoded (MEM_COMM) */
     size_t enc_sum_cap;
     /* --ps-consistency async / ssp:S: this worker's own pace */
     int async;
@@ -166,11 +172,11 @@ static int client_enc_sum(PsClient *c, size_t n) {
         if (!ps_zc_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
         free(c->enc_sum);
-        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->el));
+        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->sel));
     }
     c->enc_sum_cap = 0;
-    if (!(c->enc_sum = malloc(n * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
-    mem_account(MEM_COMM, (long long)(n * c->el));
+    if (!(c->enc_sum = malloc(n * c->sel))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    mem_account(MEM_COMM, (long long)(n * c->sel));
     c->enc_sum_cap = n;
     return RS_OK;
 }
@@ -246,10 +252,10 @@ static int client_drop(PsClient *c) {
  * left from the encode buffer, so the staging is free). Complete when it returns. */
 static int client_decode_sum(PsClient *c, const void *data, size_t at, size_t n) {
     if (c->host_visible) {
-        codec_decode(&c->gc, data, c->sum_buf + at, n);
+        codec_decode(&c->sc, data, c->sum_buf + at, n);
         return RS_OK;
     }
-    codec_decode(&c->gc, data, c->stage + at, n);
+    codec_decode(&c->sc, data, c->stage + at, n);
     return device_h2d(c->job.dev, c->sum_buf + at, c->stage + at, n * sizeof(float));
 }
 
@@ -271,7 +277,8 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         client_server_name(c, k, name, sizeof name);
         return rs_error(RS_ERR_PEER, "ps: rank %d: %s ended the job: %.*s", c->rank, name, len, (const char *)data);
     }
-    if (h.dtype != (c->kind == WAIT_INIT ? WIRE_F32 : c->dtype)) return client_drop(c); /* the start is fp32 */
+    if (h.dtype != (c->kind == WAIT_INIT ? WIRE_F32 : c->kind == WAIT_SUM ? c->sdtype : c->pdtype))
+        return client_drop(c); /* the start is fp32 */
     float *dst;
     size_t at;
     int idx, b = (int)h.bucket;
@@ -310,9 +317,9 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         at = (size_t)h.offset;
     }
     if (c->got[idx]) return client_drop(c);
-    if (c->kind == WAIT_SUM && c->coded) RS_TRY(client_decode_sum(c, data, at, (size_t)h.count));
+    if (c->kind == WAIT_SUM && c->scoded) RS_TRY(client_decode_sum(c, data, at, (size_t)h.count));
     else if (c->kind == WAIT_SUM) RS_TRY(device_h2d(c->job.dev, dst + at, data, pb)); /* complete before the release */
-    else if (c->kind == WAIT_STEP && c->coded) codec_decode(&c->pc, data, dst + at, (size_t)h.count);
+    else if (c->kind == WAIT_STEP && c->pcoded) codec_decode(&c->pc, data, dst + at, (size_t)h.count);
     else memcpy(dst + at, data, pb); /* training: host memory (the engine stages a GPU's) */
     c->got[idx] = 1;
     c->left--;
@@ -477,10 +484,16 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->wall_offset = clock_wall() - clock_now();
     c->host_visible = job->dev->host_visible;
     c->gc = codec_from_options(cfg->wire, cfg->loss_scale);
-    c->pc = codec_make(c->gc.type, 1.0f);
+    c->pc = codec_make(codec_is_fp8(c->gc.type) ? CODEC_BF16 : c->gc.type, 1.0f);
+    c->sc = codec_is_fp8(c->gc.type) ? c->pc : c->gc;
     c->coded = c->gc.type != CODEC_F32;
+    c->pcoded = c->pc.type != CODEC_F32;
+    c->scoded = c->sc.type != CODEC_F32;
     c->dtype = (uint16_t)wire_dtype_of(c->gc.type);
+    c->pdtype = (uint16_t)wire_dtype_of(c->pc.type);
+    c->sdtype = (uint16_t)wire_dtype_of(c->sc.type);
     c->el = codec_elem_bytes(c->gc.type);
+    c->sel = codec_elem_bytes(c->sc.type);
     atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
@@ -514,9 +527,16 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         c->t_push = calloc((size_t)job->nbuckets, sizeof *c->t_push);
         c->bucket_in = calloc((size_t)c->np, sizeof *c->bucket_in);
         if (!c->got || !c->bucket_left || !c->t_push || !c->bucket_in) return rs_error(RS_ERR_RUNTIME, "out of memory");
-        if (c->coded) { /* once: every push of the run is encoded here */
-            if (!(c->enc = malloc(c->nparams * c->el))) return rs_error(RS_ERR_RUNTIME, "out of memory");
-            mem_account(MEM_COMM, (long long)(c->nparams * c->el));
+        if (c->coded) { /* once: every push of the run is encoded here, slice after slice */
+            if (!(c->enc_at = malloc((size_t)c->plan.nslices * sizeof *c->enc_at)))
+                return rs_error(RS_ERR_RUNTIME, "out of memory");
+            c->enc_bytes = 0;
+            for (int j = 0; j < c->plan.nslices; j++) {
+                c->enc_at[j] = c->enc_bytes;
+                c->enc_bytes += codec_bytes(c->gc.type, c->plan.slices[j].count);
+            }
+            if (!(c->enc = malloc(c->enc_bytes ? c->enc_bytes : 1))) return rs_error(RS_ERR_RUNTIME, "out of memory");
+            mem_account(MEM_COMM, (long long)c->enc_bytes);
         }
     }
     const LinkSpec *ln = link_get();
@@ -524,7 +544,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
         size_t most = c->sum_striped ? c->per : 0;
         for (int j = 0; j < c->plan.nslices; j++)
             if (c->plan.slices[j].count > most) most = c->plan.slices[j].count;
-        double t = (double)(most * c->el + WIRE_HEADER_BYTES) / ln->bytes_per_s;
+        double t = (double)(codec_bytes(c->gc.type, most) + WIRE_HEADER_BYTES) / ln->bytes_per_s;
         c->credit = t > 0.002 ? t : 0.002;
     }
     if (c->rank >= c->nlocal) { /* no server here: this worker's host names the transport its servers use */
@@ -723,11 +743,11 @@ static int ps_start(void *state, int step, int b, float *grad, float *out) {
         const ShardSlice *sl = &c->plan.slices[j];
         const void *data = grad + (sl->off - bk->lo);
         size_t bytes = sl->count * sizeof(float);
-        if (c->coded) { /* x * scale in the wire's type, at the slice's keys */
-            unsigned char *e = c->enc + sl->off * c->el;
+        if (c->coded) { /* x * scale in the wire's type (FP8: the slice's own scale ahead) */
+            unsigned char *e = c->enc + c->enc_at[j];
             codec_encode(&c->gc, grad + (sl->off - bk->lo), e, sl->count);
             data = e;
-            bytes = sl->count * c->el;
+            bytes = codec_bytes(c->gc.type, sl->count);
         }
         if (c->local[sl->server]) RS_TRY(client_push_send(c, j, data, bytes));
         else RS_TRY(sendq_put(&c->q, j, data, bytes));
@@ -822,7 +842,7 @@ static int client_sum_send(void *arg, int b, const void *data, size_t bytes) {
     h.bucket = (uint32_t)b;
     h.offset = sl->off;
     h.count = sl->count;
-    h.dtype = c->dtype;
+    h.dtype = c->sdtype;
     return client_send(c, sl->server, &h, data, bytes);
 }
 
@@ -837,8 +857,8 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
         c->sq.head = c->sq.n = 0;
         for (int b = 0; b < nchunks; b++) {
             const ShardSlice *sl = &c->sum_sl[b];
-            const void *data = c->coded ? (const void *)(c->enc_sum + sl->off * c->el) : (const void *)(src + sl->off);
-            size_t bytes = sl->count * (c->coded ? c->el : sizeof(float));
+            const void *data = c->scoded ? (const void *)(c->enc_sum + sl->off * c->sel) : (const void *)(src + sl->off);
+            size_t bytes = sl->count * (c->scoded ? c->sel : sizeof(float));
             if (c->local[sl->server]) RS_TRY(client_sum_send(c, b, data, bytes));
             else RS_TRY(sendq_put(&c->sq, b, data, bytes));
             client_owe(c, sl->server);
@@ -855,10 +875,10 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
             h.bucket = (uint32_t)b;
             h.offset = c->split[j].off;
             h.count = c->split[j].count;
-            if (c->coded) {
-                h.dtype = c->dtype;
-                RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->el,
-                                   c->split[j].count * c->el));
+            if (c->scoded) {
+                h.dtype = c->sdtype;
+                RS_TRY(client_send(c, c->split[j].server, &h, c->enc_sum + c->split[j].off * c->sel,
+                                   c->split[j].count * c->sel));
             } else {
                 RS_TRY(client_send(c, c->split[j].server, &h, src + c->split[j].off,
                                    c->split[j].count * sizeof(float)));
@@ -912,9 +932,9 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
     RS_TRY(client_stage(c, count));
     const float *src;
     RS_TRY(client_host_view(c, buf, 0, count, &src));
-    if (c->coded) { /* the whole contribution encoded once; its slices leave from there */
+    if (c->scoded) { /* the whole contribution encoded once; its slices leave from there */
         RS_TRY(client_enc_sum(c, count));
-        codec_encode(&c->gc, src, c->enc_sum, count);
+        codec_encode(&c->sc, src, c->enc_sum, count);
     }
     c->kind = WAIT_SUM;
     c->sum_in = 0;
@@ -990,11 +1010,12 @@ static void ps_destroy(void *state) {
     if (drained) device_host_free(c->job.dev, c->stage, c->stage_cap * sizeof(float), MEM_COMM);
     if (c->enc && drained) {
         free(c->enc);
-        mem_account(MEM_COMM, -(long long)(c->nparams * c->el));
+        mem_account(MEM_COMM, -(long long)c->enc_bytes);
     }
+    free(c->enc_at);
     if (c->enc_sum && drained) {
         free(c->enc_sum);
-        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->el));
+        mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->sel));
     }
     if (!drained) log_warn("ps: rank %d: pushes still in flight at exit", c->rank);
     shard_plan_free(&c->plan);

@@ -94,12 +94,15 @@ struct PsServer {
     double cur_in;           /* --link: when it is in on this process's interface (server_accept) */
     double t_last;
     PsZeroCopy zc;
-    /* --wire (docs/ps-protocol.md): contributions arrive in the gradients' codec and are
-     * decoded to fp32; replies leave in the parameters' (PARAMS) or the gradients' (SUMMED) */
-    Codec gc, pc;
-    int coded;               /* a 16-bit wire */
-    uint16_t dtype;          /* the wire's dtype (WIRE_F32 under fp32) */
-    size_t el;               /* bytes of one wire element */
+    /* --wire (docs/ps-protocol.md): pushes arrive in the gradients' codec and are decoded to
+     * fp32; replies leave in the parameters' (PARAMS); the allreduce (SUM, SUMMED) travels in
+     * the allreduce's. All three are the wire's type but under FP8, a gradient format, where the
+     * parameters and the allreduce travel in bf16 (ps/client.c) */
+    Codec gc, pc, sc;
+    int coded;               /* a 16- or 8-bit wire */
+    uint16_t dtype;          /* the pushes' dtype (WIRE_F32 under fp32) */
+    uint16_t pdtype, sdtype; /* the parameters', the allreduce's */
+    size_t el;               /* bytes of one element of a reply (PARAMS, SUMMED) */
     /* --ps-consistency async / ssp:S (S >= 1): each push applied as it arrives */
     int async;               /* 1: the path below; 0: the synchronous step */
     int bound;               /* S, or CONFIG_ASYNC: no bound */
@@ -462,16 +465,22 @@ static void sum_pair(float *restrict y, const unsigned char *restrict a, const u
 static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n) {
     size_t N = (size_t)s->a.nworkers;
     zmq_msg_t *m = ph->held + (size_t)b * N;
+    const Codec *c = ph->op == WIRE_PUSH ? &s->gc : &s->sc;
+    size_t el = codec_elem_bytes(c->type), head = codec_head_bytes(c->type); /* FP8: each message's scale ahead */
     for (size_t i = 0; i < n; i += PS_TILE) {
         size_t k = n - i < PS_TILE ? n - i : PS_TILE;
         float *y = sum + i;
-        const unsigned char *x0 = (const unsigned char *)zmq_msg_data(&m[0]) + i * s->el;
-        size_t r = 1;
-        if (!s->coded && N >= 2) /* fp32: the first two in one pass */
-            sum_pair(y, x0, (const unsigned char *)zmq_msg_data(&m[r++]) + i * s->el, k);
-        else
-            codec_decode(&s->gc, x0, y, k);
-        for (; r < N; r++) codec_decode_add(&s->gc, (const unsigned char *)zmq_msg_data(&m[r]) + i * s->el, y, k);
+        size_t r = 0;
+        if (c->type == CODEC_F32 && N >= 2) { /* fp32: the first two in one pass */
+            sum_pair(y, (const unsigned char *)zmq_msg_data(&m[0]) + i * el,
+                     (const unsigned char *)zmq_msg_data(&m[1]) + i * el, k);
+            r = 2;
+        }
+        for (; r < N; r++) {
+            const unsigned char *x = zmq_msg_data(&m[r]);
+            Codec f = head ? codec_head_get(c->type, x) : *c;
+            codec_decode_elems(&f, x + head + i * el, y, k, r > 0);
+        }
     }
     for (size_t r = 0; r < N; r++) {
         zframe_close(&m[r]);
@@ -507,7 +516,7 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     RS_TRY(d->k->sync(d->kctx));
     size_t bytes = n * sizeof(float);
     if (s->coded) { /* the parameters rounded (scale 1), or the sum x scale rounded once, for every rank */
-        codec_encode(ph->op == WIRE_PUSH ? &s->pc : &s->gc, payload, ph->enc + at * s->el, n);
+        codec_encode(ph->op == WIRE_PUSH ? &s->pc : &s->sc, payload, ph->enc + at * s->el, n);
         payload = ph->enc + at * s->el;
         bytes = n * s->el;
     }
@@ -528,7 +537,7 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     h.count = n;
     h.total = ph->total;
     h.sender = (uint16_t)s->a.id;
-    h.dtype = s->dtype;
+    h.dtype = ph->op == WIRE_PUSH ? s->pdtype : s->sdtype;
     return server_reply_all(s, &h, payload, bytes);
 }
 
@@ -595,7 +604,7 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
             codec_encode(&s->pc, src + at, s->train.enc + at * s->el, sl->count);
             payload = s->train.enc + at * s->el;
             bytes = sl->count * s->el;
-            h.dtype = s->dtype;
+            h.dtype = s->pdtype;
         }
         double stamp = server_pace(s, r, bytes);
         if (ps_send(s->router, id, idlen, &h, payload, bytes, zc, stamp) < 0)
@@ -650,11 +659,12 @@ static int async_release(PsServer *s) {
  * message (or a worker's buffer lent zero-copy) is released next. */
 static int server_take(PsServer *s, PsPhase *ph, float *dst, size_t at, const void *data, size_t n) {
     if (!s->coded) return device_h2d(s->dev, dst, data, n * sizeof(float));
+    const Codec *c = ph->op == WIRE_PUSH ? &s->gc : &s->sc;
     if (s->host_visible) {
-        codec_decode(&s->gc, data, dst, n);
+        codec_decode(c, data, dst, n);
         return RS_OK;
     }
-    codec_decode(&s->gc, data, ph->dec + at, n);
+    codec_decode(c, data, ph->dec + at, n);
     return device_h2d(s->dev, dst, ph->dec + at, n * sizeof(float));
 }
 
@@ -739,7 +749,7 @@ static int async_check_time(PsServer *s, double now) {
 /* WIRE_PUSH / WIRE_SUM: worker r's contribution to one slice. */
 static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h, const void *data) {
     char why[160];
-    if (h->dtype != s->dtype)
+    if (h->dtype != (ph->op == WIRE_PUSH ? s->dtype : s->sdtype))
         return server_drop(s, ph->op == WIRE_PUSH ? "a push in another number format than this run's --wire"
                                                   : "a contribution in another number format than this run's --wire");
     if (ph->op == WIRE_PUSH) {
@@ -1291,10 +1301,13 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     s->dev = a->dev;
     s->host_visible = a->dev->host_visible;
     s->gc = codec_from_options(a->cfg->wire, a->cfg->loss_scale);
-    s->pc = codec_make(s->gc.type, 1.0f);
+    s->pc = codec_make(codec_is_fp8(s->gc.type) ? CODEC_BF16 : s->gc.type, 1.0f);
+    s->sc = codec_is_fp8(s->gc.type) ? s->pc : s->gc;
     s->coded = s->gc.type != CODEC_F32;
     s->dtype = (uint16_t)wire_dtype_of(s->gc.type);
-    s->el = codec_elem_bytes(s->gc.type);
+    s->pdtype = (uint16_t)wire_dtype_of(s->pc.type);
+    s->sdtype = (uint16_t)wire_dtype_of(s->sc.type);
+    s->el = codec_elem_bytes(s->pc.type);
     if (a->nservers > 1) snprintf(s->name, sizeof s->name, "ps server %d", a->id);
     else snprintf(s->name, sizeof s->name, "ps server");
     double per = a->cfg->bucket_mb * 1048576.0 / sizeof(float);

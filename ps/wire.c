@@ -92,24 +92,33 @@ WireErr wire_decode(const void *buf, size_t len, WireHeader *h) {
 }
 
 size_t wire_dtype_bytes(int dtype) {
-    return dtype == WIRE_F32 ? 4 : dtype == WIRE_BF16 || dtype == WIRE_F16 ? 2 : dtype == WIRE_TEXT ? 1 : 0;
+    return dtype == WIRE_F32                           ? 4
+           : dtype == WIRE_BF16 || dtype == WIRE_F16   ? 2
+           : dtype == WIRE_TEXT                        ? 1
+           : dtype == WIRE_E4M3 || dtype == WIRE_E5M2 ? 1
+                                                       : 0;
 }
 
 int wire_dtype_allowed(int op, int dtype) {
     if (op == WIRE_ABORT) return dtype == WIRE_TEXT;
+    if (op == WIRE_PUSH && (dtype == WIRE_E4M3 || dtype == WIRE_E5M2)) return 1; /* FP8: gradients only */
     if (op == WIRE_INIT || op == WIRE_PUSH || op == WIRE_PARAMS || op == WIRE_SUM || op == WIRE_SUMMED)
         return dtype == WIRE_F32 || dtype == WIRE_BF16 || dtype == WIRE_F16;
     return dtype == WIRE_F32;
 }
 
 WireDtype wire_dtype_of(int codec_type) {
-    return codec_type == CODEC_BF16 ? WIRE_BF16 : codec_type == CODEC_F16 ? WIRE_F16 : WIRE_F32;
+    return codec_type == CODEC_BF16   ? WIRE_BF16
+           : codec_type == CODEC_F16  ? WIRE_F16
+           : codec_type == CODEC_E4M3 ? WIRE_E4M3
+           : codec_type == CODEC_E5M2 ? WIRE_E5M2
+                                      : WIRE_F32;
 }
 
 size_t wire_payload_bytes(const WireHeader *h) {
-    size_t el = wire_dtype_bytes(h->dtype);
-    if (el && h->count > SIZE_MAX / el) return 0;
-    return (size_t)h->count * el;
+    size_t el = wire_dtype_bytes(h->dtype), head = h->dtype == WIRE_E4M3 || h->dtype == WIRE_E5M2 ? CODEC_HEAD_BYTES : 0;
+    if (el && h->count > (SIZE_MAX - head) / el) return 0;
+    return head + (size_t)h->count * el;
 }
 
 WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t payload_bytes) {
@@ -118,7 +127,7 @@ WireErr wire_check(const WireHeader *h, uint64_t token, int has_payload, size_t 
         if (has_payload) return WIRE_E_PAYLOAD;
     } else if (wire_op_has_payload(h->op)) {
         size_t el = wire_dtype_bytes(h->dtype);
-        if (!el || !has_payload || h->count == 0 || h->count > SIZE_MAX / el || payload_bytes != wire_payload_bytes(h))
+        if (!el || !has_payload || h->count == 0 || h->count > (SIZE_MAX - 8) / el || payload_bytes != wire_payload_bytes(h))
             return WIRE_E_PAYLOAD;
     } else if (has_payload || h->count != 0) {
         return WIRE_E_PAYLOAD;

@@ -14,15 +14,17 @@
  *    4 u16 version                  32 u64 count   elements in the payload
  *    6 u16 op                       40 u64 total   keys of the whole space (nparams, or the
  *    8 u64 token   hash of the job token              allreduce's element count)
- *   16 u32 step    step (or allreduce call)     48 u16 dtype   WIRE_F32, WIRE_BF16, WIRE_F16
- *                                                              or WIRE_TEXT
+ *   16 u32 step    step (or allreduce call)     48 u16 dtype   WIRE_F32, WIRE_BF16, WIRE_F16,
+ *                                                              WIRE_E4M3, WIRE_E5M2 or WIRE_TEXT
  *   20 u32 bucket  bucket (or allreduce chunk)  50 u16 sender  worker rank (server id in replies)
  *                                               52 u32 samples the step's global samples (WIRE_STEP)
  *
- * The payload frame holds exactly count elements of dtype, or is absent (count 0). Ops with a
+ * The payload frame holds exactly count elements of dtype (an FP8 payload: its 4-byte scale,
+ * base/codec.h's head, then the count bytes), or is absent (count 0). Ops with a
  * payload need count > 0, except BATCH, LOGITS and DLOGITS: a rank's chunk of a DataParallel
  * batch may be empty (count 0, no payload frame). ABORT's payload is text; the parameters' and
- * gradients' ops (INIT, PUSH, PARAMS, SUM, SUMMED) carry f32, bf16 or f16 elements (--wire:
+ * gradients' ops (INIT, PUSH, PARAMS, SUM, SUMMED) carry f32, bf16 or f16 elements, PUSH also
+ * E4M3 or E5M2 (--wire:
  * which one a run uses for which op is the receiver's check, ps/client.c); every other op is
  * f32 (BATCH's labels are int32 words of f32's size).
  *
@@ -54,7 +56,7 @@ typedef enum {
 } WireOp;
 
 /* An element's type: 4 bytes (f32), 2 (bf16, f16: base/codec.h's formats) or 1 (text). */
-typedef enum { WIRE_F32 = 1, WIRE_TEXT = 2, WIRE_BF16 = 3, WIRE_F16 = 4 } WireDtype;
+typedef enum { WIRE_F32 = 1, WIRE_TEXT = 2, WIRE_BF16 = 3, WIRE_F16 = 4, WIRE_E4M3 = 5, WIRE_E5M2 = 6 } WireDtype;
 
 /* Why a header was refused (0: accepted). */
 typedef enum {
@@ -103,14 +105,15 @@ int wire_op_has_payload(int op);
 /* 1 when op's payload may be empty (count 0, no frame): a DataParallel chunk of no rows. */
 int wire_op_may_be_empty(int op);
 
-/* Payload bytes the header announces (count * element size); 0 for an unknown dtype. */
+/* Payload bytes the header announces (count * element size, and an FP8 payload's 4-byte scale);
+ * 0 for an unknown dtype. */
 size_t wire_payload_bytes(const WireHeader *h);
 
-/* Bytes of one element of dtype: 4 (f32), 2 (bf16, f16), 1 (text); 0 for an unknown dtype. */
+/* Bytes of one element of dtype: 4 (f32), 2 (bf16, f16), 1 (text, E4M3, E5M2); 0 for an unknown dtype. */
 size_t wire_dtype_bytes(int dtype);
 
 /* 1 when op may carry dtype: text for ABORT; f32, bf16 or f16 for INIT, PUSH, PARAMS, SUM and
- * SUMMED; f32 for every other op. */
+ * SUMMED, and E4M3 or E5M2 for PUSH (FP8 is a gradient format); f32 for every other op. */
 int wire_dtype_allowed(int op, int dtype);
 
 /* The dtype of a codec type (base/codec.h's CodecType: 0 f32, 1 bf16, 2 f16; f32 otherwise). */

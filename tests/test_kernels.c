@@ -635,12 +635,18 @@ static void test_cuda_wire(void) {
         x[i] = isnan(v) ? 1.0f : v;
     }
     for (size_t i = 65536; i < 65536 + 1000; i++) x[i] = ldexpf((float)(i % 97), -30 + (int)(i % 20)); /* fp16 subnormals */
-    const int types[3] = {CODEC_BF16, CODEC_F16, CODEC_F32};
+    for (size_t i = 65536 + 1000; i < 65536 + 1000 + 4096; i++) { /* FP8's neighbourhood: its subnormals, ties, max */
+        uint32_t u = 0x3a000000u + (uint32_t)(i % 4096) * 0x8000u + (i % 5 == 0 ? 0x40000u : 0);
+        memcpy(&x[i], &u, 4);
+        if (i % 2) x[i] = -x[i] * 64.0f;
+    }
+    x[70000] = INFINITY, x[70001] = -INFINITY, x[70002] = 1e30f;
+    const int types[5] = {CODEC_BF16, CODEC_F16, CODEC_F32, CODEC_E4M3, CODEC_E5M2};
     const float scales[2] = {1.0f, 1024.0f};
     float *gx = gpu_put(x, n * 4);
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 5; t++)
         for (int k = 0; k < 2; k++) {
-            size_t eb = types[t] == CODEC_F32 ? 4 : 2;
+            size_t eb = codec_elem_bytes((CodecType)types[t]);
             unsigned char *want = malloc(n * eb);
             float *back = malloc(n * 4);
             c->pack(cpu_ctx, want, x, n, types[t], scales[k]);
@@ -659,6 +665,13 @@ static void test_cuda_wire(void) {
                       codec_name((CodecType)types[t]), scales[k], bad, badb);
             free(want), free(back), free(hw), free(hb);
         }
+    /* the FP8 scale's amax: the same float as the CPU's (NaN and Inf left out) */
+    float want, *gm = gpu_put(NULL, 4), *got;
+    kernels_cpu()->amax(cpu_ctx, &want, x, n);
+    gpu.k->amax(gpu.kctx, gm, gx, n);
+    got = gpu_take(gm, 4);
+    CHECK_MSG(*got == want && want == 1e30f, "amax: GPU %g, CPU %g", *got, want);
+    free(got);
     free(gpu_take(gx, n * 4));
     free(x);
 }
@@ -675,6 +688,18 @@ static void test_cpu_wire(void) {
     c->pack(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f);
     c->unpack(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f);
     CHECK(y[2] > 2.97e-9f && y[2] < 3.03e-9f && y[0] == 1.0f); /* a loss scale keeps what fp16 alone loses */
+    unsigned char b[5];
+    c->pack(cpu_ctx, b, x, 5, CODEC_E4M3, 256.0f); /* bare elements: no head */
+    CHECK(b[0] == codec_f32_to_e4m3(256.0f) && b[3] == 0xfe && b[2] == 0); /* saturates; 3e-9 x 256 underflows */
+    c->unpack(cpu_ctx, y, b, 5, CODEC_E4M3, 256.0f);
+    CHECK(y[0] == 1.0f && y[3] == -1.75f && y[4] == codec_e4m3_to_f32(codec_f32_to_e4m3(25.6f)) / 256.0f);
+    c->pack(cpu_ctx, b, x, 5, CODEC_E5M2, 1.0f);
+    CHECK(b[0] == 0x3c && b[3] == 0xfb); /* -65520 saturates to -57344 */
+    float m, v[4] = {NAN, -3.5f, INFINITY, 2.0f};
+    c->amax(cpu_ctx, &m, v, 4);
+    CHECK(m == 3.5f);
+    c->amax(cpu_ctx, &m, v, 0);
+    CHECK(m == 0.0f);
 }
 
 /* A CUDA build links no cuBLAS: its first context loads it. Without a GPU that context fails

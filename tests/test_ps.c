@@ -135,13 +135,28 @@ static void test_wire_rejects(void) {
     for (int e = 0; e < WIRE_NERRS; e++) CHECK(strcmp(wire_strerror((WireErr)e), "?"));
 }
 
-/* The 16-bit dtypes: on the parameters' and gradients' ops only, 2 bytes an element. */
+/* The 16-bit dtypes: on the parameters' and gradients' ops only, 2 bytes an element; FP8 on
+ * pushes only, 1 byte an element and the message's 4-byte scale. */
 static void test_wire_dtypes(void) {
     uint64_t tok = wire_token(TOKEN_TEXT);
     CHECK(wire_dtype_bytes(WIRE_F32) == 4 && wire_dtype_bytes(WIRE_BF16) == 2 && wire_dtype_bytes(WIRE_F16) == 2 &&
-          wire_dtype_bytes(WIRE_TEXT) == 1 && wire_dtype_bytes(0) == 0 && wire_dtype_bytes(5) == 0);
+          wire_dtype_bytes(WIRE_TEXT) == 1 && wire_dtype_bytes(0) == 0 && wire_dtype_bytes(7) == 0 &&
+          wire_dtype_bytes(WIRE_E4M3) == 1 && wire_dtype_bytes(WIRE_E5M2) == 1);
     CHECK(wire_dtype_of(CODEC_F32) == WIRE_F32 && wire_dtype_of(CODEC_BF16) == WIRE_BF16 &&
-          wire_dtype_of(CODEC_F16) == WIRE_F16);
+          wire_dtype_of(CODEC_F16) == WIRE_F16 && wire_dtype_of(CODEC_E4M3) == WIRE_E4M3 &&
+          wire_dtype_of(CODEC_E5M2) == WIRE_E5M2);
+    for (int op = 1; op < WIRE_NOPS; op++) {
+        WireHeader h = wire_header(tok, (WireOp)op), g;
+        h.dtype = WIRE_E5M2;
+        h.count = 5;
+        unsigned char b[WIRE_HEADER_BYTES];
+        wire_encode(&h, b);
+        WireErr e = wire_decode(b, sizeof b, &g);
+        CHECK_MSG(op == WIRE_PUSH ? e == WIRE_OK : e == WIRE_E_DTYPE, "%s in E5M2: %s", wire_op_name(op), wire_strerror(e));
+        if (op != WIRE_PUSH) continue;
+        CHECK(wire_payload_bytes(&g) == 5 + CODEC_HEAD_BYTES && wire_check(&g, tok, 1, 9) == WIRE_OK &&
+              wire_check(&g, tok, 1, 5) == WIRE_E_PAYLOAD);
+    }
     int coded[] = {WIRE_INIT, WIRE_PUSH, WIRE_PARAMS, WIRE_SUM, WIRE_SUMMED};
     for (int op = 1; op < WIRE_NOPS; op++) {
         int is = 0;

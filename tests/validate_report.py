@@ -228,6 +228,11 @@ def check_traffic(c, e, path):
     if measured is not None and how is not None:
         c.expect(measured == (how != "nccl"), p + ".measured",
                  "%r with transport %r: only nccl's counts are derived (from the ring it ran)" % (measured, how))
+    wc = tr.get("wire_collective")
+    if wc is not None:  # nccl only: the element type NCCL's collective moves
+        c.expect(how == "nccl" and wc in ("fp32", "bf16", "fp16", "fp8e4m3", "fp8e5m2"), p + ".wire_collective",
+                 "%r with transport %r: only nccl names its collective's type (fp32, bf16, fp16, fp8e4m3, fp8e5m2)"
+                 % (wc, how))
     busy = tr.get("link_busy_s")
     if busy is not None:  # --link only: the interface's booked seconds each way
         c.expect(isinstance(busy, dict) and all(isinstance(busy.get(k), (int, float)) and busy[k] >= 0
@@ -518,8 +523,9 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     b, steps = backend_of(rep), (rep.get("summary") or {}).get("steps")
     arch, how = b.get("architecture"), (rep.get("summary") or {}).get("transport")
     G = param_bytes(cfg, workers)
-    if cfg.get("wire", "fp32") != "fp32":  # bf16 / fp16 on the wire: 2 bytes a parameter
-        G //= 2
+    # bf16 / fp16 on the wire: 2 bytes a parameter; FP8: 1 (and a 4-byte scale a message; the ps's
+    # parameter replies in bf16, above this floor)
+    G //= {"bf16": 2, "fp16": 2, "fp8e4m3": 4, "fp8e5m2": 4}.get(cfg.get("wire", "fp32"), 1)
     if not isinstance(steps, int) or not G or not isinstance(n, int):
         return
     floors = {}  # rank -> (bytes_sent floor, bytes_received floor)

@@ -304,7 +304,29 @@ print("max |loss(nccl bf16) - loss(ring bf16)| = %.3g over %d points" % (d, min(
 sys.exit(0 if len(a) == len(b) and d <= 0.05 else 1)' "$log_dir/nccl_wire.json" "$log_dir/ring_wire_cuda.json"
 }
 
-export -f nccl_pinned nccl_four nccl_tree nccl_straggler nccl_wire
+# nccl_fp8 : --wire fp8e4m3 and fp8e5m2 over NCCL: NCCL's FP8 types on sm_90+ (traffic.wire_collective
+# names the format), else FP8 rounding around an fp32 all-reduce ("fp32"); training at 2 ranks
+# within FP8's claim-5 tolerance (2%) of the host ring's FP8 run on the same GPU.
+nccl_fp8() {
+    local w
+    for w in fp8e4m3 fp8e5m2; do
+        ranks_one_gpu 2 train --sync nccl --device cuda --wire $w --layers 784,256,10 --steps 30 \
+            --report "$log_dir/nccl_$w.json" || return
+        timeout 120 "$build/ringside" train -n 2 --sync ring --device cuda --wire $w --layers 784,256,10 --steps 30 \
+            --report "$log_dir/ring_$w.json" || return
+        python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ca, cb = ([x[1] for x in r["summary"]["loss_curve"]] for r in (a, b))
+area = sum(abs(x - y) for x, y in zip(ca, cb)) / sum(cb)
+how = {e["traffic"].get("wire_collective") for e in a["ranks"]}
+print("%s: nccl moved %s; mean |loss(nccl) - loss(ring)| / mean loss %.2f%%" % (sys.argv[3], how, 100 * area))
+sys.exit(0 if len(ca) == len(cb) and area <= 0.02 and len(how) == 1 and how <= {sys.argv[3], "fp32"} else 1)' \
+            "$log_dir/nccl_$w.json" "$log_dir/ring_$w.json" $w || return
+    done
+}
+
+export -f nccl_pinned nccl_four nccl_tree nccl_straggler nccl_wire nccl_fp8
 # one_rank_staged : one rank with the host ring and with ps on the GPU: the engine stages
 # through pinned memory at one rank too; the loss must fall.
 one_rank_staged() {
@@ -326,5 +348,6 @@ check nccl_four nccl_four
 check nccl_tree nccl_tree
 check nccl_straggler nccl_straggler
 check nccl_wire nccl_wire
+check nccl_fp8 nccl_fp8
 
 print_table
