@@ -485,29 +485,28 @@ int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step
           *world = cJSON_GetObjectItem(j, "world"), *sv = cJSON_GetObjectItem(j, "servers"),
           *opt = cJSON_GetObjectItem(j, "options");
     if (!cJSON_IsString(model) || strcmp(model->valuestring, m->model))
-        snprintf(why, sizeof why, "another model (--model %s, this run %s)",
+        snprintf(why, sizeof why, "another model (--model %s there, %s here)",
                  cJSON_IsString(model) ? model->valuestring : "?", m->model);
     else if (!cJSON_IsNumber(np) || (size_t)np->valuedouble != m->nparams)
-        snprintf(why, sizeof why, "another model size (%.0f parameters, this run %zu)",
+        snprintf(why, sizeof why, "another model size (%.0f parameters there, %zu here)",
                  cJSON_IsNumber(np) ? np->valuedouble : -1.0, m->nparams);
     else if (!cJSON_IsNumber(world) || world->valueint != m->world)
-        snprintf(why, sizeof why, "another world size (%d workers, this run %d)",
+        snprintf(why, sizeof why, "another world size (%d workers there, %d here)",
                  cJSON_IsNumber(world) ? world->valueint : -1, m->world);
     else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valueint != m->servers))
-        snprintf(why, sizeof why, "another number of parameter servers (%d, this run %d)",
+        snprintf(why, sizeof why, "another number of parameter servers (%d there, %d here)",
                  cJSON_IsNumber(sv) ? sv->valueint : -1, m->servers);
     else if (!cJSON_IsString(opt))
         snprintf(why, sizeof why, "no options in its manifest");
     else if (steps < *step)
-        snprintf(why, sizeof why, "it is at step %ld, past this run's %ld steps (--steps must be at least %ld)", *step,
-                 steps, *step);
+        snprintf(why, sizeof why, "this run's %ld steps end before it (--steps must be at least %ld)", steps, *step);
     if (!why[0] && cJSON_IsString(opt)) {
         char d[600];
         if (config_resume_diff(m->options, opt->valuestring, d, sizeof d))
-            snprintf(why, sizeof why, "other options: %s", d);
+            snprintf(why, sizeof why, "another value of %s", d);
     }
     cJSON_Delete(j);
-    if (why[0]) return rs_error(RS_ERR_INPUT, "--resume %s: the checkpoint of step %ld is of %s", dir, *step, why);
+    if (why[0]) return rs_error(RS_ERR_INPUT, "--resume %s: its checkpoint of step %ld does not fit this run: %s", dir, *step, why);
     return RS_OK;
 }
 
