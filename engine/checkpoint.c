@@ -358,7 +358,7 @@ static void ckpt_part_name(const CkptMeta *m, int i, char *out, size_t len) {
     else snprintf(out, len, "server-%d.bin", i - m->world);
 }
 
-int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout) {
+int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout, size_t *bytes) {
     char sd[1024], path[1100], name[64], hex[17];
     ckpt_step_dir(dir, step, sd, sizeof sd);
     cJSON *root = cJSON_CreateObject(), *parts = cJSON_CreateArray();
@@ -368,6 +368,7 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
         return rs_error(RS_ERR_RUNTIME, "out of memory");
     }
     int nparts = m->world + m->servers, rc = RS_OK;
+    *bytes = 0;
     double t0 = clock_now();
     for (int i = 0; i < nparts && rc == RS_OK; i++) {
         ckpt_part_name(m, i, name, sizeof name);
@@ -380,6 +381,7 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
                 size_t len = p.len;
                 ckpt_part_free(&p);
                 if (ours) {
+                    *bytes += len;
                     cJSON *o = cJSON_CreateObject();
                     cJSON_AddStringToObject(o, "name", name);
                     cJSON_AddNumberToObject(o, "bytes", (double)len);

@@ -90,8 +90,9 @@ uint64_t ckpt_job_hash(const char *token);
  * part (rank-0..world-1, server-0..servers-1) of this job is in DIR/step-NNNNNN and checks out,
  * then writes the MANIFEST (the schema, build, model, world, servers, the options and their hash,
  * the step, each part's size and checksum), and removes older checkpoints but the newest
- * complete one before it. 0, or RS_ERR_PEER naming the missing part, RS_ERR_RUNTIME. */
-int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout);
+ * complete one before it; *bytes gets the parts' bytes in all. 0, or RS_ERR_PEER naming the
+ * missing part, RS_ERR_RUNTIME. */
+int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout, size_t *bytes);
 
 /* The newest complete checkpoint in dir (the highest step with a MANIFEST) checked against this
  * run (m, and steps: this run's total, which must not be less): *step its step. 0, or

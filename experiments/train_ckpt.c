@@ -1,5 +1,6 @@
 /* train_ckpt.c - a training run's checkpoints: the checks before it starts, each rank's part, rank 0's manifest, the resume */
 #include "train_run.h"
+#include "../base/clock.h"
 #include "../base/config.h"
 #include "../base/err.h"
 #include "../base/log.h"
@@ -35,6 +36,7 @@ static void ckpt_rank_name(int rank, char *out, size_t len) { snprintf(out, len,
 
 int train_ckpt_save(Run *r, int step) {
     Model *m = &r->model;
+    double t0 = clock_now();
     size_t bytes = m->nparams * sizeof(float);
     float *h = malloc(bytes ? bytes : 1);
     if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory for the checkpoint of step %d", step);
@@ -73,8 +75,10 @@ int train_ckpt_save(Run *r, int step) {
     char opts[8192];
     CkptMeta meta;
     ckpt_meta(&r->cfg, r->world, engine_checkpoint_servers(r->engine), opts, sizeof opts, &meta);
-    RS_TRY(ckpt_manifest_write(r->cfg.checkpoint, step, &meta, job, r->cfg.timeout));
-    log_info("# checkpoint: step %d in %s", step, r->cfg.checkpoint);
+    size_t total;
+    RS_TRY(ckpt_manifest_write(r->cfg.checkpoint, step, &meta, job, r->cfg.timeout, &total));
+    log_info("# checkpoint: step %d in %s, %d parts, %.3f MB, %.2f ms", step, r->cfg.checkpoint,
+             meta.world + meta.servers, total / 1e6, (clock_now() - t0) * 1e3);
     return RS_OK;
 }
 

@@ -77,13 +77,15 @@ static void test_damage_refused(void) {
 
 static void test_manifest_and_resume(void) {
     long step = -1;
+    size_t bytes;
     CkptPart p;
     CHECK(ckpt_resume_check(dir_, &meta_, 9, &step) == RS_ERR_INPUT); /* parts but no manifest yet */
     CHECK(strstr(rs_errmsg(), "no complete checkpoint") != NULL);
     CHECK(write_part(5, 7) == RS_OK);
-    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 8, 0.05) == RS_ERR_PEER); /* another job's part is not awaited forever */
+    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 8, 0.05, &bytes) == RS_ERR_PEER); /* another job's part is not awaited forever */
     CHECK(strstr(rs_errmsg(), "rank-0.bin did not arrive") != NULL);
-    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 7, 1) == RS_OK);
+    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 7, 1, &bytes) == RS_OK);
+    CHECK(bytes == 32 + 2 * 24 + 16 + 5 + 8); /* header, two section heads, their bytes, the checksum */
     CHECK(ckpt_resume_check(dir_, &meta_, 9, &step) == RS_OK && step == 5);
     CHECK(ckpt_resume_check(dir_, &meta_, 4, &step) == RS_ERR_INPUT); /* fewer steps than the checkpoint's */
     CkptMeta other = meta_;
@@ -105,9 +107,10 @@ static void test_manifest_and_resume(void) {
 }
 
 static void test_prune_keeps_two(void) {
+    size_t bytes;
     for (long s = 6; s <= 8; s++) {
         CHECK(write_part(s, 7) == RS_OK);
-        CHECK(ckpt_manifest_write(dir_, s, &meta_, 7, 1) == RS_OK);
+        CHECK(ckpt_manifest_write(dir_, s, &meta_, 7, 1, &bytes) == RS_OK);
     }
     char sd[1024];
     struct stat st;
