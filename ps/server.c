@@ -903,6 +903,8 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
         s->train.begun = 1;
         s->train.active = 0;
         s->train.step = (uint32_t)(s->ck_step - 1); /* the next push is of step ck_step */
+        free(s->ck_params), free(s->ck_mom), free(s->ck_mom2);
+        s->ck_params = s->ck_mom = s->ck_mom2 = NULL;
     }
     if (!s->host_visible) RS_TRY(d->ops->copy(d, s->train.stage, s->params, n * sizeof(float), 1, NULL));
     RS_TRY(d->ops->stream_sync(d, NULL));
