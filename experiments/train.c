@@ -252,6 +252,12 @@ static int run_train(Run *r) {
     long long pulled = 0; /* async: the server's pushes applied when this rank's parameters left it */
     int stale = 0;
     const int warm = train_warm(r, r->steps);
+    /* --resume from the last step of a shorter run: the evaluation an uninterrupted run makes
+     * after that step (its last, so not in its checkpoint) */
+    cJSON *last = r->first > 0 ? cJSON_GetArrayItem(r->eval_curve, cJSON_GetArraySize(r->eval_curve) - 1) : NULL;
+    if (r->first > 0 && r->rank == 0 && r->cfg.eval_every > 0 && r->first % r->cfg.eval_every == 0 &&
+        r->first < r->steps && !(last && cJSON_GetArrayItem(last, 0) && cJSON_GetArrayItem(last, 0)->valueint == r->first))
+        rc = run_eval(r, r->first);
     for (int s = r->first; s < r->maxsteps && rc == RS_OK; s++) {
         if (s == warm) r->gemm_s0 = kernels_cpu_gemm_seconds();
         if (!r->lockstep) r->pulled[s] = pulled, r->stale[s] = stale;

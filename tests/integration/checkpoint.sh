@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, ps colocated, dedicated, sharded, byteps); the refusals, exit 2; nothing partial left behind
+# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
 . "$(dirname "$0")/lib.sh"
 # a tiny model, slowed to about 40 ms a step by rank 0's --straggler so that a kill lands mid-run
 M="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 --steps 16 --eval-every 4 --straggler 0:40 --quiet"
@@ -75,6 +75,18 @@ killed "ps dedicated x2" 7 write --sync ps --ps-placement dedicated --ps-servers
 killed "ps sharded" 8 random --sync ps --ps-placement sharded -n 3
 killed "ps sharded, bf16 wire" 9 write --sync ps --ps-placement sharded -n 3 --wire bf16
 killed "byteps k=1" 10 random --sync byteps --ps-servers 1 -n 2
+
+# extended: a 12-step run's last checkpoint resumed to 16 steps (another --warmup: timing only) is
+# the 16-step run, its evaluation after step 12 included
+full=$T/full-$(echo "--sync ring -n 2" | cksum | cut -d' ' -f1).json
+if $BIN train $M --sync ring -n 2 --steps 12 --checkpoint $T/ext --checkpoint-every 6 --report $T/ext12.json >$T/ext.log 2>&1 &&
+   $BIN train $M --sync ring -n 2 --resume $T/ext --warmup 0 --report $T/ext16.json >>$T/ext.log 2>&1; then
+    if [ "$(fingerprint $full)" = "$(fingerprint $T/ext16.json)" ]; then ok "ring: a 12-step run extended to 16 by --resume is the 16-step run"
+    else bad "ring: extended by --resume" "$(fingerprint $full) != $(fingerprint $T/ext16.json)"; fi
+    check "  ... its report validates" $PY tests/validate_report.py $T/ext16.json
+else
+    bad "ring: extended by --resume" "$(tail -n 3 $T/ext.log)"
+fi
 
 # ---- refusals: exit 2 naming why, before any work, nothing written ----------------------------------
 R="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 -n 2 --quiet"
