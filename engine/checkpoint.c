@@ -112,12 +112,14 @@ int ckpt_commit(CkptWriter *w, const char *dir, long step, const char *name, uin
         rc = rs_error(RS_ERR_RUNTIME, "%s: %s", path, strerror(e));
         goto out;
     }
-    if (getenv("RINGSIDE_CKPT_TEST_PAUSE")) { /* the tests' hook: a kill while a part is being written */
+    const char *pause = getenv("RINGSIDE_CKPT_TEST_PAUSE");
+    if (pause && *pause) { /* the tests' hook: a kill while a part is being written */
         char mark[1200];
         snprintf(mark, sizeof mark, "%s.writing", path);
         FILE *f = fopen(mark, "w");
         if (f) fclose(f);
-        struct timespec ts = {0, 1000L * 1000L * atol(getenv("RINGSIDE_CKPT_TEST_PAUSE"))};
+        long ms = atol(pause);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         unlink(mark);
     }
