@@ -110,6 +110,15 @@ cp -r $T/cp $T/schema && sed -i 's/"schema":\t1/"schema":\t99/' $T/schema/step-0
 refused "--resume of another build's schema" "schema 99, this build reads schema 1" --steps 8 --resume $T/schema
 cp -r $T/cp $T/cut && truncate -s 4000 $T/cut/step-000006/rank-1.bin
 refused "--resume of a truncated part" "rank-1.bin: checksum mismatch" --steps 8 --resume $T/cut
+# a dedicated server's part damaged: the server refuses it by name before the job trains
+d6=$(ls -d $T/ck-6-random/step-* | while read -r f; do [ -e "$f/MANIFEST" ] && echo "$f"; done | tail -n 1)
+if [ -n "$d6" ]; then
+    cp -r $T/ck-6-random $T/srv && printf 'xx' | dd of=$T/srv/$(basename "$d6")/server-1.bin bs=1 seek=100 conv=notrunc 2>/dev/null
+    rm -f $T/no.json
+    $BIN train $M --sync ps --ps-placement dedicated --ps-servers 2 -n 2 --resume $T/srv --report $T/no.json >$T/last.log 2>&1; rc=$?
+    if [ $rc = 2 ] && grep -q "server-1.bin: checksum mismatch" $T/last.log && [ ! -e $T/no.json ]; then ok "refused: a dedicated server's damaged part, named"
+    else bad "refused: a dedicated server's damaged part" "exit $rc: $(grep error $T/last.log | head -n 2)"; fi
+fi
 refused "a fresh run into a folder holding a checkpoint" "holds another run's checkpoint (step 6)" --steps 8 --checkpoint $T/cp
 touch $T/afile
 refused "--checkpoint under a file (not writable)" "--checkpoint $T/afile/sub" --steps 8 --checkpoint $T/afile/sub
