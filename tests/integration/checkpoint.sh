@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
 . "$(dirname "$0")/lib.sh"
-# a tiny model, slowed to about 40 ms a step by rank 0's --straggler so that a kill lands mid-run
-M="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 --steps 16 --eval-every 4 --straggler 0:40 --quiet"
+# a tiny model (16 steps are two epochs at N = 2: resumes land inside either, the sampler's order
+# reshuffled between), slowed to about 40 ms a step by rank 0's --straggler so that a kill lands mid-run
+M="--layers 784,32,10 --batch 16 --train-samples 256 --eval-samples 64 --device cpu --threads 1 --seed 7 --steps 16 --eval-every 4 --straggler 0:40 --quiet"
 
 # the final parameters' hash of every worker and the loss curve, as one line
 fingerprint() { $PY - "$1" <<'EOF'
