@@ -510,7 +510,8 @@ int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step
             snprintf(why, sizeof why, "another value of %s", d);
     }
     cJSON_Delete(j);
-    if (why[0]) return rs_error(RS_ERR_INPUT, "--resume %s: its checkpoint of step %ld does not fit this run: %s", dir, *step, why);
+    if (why[0])
+        return rs_error(RS_ERR_INPUT, "--resume %s: its checkpoint of step %ld does not fit this run: %s", dir, *step, why);
     return RS_OK;
 }
 
