@@ -199,6 +199,28 @@ int ckpt_part_load(CkptPart *p, const char *path) {
     return RS_OK;
 }
 
+/* A part's header and trailer alone (its step, job, checksum and size), for the manifest: a part
+ * in place is whole (renamed there only once written and fsynced; its own checksum is checked
+ * when it is loaded). 0, or RS_ERR_INPUT (missing, not a part of this schema). */
+static int ckpt_part_peek(const char *path, long *step, uint64_t *job, uint64_t *sum, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return RS_ERR_INPUT;
+    unsigned char head[CKPT_HEAD];
+    uint32_t schema = 0;
+    int64_t st = 0;
+    struct stat sb;
+    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
+             !memcmp(head, CKPT_MAGIC, 8) && fseeko(f, sb.st_size - 8, SEEK_SET) == 0 && fread(sum, 1, 8, f) == 8;
+    fclose(f);
+    if (!ok) return RS_ERR_INPUT;
+    memcpy(&schema, head + 8, 4);
+    memcpy(&st, head + 16, 8);
+    memcpy(job, head + 24, 8);
+    *step = (long)st;
+    *len = (size_t)sb.st_size;
+    return schema == CKPT_SCHEMA ? RS_OK : RS_ERR_INPUT;
+}
+
 const void *ckpt_find(const CkptPart *p, const char *tag, size_t *bytes) {
     uint32_t nsec;
     memcpy(&nsec, p->buf + 12, 4);
@@ -376,13 +398,11 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
         ckpt_part_name(m, i, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", sd, name);
         for (;;) { /* a part is in place once renamed there, whole and durable */
-            CkptPart p;
-            if (access(path, F_OK) == 0 && ckpt_part_load(&p, path) == RS_OK) {
-                int ours = p.job == job && p.step == step;
-                uint64_t sum = p.sum;
-                size_t len = p.len;
-                ckpt_part_free(&p);
-                if (ours) {
+            long pstep;
+            uint64_t pjob, sum;
+            size_t len;
+            if (ckpt_part_peek(path, &pstep, &pjob, &sum, &len) == RS_OK) {
+                if (pjob == job && pstep == step) {
                     *bytes += len;
                     cJSON *o = cJSON_CreateObject();
                     cJSON_AddStringToObject(o, "name", name);

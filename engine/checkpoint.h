@@ -87,7 +87,8 @@ void ckpt_step_dir(const char *dir, long step, char *out, size_t len);
 uint64_t ckpt_job_hash(const char *token);
 
 /* Rank 0, after its own part of step step: waits (up to timeout seconds, polling) until every
- * part (rank-0..world-1, server-0..servers-1) of this job is in DIR/step-NNNNNN and checks out,
+ * part (rank-0..world-1, server-0..servers-1) of this job and step is in DIR/step-NNNNNN (its
+ * header and trailer read: a part is renamed into place only whole and durable),
  * then writes the MANIFEST (the schema, build, model, world, servers, the options and their hash,
  * the step, each part's size and checksum), and removes older checkpoints but the newest
  * complete one before it; *bytes gets the parts' bytes in all. 0, or RS_ERR_PEER naming the
