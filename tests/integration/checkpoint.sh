@@ -40,6 +40,7 @@ killed() {
     kill -9 -- -$job 2>/dev/null
     wait $job 2>/dev/null
     local st=$? how="killed $mode"
+    for _ in $(seq 100); do pgrep -s $job >/dev/null || break; sleep 0.02; done  # every member gone
     [ $st = 137 ] || how="$mode: finished before the kill (status $st)"
     [ -e $T/killed.json ] && [ "$mode" = write ] && bad "$name: the killed run wrote a report" "$T/killed.json"
     local at
