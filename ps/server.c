@@ -484,7 +484,6 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
     }
 }
 
-/* Sums chunk b's contributions in rank order, applies the rule, answers every worker. */
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
 /* Writes this server's part of the checkpoint of step (complete here): its keys' parameters and
@@ -540,6 +539,9 @@ static int server_resume_load(PsServer *s) {
     return rc;
 }
 
+/* ---- applying a slice -------------------------------------------------------------------------- */
+
+/* Sums chunk b's contributions in rank order, applies the rule, answers every worker. */
 static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     double t0 = clock_now();
     Device *d = s->dev;
