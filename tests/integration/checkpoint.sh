@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
+# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, tree, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
 . "$(dirname "$0")/lib.sh"
 # a tiny model (16 steps are two epochs at N = 2: resumes land inside either, the sampler's order
 # reshuffled between), slowed to about 40 ms a step by rank 0's --straggler so that a kill lands mid-run
@@ -70,6 +70,7 @@ EOF
 killed "ring" 1 random --sync ring -n 2
 killed "ring" 2 random --sync ring -n 2
 killed "ring" 3 write --sync ring -n 2
+killed "tree" 11 random --sync tree -n 3
 killed "ps colocated" 4 random --sync ps -n 2
 killed "ps colocated" 5 write --sync ps -n 2 --optimizer adamw
 killed "ps dedicated x2" 6 random --sync ps --ps-placement dedicated --ps-servers 2 -n 2
