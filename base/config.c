@@ -70,7 +70,7 @@ static const Opt opts[] = {
     {"time-budget", 0, OPT_DBL, O(time_budget), 0, "0", 1, "seconds of training: every rank stops at the same moment, whatever --steps allows (0: none)"},
     {"checkpoint", 0, OPT_STR, O(checkpoint), S(checkpoint), "", 1, "DIR: every process writes its part of a checkpoint there every --checkpoint-every steps, then rank 0 a manifest (docs/reliability.md)"},
     {"checkpoint-every", 0, OPT_INT, O(checkpoint_every), 0, "100", 1, "steps between checkpoints (>= 1; with --checkpoint)"},
-    {"resume", 0, OPT_STR, O(resume), S(resume), "", 1, "DIR: resume from the newest complete checkpoint there, bit for bit (the options must match it but for --steps, --epochs, --warmup, --timeout, --time-budget and the outputs)"},
+    {"resume", 0, OPT_STR, O(resume), S(resume), "", 1, "DIR: resume from the newest complete checkpoint there, bit for bit (the options must match it but for --steps, --epochs, --warmup, --timeout, --time-budget, --straggler and the outputs)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
@@ -300,10 +300,10 @@ size_t config_canonical(const Config *c, char *buf, size_t len) {
     return k;
 }
 
-/* The options a resume may change: how long to train, which steps are timed, how long to wait, where
- * checkpoints go. */
+/* The options a resume may change: how long to train, which steps are timed, how long to wait (and
+ * --straggler's sleeps, which change no value), where checkpoints go. */
 static int resume_may_differ(const char *name) {
-    static const char *const names[] = {"steps",      "epochs",     "warmup",           "timeout",
+    static const char *const names[] = {"steps",      "epochs",     "warmup",           "timeout",   "straggler",
                                         "time-budget", "checkpoint", "checkpoint-every", "resume"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i])) return 1;

@@ -97,7 +97,8 @@ int config_diff(const char *mine, const char *theirs, char *out, size_t len);
 
 /* The canonical text (config_canonical's form) of the options a resumed run must share with the
  * run that wrote its checkpoint: the shared options and --device, less those that may differ
- * (--steps, --epochs, --warmup, --timeout, --time-budget, --checkpoint, --checkpoint-every, --resume).
+ * (--steps, --epochs, --warmup, --timeout, --time-budget, --straggler, --checkpoint, --checkpoint-every,
+ * --resume).
  * Same contract as config_canonical. */
 size_t config_resume_text(const Config *c, char *buf, size_t len);
 /* As config_diff, for config_resume_text's texts: the first option that differs between this run

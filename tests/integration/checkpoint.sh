@@ -2,8 +2,10 @@
 # checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, tree, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
 . "$(dirname "$0")/lib.sh"
 # a tiny model (16 steps are two epochs at N = 2: resumes land inside either, the sampler's order
-# reshuffled between), slowed to about 40 ms a step by rank 0's --straggler so that a kill lands mid-run
-M="--layers 784,32,10 --batch 16 --train-samples 256 --eval-samples 64 --device cpu --threads 1 --seed 7 --steps 16 --eval-every 4 --straggler 0:40 --quiet"
+# reshuffled between); the runs to kill slowed to about 40 ms a step by rank 0's --straggler so that
+# a kill lands mid-run
+M="--layers 784,32,10 --batch 16 --train-samples 256 --eval-samples 64 --device cpu --threads 1 --seed 7 --steps 16 --eval-every 4 --quiet"
+SLOW="--straggler 0:40"  # the killed runs' only: a straggler's sleep changes no value, and a resume may differ in it
 
 # the final parameters' hash of every worker and the loss curve, as one line
 fingerprint() { $PY - "$1" <<'EOF'
@@ -28,7 +30,7 @@ killed() {
     rm -rf $d $T/killed.json
     local pause=
     [ "$mode" = write ] && pause=400
-    RINGSIDE_CKPT_TEST_PAUSE=$pause setsid $BIN train $M "$@" --checkpoint $d --checkpoint-every 3 --report $T/killed.json \
+    RINGSIDE_CKPT_TEST_PAUSE=$pause setsid $BIN train $M $SLOW "$@" --checkpoint $d --checkpoint-every 3 --report $T/killed.json \
         >$T/killed.log 2>&1 &
     local job=$!
     if [ "$mode" = write ]; then
