@@ -676,6 +676,7 @@ static const SyncOps nccl_ops = {
     /* .allreduce */ nccl_allreduce,
     /* .traffic */ nccl_traffic,
     /* .destroy */ nccl_destroy,
+    /* .checkpoint_servers */ NULL, /* no server: the ranks' parts hold everything */
 };
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */

@@ -68,6 +68,9 @@ static const Opt opts[] = {
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16, fp16, fp8e4m3 or fp8e5m2: the type gradients (and a server's parameters: bf16 under FP8) travel in; sums stay fp32; FP8 messages carry a scale each"},
     {"loss-scale", 0, OPT_DBL, O(loss_scale), 0, "1", 1, "static loss scale for a 16-bit --wire (not FP8: its messages scale themselves), a power of two: gradients x S before rounding, / S after (1: none)"},
     {"time-budget", 0, OPT_DBL, O(time_budget), 0, "0", 1, "seconds of training: every rank stops at the same moment, whatever --steps allows (0: none)"},
+    {"checkpoint", 0, OPT_STR, O(checkpoint), S(checkpoint), "", 1, "DIR: every process writes its part of a checkpoint there every --checkpoint-every steps, then rank 0 a manifest (docs/reliability.md)"},
+    {"checkpoint-every", 0, OPT_INT, O(checkpoint_every), 0, "100", 1, "steps between checkpoints (>= 1; with --checkpoint)"},
+    {"resume", 0, OPT_STR, O(resume), S(resume), "", 1, "DIR: resume from the newest complete checkpoint there, bit for bit (the options must match it but for --steps, --epochs, --warmup, --timeout, --time-budget, --straggler and the outputs)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
@@ -297,6 +300,34 @@ size_t config_canonical(const Config *c, char *buf, size_t len) {
     return k;
 }
 
+/* The options a resume may change: how long to train, which steps are timed, how long to wait (and
+ * --straggler's sleeps, which change no value), where checkpoints go. */
+static int resume_may_differ(const char *name) {
+    static const char *const names[] = {"steps",      "epochs",     "warmup",           "timeout",   "straggler",
+                                        "time-budget", "checkpoint", "checkpoint-every", "resume"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+
+/* Whether option i belongs to config_resume_text. */
+static int resume_keeps(size_t i) {
+    return (opts[i].shared || !strcmp(opts[i].name, "device")) && !resume_may_differ(opts[i].name);
+}
+
+size_t config_resume_text(const Config *c, char *buf, size_t len) {
+    size_t k = 0;
+    char v[600];
+    if (len) buf[0] = 0;
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (!resume_keeps(i)) continue;
+        opt_text(&opts[i], c, v, sizeof v);
+        int w = snprintf(k < len ? buf + k : NULL, k < len ? len - k : 0, "%s=%s\n", opts[i].name, v);
+        k += (size_t)w;
+    }
+    return k;
+}
+
 /* Finds "key=" line in text; copies its value to out. */
 static void canon_get(const char *text, const char *key, char *out, size_t len) {
     size_t kl = strlen(key);
@@ -328,6 +359,24 @@ int config_diff(const char *mine, const char *theirs, char *out, size_t len) {
     }
     if (strcmp(mine, theirs)) {
         snprintf(out, len, "the option set (different ringside versions?)");
+        return 1;
+    }
+    return 0;
+}
+
+int config_resume_diff(const char *mine, const char *theirs, char *out, size_t len) {
+    char a[600], b[600];
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (!resume_keeps(i)) continue;
+        canon_get(mine, opts[i].name, a, sizeof a);
+        canon_get(theirs, opts[i].name, b, sizeof b);
+        if (strcmp(a, b)) {
+            snprintf(out, len, "--%s (%s here, %s in the checkpoint)", opts[i].name, a, b);
+            return 1;
+        }
+    }
+    if (strcmp(mine, theirs)) {
+        snprintf(out, len, "the option set (a checkpoint of another ringside version)");
         return 1;
     }
     return 0;

@@ -62,6 +62,10 @@ typedef struct {
     int straggler_rank[CONFIG_MAX_STRAGGLERS];
     double straggler_ms[CONFIG_MAX_STRAGGLERS];
     double time_budget;       /* seconds of training for every rank (0: none) */
+    /* checkpoints (docs/reliability.md) */
+    char checkpoint[512];     /* --checkpoint DIR: where every process writes its part ("": none) */
+    int checkpoint_every;     /* --checkpoint-every S: a checkpoint after every S-th step (>= 1) */
+    char resume[512];         /* --resume DIR: the newest complete checkpoint there ("": a fresh run) */
     /* output */
     char report[512];
     char trace[512];
@@ -91,6 +95,15 @@ size_t config_canonical(const Config *c, char *buf, size_t len);
  * "--bucket-mb (1 here, 25 on rank 0)"; writes into out. Returns 0 when equal. */
 int config_diff(const char *mine, const char *theirs, char *out, size_t len);
 
+/* The canonical text (config_canonical's form) of the options a resumed run must share with the
+ * run that wrote its checkpoint: the shared options and --device, less those that may differ
+ * (--steps, --epochs, --warmup, --timeout, --time-budget, --straggler, --checkpoint, --checkpoint-every,
+ * --resume).
+ * Same contract as config_canonical. */
+size_t config_resume_text(const Config *c, char *buf, size_t len);
+/* As config_diff, for config_resume_text's texts: the first option that differs between this run
+ * (mine) and the checkpoint (theirs), as "--lr (0.1 here, 0.05 in the checkpoint)". 0 when equal. */
+int config_resume_diff(const char *mine, const char *theirs, char *out, size_t len);
 /* 64-bit FNV-1a hash of a text. */
 unsigned long long config_hash(const char *text);
 

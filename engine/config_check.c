@@ -95,6 +95,17 @@ int config_validate(const Config *c) {
     if (c->loss_scale != 1 && wire == CODEC_F32)
         return rs_error(RS_ERR_INPUT, "--loss-scale %g with --wire fp32: the scale only protects 16-bit gradients "
                                       "(--wire fp16 or bf16)", c->loss_scale);
+    if (c->checkpoint_every < 1)
+        return rs_error(RS_ERR_INPUT, "--checkpoint-every %d: must be at least 1 step", c->checkpoint_every);
+    if ((c->checkpoint[0] || c->resume[0]) && !config_lockstep(c))
+        return rs_error(RS_ERR_INPUT, "--%s with --ps-consistency %s: checkpoints need a step every worker and server "
+                                      "has finished (a consistent cut); asynchronous workers never share one (use "
+                                      "--ps-consistency sync)", c->checkpoint[0] ? "checkpoint" : "resume",
+                        c->ps_consistency);
+    if ((c->checkpoint[0] || c->resume[0]) && !strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--%s with --ps-mode dataparallel: DataParallel's driver has no checkpoint (its "
+                                      "ranks but 0 hold no state of their own to restore it from); use --ps-mode push",
+                        c->checkpoint[0] ? "checkpoint" : "resume");
     if (!(c->time_budget >= 0)) return rs_error(RS_ERR_INPUT, "--time-budget %g: must be >= 0 seconds", c->time_budget);
     for (int i = 0; i < c->nstragglers; i++) {
         if (c->nranks > 1 && c->straggler_rank[i] >= c->nranks)

@@ -610,6 +610,12 @@ const Bucket *engine_buckets(const Engine *e, int *n) {
     return e->buckets;
 }
 
+void engine_resume_at(Engine *e, int step) { e->step = step; }
+
+int engine_checkpoint_servers(const Engine *e) {
+    return e->st && e->ops->checkpoint_servers ? e->ops->checkpoint_servers(e->st) : 0;
+}
+
 int engine_close(Engine *e) { return e->st && e->ops->close ? e->ops->close(e->st) : RS_OK; }
 
 void engine_free(Engine *e) {

@@ -158,6 +158,13 @@ void engine_clock_offset(const Engine *e, int member, double *offset_s, double *
 /* The buckets (owned by the engine). */
 const Bucket *engine_buckets(const Engine *e, int *n);
 
+/* --resume: the next step is step (the checkpoint's), after engine_create; the timeline's steps
+ * before it stay zero. */
+void engine_resume_at(Engine *e, int step);
+
+/* The checkpoint part files the back end's servers write (SyncOps.checkpoint_servers; 0: none). */
+int engine_checkpoint_servers(const Engine *e);
+
 /* After the last step: the back end says goodbye (dedicated servers hand in their entries). */
 int engine_close(Engine *e);
 

@@ -135,6 +135,14 @@ typedef struct SyncOps {
     void (*traffic)(void *state, SyncTraffic *out);
     /* Releases everything; safe after a failed init (state may be NULL). */
     void (*destroy)(void *state);
+
+    /* ---- Optional, last (positional initialisers end before it) ---- */
+
+    /* Checkpoints (engine/checkpoint.h): the part files this back end's servers write, numbered
+     * server-0.bin .. server-(n-1).bin, each server saving its parameters, optimizer state and
+     * step once a step at --checkpoint-every is complete, and loading them under --resume.
+     * Thread-safe; NULL where no server holds state (the workers' parts hold everything). */
+    int (*checkpoint_servers)(void *state);
 } SyncOps;
 
 /* ---- Prototypes ---- */

@@ -14,7 +14,8 @@
 #include <string.h>
 
 /* Options that never change what is measured (left out of every key): where its outputs go, how much it says. */
-static const char *const key_ignore[] = {"report", "trace", "save-params", "quiet", "verbose", "timeout", NULL};
+static const char *const key_ignore[] = {"report", "trace", "save-params", "quiet", "verbose", "timeout", "checkpoint",
+                                         "checkpoint-every", "resume", NULL};
 /* Options a series over N varies (left out of the family key). */
 static const char *const key_series[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", NULL};
 /* The option a series over N varies, and nothing else (the series key). */

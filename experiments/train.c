@@ -161,7 +161,9 @@ static int run_check_outputs(const Config *c) {
 
 static int run_setup(Run *r) {
     Config *c = &r->cfg;
+    long resume_step;
     if (r->rank == 0) RS_TRY(run_check_outputs(c));
+    if (r->rank == 0) RS_TRY(train_ckpt_prepare(c, r->world, 1, &resume_step));
     if (c->trace[0]) {
         char label[32];
         snprintf(label, sizeof label, "rank %d", r->rank);
@@ -234,7 +236,8 @@ static int run_setup(Run *r) {
                      .world = r->world, .local_rank = r->local_rank, .local_world = r->local_world,
                      .zctx = r->zctx, .trace = r->trace, .wall_offset = r->wall_offset,
                      .ops = r->backend->ops(), .driver = r->driver, .steps = S};
-    return engine_create(&r->engine, &ea);
+    RS_TRY(engine_create(&r->engine, &ea));
+    return c->resume[0] ? train_ckpt_restore(r) : RS_OK;
 }
 
 static int run_train(Run *r) {
@@ -248,8 +251,15 @@ static int run_train(Run *r) {
     int every = r->steps >= 10 ? r->steps / 10 : 1;
     long long pulled = 0; /* async: the server's pushes applied when this rank's parameters left it */
     int stale = 0;
-    for (int s = 0; s < r->maxsteps && rc == RS_OK; s++) {
-        if (s == (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_s0 = kernels_cpu_gemm_seconds();
+    const int warm = train_warm(r, r->steps);
+    /* --resume from the last step of a shorter run: the evaluation an uninterrupted run makes
+     * after that step (its last, so not in its checkpoint) */
+    cJSON *last = r->first > 0 ? cJSON_GetArrayItem(r->eval_curve, cJSON_GetArraySize(r->eval_curve) - 1) : NULL;
+    if (r->first > 0 && r->rank == 0 && r->cfg.eval_every > 0 && r->first % r->cfg.eval_every == 0 &&
+        r->first < r->steps && !(last && cJSON_GetArrayItem(last, 0) && cJSON_GetArrayItem(last, 0)->valueint == r->first))
+        rc = run_eval(r, r->first);
+    for (int s = r->first; s < r->maxsteps && rc == RS_OK; s++) {
+        if (s == warm) r->gemm_s0 = kernels_cpu_gemm_seconds();
         if (!r->lockstep) r->pulled[s] = pulled, r->stale[s] = stale;
         rc = run_step(r, s);
         if (rc) break;
@@ -265,8 +275,11 @@ static int run_train(Run *r) {
         if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop) {
             double g0 = kernels_cpu_gemm_seconds();
             rc = run_eval(r, s + 1);
-            if (s >= (r->cfg.warmup < r->steps ? r->cfg.warmup : 0)) r->gemm_eval += kernels_cpu_gemm_seconds() - g0;
+            if (s >= warm) r->gemm_eval += kernels_cpu_gemm_seconds() - g0;
         }
+        if (rc == RS_OK && r->cfg.checkpoint[0] && (s + 1) % r->cfg.checkpoint_every == 0)
+            rc = train_ckpt_save(r, s + 1); /* after the step's evaluation, which its part keeps */
+        if (rc) break;
         /* rank 0's loss sum covers the global batch under DataParallel's step */
         int n = r->driver && r->driver->loss ? r->global_samples[s] : r->samples[s];
         if ((s + 1) % every == 0 || s + 1 == r->steps || stop)
@@ -287,7 +300,9 @@ static void run_cmdline(Run *r, int argc, char **argv) {
 
 /* The launcher's side of `train -n N`: checks what can be checked once, then starts the ranks. */
 static int train_launch(const Config *c, int servers, int argc, char **argv) {
+    long resume_step;
     int rc = run_check_outputs(c);
+    if (rc == RS_OK) rc = train_ckpt_prepare(c, c->nranks, 1, &resume_step);
     if (rc == RS_OK && !sync_find(c->sync)) rc = RS_ERR_INPUT;
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());

@@ -63,7 +63,7 @@ static cJSON *run_rank_json(Run *r) {
     long long ssteps;
     engine_server_busy(r->engine, &busy, &ssteps);
     report_entry_timeline(o, times, n, r->wall_offset, busy, ssteps);
-    int w = r->cfg.warmup < r->done ? r->cfg.warmup : 0;
+    int w = train_warm(r, r->done);
     cJSON *ts = cJSON_AddObjectToObject(o, "time_s");
     if (r->dev.kind == DEV_CPU) cJSON_AddNumberToObject(ts, "gemm", r->done - w ? (r->gemm_s1 - r->gemm_s0 - r->gemm_eval) / (r->done - w) : 0);
 
@@ -216,7 +216,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     int nt;
     const StepTimes *T = r->engine ? engine_times(r->engine, &nt) : NULL; /* rank 0's steps: every rank's pace */
     if (!T) nt = 0;
-    double origin = nt > 0 ? T[0].start : 0; /* rank 0's first step's start */
+    double origin = nt > r->first ? T[r->first].start : 0; /* rank 0's first step's start (--resume: this run's) */
     long long *ns = calloc((size_t)(S ? S : 1), sizeof *ns), total = 0, all = 0;
     double async_timed = 0;
     int *pushes = r->lockstep ? NULL : calloc((size_t)(S ? S : 1) * (size_t)r->world, sizeof *pushes), past = 0;
@@ -272,7 +272,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
          * step that computed on the server's step-s parameters (a straggler's stale step counts
          * its loss there too, but later); never earlier than the step before */
         double t = tc ? tc[s] : 0;
-        if (r->lockstep) t = s < nt ? T[s].start + T[s].step - origin : 0;
+        if (r->lockstep) t = s < nt && s >= r->first ? T[s].start + T[s].step - origin : 0;
         if (tc) {
             if (s > 0 && t < tc[s - 1]) t = tc[s - 1];
             tc[s] = t;
@@ -282,7 +282,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
         cJSON_AddItemToArray(tp, cJSON_CreateNumber(t > 0 ? t : 0));
         cJSON_AddItemToArray(tcurve, tp);
     }
-    int w = r->cfg.warmup < nt ? r->cfg.warmup : 0;
+    int w = train_warm(r, nt);
     double timed = 0, *step_s = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *step_s);
     for (int s = 0; s < nt; s++) step_s[s] = T[s].step;
     for (int s = w; s < nt; s++) {
@@ -293,6 +293,11 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddNumberToObject(sum, "samples", (double)all);
     cJSON_AddNumberToObject(sum, "steps", S);
     cJSON_AddNumberToObject(sum, "micro_steps", (double)S * r->cfg.accum_steps); /* --accum-steps: forward/backward passes */
+    if (r->cfg.resume[0]) { /* the curves are the whole run's; the timings this process's steps' */
+        cJSON *rf = cJSON_AddObjectToObject(sum, "resumed_from");
+        cJSON_AddStringToObject(rf, "dir", r->cfg.resume);
+        cJSON_AddNumberToObject(rf, "step", r->first);
+    }
     cJSON_AddNumberToObject(sum, "throughput_samples_per_s", timed > 0 ? total / timed : 0);
     cJSON_AddNumberToObject(sum, "step_time_s", report_percentile(step_s + w, nt - w, 50));
     free(step_s);
@@ -425,7 +430,7 @@ int train_report(Run *r) {
             engine_clock_offset(r->engine, i, &off[i], &u);
         }
         if (r->lockstep) {
-            report_phases(ranks, r->cfg.warmup, off, off ? r->world : 0);
+            report_phases(ranks, train_warm(r, r->done), off, off ? r->world : 0);
         } else { /* each at its own pace: no step is shared, nobody idles for a peer's arrival */
             cJSON *all = cJSON_CreateArray(), *e;
             while ((e = cJSON_DetachItemFromArray(ranks, 0))) {

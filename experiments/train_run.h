@@ -33,7 +33,8 @@ typedef struct {
     int micro_per_epoch;  /* micro-batches of the sampler's order an epoch holds (steps x --accum-steps) */
     int lockstep;         /* every rank takes the same steps (config_lockstep) */
     int maxsteps;         /* the most steps this rank may take: steps, or under async N x steps */
-    int done;             /* steps this rank took */
+    int done;             /* steps this rank took (under --resume: the checkpoint's, then this run's) */
+    int first;            /* --resume: the checkpoint's step, where this run's steps begin (else 0) */
     /* per-step records */
     double *loss_sum, *correct;
     int *samples, *global_samples;
@@ -71,5 +72,28 @@ int train_hash_params(Run *r);
  * the report's failure; else the first of the trace's or the parameters' failures, then
  * TRAIN_ERR_DIVERGED, then TRAIN_ERR_REPLICAS. */
 int train_report(Run *r);
+
+/* ---- Prototypes (train_ckpt.c: checkpoints, docs/reliability.md) ---- */
+
+/* Before any work (the launcher, a lone process, rank 0): --resume's newest complete checkpoint
+ * checked against these options for world workers (its step in *step, -1 without --resume), and
+ * --checkpoint's folder made, checked writable and (clean: rank 0) rid of unfinished step
+ * folders. 0, or RS_ERR_INPUT naming why. */
+int train_ckpt_prepare(const Config *c, int world, int clean, long *step);
+
+/* After engine_create, under --resume: this rank's part put in place (parameters, optimizer
+ * state, the step, the sampler's epoch, the per-step records, rank 0's evaluations); r->first and
+ * r->done set to the checkpoint's step. 0, or RS_ERR_INPUT naming the file. */
+int train_ckpt_restore(Run *r);
+
+/* After step `step` (counted from 1) where --checkpoint-every says: this rank's part written;
+ * rank 0 then waits for every part (workers' and servers') and writes the manifest. 0 or
+ * RS_ERR_*. */
+int train_ckpt_save(Run *r, int step);
+
+/* The first step of the timing statistics: warm-up counted from the first step this run took. */
+static inline int train_warm(const Run *r, int n) {
+    return r->first + r->cfg.warmup < n ? r->first + r->cfg.warmup : r->first < n ? r->first : 0;
+}
 
 #endif

@@ -63,6 +63,7 @@ typedef struct {
     size_t stage_cap;
     /* the step */
     uint32_t step;
+    int began;               /* a step has begun (--resume: the first one sets step) */
     int any_reply;
     WaitKind kind;
     int left;                  /* replies still to come */
@@ -691,6 +692,8 @@ static int client_tell_step(PsClient *c, int global_samples) {
 static int ps_begin_step(void *state, int step, int global_samples) {
     PsClient *c = state;
     if (!c->nparams) return rs_error(RS_ERR_RUNTIME, "ps: a step without training buckets");
+    if (c->cfg->resume[0] && !c->began) c->step = (uint32_t)step; /* --resume: the first step is the checkpoint's */
+    c->began = 1;
     if (step != (int)c->step) return rs_error(RS_ERR_RUNTIME, "ps: step %d, expected step %u", step, c->step);
     c->kind = WAIT_STEP;
     c->any_reply = 0;
@@ -979,6 +982,12 @@ static int ps_close(void *state) {
     return RS_OK;
 }
 
+/* Every server (colocated, dedicated, sharded, byteps's) writes a checkpoint part of its own. */
+static int ps_checkpoint_servers(void *state) {
+    const PsClient *c = state;
+    return c->nparams ? c->K : 0;
+}
+
 static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
     *out = c->tr;
@@ -1053,6 +1062,7 @@ static int byteps_init(const SyncJob *job, void **state, char *endpoint, size_t 
         .result = SYNC_UPDATES, .init = INIT, .connect = ps_connect, .broadcast = ps_broadcast,                \
         .start = ps_start, .poll = ps_poll, .begin_step = ps_begin_step, .end_step = ps_end_step,              \
         .server_busy = ps_server_busy_op, .progress = ps_progress, .health = ps_health, .close = ps_close,     \
+        .checkpoint_servers = ps_checkpoint_servers,                                                            \
         .allreduce = ps_allreduce, .traffic = ps_traffic, .destroy = ps_destroy,                               \
     }
 

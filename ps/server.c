@@ -13,6 +13,7 @@
 #include "../engine/trace.h"
 #include "../net/zmq_check.h"
 #include "../engine/config_check.h"
+#include "../engine/checkpoint.h"
 
 #include <limits.h>
 #include <math.h>
@@ -111,6 +112,10 @@ struct PsServer {
     unsigned char *held;     /* [nworkers] its push is applied; its reply waits for the bound */
     double *t_held, *t_seen; /* [nworkers] since when held; its last message */
     long long version;       /* pushes applied in all */
+    /* checkpoints (engine/checkpoint.h): --resume's state, put in place once the initial
+     * parameters are in (host memory, nkeys each; NULL: a fresh run) */
+    float *ck_params, *ck_mom, *ck_mom2;
+    long ck_step;            /* the step resumed from (0: none) */
     /* counters, read by other threads */
     pthread_mutex_t lock;
     SyncTraffic tr;
@@ -488,6 +493,63 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
     }
 }
 
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* Writes this server's part of the checkpoint of step (complete here): its keys' parameters and
+ * optimizer state. 0 or RS_ERR_* naming the file. */
+static int server_checkpoint(PsServer *s, long step) {
+    size_t n = s->nkeys, bytes = n * sizeof(float);
+    float *h = malloc(bytes ? bytes * 3 : 1);
+    if (!h) return rs_error(RS_ERR_RUNTIME, "%s: out of memory for its checkpoint", s->name);
+    Device *d = s->dev;
+    int rc = device_d2h(d, h, s->params, bytes);
+    if (rc == RS_OK) rc = device_d2h(d, h + n, s->mom, bytes);
+    if (rc == RS_OK && s->mom2) rc = device_d2h(d, h + 2 * n, s->mom2, bytes);
+    if (rc == RS_OK) {
+        CkptWriter w;
+        uint64_t keys = n;
+        char name[48];
+        ckpt_writer_init(&w);
+        ckpt_put(&w, "keys", &keys, sizeof keys);
+        ckpt_put(&w, "params", h, bytes);
+        ckpt_put(&w, "mom", h + n, bytes);
+        if (s->mom2) ckpt_put(&w, "mom2", h + 2 * n, bytes);
+        snprintf(name, sizeof name, "server-%d.bin", s->a.id);
+        rc = ckpt_commit(&w, s->a.cfg->checkpoint, step, name, ckpt_job_hash(s->a.token));
+    }
+    free(h);
+    return rc;
+}
+
+/* --resume: reads this server's part into host memory (put in place by on_init). 0 or
+ * RS_ERR_INPUT naming the file and what does not fit. */
+static int server_resume_load(PsServer *s) {
+    char name[48];
+    CkptPart p;
+    size_t n = s->nkeys, bytes = n * sizeof(float);
+    uint64_t keys;
+    snprintf(name, sizeof name, "server-%d.bin", s->a.id);
+    RS_TRY(ckpt_resume_load(s->a.cfg->resume, name, &p));
+    int rc = ckpt_get(&p, "keys", &keys, sizeof keys);
+    if (rc == RS_OK && keys != n)
+        rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: %llu keys, %s holds %zu", p.path, (unsigned long long)keys,
+                      s->name, n);
+    s->ck_params = malloc(bytes ? bytes : 1);
+    s->ck_mom = malloc(bytes ? bytes : 1);
+    s->ck_mom2 = s->mom2 ? malloc(bytes ? bytes : 1) : NULL;
+    if (rc == RS_OK && (!s->ck_params || !s->ck_mom || (s->mom2 && !s->ck_mom2)))
+        rc = rs_error(RS_ERR_RUNTIME, "%s: out of memory for its checkpoint", s->name);
+    if (rc == RS_OK) rc = ckpt_get(&p, "params", s->ck_params, bytes);
+    if (rc == RS_OK) rc = ckpt_get(&p, "mom", s->ck_mom, bytes);
+    if (rc == RS_OK && s->mom2) rc = ckpt_get(&p, "mom2", s->ck_mom2, bytes);
+    if (rc == RS_OK && p.step < 1) rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: step %ld", p.path, p.step);
+    s->ck_step = p.step;
+    ckpt_part_free(&p);
+    return rc;
+}
+
+/* ---- applying a slice -------------------------------------------------------------------------- */
+
 /* Sums chunk b's contributions in rank order, applies the rule, answers every worker. */
 static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     double t0 = clock_now();
@@ -523,6 +585,9 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     ph->waiting[b] = 0;
     ph->done++;
     if (ph->done == ph->nslices) ph->active = 0;
+    /* the step's last slice: its checkpoint part is durable before the reply that ends the step */
+    if (!ph->active && ph->op == WIRE_PUSH && s->a.cfg->checkpoint[0] && (ph->step + 1) % s->a.cfg->checkpoint_every == 0)
+        RS_TRY(server_checkpoint(s, (long)ph->step + 1));
     double t1 = clock_now();
     if (s->a.trace && ph->op == WIRE_PUSH) /* the server's own work, on its host's trace */
         trace_span(s->a.trace, "server: reduce+update", 2, t0 + s->wall_offset, t1 + s->wall_offset);
@@ -843,6 +908,16 @@ static int on_init(PsServer *s, int r, const WireHeader *h, const void *data) {
     size_t n = s->nkeys;
     d->k->fill(d->kctx, s->mom, 0.0f, n);
     if (s->mom2) d->k->fill(d->kctx, s->mom2, 0.0f, n);
+    if (s->ck_params) { /* --resume: the checkpoint's master parameters, state and step, not rank 0's */
+        RS_TRY(device_h2d(d, s->params, s->ck_params, n * sizeof(float)));
+        RS_TRY(device_h2d(d, s->mom, s->ck_mom, n * sizeof(float)));
+        if (s->mom2) RS_TRY(device_h2d(d, s->mom2, s->ck_mom2, n * sizeof(float)));
+        s->train.begun = 1;
+        s->train.active = 0;
+        s->train.step = (uint32_t)(s->ck_step - 1); /* the next push is of step ck_step */
+        free(s->ck_params), free(s->ck_mom), free(s->ck_mom2);
+        s->ck_params = s->ck_mom = s->ck_mom2 = NULL;
+    }
     if (!s->host_visible) RS_TRY(d->ops->copy(d, s->train.stage, s->params, n * sizeof(float), 1, NULL));
     RS_TRY(d->ops->stream_sync(d, NULL));
     RS_TRY(d->k->sync(d->kctx));
@@ -1187,6 +1262,9 @@ void ps_server_destroy(PsServer *s) {
     free(s->held);
     free(s->t_held);
     free(s->t_seen);
+    free(s->ck_params);
+    free(s->ck_mom);
+    free(s->ck_mom2);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -1335,6 +1413,10 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
                  : rs_error(RS_ERR_RUNTIME, "out of memory");
     size_t maxmsg = ps_largest_slice(s->per, a->buckets, a->nbuckets);
     if (rc == RS_OK && a->nparams > 0) rc = server_alloc_train(s);
+    if (rc == RS_OK && a->nparams > 0 && (a->cfg->checkpoint[0] || a->cfg->resume[0]) && s->train.nslices == 0)
+        rc = rs_error(RS_ERR_INPUT, "--%s: %s holds no key of the model's %zu parameters, so it never completes a step "
+                      "to checkpoint (fewer servers)", a->cfg->checkpoint[0] ? "checkpoint" : "resume", s->name, a->nparams);
+    if (rc == RS_OK && a->nparams > 0 && a->cfg->resume[0] && !s->async) rc = server_resume_load(s);
     if (rc == RS_OK) rc = server_bind(s, maxmsg * sizeof(float) + 4096);
     if (rc == RS_OK) heap_keep_frames(maxmsg * sizeof(float)); /* contributions in warm heap pages (base/heap.h) */
     if (rc != RS_OK) {

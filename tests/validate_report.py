@@ -328,6 +328,13 @@ def lockstep(b):
     return b.get("lockstep") is not False
 
 
+def resumed_at(rep):
+    """The step a resumed run began at (summary.resumed_from.step), 0 for a run from the start."""
+    rf = ((rep or {}).get("summary") or {}).get("resumed_from")
+    st = rf.get("step") if isinstance(rf, dict) else None
+    return st if isinstance(st, int) and not isinstance(st, bool) else 0
+
+
 def budgeted(cfg):
     """Whether --time-budget may have ended the run before --steps."""
     return isinstance(cfg.get("time-budget"), (int, float)) and cfg["time-budget"] > 0
@@ -377,6 +384,8 @@ def check_time(c, e, path, cfg, run, rep=None):
             c.expect(ph["comm_total"] <= 1e-3, p + ".phases.comm_total", "%g s of communication with nothing to talk to"
                      % ph["comm_total"])
     steps = ((rep or {}).get("summary") or {}).get("steps") if budgeted(cfg) else cfg.get("steps")
+    if isinstance(steps, int):  # --resume: the steps this process took are timed, those before it were not
+        steps -= resumed_at(rep)
     if timed is not None and isinstance(steps, int) and isinstance(cfg.get("warmup"), int) and steps > 0 and lockstep(backend_of(rep)):
         s, w = steps, cfg["warmup"]
         c.expect(timed == (s - w if w < s else s), p + ".timed_steps", "%d, expected steps - warmup = %d"
@@ -408,6 +417,8 @@ def check_server(c, e, path, run, rep):
     busy, total = c.nonneg(ts, "busy", p), c.nonneg(ts, "busy_total", p)
     serve, steps = c.nonneg(ts, "serve", p), c.nonneg(ts, "steps", p, "int")
     want = (rep.get("summary") or {}).get("steps")
+    if isinstance(want, int):  # a resumed server counts this run's steps
+        want -= resumed_at(rep)
     if steps is not None and isinstance(want, int):
         # under async and ssp the server counts pushes / N, and up to N - 1 pushes land past the budget
         slack = 0 if lockstep(backend_of(rep)) else 1
@@ -521,6 +532,8 @@ def param_bytes(cfg, workers=()):
 def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     """Units sanity: a back end that moves the gradient every step moves at least that many bytes."""
     b, steps = backend_of(rep), (rep.get("summary") or {}).get("steps")
+    if isinstance(steps, int):  # --resume: this run's traffic covers its own steps
+        steps -= resumed_at(rep)
     arch, how = b.get("architecture"), (rep.get("summary") or {}).get("transport")
     G = param_bytes(cfg, workers)
     # bf16 / fp16 on the wire: 2 bytes a parameter; FP8: 1 (and a 4-byte scale a message; the ps's
@@ -676,6 +689,13 @@ def check_summary(c, rep, cfg, workers):
             c.expect(steps <= cfg["steps"], "summary.steps", "%d, above config.steps %d" % (steps, cfg["steps"]))
         elif isinstance(cfg.get("steps"), int) and cfg["steps"] > 0:
             c.expect(steps == cfg["steps"], "summary.steps", "%d, config.steps is %d" % (steps, cfg["steps"]))
+    rf = c.get(s, "resumed_from", "summary", "dict", required=bool(cfg.get("resume")))
+    if rf is not None:
+        c.expect(isinstance(rf.get("dir"), str) and rf.get("dir") == cfg.get("resume"), "summary.resumed_from.dir",
+                 "%r, config.resume is %r" % (rf.get("dir"), cfg.get("resume")))
+        at = c.nonneg(rf, "step", "summary.resumed_from", "int")
+        if at is not None and steps is not None:
+            c.expect(1 <= at <= steps, "summary.resumed_from.step", "%d, outside the run's 1..%d steps" % (at, steps))
     if samples is not None and workers:
         got = sum(e.get("samples", 0) for e in workers if isinstance(e.get("samples"), (int, float)))
         c.expect(samples == got, "summary.samples", "%d != the sum over worker ranks (%d)" % (samples, got))

@@ -1,0 +1,569 @@
+/* checkpoint.c - checkpoint part files, the manifest rank 0 writes last, the resume's checks and the folder's upkeep */
+#define _GNU_SOURCE
+#include "checkpoint.h"
+#include "../base/atomicfile.h"
+#include "../base/clock.h"
+#include "../base/config.h"
+#include "../base/err.h"
+#include "../base/hash.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CKPT_MAGIC "RSCKPT01"
+#define CKPT_HEAD (8 + 4 + 4 + 8 + 8)
+#define CKPT_KEEP_NAME "MANIFEST"
+
+#ifndef RS_GIT
+#define RS_GIT "unknown"
+#endif
+
+/* ---- writing a part ------------------------------------------------------------------------ */
+
+void ckpt_writer_init(CkptWriter *w) { memset(w, 0, sizeof *w); }
+
+void ckpt_writer_free(CkptWriter *w) {
+    free(w->buf);
+    memset(w, 0, sizeof *w);
+}
+
+static void ckpt_append(CkptWriter *w, const void *data, size_t n) {
+    if (w->oom) return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->len + n) cap *= 2;
+        unsigned char *b = realloc(w->buf, cap);
+        if (!b) {
+            w->oom = 1;
+            return;
+        }
+        w->buf = b;
+        w->cap = cap;
+    }
+    if (n) memcpy(w->buf + w->len, data, n);
+    w->len += n;
+}
+
+void ckpt_put(CkptWriter *w, const char *tag, const void *data, size_t bytes) {
+    char t[CKPT_TAG] = {0};
+    snprintf(t, sizeof t, "%s", tag);
+    uint64_t n = bytes;
+    ckpt_append(w, t, sizeof t);
+    ckpt_append(w, &n, sizeof n);
+    ckpt_append(w, data, bytes);
+    w->nsec++;
+}
+
+void ckpt_step_dir(const char *dir, long step, char *out, size_t len) { snprintf(out, len, "%s/step-%06ld", dir, step); }
+
+uint64_t ckpt_job_hash(const char *token) { return hash_text(HASH_FNV_INIT, token); }
+
+/* fsync of a folder, so that the names renamed into it last. */
+static void ckpt_sync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static int ckpt_mkdir(const char *dir) {
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return RS_OK;
+        return rs_error(RS_ERR_INPUT, "%s: exists and is not a folder", dir);
+    }
+    return rs_error(RS_ERR_RUNTIME, "%s: cannot make the folder: %s", dir, strerror(errno));
+}
+
+int ckpt_commit(CkptWriter *w, const char *dir, long step, const char *name, uint64_t job) {
+    char sd[1024], path[1100];
+    int rc = RS_OK;
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    snprintf(path, sizeof path, "%s/%s", sd, name);
+    unsigned char head[CKPT_HEAD];
+    uint32_t schema = CKPT_SCHEMA, nsec = w->nsec;
+    int64_t st = step;
+    memcpy(head, CKPT_MAGIC, 8);
+    memcpy(head + 8, &schema, 4);
+    memcpy(head + 12, &nsec, 4);
+    memcpy(head + 16, &st, 8);
+    memcpy(head + 24, &job, 8);
+    if (w->oom) {
+        rc = rs_error(RS_ERR_RUNTIME, "%s: out of memory building the checkpoint", path);
+        goto out;
+    }
+    if ((rc = ckpt_mkdir(sd)) != RS_OK) goto out;
+    uint64_t sum = hash_bytes(hash_bytes(HASH_FNV_INIT, head, sizeof head), w->buf, w->len);
+    AtomicFile af;
+    if ((rc = atomicfile_open(&af, path, 0644)) != RS_OK) goto out;
+    if (fwrite(head, 1, sizeof head, af.f) != sizeof head || (w->len && fwrite(w->buf, 1, w->len, af.f) != w->len) ||
+        fwrite(&sum, 1, sizeof sum, af.f) != sizeof sum) {
+        int e = errno;
+        atomicfile_abort(&af);
+        rc = rs_error(RS_ERR_RUNTIME, "%s: %s", path, strerror(e));
+        goto out;
+    }
+    const char *pause = getenv("RINGSIDE_CKPT_TEST_PAUSE");
+    if (pause && *pause) { /* the tests' hook: a kill while a part is being written */
+        char mark[1200];
+        snprintf(mark, sizeof mark, "%s.writing", path);
+        FILE *f = fopen(mark, "w");
+        if (f) fclose(f);
+        long ms = atol(pause);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        unlink(mark);
+    }
+    if ((rc = atomicfile_commit(&af)) != RS_OK) goto out;
+    ckpt_sync_dir(sd);
+out:
+    ckpt_writer_free(w);
+    return rc;
+}
+
+/* ---- reading a part ------------------------------------------------------------------------ */
+
+void ckpt_part_free(CkptPart *p) {
+    free(p->buf);
+    p->buf = NULL;
+    p->len = 0;
+}
+
+int ckpt_part_load(CkptPart *p, const char *path) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->path, sizeof p->path, "%s", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return rs_error(RS_ERR_INPUT, "checkpoint part %s: not a file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    p->buf = malloc(n ? n : 1);
+    if (!p->buf) {
+        fclose(f);
+        return rs_error(RS_ERR_RUNTIME, "checkpoint part %s: out of memory for %zu bytes", path, n);
+    }
+    size_t got = fread(p->buf, 1, n, f);
+    fclose(f);
+    p->len = got;
+    const char *why = NULL;
+    uint32_t schema = 0, nsec = 0;
+    if (got != n) why = "cannot be read whole";
+    else if (n < CKPT_HEAD + 8) why = "truncated (shorter than its header)";
+    else if (memcmp(p->buf, CKPT_MAGIC, 8)) why = "not a ringside checkpoint part";
+    if (!why) {
+        memcpy(&schema, p->buf + 8, 4);
+        memcpy(&nsec, p->buf + 12, 4);
+        if (schema != CKPT_SCHEMA) {
+            ckpt_part_free(p);
+            return rs_error(RS_ERR_INPUT, "checkpoint part %s: schema %u, this build reads schema %d", path, schema,
+                            CKPT_SCHEMA);
+        }
+        uint64_t sum;
+        memcpy(&sum, p->buf + n - 8, 8);
+        if (hash_bytes(HASH_FNV_INIT, p->buf, n - 8) != sum) why = "checksum mismatch (truncated or damaged)";
+        p->sum = sum;
+    }
+    if (!why) { /* the sections must tile the file exactly */
+        size_t at = CKPT_HEAD;
+        for (uint32_t i = 0; i < nsec && !why; i++) {
+            uint64_t b;
+            if (at + CKPT_TAG + 8 > n - 8) why = "a section past the end";
+            else {
+                memcpy(&b, p->buf + at + CKPT_TAG, 8);
+                if (b > n - 8 - at - CKPT_TAG - 8) why = "a section past the end";
+                at += CKPT_TAG + 8 + (size_t)b;
+            }
+        }
+        if (!why && at != n - 8) why = "bytes after its last section";
+    }
+    if (why) {
+        ckpt_part_free(p);
+        return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, why);
+    }
+    int64_t s;
+    memcpy(&s, p->buf + 16, 8);
+    memcpy(&p->job, p->buf + 24, 8);
+    p->step = (long)s;
+    return RS_OK;
+}
+
+/* A part's header and trailer alone (its step, job, checksum and size), for the manifest: a part
+ * in place is whole (renamed there only once written and fsynced; its own checksum is checked
+ * when it is loaded). 0, or RS_ERR_INPUT (missing, not a part of this schema). */
+static int ckpt_part_peek(const char *path, long *step, uint64_t *job, uint64_t *sum, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return RS_ERR_INPUT;
+    unsigned char head[CKPT_HEAD];
+    uint32_t schema = 0;
+    int64_t st = 0;
+    struct stat sb;
+    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
+             !memcmp(head, CKPT_MAGIC, 8) && fseeko(f, sb.st_size - 8, SEEK_SET) == 0 && fread(sum, 1, 8, f) == 8;
+    fclose(f);
+    if (!ok) return RS_ERR_INPUT;
+    memcpy(&schema, head + 8, 4);
+    memcpy(&st, head + 16, 8);
+    memcpy(job, head + 24, 8);
+    *step = (long)st;
+    *len = (size_t)sb.st_size;
+    return schema == CKPT_SCHEMA ? RS_OK : RS_ERR_INPUT;
+}
+
+const void *ckpt_find(const CkptPart *p, const char *tag, size_t *bytes) {
+    uint32_t nsec;
+    memcpy(&nsec, p->buf + 12, 4);
+    size_t at = CKPT_HEAD;
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint64_t b;
+        memcpy(&b, p->buf + at + CKPT_TAG, 8);
+        if (!strncmp((const char *)p->buf + at, tag, CKPT_TAG)) {
+            *bytes = (size_t)b;
+            return p->buf + at + CKPT_TAG + 8;
+        }
+        at += CKPT_TAG + 8 + (size_t)b;
+    }
+    *bytes = 0;
+    return NULL;
+}
+
+int ckpt_get(const CkptPart *p, const char *tag, void *dst, size_t bytes) {
+    size_t n;
+    const void *src = ckpt_find(p, tag, &n);
+    if (!src) return rs_error(RS_ERR_INPUT, "checkpoint part %s: no section '%s'", p->path, tag);
+    if (n != bytes)
+        return rs_error(RS_ERR_INPUT, "checkpoint part %s: section '%s' holds %zu bytes, this run needs %zu", p->path,
+                        tag, n, bytes);
+    if (n) memcpy(dst, src, n);
+    return RS_OK;
+}
+
+/* ---- the folder ------------------------------------------------------------------------------ */
+
+/* The step of a "step-NNNNNN" name, or -1. */
+static long ckpt_name_step(const char *name) {
+    if (strncmp(name, "step-", 5) || !name[5]) return -1;
+    char *end;
+    long s = strtol(name + 5, &end, 10);
+    return *end || s < 0 ? -1 : s;
+}
+
+static int ckpt_has_manifest(const char *dir, long step) {
+    char p[1100], sd[1024];
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
+    return access(p, F_OK) == 0;
+}
+
+/* The highest complete step in dir (-1: none); *partial counts step folders without a manifest. */
+static long ckpt_newest(const char *dir, int *partial) {
+    DIR *d = opendir(dir);
+    long best = -1;
+    if (partial) *partial = 0;
+    if (!d) return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s = ckpt_name_step(e->d_name);
+        if (s < 0) continue;
+        if (ckpt_has_manifest(dir, s)) {
+            if (s > best) best = s;
+        } else if (partial) {
+            (*partial)++;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/* Removes a step folder and the files in it. */
+static void ckpt_remove_step(const char *dir, long step) {
+    char sd[1024], p[1400];
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    DIR *d = opendir(sd);
+    if (!d) return;
+    struct dirent *e;
+    /* the manifest first: a folder half removed is never taken for a complete checkpoint */
+    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
+    unlink(p);
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", sd, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(sd);
+}
+
+/* Rank 0 after manifest step: every step folder before it goes but the newest complete one. */
+static void ckpt_prune(const char *dir, long step) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    long keep = -1, *all = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s = ckpt_name_step(e->d_name);
+        if (s < 0 || s >= step) continue;
+        if (n == cap) {
+            long *a = realloc(all, (cap = cap ? cap * 2 : 16) * sizeof *a);
+            if (!a) break;
+            all = a;
+        }
+        all[n++] = s;
+        if (s > keep && ckpt_has_manifest(dir, s)) keep = s;
+    }
+    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        if (all[i] != keep) ckpt_remove_step(dir, all[i]);
+    free(all);
+    ckpt_sync_dir(dir);
+}
+
+int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
+    if (!dir[0]) return RS_OK;
+    char probe[1100];
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT) return rs_error(RS_ERR_INPUT, "--checkpoint %s: %s", dir, strerror(errno));
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return rs_error(RS_ERR_INPUT, "--checkpoint %s: cannot make the folder: %s", dir, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: not a folder", dir);
+    }
+    snprintf(probe, sizeof probe, "%s/.probe.%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return rs_error(RS_ERR_INPUT, "--checkpoint %s: the folder cannot be written: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    char deep[1024];
+    ckpt_step_dir(dir, 999999999L, deep, sizeof deep);
+    snprintf(probe, sizeof probe, "%s/" CKPT_KEEP_NAME, deep);
+    RS_TRY(atomicfile_check_name(probe));
+    int partial;
+    long newest = ckpt_newest(dir, &partial);
+    int same = resume[0] && atomicfile_same_path(dir, resume);
+    if (newest >= 0 && !same)
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: holds another run's checkpoint (step %ld): resume it (--resume %s) "
+                                      "or give an empty folder", dir, newest, dir);
+    if (clean && partial) { /* what a killed run left unfinished */
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        long *drop = calloc((size_t)partial, sizeof *drop);
+        int k = 0;
+        while (d && drop && (e = readdir(d)) && k < partial) {
+            long s = ckpt_name_step(e->d_name);
+            if (s >= 0 && !ckpt_has_manifest(dir, s)) drop[k++] = s;
+        }
+        if (d) closedir(d);
+        for (int i = 0; i < k; i++) ckpt_remove_step(dir, drop[i]);
+        free(drop);
+    }
+    return RS_OK;
+}
+
+/* ---- the manifest ---------------------------------------------------------------------------- */
+
+static void ckpt_hex(uint64_t v, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)v); }
+
+/* Part i's name: rank-i.bin for the workers, then server-(i - world).bin. */
+static void ckpt_part_name(const CkptMeta *m, int i, char *out, size_t len) {
+    if (i < m->world) snprintf(out, len, "rank-%d.bin", i);
+    else snprintf(out, len, "server-%d.bin", i - m->world);
+}
+
+int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout, size_t *bytes) {
+    char sd[1024], path[1100], name[64], hex[17];
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    cJSON *root = cJSON_CreateObject(), *parts = cJSON_CreateArray();
+    if (!root || !parts) {
+        cJSON_Delete(root);
+        cJSON_Delete(parts);
+        return rs_error(RS_ERR_RUNTIME, "out of memory");
+    }
+    int nparts = m->world + m->servers, rc = RS_OK;
+    *bytes = 0;
+    double t0 = clock_now();
+    for (int i = 0; i < nparts && rc == RS_OK; i++) {
+        ckpt_part_name(m, i, name, sizeof name);
+        snprintf(path, sizeof path, "%s/%s", sd, name);
+        for (;;) { /* a part is in place once renamed there, whole and durable */
+            long pstep;
+            uint64_t pjob, sum;
+            size_t len;
+            if (ckpt_part_peek(path, &pstep, &pjob, &sum, &len) == RS_OK) {
+                if (pjob == job && pstep == step) {
+                    *bytes += len;
+                    cJSON *o = cJSON_CreateObject();
+                    cJSON_AddStringToObject(o, "name", name);
+                    cJSON_AddNumberToObject(o, "bytes", (double)len);
+                    ckpt_hex(sum, hex);
+                    cJSON_AddStringToObject(o, "fnv1a64", hex);
+                    cJSON_AddItemToArray(parts, o);
+                    break;
+                }
+            }
+            if (clock_now() - t0 > timeout) {
+                rc = rs_error(RS_ERR_PEER, "checkpoint of step %ld: %s did not arrive within %g s", step, path, timeout);
+                break;
+            }
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (rc != RS_OK) {
+        cJSON_Delete(root);
+        cJSON_Delete(parts);
+        return rc;
+    }
+    cJSON_AddNumberToObject(root, "schema", CKPT_SCHEMA);
+    cJSON_AddStringToObject(root, "build", RS_GIT);
+    cJSON_AddNumberToObject(root, "step", (double)step);
+    cJSON_AddStringToObject(root, "model", m->model);
+    cJSON_AddNumberToObject(root, "params", (double)m->nparams);
+    cJSON_AddNumberToObject(root, "world", m->world);
+    cJSON_AddNumberToObject(root, "servers", m->servers);
+    ckpt_hex(hash_text(HASH_FNV_INIT, m->options), hex);
+    cJSON_AddStringToObject(root, "options_hash", hex);
+    cJSON_AddStringToObject(root, "options", m->options);
+    cJSON_AddItemToObject(root, "parts", parts);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    snprintf(path, sizeof path, "%s/" CKPT_KEEP_NAME, sd);
+    rc = atomicfile_write(path, text, strlen(text), 0644);
+    free(text);
+    if (rc != RS_OK) return rc;
+    ckpt_sync_dir(sd);
+    ckpt_prune(dir, step);
+    return RS_OK;
+}
+
+/* Reads dir's newest complete manifest: *step, and the parsed JSON (caller deletes). */
+static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
+    struct stat st;
+    *out = NULL;
+    if (stat(dir, &st) != 0) return rs_error(RS_ERR_INPUT, "--resume %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--resume %s: not a folder", dir);
+    int partial;
+    long s = ckpt_newest(dir, &partial);
+    if (s < 0)
+        return rs_error(RS_ERR_INPUT, "--resume %s: no complete checkpoint (no step folder with a MANIFEST%s)", dir,
+                        partial ? "; the ones there are incomplete" : "");
+    char sd[1024], path[1100];
+    ckpt_step_dir(dir, s, sd, sizeof sd);
+    snprintf(path, sizeof path, "%s/" CKPT_KEEP_NAME, sd);
+    FILE *f = fopen(path, "rb");
+    if (!f) return rs_error(RS_ERR_INPUT, "--resume %s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    char chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + got + 1 > cap) {
+            char *t = realloc(text, cap = (len + got + 1) * 2);
+            if (!t) break;
+            text = t;
+        }
+        memcpy(text + len, chunk, got);
+        len += got;
+    }
+    fclose(f);
+    if (text) text[len] = 0;
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)", path);
+    }
+    cJSON *sc = cJSON_GetObjectItem(j, "schema"), *st2 = cJSON_GetObjectItem(j, "step");
+    if (!cJSON_IsNumber(sc) || sc->valueint != CKPT_SCHEMA) {
+        int v = cJSON_IsNumber(sc) ? sc->valueint : -1;
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: schema %d, this build reads schema %d (a checkpoint of another "
+                                      "build)", path, v, CKPT_SCHEMA);
+    }
+    if (!cJSON_IsNumber(st2) || (long)st2->valuedouble != s) {
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)", path, s);
+    }
+    *step = s;
+    *out = j;
+    return RS_OK;
+}
+
+int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step) {
+    cJSON *j;
+    RS_TRY(ckpt_manifest_read(dir, step, &j));
+    char why[700] = "";
+    cJSON *model = cJSON_GetObjectItem(j, "model"), *np = cJSON_GetObjectItem(j, "params"),
+          *world = cJSON_GetObjectItem(j, "world"), *sv = cJSON_GetObjectItem(j, "servers"),
+          *opt = cJSON_GetObjectItem(j, "options");
+    if (!cJSON_IsString(model) || strcmp(model->valuestring, m->model))
+        snprintf(why, sizeof why, "another model (--model %s there, %s here)",
+                 cJSON_IsString(model) ? model->valuestring : "?", m->model);
+    else if (!cJSON_IsNumber(np) || (size_t)np->valuedouble != m->nparams)
+        snprintf(why, sizeof why, "another model size (%.0f parameters there, %zu here)",
+                 cJSON_IsNumber(np) ? np->valuedouble : -1.0, m->nparams);
+    else if (!cJSON_IsNumber(world) || world->valueint != m->world)
+        snprintf(why, sizeof why, "another world size (%d workers there, %d here)",
+                 cJSON_IsNumber(world) ? world->valueint : -1, m->world);
+    else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valueint != m->servers))
+        snprintf(why, sizeof why, "another number of parameter servers (%d there, %d here)",
+                 cJSON_IsNumber(sv) ? sv->valueint : -1, m->servers);
+    else if (!cJSON_IsString(opt))
+        snprintf(why, sizeof why, "no options in its manifest");
+    else if (steps < *step)
+        snprintf(why, sizeof why, "this run's %ld steps end before it (--steps must be at least %ld)", steps, *step);
+    if (!why[0] && cJSON_IsString(opt)) {
+        char d[600];
+        if (config_resume_diff(m->options, opt->valuestring, d, sizeof d))
+            snprintf(why, sizeof why, "another value of %s", d);
+    }
+    cJSON_Delete(j);
+    if (why[0])
+        return rs_error(RS_ERR_INPUT, "--resume %s: its checkpoint of step %ld does not fit this run: %s", dir, *step, why);
+    return RS_OK;
+}
+
+int ckpt_resume_load(const char *dir, const char *name, CkptPart *p) {
+    long step;
+    cJSON *j;
+    memset(p, 0, sizeof *p);
+    RS_TRY(ckpt_manifest_read(dir, &step, &j));
+    char sd[1024], path[1100], hex[17];
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    snprintf(path, sizeof path, "%s/%s", sd, name);
+    cJSON *it, *want = NULL;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, "parts")) {
+        cJSON *n = cJSON_GetObjectItem(it, "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) want = it;
+    }
+    if (!want) {
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: its manifest of step %ld names no part %s (another placement or "
+                                      "world size?)", dir, step, name);
+    }
+    cJSON *sum = cJSON_GetObjectItem(want, "fnv1a64");
+    int rc = ckpt_part_load(p, path);
+    if (rc == RS_OK) {
+        ckpt_hex(p->sum, hex);
+        if (!cJSON_IsString(sum) || strcmp(sum->valuestring, hex))
+            rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: its checksum %s is not the manifest's %s", path, hex,
+                          cJSON_IsString(sum) ? sum->valuestring : "?");
+        else if (p->step != step)
+            rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: of step %ld in the folder of step %ld", path, p->step, step);
+    }
+    if (rc != RS_OK) ckpt_part_free(p);
+    cJSON_Delete(j);
+    return rc;
+}

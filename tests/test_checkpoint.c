@@ -1,0 +1,139 @@
+/* test_checkpoint.c - checkpoint parts and manifests: round trip, damaged and truncated parts refused, the manifest's checks, pruning */
+#include "../engine/checkpoint.h"
+#include "../base/err.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir_[64];
+
+static const CkptMeta meta_ = {.model = "mlp", .nparams = 4, .world = 1, .servers = 0, .options = "lr=0.1\nsteps=9\n"};
+
+/* Writes rank-0.bin of step into dir_ with params {step, 1, 2, 3}. */
+static int write_part(long step, uint64_t job) {
+    CkptWriter w;
+    float p[4] = {(float)step, 1, 2, 3};
+    ckpt_writer_init(&w);
+    ckpt_put(&w, "params", p, sizeof p);
+    ckpt_put(&w, "note", "hello", 5);
+    return ckpt_commit(&w, dir_, step, "rank-0.bin", job);
+}
+
+static void part_path(long step, char *out, size_t len) {
+    char sd[1024];
+    ckpt_step_dir(dir_, step, sd, sizeof sd);
+    snprintf(out, len, "%s/rank-0.bin", sd);
+}
+
+static void test_round_trip(void) {
+    char path[1100];
+    CHECK(write_part(3, 42) == RS_OK);
+    part_path(3, path, sizeof path);
+    CkptPart p;
+    CHECK(ckpt_part_load(&p, path) == RS_OK);
+    CHECK(p.step == 3 && p.job == 42);
+    float got[4];
+    CHECK(ckpt_get(&p, "params", got, sizeof got) == RS_OK);
+    CHECK(got[0] == 3 && got[3] == 3);
+    size_t n;
+    const char *note = ckpt_find(&p, "note", &n);
+    CHECK(note && n == 5 && !memcmp(note, "hello", 5));
+    CHECK(ckpt_get(&p, "params", got, 8) == RS_ERR_INPUT); /* another size */
+    CHECK(strstr(rs_errmsg(), "'params' holds 16 bytes") != NULL);
+    CHECK(ckpt_get(&p, "mom", got, sizeof got) == RS_ERR_INPUT); /* missing */
+    CHECK(strstr(rs_errmsg(), "no section 'mom'") != NULL);
+    ckpt_part_free(&p);
+}
+
+static void test_damage_refused(void) {
+    char path[1100];
+    CkptPart p;
+    CHECK(write_part(4, 42) == RS_OK);
+    part_path(4, path, sizeof path);
+    FILE *f = fopen(path, "r+b"); /* one byte of the parameters changed */
+    CHECK(f != NULL);
+    if (!f) return;
+    fseek(f, 60, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    CHECK(ckpt_part_load(&p, path) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "checksum mismatch") != NULL && strstr(rs_errmsg(), path) != NULL);
+    CHECK(p.buf == NULL);
+    CHECK(write_part(4, 42) == RS_OK);
+    CHECK(truncate(path, 50) == 0);
+    CHECK(ckpt_part_load(&p, path) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "checksum mismatch") != NULL);
+    CHECK(truncate(path, 10) == 0);
+    CHECK(ckpt_part_load(&p, path) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "truncated") != NULL);
+    char other[1100];
+    snprintf(other, sizeof other, "%s/none.bin", dir_);
+    CHECK(ckpt_part_load(&p, other) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "none.bin") != NULL);
+}
+
+static void test_manifest_and_resume(void) {
+    long step = -1;
+    size_t bytes;
+    CkptPart p;
+    CHECK(ckpt_resume_check(dir_, &meta_, 9, &step) == RS_ERR_INPUT); /* parts but no manifest yet */
+    CHECK(strstr(rs_errmsg(), "no complete checkpoint") != NULL);
+    CHECK(write_part(5, 7) == RS_OK);
+    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 8, 0.05, &bytes) == RS_ERR_PEER); /* another job's part is not awaited forever */
+    CHECK(strstr(rs_errmsg(), "rank-0.bin did not arrive") != NULL);
+    CHECK(ckpt_manifest_write(dir_, 5, &meta_, 7, 1, &bytes) == RS_OK);
+    CHECK(bytes == 32 + 2 * 24 + 16 + 5 + 8); /* header, two section heads, their bytes, the checksum */
+    CHECK(ckpt_resume_check(dir_, &meta_, 9, &step) == RS_OK && step == 5);
+    CHECK(ckpt_resume_check(dir_, &meta_, 4, &step) == RS_ERR_INPUT); /* fewer steps than the checkpoint's */
+    CkptMeta other = meta_;
+    other.options = "lr=0.2\nsteps=9\n";
+    CHECK(ckpt_resume_check(dir_, &other, 9, &step) == RS_ERR_INPUT);
+    other = meta_;
+    other.world = 2;
+    CHECK(ckpt_resume_check(dir_, &other, 9, &step) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "another world size") != NULL);
+    CHECK(ckpt_resume_load(dir_, "rank-0.bin", &p) == RS_OK);
+    float got[4];
+    CHECK(ckpt_get(&p, "params", got, sizeof got) == RS_OK && got[0] == 5);
+    ckpt_part_free(&p);
+    CHECK(ckpt_resume_load(dir_, "server-0.bin", &p) == RS_ERR_INPUT); /* the manifest names no such part */
+    /* a part rewritten after its manifest (another run's) no longer matches the manifest's checksum */
+    CHECK(write_part(5, 9) == RS_OK);
+    CHECK(ckpt_resume_load(dir_, "rank-0.bin", &p) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "not the manifest's") != NULL);
+}
+
+static void test_prune_keeps_two(void) {
+    size_t bytes;
+    for (long s = 6; s <= 8; s++) {
+        CHECK(write_part(s, 7) == RS_OK);
+        CHECK(ckpt_manifest_write(dir_, s, &meta_, 7, 1, &bytes) == RS_OK);
+    }
+    char sd[1024];
+    struct stat st;
+    for (long s = 3; s <= 8; s++) {
+        ckpt_step_dir(dir_, s, sd, sizeof sd);
+        CHECK_MSG((stat(sd, &st) == 0) == (s >= 7), "step %ld", s);
+    }
+    CHECK(ckpt_dir_prepare(dir_, "", 0) == RS_ERR_INPUT); /* a fresh run into it */
+    CHECK(ckpt_dir_prepare(dir_, dir_, 1) == RS_OK);      /* its resume */
+}
+
+int main(void) {
+    snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
+    if (!mkdtemp(dir_)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_round_trip);
+    RUN(test_damage_refused);
+    RUN(test_manifest_and_resume);
+    RUN(test_prune_keeps_two);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);
+    return test_summary("test_checkpoint");
+}
