@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # wire_loss.sh - what a lossy wire does to the loss: mlp, lenet and gpt at N = 2 (ring and colocated ps) against one rank with the global batch, --wire fp32 / bf16 / fp8e4m3 / fp8e5m2 over seeds: claim 5's mean |loss difference| / mean loss
 # usage: experiments/benchmarks/wire_loss.sh [BIN]   (SEEDS="1 2 3", WIRES, SYNCS="ring ps", MODELS="mlp lenet gpt", STEPS=60;
-#        lenet trains on MNIST where MNIST (DATA, default ../shared/data/mnist) has its training images, else on synthetic 28x28 images, said so)
+#        lenet trains on MNIST where DATA (default ../shared/data/mnist) has its images (train-*, or t10k-* alone: the first 8,000 train), else on synthetic 28x28 images, said so)
 set -uo pipefail
 bin=${1:-build/ringside}; seeds=${SEEDS:-"1 2 3"}; wires=${WIRES:-"fp32 bf16 fp8e4m3 fp8e5m2"}
 syncs=${SYNCS:-"ring ps"}; models=${MODELS:-"mlp lenet gpt"}; steps=${STEPS:-60}; data=${DATA:-../shared/data/mnist}
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 lenet_data=synthetic
-if ls "$data"/train-images-idx3-ubyte* >/dev/null 2>&1; then lenet_data=$data
-else echo "# lenet: no MNIST training images in $data: synthetic 28x28 images instead"; fi
+if compgen -G "$data/train-images-idx3-ubyte*" >/dev/null || compgen -G "$data/t10k-images-idx3-ubyte*" >/dev/null; then lenet_data=$data
+else echo "# lenet: no MNIST images in $data: synthetic 28x28 images instead"; fi
 opts() { # MODEL: the model's options (small enough for 2 cores)
     case $1 in
         mlp) echo "--model mlp --layers 784,256,10 --train-samples 4096 --eval-samples 256" ;;

@@ -1,5 +1,6 @@
 /* fuzz_wire.c - libFuzzer harness: the parameter server's header frame (wire_decode, wire_check, every dtype) and its encode/decode round trip */
 #include "fuzz.h"
+#include "../../base/codec.h"
 #include "../../ps/wire.h"
 
 /* Byte 0: has a payload frame; bytes 1-8: its claimed size; the rest is the header frame. An
@@ -24,10 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         wire_encode(&h, copy);
         if (memcmp(copy, buf, WIRE_HEADER_BYTES) != 0) abort();
         (void)wire_op_name(h.op);
-        if (!wire_dtype_allowed(h.op, h.dtype)) abort(); /* text for abort; 16 bits only on float ops */
+        if (!wire_dtype_allowed(h.op, h.dtype)) abort(); /* text for abort; 16 bits only on float ops, FP8 on pushes */
         size_t want = wire_payload_bytes(&h), el = wire_dtype_bytes(h.dtype);
+        size_t head = h.dtype == WIRE_E4M3 || h.dtype == WIRE_E5M2 ? CODEC_HEAD_BYTES : 0; /* FP8's scale */
         if (el != 4 && el != 2 && el != 1) abort();
-        if (h.count <= SIZE_MAX / el && want != (size_t)h.count * el) abort();
+        if (h.count <= (SIZE_MAX - head) / el && want != head + (size_t)h.count * el) abort();
         WireErr c = wire_check(&h, h.token, has_payload, pbytes);
         int empty = wire_op_may_be_empty(h.op) && h.count == 0; /* a DataParallel chunk of no rows */
         if (c == WIRE_OK && empty && has_payload) abort();
