@@ -287,18 +287,24 @@ static void opt_text(const Opt *o, const Config *c, char *buf, size_t len) {
     }
 }
 
-size_t config_canonical(const Config *c, char *buf, size_t len) {
+static int opt_shared(size_t i) { return opts[i].shared; }
+
+/* "name=value\n" for every option keep(i) selects, in the table's order, into buf (snprintf's
+ * rules: the length it needs, truncated to len). */
+static size_t canon_text(const Config *c, int (*keep)(size_t), char *buf, size_t len) {
     size_t k = 0;
     char v[600];
     if (len) buf[0] = 0;
     for (size_t i = 0; i < NOPTS; i++) {
-        if (!opts[i].shared) continue;
+        if (!keep(i)) continue;
         opt_text(&opts[i], c, v, sizeof v);
         int w = snprintf(k < len ? buf + k : NULL, k < len ? len - k : 0, "%s=%s\n", opts[i].name, v);
         k += (size_t)w;
     }
     return k;
 }
+
+size_t config_canonical(const Config *c, char *buf, size_t len) { return canon_text(c, opt_shared, buf, len); }
 
 /* The options a resume may change: how long to train, which steps are timed, how long to wait (and
  * --straggler's sleeps, which change no value), where checkpoints go. */
@@ -315,18 +321,7 @@ static int resume_keeps(size_t i) {
     return (opts[i].shared || !strcmp(opts[i].name, "device")) && !resume_may_differ(opts[i].name);
 }
 
-size_t config_resume_text(const Config *c, char *buf, size_t len) {
-    size_t k = 0;
-    char v[600];
-    if (len) buf[0] = 0;
-    for (size_t i = 0; i < NOPTS; i++) {
-        if (!resume_keeps(i)) continue;
-        opt_text(&opts[i], c, v, sizeof v);
-        int w = snprintf(k < len ? buf + k : NULL, k < len ? len - k : 0, "%s=%s\n", opts[i].name, v);
-        k += (size_t)w;
-    }
-    return k;
-}
+size_t config_resume_text(const Config *c, char *buf, size_t len) { return canon_text(c, resume_keeps, buf, len); }
 
 /* Finds "key=" line in text; copies its value to out. */
 static void canon_get(const char *text, const char *key, char *out, size_t len) {
@@ -346,40 +341,34 @@ static void canon_get(const char *text, const char *key, char *out, size_t len) 
     }
 }
 
-int config_diff(const char *mine, const char *theirs, char *out, size_t len) {
+/* The first option keep(i) selects whose canonical values differ between mine and theirs, named
+ * with where theirs came from; else whether the texts differ at all (whole names why). */
+static int canon_first_diff(const char *mine, const char *theirs, int (*keep)(size_t), const char *where, const char *whole,
+                            char *out, size_t len) {
     char a[600], b[600];
     for (size_t i = 0; i < NOPTS; i++) {
-        if (!opts[i].shared) continue;
+        if (!keep(i)) continue;
         canon_get(mine, opts[i].name, a, sizeof a);
         canon_get(theirs, opts[i].name, b, sizeof b);
         if (strcmp(a, b)) {
-            snprintf(out, len, "--%s (%s here, %s on rank 0)", opts[i].name, a, b);
+            snprintf(out, len, "--%s (%s here, %s %s)", opts[i].name, a, b, where);
             return 1;
         }
     }
     if (strcmp(mine, theirs)) {
-        snprintf(out, len, "the option set (different ringside versions?)");
+        snprintf(out, len, "the option set (%s)", whole);
         return 1;
     }
     return 0;
 }
 
+int config_diff(const char *mine, const char *theirs, char *out, size_t len) {
+    return canon_first_diff(mine, theirs, opt_shared, "on rank 0", "different ringside versions?", out, len);
+}
+
 int config_resume_diff(const char *mine, const char *theirs, char *out, size_t len) {
-    char a[600], b[600];
-    for (size_t i = 0; i < NOPTS; i++) {
-        if (!resume_keeps(i)) continue;
-        canon_get(mine, opts[i].name, a, sizeof a);
-        canon_get(theirs, opts[i].name, b, sizeof b);
-        if (strcmp(a, b)) {
-            snprintf(out, len, "--%s (%s here, %s in the checkpoint)", opts[i].name, a, b);
-            return 1;
-        }
-    }
-    if (strcmp(mine, theirs)) {
-        snprintf(out, len, "the option set (a checkpoint of another ringside version)");
-        return 1;
-    }
-    return 0;
+    return canon_first_diff(mine, theirs, resume_keeps, "in the checkpoint", "a checkpoint of another ringside version", out,
+                            len);
 }
 
 unsigned long long config_hash(const char *text) {

@@ -33,6 +33,10 @@ case "$op" in up|down|run|exec|kill|revive|shape|bytes) ;; *) usage ;; esac
 sbin() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; }; }
 tag() { echo "rsc$(basename "$D" | cksum | cut -c1-5)"; }   # the namespaces' and links' prefix: short, per DIR
 subnet() { echo "10.79.$(( $(basename "$D" | cksum | cut -d' ' -f1) % 200 + 20 ))"; }
+node_ns() { # NODE: sets ns to node NODE's namespace (node1 or 1), or dies naming it
+    ns="$(tag)n${1#node}"
+    ip netns list | awk '{print $1}' | grep -qx "$ns" || die "$D: no node $1"
+}
 
 # Every process in the cluster's namespaces, then the namespaces and the bridge.
 cluster_down() {
@@ -58,8 +62,7 @@ fi
 
 if [ "$op" = kill ]; then
     [ $# -ge 1 ] || usage
-    ns="$(tag)n${1#node}"
-    ip netns list | grep -q "^$ns" || die "$D: no node $1"
+    node_ns "$1"
     pids=$(ip netns pids "$ns" 2>/dev/null)
     [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
     echo "node lost: $1 ($(echo $pids | wc -w) processes killed)"
@@ -68,8 +71,8 @@ fi
 
 if [ "$op" = revive ]; then
     [ $# -ge 1 ] && [ -f "$D/slurm.conf" ] || usage
-    i=${1#node} ns="$(tag)n${1#node}"
-    ip netns list | grep -q "^$ns" || die "$D: no node $1"
+    i=${1#node}
+    node_ns "$1"
     SLURMD=$(sbin slurmd)
     nsenter --net="/run/netns/$ns" unshare --uts sh -c "hostname node$i && exec '$SLURMD' -D -f '$D/slurm.conf' -N node$i" \
         >>"$D/log/slurmd-node$i.out" 2>&1 &
@@ -105,8 +108,7 @@ fi
 # A node's link counters (its end of the veth: what it sent to the bridge, what it got from it).
 if [ "$op" = bytes ]; then
     [ $# -ge 1 ] || usage
-    ns="$(tag)n${1#node}"
-    ip netns list | grep -q "^$ns" || die "$D: no node $1"
+    node_ns "$1"
     echo "$(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/tx_bytes") $(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/rx_bytes")"
     exit 0
 fi
@@ -116,8 +118,7 @@ if [ "$op" = run ] || [ "$op" = exec ]; then
     ns="$(tag)ctl"
     if [ "$op" = exec ]; then
         [ $# -ge 2 ] || usage
-        ns="$(tag)n${1#node}"; shift
-        ip netns list | grep -q "^$ns" || die "$D: no node $ns"
+        node_ns "$1"; shift
     fi
     if [ "$op" = exec ]; then h="node${ns##*n}"; else h=ctl; fi
     exec nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" env SLURM_CONF="$D/slurm.conf" "$@"
