@@ -93,8 +93,9 @@ Codec codec_from_options(const char *wire, double loss_scale) {
  * memcpy, which the compiler folds into a register move: GCC vectorises it (the Makefile builds
  * this file with -fno-trapping-math, which changes no value); on x86-64 it is built twice, for
  * AVX2 and the baseline, and the loader picks the one the CPU runs (target_clones), so the
- * binary still runs where AVX2 is missing. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * binary still runs where AVX2 is missing (not under ThreadSanitizer or AddressSanitizer, whose
+ * runtimes are not up yet when the loader runs a clone's resolver). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define CODEC_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CODEC_CLONES
