@@ -111,7 +111,7 @@ for p in sys.argv[1:]:
 sys.exit(bad)
 EOF
 
-# The loss: mean |loss - loss_1rank| / mean loss_1rank within claim 5's FP8 tolerance, 2% (docs/matrix.md).
+# The loss: mean |loss - loss_1rank| / mean loss_1rank within claim 5's FP8 tolerance, 5% (docs/matrix.md).
 $PY - $T/one.json $T/ring-fp8*.json $T/tree-fp8*.json $T/ps-fp8*.json $T/psd-fp8*.json <<'EOF' >$T/loss.log 2>&1 && ok "the FP8 loss within the tolerance ($(tr '\n' ' ' <$T/loss.log))" || bad "the FP8 loss" "$(cat $T/loss.log)"
 import json, sys
 base = [p[1] for p in json.load(open(sys.argv[1]))["summary"]["loss_curve"]]
@@ -120,14 +120,14 @@ for path in sys.argv[2:]:
     r = json.load(open(path))
     c = [p[1] for p in r["summary"]["loss_curve"]]
     area = sum(abs(x - y) for x, y in zip(c, base)) / sum(base)
-    bad += not (len(c) == len(base) and area <= 0.02)
+    bad += not (len(c) == len(base) and area <= 0.05)
     print("%s %s: %.2f%%" % (r["backend"]["name"] if "backend" in r else "", r["config"]["wire"], 100 * area))
 sys.exit(bad)
 EOF
-# ---- claim 5 decides an FP8 run on FP8's tolerance (2%), and says so -------------------------------
+# ---- claim 5 decides an FP8 run on FP8's tolerance (5%), and says so -------------------------------
 mkdir -p $T/claims && cp $T/one.json $T/claims/none.json && cp $T/ring-fp8e5m2.json $T/claims/ring-fp8.json
 $BIN claims $T/claims >$T/claims.log 2>&1
-if grep -q "ring N=3   --wire fp8e5m2 vs 1 rank batch 96: mean |loss difference| .* (limit 2%" $T/claims.log; then
+if grep -q "ring N=3   --wire fp8e5m2 vs 1 rank batch 96: mean |loss difference| .* (limit 5%" $T/claims.log; then
     ok "claim 5 holds an FP8 run to FP8's tolerance"
 else
     bad "claim 5 on an FP8 run" "$(grep -A8 'Claim 5' $T/claims.log | head -n 12)"
