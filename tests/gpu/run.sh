@@ -306,7 +306,7 @@ sys.exit(0 if len(a) == len(b) and d <= 0.05 else 1)' "$log_dir/nccl_wire.json" 
 
 # nccl_fp8 : --wire fp8e4m3 and fp8e5m2 over NCCL: NCCL's FP8 types on sm_90+ (traffic.wire_collective
 # names the format), else FP8 rounding around an fp32 all-reduce ("fp32"); training at 2 ranks
-# within FP8's claim-5 tolerance (2%) of the host ring's FP8 run on the same GPU.
+# within FP8's claim-5 tolerance (5%) of the host ring's FP8 run on the same GPU.
 nccl_fp8() {
     local w
     for w in fp8e4m3 fp8e5m2; do
@@ -321,7 +321,7 @@ ca, cb = ([x[1] for x in r["summary"]["loss_curve"]] for r in (a, b))
 area = sum(abs(x - y) for x, y in zip(ca, cb)) / sum(cb)
 how = {e["traffic"].get("wire_collective") for e in a["ranks"]}
 print("%s: nccl moved %s; mean |loss(nccl) - loss(ring)| / mean loss %.2f%%" % (sys.argv[3], how, 100 * area))
-sys.exit(0 if len(ca) == len(cb) and area <= 0.02 and len(how) == 1 and how <= {sys.argv[3], "fp32"} else 1)' \
+sys.exit(0 if len(ca) == len(cb) and area <= 0.05 and len(how) == 1 and how <= {sys.argv[3], "fp32"} else 1)' \
             "$log_dir/nccl_$w.json" "$log_dir/ring_$w.json" $w || return
     done
 }
