@@ -185,6 +185,10 @@ static inline Codec codec_make(CodecType t, float scale) {
     return c;
 }
 
+/* The codec parameters travel in beside gradients of type t (scale 1): t itself, but bf16 under
+ * FP8, which is a gradient format (a server's replies, DataParallel's replicate). */
+static inline Codec codec_param(CodecType t) { return codec_make(codec_is_fp8(t) ? CODEC_BF16 : t, 1.0f); }
+
 /* The gradient codec a run's options give (--wire, --loss-scale; FP8 ignores the loss scale,
  * which config_validate refuses with it). wire must have passed
  * codec_parse (config_validate): anything else is fp32. */

@@ -485,7 +485,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->wall_offset = clock_wall() - clock_now();
     c->host_visible = job->dev->host_visible;
     c->gc = codec_from_options(cfg->wire, cfg->loss_scale);
-    c->pc = codec_make(codec_is_fp8(c->gc.type) ? CODEC_BF16 : c->gc.type, 1.0f);
+    c->pc = codec_param(c->gc.type);
     c->sc = codec_is_fp8(c->gc.type) ? c->pc : c->gc;
     c->coded = c->gc.type != CODEC_F32;
     c->pcoded = c->pc.type != CODEC_F32;

@@ -584,7 +584,7 @@ static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, 
     ch->cap = job->cfg->global_batch;
     ch->host_visible = job->dev->host_visible;
     CodecType wt = codec_from_options(cfg->wire, cfg->loss_scale).type;
-    ch->pc = codec_make(codec_is_fp8(wt) ? CODEC_BF16 : wt, 1.0f); /* the replicate: parameters, bf16 under FP8 */
+    ch->pc = codec_param(wt); /* the replicate: parameters */
     ch->coded = ch->pc.type != CODEC_F32;
     ch->dtype = (uint16_t)wire_dtype_of(ch->pc.type);
     ch->el = codec_elem_bytes(ch->pc.type);

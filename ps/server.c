@@ -1379,7 +1379,7 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     s->dev = a->dev;
     s->host_visible = a->dev->host_visible;
     s->gc = codec_from_options(a->cfg->wire, a->cfg->loss_scale);
-    s->pc = codec_make(codec_is_fp8(s->gc.type) ? CODEC_BF16 : s->gc.type, 1.0f);
+    s->pc = codec_param(s->gc.type);
     s->sc = codec_is_fp8(s->gc.type) ? s->pc : s->gc;
     s->coded = s->gc.type != CODEC_F32;
     s->dtype = (uint16_t)wire_dtype_of(s->gc.type);
