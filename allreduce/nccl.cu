@@ -24,6 +24,19 @@
  * rank's own contribution rounded too (the host ring adds its own in fp32): the two agree within
  * the wire's tolerance, not bit for bit. The counted traffic is 2 bytes per element.
  *
+ * --wire fp8e4m3 | fp8e5m2: one scale a bucket, kept on the device from end to end (the amax
+ * kernel, a max all-reduce of it, a one-thread kernel that makes the scale, pack and unpack
+ * reading it by pointer), so FP8 costs no host round trip and the engine keeps handing buckets
+ * over while backward runs. Every kernel launch on the back end's own context is checked at once
+ * (nccl_kernels_ok): a failed pack would otherwise leave a bucket un-reduced after a log line.
+ *
+ * The algorithm. --nccl-algo pins NCCL_ALGO (Ring, DDP's, by default; Tree), unless the user set
+ * it (allreduce/nccl_rules.h decides, and the report names it). Every call ringside makes is an
+ * ncclAllReduce: the start's broadcast of rank 0's parameters is a sum to which the other ranks
+ * contribute zeros, because NCCL has no tree broadcast and from 2.24 on fails an ncclBroadcast
+ * under NCCL_ALGO=Tree rather than fall back to its ring. So the one algorithm named pins every
+ * call, on every NCCL version, whatever the user's NCCL_ALGO.
+ *
  * Several ranks on one GPU (a classroom, a workstation, a test). NCCL refuses it ("Duplicate
  * GPU detected") unless told otherwise; when this host's ranks outnumber its GPUs and the user
  * has set neither variable, init sets, before the communicator exists:
@@ -49,6 +62,7 @@ extern "C" {
 #include "../base/codec.h"
 #include "../kernels/ops.h"
 #include "../engine/sync.h"
+#include "nccl_rules.h"
 #include "tree.h"
 }
 #include "../kernels/cuda_check.h"
@@ -72,8 +86,8 @@ typedef struct {
     double *t_issue;             /* per bucket: host time it was issued (its wait's clock) */
     cudaEvent_t ev_done;         /* what a wait loop polls (no timing) */
     double timeout;
-    char algo[64];               /* "Ring/auto": NCCL_ALGO / NCCL_PROTO in force */
-    int tree;                    /* NCCL_ALGO is Tree: its traffic counted as the trees move it */
+    char algo[64];               /* "Ring/auto": the all-reduce's NCCL_ALGO / NCCL_PROTO in force */
+    int tree;                    /* the all-reduce can only be the trees: its traffic counted as they move it */
     /* algorithmic traffic (see nccl_count_allreduce) */
     double bytes_sent, bytes_received;
     unsigned long long messages_sent, messages_received;
@@ -82,17 +96,22 @@ typedef struct {
      * decoded back into the fp32 gradient, by kernels on a context of the comm stream's own.
      * --wire fp8e4m3 | fp8e5m2 (1 byte per element): one scale per bucket for every rank, from
      * the ranks' largest magnitude (a max all-reduce of amax) with headroom for N contributions;
-     * natively (fp8_native: NCCL 2.24+ at build time, compute capability 9.0+ at run time on
-     * every rank, agreed at connect) the
-     * bucket is all-reduced as ncclFloat8e4m3 / ncclFloat8e5m2 (NCCL sums in FP8); else each
-     * rank rounds its bucket through FP8 by its own scale and the fp32 values are all-reduced as
-     * ncclFloat (4 bytes an element on the wire) */
+     * natively (fp8_native: NCCL 2.24+ in the headers and in the library loaded, compute
+     * capability 9.0+, on every rank, agreed at connect: nccl_fp8_native) the bucket is
+     * all-reduced as ncclFloat8e4m3 / ncclFloat8e5m2 (NCCL sums in FP8); else each rank rounds
+     * its bucket through FP8 by its own scale and the fp32 values are all-reduced as ncclFloat
+     * (4 bytes an element on the wire). The amax, the scale and their use stay on the device
+     * (amax kernel, max all-reduce, fp8_scale kernel, pack and unpack reading the scale by
+     * pointer): no host round trip, so a bucket's hand-over never waits for the GPU. */
     Codec wire;
     KernelCtx *kctx;             /* NULL with an fp32 wire */
     void *wbuf;
     size_t wbuf_bytes;
     int fp8_native;
-    float *amax;                 /* FP8: one float of device memory, the amax (MEM_COMM) */
+    float *amax;                 /* FP8: two floats of device memory (MEM_COMM): amax[0] the amax,
+                                  * amax[1] the scale fp8_scale makes of it (what pack and unpack read) */
+    float *pinned;               /* FP8: two floats of pinned host memory (MEM_COMM), for the connect-time
+                                  * agreement: a copy to pageable memory would block until the stream drains */
     char collective[16];         /* the element type the collective moves: traffic.wire_collective */
 } NcclState;
 
@@ -201,20 +220,9 @@ static int nccl_wait(NcclState *s, void *stream, const char *what) {
 
 /* ---- Helpers ---- */
 
-/* "2.28.9" from ncclGetVersion's code (X*10000+Y*100+Z from 2.9 on, X*1000+Y*100+Z before). */
-static void nccl_version_text(int v, char *buf, size_t len) {
-    if (v >= 10000) snprintf(buf, len, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
-    else snprintf(buf, len, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
-}
-
-/* The setting NCCL needs for several ranks on one GPU with this library version (see the head
- * comment), or NULL when the environment already has it. */
-static const char *nccl_shared_gpu_missing(int version) {
-    if (version >= NCCL_VERSION(2, 30, 0))
-        return getenv("NCCL_MULTI_RANK_GPU_ENABLE") ? NULL : "NCCL_MULTI_RANK_GPU_ENABLE=1";
-    return getenv("NCCL_HOSTID") ? NULL
-                                 : "a distinct NCCL_HOSTID per rank with NCCL_P2P_DISABLE=1 "
-                                   "NCCL_SHM_DISABLE=1";
+/* The setting NCCL still needs for several ranks on one GPU (allreduce/nccl_rules.h), or NULL. */
+static const char *nccl_shared_gpu_needs(const NcclState *s) {
+    return nccl_shared_gpu_missing(s->version, getenv("NCCL_MULTI_RANK_GPU_ENABLE"), getenv("NCCL_HOSTID"));
 }
 
 /* Whether this host's ranks outnumber its GPUs (several ranks share one). */
@@ -250,21 +258,6 @@ static void nccl_count_allreduce(NcclState *s, size_t bytes) {
     s->messages_received += 2ull * (unsigned)(n - 1);
 }
 
-/* Counts one broadcast of bytes from rank 0 along the ring 0 -> 1 -> ... -> N-1 (again the
- * algorithm's figure): every rank but 0 receives the bytes, every rank but N-1 sends them. */
-static void nccl_count_broadcast(NcclState *s, size_t bytes) {
-    int n = s->job.world, r = s->job.rank;
-    if (n <= 1) return;
-    if (r > 0) {
-        s->bytes_received += (double)bytes;
-        s->messages_received++;
-    }
-    if (r < n - 1) {
-        s->bytes_sent += (double)bytes;
-        s->messages_sent++;
-    }
-}
-
 /* Creates the non-blocking communicator of world ranks from id and waits until it is ready. */
 static int nccl_comm_open(NcclState *s, const ncclUniqueId *id) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -275,11 +268,11 @@ static int nccl_comm_open(NcclState *s, const ncclUniqueId *id) {
     int rc = ncclCheck(s, r);
     if (rc == RS_OK) return RS_OK;
     nccl_abort(s);
-    if (s->job.world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_missing(s->version)) {
+    if (s->job.world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_needs(s)) {
         char why[1024];
         snprintf(why, sizeof why, "%s", rs_errmsg());
         return rs_error(rc, "%s (%d ranks share this host's GPUs; NCCL needs %s: see tests/gpu/README.md)",
-                        why, s->job.local_world, nccl_shared_gpu_missing(s->version));
+                        why, s->job.local_world, nccl_shared_gpu_needs(s));
     }
     return rc;
 }
@@ -308,11 +301,12 @@ static int nccl_id_decode(const char *text, ncclUniqueId *id) {
     return RS_OK;
 }
 
-/* Grows the 16-bit staging to bytes (collective use: the training buckets' is made at init). */
+/* Grows the wire's staging to bytes (collective use: the training buckets' is made at init).
+ * The old staging is freed only once the comm stream has drained it, waited for by polling. */
 static int nccl_wire_reserve(NcclState *s, size_t bytes) {
     if (bytes <= s->wbuf_bytes) return RS_OK;
     if (s->wbuf) {
-        RS_TRY(cudaCheck(cudaStreamSynchronize((cudaStream_t)s->comm_stream))); /* nothing may still use it */
+        RS_TRY(nccl_wait(s, s->comm_stream, "the comm stream, before the wire's staging grows")); /* nothing may still use it */
         device_free(s->dev, s->wbuf, s->wbuf_bytes, MEM_COMM);
     }
     s->wbuf_bytes = 0;
@@ -322,59 +316,65 @@ static int nccl_wire_reserve(NcclState *s, size_t bytes) {
     return RS_OK;
 }
 
-/* FP8: the bucket's scale on every rank (see NcclState), read back to the host (the pack's
- * argument): a round trip of 4 bytes on the comm stream. 0 or RS_ERR_*. */
-static int nccl_fp8_scale(NcclState *s, float *p, size_t count, float *scale) {
+/* Whether every kernel launched so far on the back end's own context (pack, unpack, amax, the
+ * FP8 scale) was launched: a failed launch would leave the bucket un-reduced, so it is an error
+ * naming what, never a log line the step trains past. Does not wait. */
+static int nccl_kernels_ok(NcclState *s, const char *what, size_t at, size_t count) {
+    if (s->dev->k->check(s->kctx) == RS_OK) return RS_OK;
+    char why[512];
+    snprintf(why, sizeof why, "%s", rs_errmsg());
+    return rs_error(RS_ERR_RUNTIME, "nccl (rank %d): %s of the %zu elements from %zu failed to launch: %s",
+                    s->job.rank, what, count, at, why);
+}
+
+/* FP8: the bucket's scale on every rank (see NcclState) into s->amax[1], on the device: the amax
+ * of p, its max over the ranks where NCCL sums in FP8, then the scale with headroom for the N
+ * contributions (natively; 1 otherwise). Enqueued on the comm stream; nothing waits. */
+static int nccl_fp8_scale(NcclState *s, float *p, size_t count, size_t at) {
     cudaStream_t cs = (cudaStream_t)s->comm_stream;
-    float amax = 0;
-    s->dev->k->amax(s->kctx, s->amax, p, count);
-    if (s->fp8_native) RS_TRY(ncclCheck(s, ncclAllReduce(s->amax, s->amax, 1, ncclFloat, ncclMax, s->comm, cs)));
-    RS_TRY(cudaCheck(cudaMemcpyAsync(&amax, s->amax, sizeof amax, cudaMemcpyDeviceToHost, cs)));
-    RS_TRY(cudaCheck(cudaStreamSynchronize(cs)));
-    Codec f = codec_fit(&s->wire, &amax, 1);
-    float room = 1;
-    while (s->fp8_native && room < (float)s->job.world) room *= 2; /* N partial sums in FP8 stay below the max */
-    *scale = f.scale / room;
-    return RS_OK;
+    const KernelOps *k = s->dev->k;
+    k->amax(s->kctx, &s->amax[0], p, count);
+    RS_TRY(nccl_kernels_ok(s, "the FP8 amax", at, count));
+    if (s->fp8_native) RS_TRY(ncclCheck(s, ncclAllReduce(&s->amax[0], &s->amax[0], 1, ncclFloat, ncclMax, s->comm, cs)));
+    k->fp8_scale(s->kctx, &s->amax[1], &s->amax[0], s->wire.type, s->fp8_native ? s->job.world : 1);
+    return nccl_kernels_ok(s, "the FP8 scale", at, count);
 }
 
 /* Enqueues the in-place sum of count floats at p (device memory) on the comm stream: ncclFloat,
  * or with a 16-bit wire encode into wbuf + at elements, the 16-bit all-reduce, decode back; FP8
- * as NcclState says. */
+ * as NcclState says. Every kernel's launch is checked (nccl_kernels_ok). */
 static int nccl_enqueue_sum(NcclState *s, float *p, size_t count, size_t at) {
     cudaStream_t cs = (cudaStream_t)s->comm_stream;
-    if (codec_is_fp8(s->wire.type)) {
-        const KernelOps *k = s->dev->k;
-        void *w = (unsigned char *)s->wbuf + at;
-        float scale;
-        RS_TRY(nccl_fp8_scale(s, p, count, &scale));
-        k->pack(s->kctx, w, p, count, s->wire.type, scale);
-        if (!s->fp8_native) { /* rounded through FP8, summed in fp32 */
-            k->unpack(s->kctx, p, w, count, s->wire.type, scale);
-            RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
-            nccl_count_allreduce(s, count * sizeof(float));
-            return RS_OK;
-        }
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
-        ncclDataType_t t = s->wire.type == CODEC_E4M3 ? ncclFloat8e4m3 : ncclFloat8e5m2;
-        RS_TRY(ncclCheck(s, ncclAllReduce(w, w, count, t, ncclSum, s->comm, cs)));
-#endif
-        k->unpack(s->kctx, p, w, count, s->wire.type, scale);
-        nccl_count_allreduce(s, count);
-        return RS_OK;
-    }
+    const KernelOps *k = s->dev->k;
     if (s->wire.type == CODEC_F32) {
         RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
         nccl_count_allreduce(s, count * sizeof(float));
         return RS_OK;
     }
-    const KernelOps *k = s->dev->k;
-    void *w = (unsigned char *)s->wbuf + at * 2;
-    k->pack(s->kctx, w, p, count, s->wire.type, s->wire.scale);
+    const float *scale_at = NULL;
+    size_t elem = codec_elem_bytes(s->wire.type);
+    void *w = (unsigned char *)s->wbuf + at * elem;
+    if (codec_is_fp8(s->wire.type)) {
+        RS_TRY(nccl_fp8_scale(s, p, count, at));
+        scale_at = &s->amax[1];
+    }
+    k->pack(s->kctx, w, p, count, s->wire.type, s->wire.scale, scale_at);
+    RS_TRY(nccl_kernels_ok(s, "the wire's pack", at, count));
+    if (codec_is_fp8(s->wire.type) && !s->fp8_native) { /* rounded through FP8, summed in fp32 */
+        k->unpack(s->kctx, p, w, count, s->wire.type, s->wire.scale, scale_at);
+        RS_TRY(nccl_kernels_ok(s, "the wire's unpack", at, count));
+        RS_TRY(ncclCheck(s, ncclAllReduce(p, p, count, ncclFloat, ncclSum, s->comm, cs)));
+        nccl_count_allreduce(s, count * sizeof(float));
+        return RS_OK;
+    }
     ncclDataType_t t = s->wire.type == CODEC_BF16 ? ncclBfloat16 : ncclHalf;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    if (codec_is_fp8(s->wire.type)) t = s->wire.type == CODEC_E4M3 ? ncclFloat8e4m3 : ncclFloat8e5m2;
+#endif
     RS_TRY(ncclCheck(s, ncclAllReduce(w, w, count, t, ncclSum, s->comm, cs)));
-    k->unpack(s->kctx, p, w, count, s->wire.type, s->wire.scale);
-    nccl_count_allreduce(s, count * 2);
+    k->unpack(s->kctx, p, w, count, s->wire.type, s->wire.scale, scale_at);
+    RS_TRY(nccl_kernels_ok(s, "the wire's unpack", at, count));
+    nccl_count_allreduce(s, count * elem);
     return RS_OK;
 }
 
@@ -427,7 +427,7 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
         nccl_version_text(NCCL_VERSION_CODE, built, sizeof built);
         log_info("# nccl: NCCL %s (built against %s), %d rank%s", ver, built, job->world,
                  job->world > 1 ? "s" : "");
-        if (job->world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_missing(s->version)) {
+        if (job->world > 1 && nccl_gpu_shared(s) && nccl_shared_gpu_needs(s)) {
             /* several ranks on one GPU (a classroom, a workstation): give NCCL what it needs,
              * before the communicator reads its environment; the user's own settings win */
             char host[64] = "";
@@ -452,27 +452,30 @@ static int nccl_init(const SyncJob *job, void **state, char *endpoint, size_t le
         }
     }
 
-    { /* --nccl-algo's all-reduce (ring: DDP's), unless the user chose: NCCL reads NCCL_ALGO at init */
-        const char *algo = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
-        int ours = !algo || !*algo;
-        if (ours) setenv("NCCL_ALGO", strcmp(s->job.cfg->nccl_algo, "tree") ? "Ring" : "Tree", 1);
-        s->tree = !strcasecmp(getenv("NCCL_ALGO"), "Tree");
-        snprintf(s->algo, sizeof s->algo, "%s/%s", getenv("NCCL_ALGO"), proto && *proto ? proto : "auto");
-        log_info("# nccl: NCCL_ALGO=%s%s, NCCL_PROTO=%s", getenv("NCCL_ALGO"),
-                 ours ? " (set by ringside from --nccl-algo)" : " (from the environment)", proto && *proto ? proto : "auto");
+    { /* --nccl-algo's all-reduce (ring: DDP's), unless the user chose: NCCL reads NCCL_ALGO at init.
+       * Every call ringside makes is an ncclAllReduce (the broadcast too: nccl_broadcast), so the
+       * one algorithm named pins them all, on every NCCL version */
+        const char *user = getenv("NCCL_ALGO"), *proto = getenv("NCCL_PROTO");
+        NcclAlgo a;
+        nccl_algo_decide(s->job.cfg->nccl_algo, user, &a);
+        if (a.set[0]) setenv("NCCL_ALGO", a.set, 1);
+        s->tree = a.tree;
+        snprintf(s->algo, sizeof s->algo, "%s/%s", a.allreduce, proto && *proto ? proto : "auto");
+        log_info("# nccl: NCCL_ALGO=%s%s, NCCL_PROTO=%s: the all-reduce asked for %s (the parameters' broadcast is an "
+                 "all-reduce too)", getenv("NCCL_ALGO"), a.set[0] ? " (set by ringside from --nccl-algo)" : " (from the environment)",
+                 proto && *proto ? proto : "auto", s->algo);
     }
     if ((rc = s->dev->ops->stream_create(s->dev, &s->comm_stream))) goto err;
     s->wire = codec_from_options(job->cfg->wire, job->cfg->loss_scale);
     snprintf(s->collective, sizeof s->collective, "%s", codec_name(s->wire.type));
     if (codec_is_fp8(s->wire.type)) {
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
         int ordinal = 0, major = 0;
         if (cudaGetDevice(&ordinal) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) == cudaSuccess)
-            s->fp8_native = major >= 9;
-#endif
+            s->fp8_native = nccl_fp8_native(NCCL_VERSION_CODE, s->version, major); /* the headers' and the loaded library's */
         if (!s->fp8_native) snprintf(s->collective, sizeof s->collective, "fp32"); /* settled at connect */
-        if (!(s->amax = (float *)device_alloc(s->dev, sizeof(float), MEM_COMM))) {
+        if (!(s->amax = (float *)device_alloc(s->dev, 2 * sizeof(float), MEM_COMM)) ||
+            !(s->pinned = (float *)device_host_alloc(s->dev, 2 * sizeof(float), MEM_COMM))) {
             rc = RS_ERR_RUNTIME;
             goto err;
         }
@@ -521,30 +524,38 @@ static int nccl_connect(void *state, char *const *endpoints, int nmembers) {
     if (s->job.rank != 0) RS_TRY(nccl_id_decode(endpoints[0], &s->id));
     RS_TRY(nccl_comm_open(s, &s->id));
     if (codec_is_fp8(s->wire.type)) { /* FP8 natively only where every rank can (a min all-reduce of the flag) */
-        float *f = s->amax, mine = (float)s->fp8_native, all = 0;
+        float *f = s->amax; /* through pinned memory: neither copy blocks, nccl_wait polls */
         cudaStream_t cs = (cudaStream_t)s->comm_stream;
-        RS_TRY(cudaCheck(cudaMemcpyAsync(f, &mine, sizeof mine, cudaMemcpyHostToDevice, cs)));
+        s->pinned[0] = (float)s->fp8_native;
+        RS_TRY(cudaCheck(cudaMemcpyAsync(f, &s->pinned[0], sizeof(float), cudaMemcpyHostToDevice, cs)));
         RS_TRY(ncclCheck(s, ncclAllReduce(f, f, 1, ncclFloat, ncclMin, s->comm, cs)));
-        RS_TRY(cudaCheck(cudaMemcpyAsync(&all, f, sizeof all, cudaMemcpyDeviceToHost, cs)));
+        RS_TRY(cudaCheck(cudaMemcpyAsync(&s->pinned[1], f, sizeof(float), cudaMemcpyDeviceToHost, cs)));
         RS_TRY(nccl_wait(s, s->comm_stream, "the ranks' agreement on NCCL's FP8"));
-        s->fp8_native = all > 0.5f;
+        s->fp8_native = s->pinned[1] > 0.5f;
         snprintf(s->collective, sizeof s->collective, "%s", s->fp8_native ? codec_name(s->wire.type) : "fp32");
         log_info("# nccl: --wire %s all-reduced as %s", codec_name(s->wire.type),
                  s->fp8_native ? "NCCL's FP8 (summed in FP8, a scale per bucket shared by the ranks)"
-                               : "fp32 after each rank's rounding through FP8 (NCCL before 2.24, or a GPU before sm_90 on some rank)");
+                               : "fp32 after each rank's rounding through FP8 (on some rank NCCL before 2.24, in the headers "
+                                 "or in the library loaded, or a GPU before sm_90)");
     }
     return RS_OK;
 }
 
-/* ncclBroadcast of count floats at buf (device memory) from rank 0 on the comm stream, after
- * the compute stream's work; returns when it is done. */
+/* Rank 0's count floats at buf (device memory) on every rank, on the comm stream after the
+ * compute stream's work; returns when it is done. An all-reduce sum in which every other rank
+ * contributes zeros (x + 0 is x, bit for bit but a -0 that comes back +0): NCCL has no tree
+ * broadcast, and from 2.24 on ncclBroadcast under NCCL_ALGO=Tree (ringside's --nccl-algo tree,
+ * or a user's own) fails with "no algorithm/protocol available"; an all-reduce runs under any
+ * NCCL_ALGO that the training's own all-reduces run under. Counted as the all-reduce it is. */
 static int nccl_broadcast(void *state, float *buf, size_t count) {
     NcclState *s = (NcclState *)state;
     if (!s->comm) return rs_error(RS_ERR_RUNTIME, "nccl: broadcast before connect");
+    cudaStream_t cs = (cudaStream_t)s->comm_stream;
     RS_TRY(s->dev->ops->stream_wait(s->dev, s->comm_stream, NULL));
-    RS_TRY(ncclCheck(s, ncclBroadcast(buf, buf, count, ncclFloat, 0, s->comm, (cudaStream_t)s->comm_stream)));
-    nccl_count_broadcast(s, count * sizeof(float));
-    return nccl_wait(s, s->comm_stream, "the broadcast of rank 0's parameters");
+    if (s->job.rank != 0) RS_TRY(cudaCheck(cudaMemsetAsync(buf, 0, count * sizeof(float), cs)));
+    RS_TRY(ncclCheck(s, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, s->comm, cs)));
+    nccl_count_allreduce(s, count * sizeof(float));
+    return nccl_wait(s, s->comm_stream, "the broadcast of rank 0's parameters (an all-reduce)");
 }
 
 /* Starts bucket b's all-reduce (in place: out == grad). With a non-blocking communicator,
@@ -623,6 +634,7 @@ static void nccl_traffic(void *state, SyncTraffic *out) {
     out->transport = "nccl";
     out->derived = 1;
     snprintf(out->algorithm, sizeof out->algorithm, "%s", s->algo);
+    snprintf(out->broadcast, sizeof out->broadcast, "allreduce");
     snprintf(out->wire_collective, sizeof out->wire_collective, "%s", s->collective);
     out->bytes_sent = (unsigned long long)(s->bytes_sent + 0.5);
     out->bytes_received = (unsigned long long)(s->bytes_received + 0.5);
@@ -651,7 +663,8 @@ static void nccl_destroy(void *state) {
     free(s->t_issue);
     if (s->ev_done) cudaEventDestroy(s->ev_done);
     if (s->wbuf) device_free(s->dev, s->wbuf, s->wbuf_bytes, MEM_COMM); /* after the communicator: nothing runs on it */
-    if (s->amax) device_free(s->dev, s->amax, sizeof(float), MEM_COMM);
+    if (s->amax) device_free(s->dev, s->amax, 2 * sizeof(float), MEM_COMM);
+    if (s->pinned) device_host_free(s->dev, s->pinned, 2 * sizeof(float), MEM_COMM);
     if (s->kctx) s->dev->k->ctx_destroy(s->kctx);
     if (s->comm_stream) s->dev->ops->stream_destroy(s->dev, s->comm_stream);
     free(s);
@@ -684,7 +697,7 @@ extern "C" const SyncOps *sync_nccl(void) { return &nccl_ops; }
 
 extern "C" int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len) {
     int v = 0;
-    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) {
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) { /* the library loaded, which may be older than the headers */
         if (loaded_len) loaded[0] = 0;
         if (built_len) built[0] = 0;
         return -1;

@@ -53,14 +53,18 @@ Codec codec_fit(const Codec *c, const float *src, size_t n) {
         m[0] = a <= FLT_MAX && a > m[0] ? a : m[0];
     }
     for (int j = 0; j < 8; j++) amax = m[j] > amax ? m[j] : amax;
+    return codec_make(c->type, codec_fit_scale(c->type, amax));
+}
+
+float codec_fit_scale(CodecType t, float amax) {
     int e = 0, k = 0;
-    if (amax > 0) { /* amax = f 2^e, f in [0.5, 1); max = 0.875 2^E: amax 2^k <= max for the largest k */
+    if (amax > 0 && amax <= FLT_MAX) { /* amax = f 2^e, f in [0.5, 1); max = 0.875 2^E: amax 2^k <= max for the largest k */
         float f = frexpf(amax, &e);
-        int E = c->type == CODEC_E4M3 ? 9 : 16;
+        int E = t == CODEC_E4M3 ? 9 : 16;
         k = E - e - (f > 0.875f);
         k = k < -120 ? -120 : k > 120 ? 120 : k;
     }
-    return codec_make(c->type, ldexpf(1.0f, k));
+    return ldexpf(1.0f, k);
 }
 
 void codec_head_put(const Codec *f, void *dst) {

@@ -199,6 +199,11 @@ Codec codec_from_options(const char *wire, double loss_scale);
  * 1 when no element is finite and nonzero); any other type, *c itself. */
 Codec codec_fit(const Codec *c, const float *src, size_t n);
 
+/* codec_fit's scale for an FP8 type t (CODEC_E4M3, or CODEC_E5M2 for any other) from the largest
+ * finite magnitude alone: the power of two 2^k, k in [-120, 120], that puts amax at or just below
+ * codec_max(t); 1 when amax is 0 or not finite. (kernels' fp8_scale is its device twin.) */
+float codec_fit_scale(CodecType t, float amax);
+
 /* Writes one message of n elements at dst (any alignment): codec_bytes(c->type, n) bytes, for
  * FP8 the head (codec_fit's scale) then the elements, else the elements of src * scale. Never
  * fails. */

@@ -35,6 +35,7 @@ cJSON *report_traffic_json(const SyncTraffic *tr) {
     cJSON_AddBoolToObject(t, "measured", !tr->derived);
     if (tr->algorithm[0]) cJSON_AddStringToObject(t, "algorithm", tr->algorithm);
     if (tr->wire_collective[0]) cJSON_AddStringToObject(t, "wire_collective", tr->wire_collective);
+    if (tr->broadcast[0]) cJSON_AddStringToObject(t, "broadcast", tr->broadcast);
     if (tr->split) { /* the bytes by the links they took: inside this node, across the network */
         cJSON *by = cJSON_AddObjectToObject(t, "by_link"), *node = cJSON_AddObjectToObject(by, "node"),
               *net = cJSON_AddObjectToObject(by, "network");

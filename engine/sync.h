@@ -67,6 +67,8 @@ typedef struct {
                                   * NCCL_ALGO / NCCL_PROTO in force); "" otherwise */
     char wire_collective[16];    /* where a library reduces (nccl): the element type its collective
                                   * moves ("fp8e4m3" natively, "fp32" around FP8 rounding, ...); "" otherwise */
+    char broadcast[16];          /* where a library moves the start's broadcast (nccl): the call that
+                                  * ran it ("allreduce": a sum with zeros off rank 0); "" otherwise */
 } SyncTraffic;
 
 typedef struct SyncOps {

@@ -387,15 +387,24 @@ static void lazy_adamw_step(KernelCtx *c, float *p, const float *g, float *m, fl
     INNER->adamw_step(c->inner, p, g, m, v, n, lr, beta1, beta2, eps, wd, scale, t);
 }
 
-static void lazy_pack(KernelCtx *c, void *dst, const float *src, size_t n, int type, float scale) {
+static void lazy_pack(KernelCtx *c, void *dst, const float *src, size_t n, int type, float scale,
+                      const float *scale_at) {
     lazy_drain(c->lq);
-    INNER->pack(c->inner, dst, src, n, type, scale);
+    INNER->pack(c->inner, dst, src, n, type, scale, scale_at);
 }
 
-static void lazy_unpack(KernelCtx *c, float *dst, const void *src, size_t n, int type, float scale) {
+static void lazy_unpack(KernelCtx *c, float *dst, const void *src, size_t n, int type, float scale,
+                        const float *scale_at) {
     lazy_drain(c->lq);
-    INNER->unpack(c->inner, dst, src, n, type, scale);
+    INNER->unpack(c->inner, dst, src, n, type, scale, scale_at);
 }
+
+static void lazy_fp8_scale(KernelCtx *c, float *scale, const float *amax, int type, int contributions) {
+    lazy_drain(c->lq);
+    INNER->fp8_scale(c->inner, scale, amax, type, contributions);
+}
+
+static int lazy_check(KernelCtx *c) { return INNER->check(c->inner); }
 
 static void lazy_amax(KernelCtx *c, float *out, const float *x, size_t n) {
     lazy_drain(c->lq);
@@ -445,6 +454,8 @@ static const KernelOps lazy_kernel_ops = {
     .pack = lazy_pack,
     .unpack = lazy_unpack,
     .amax = lazy_amax,
+    .fp8_scale = lazy_fp8_scale,
+    .check = lazy_check,
 };
 
 /* ---- Public ---- */

@@ -184,14 +184,30 @@ typedef struct KernelOps {
      * fp32) = round(src * scale), to nearest even (FP8 saturating); unpack writes dst =
      * element / scale. Bare elements, no FP8 head: bit for bit codec_encode_elems /
      * codec_decode_elems (a NaN stays a NaN; its payload may differ). dst and src must not
-     * overlap. */
-    void (*pack)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale);
-    void (*unpack)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale);
+     * overlap. With scale_at non-NULL (one float in the context's memory: the device's for CUDA)
+     * the scale is *scale_at as the op runs, and scale is ignored: a scale computed on the device
+     * (fp8_scale) is used without a round trip to the host. */
+    void (*pack)(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale,
+                 const float *scale_at);
+    void (*unpack)(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale,
+                   const float *scale_at);
 
     /* *out (one float in the context's memory: the device's for CUDA) = the largest finite
      * |x[i]| over n elements, 0 for none (NaN and Inf do not count): what codec_fit scales an
      * FP8 message by. */
     void (*amax)(KernelCtx *ctx, float *out, const float *x, size_t n);
+
+    /* *scale (one float in the context's memory) = codec_fit_scale(type, *amax) (base/codec.h)
+     * divided by the smallest power of two >= contributions (contributions <= 1: by 1), so that
+     * a sum of that many values of magnitude at most *amax, each encoded by it, stays within the
+     * FP8 format: the scale an FP8 all-reduce's ranks share. One thread on CUDA; scale and amax
+     * may be the same float. */
+    void (*fp8_scale)(KernelCtx *ctx, float *scale, const float *amax, int type, int contributions);
+
+    /* Without waiting: RS_ERR_RUNTIME (rs_errmsg() set) when a launch on ctx has failed since it
+     * was created (the failure is sticky), else 0. What sync reports too, for a caller that must
+     * not block (a back end that polls its streams). */
+    int (*check)(KernelCtx *ctx);
 } KernelOps;
 
 /* ---- Macros ---- */

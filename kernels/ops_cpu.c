@@ -1204,13 +1204,15 @@ static void cpu_adamw_step(KernelCtx *ctx, float *param, const float *grad, floa
 }
 
 /* The wire's formats: base/codec.c's loops (the CUDA kernels' twins). */
-static void cpu_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
-    Codec c = codec_make((CodecType)type, scale);
+static void cpu_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale,
+                     const float *scale_at) {
+    Codec c = codec_make((CodecType)type, scale_at ? *scale_at : scale);
     codec_encode_elems(&c, src, dst, n);
 }
 
-static void cpu_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
-    Codec c = codec_make((CodecType)type, scale);
+static void cpu_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale,
+                       const float *scale_at) {
+    Codec c = codec_make((CodecType)type, scale_at ? *scale_at : scale);
     codec_decode_elems(&c, src, dst, n, 0);
 }
 
@@ -1223,6 +1225,16 @@ static void cpu_amax(KernelCtx *ctx, float *out, const float *x, size_t n) {
     }
     *out = m;
 }
+
+/* Twin of fp8_scale_kernel: codec_fit_scale, then the headroom for the contributions. */
+static void cpu_fp8_scale(KernelCtx *ctx, float *scale, const float *amax, int type, int contributions) {
+    float s = codec_fit_scale((CodecType)type, *amax), room = 1;
+    while (room < (float)contributions) room *= 2;
+    *scale = s / room;
+}
+
+/* Nothing is launched on the CPU: nothing can have failed unseen. */
+static int cpu_check(KernelCtx *ctx) { return 0; }
 
 static const KernelOps cpu_ops = {
     .name = "cpu",
@@ -1262,6 +1274,8 @@ static const KernelOps cpu_ops = {
     .pack = cpu_pack,
     .unpack = cpu_unpack,
     .amax = cpu_amax,
+    .fp8_scale = cpu_fp8_scale,
+    .check = cpu_check,
 };
 
 /* The plain-C table. Never NULL. */

@@ -538,31 +538,68 @@ __global__ void adamw_kernel(float *p, const float *grad, float *m, float *v, si
     }
 }
 
-/* The wire's formats (twins: codec_encode / codec_decode, base/codec.c): round to nearest even. */
-__global__ void pack_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n, float scale) {
-    OPS_FOR(i, n) dst[i] = __float2bfloat16_rn(src[i] * scale);
+/* The wire's formats (twins: codec_encode / codec_decode, base/codec.c): round to nearest even.
+ * Each takes its scale by value, or from device memory where scale_at is not NULL (fp8_scale's
+ * result, read as the kernel runs). */
+__device__ __forceinline__ float wire_scale(float scale, const float *scale_at) { return scale_at ? *scale_at : scale; }
+
+__global__ void pack_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n, float scale, const float *scale_at) {
+    float s = wire_scale(scale, scale_at);
+    OPS_FOR(i, n) dst[i] = __float2bfloat16_rn(src[i] * s);
 }
 
-__global__ void pack_f16_kernel(__half *dst, const float *src, size_t n, float scale) {
-    OPS_FOR(i, n) dst[i] = __float2half_rn(src[i] * scale);
+__global__ void pack_f16_kernel(__half *dst, const float *src, size_t n, float scale, const float *scale_at) {
+    float s = wire_scale(scale, scale_at);
+    OPS_FOR(i, n) dst[i] = __float2half_rn(src[i] * s);
 }
 
-__global__ void unpack_bf16_kernel(float *dst, const __nv_bfloat16 *src, size_t n, float inv) {
+__global__ void pack_f32_kernel(float *dst, const float *src, size_t n, float scale, const float *scale_at) {
+    float s = wire_scale(scale, scale_at);
+    OPS_FOR(i, n) dst[i] = src[i] * s;
+}
+
+__global__ void unpack_bf16_kernel(float *dst, const __nv_bfloat16 *src, size_t n, float scale, const float *scale_at) {
+    float inv = 1.0f / wire_scale(scale, scale_at);
     OPS_FOR(i, n) dst[i] = __bfloat162float(src[i]) * inv;
 }
 
-__global__ void unpack_f16_kernel(float *dst, const __half *src, size_t n, float inv) {
+__global__ void unpack_f16_kernel(float *dst, const __half *src, size_t n, float scale, const float *scale_at) {
+    float inv = 1.0f / wire_scale(scale, scale_at);
     OPS_FOR(i, n) dst[i] = __half2float(src[i]) * inv;
+}
+
+__global__ void unpack_f32_kernel(float *dst, const float *src, size_t n, float scale, const float *scale_at) {
+    float inv = 1.0f / wire_scale(scale, scale_at);
+    OPS_FOR(i, n) dst[i] = src[i] * inv;
 }
 
 /* OCP FP8 (twins: codec_f32_to_e4m3 / _e5m2 and back): round to nearest even, saturating to the
  * largest finite value (+-Inf too), NaN to NaN; decoding through binary16 is exact. */
-__global__ void pack_fp8_kernel(unsigned char *dst, const float *src, size_t n, float scale, __nv_fp8_interpretation_t f) {
-    OPS_FOR(i, n) dst[i] = (unsigned char)__nv_cvt_float_to_fp8(src[i] * scale, __NV_SATFINITE, f);
+__global__ void pack_fp8_kernel(unsigned char *dst, const float *src, size_t n, float scale, const float *scale_at,
+                                __nv_fp8_interpretation_t f) {
+    float s = wire_scale(scale, scale_at);
+    OPS_FOR(i, n) dst[i] = (unsigned char)__nv_cvt_float_to_fp8(src[i] * s, __NV_SATFINITE, f);
 }
 
-__global__ void unpack_fp8_kernel(float *dst, const unsigned char *src, size_t n, float inv, __nv_fp8_interpretation_t f) {
+__global__ void unpack_fp8_kernel(float *dst, const unsigned char *src, size_t n, float scale, const float *scale_at,
+                                  __nv_fp8_interpretation_t f) {
+    float inv = 1.0f / wire_scale(scale, scale_at);
     OPS_FOR(i, n) dst[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)src[i], f))) * inv;
+}
+
+/* One thread (twin: cpu_fp8_scale, i.e. codec_fit_scale then the headroom): *scale = 2^k with
+ * k = E - e - (f > 0.875) for *amax = f 2^e (E 9 for e4m3, 16 for e5m2), k within [-120, 120]
+ * (k = 0 for an amax of 0 or not finite), divided by the smallest power of two >= contributions. */
+__global__ void fp8_scale_kernel(float *scale, const float *amax, int e4m3, int contributions) {
+    float a = *amax, room = 1.0f;
+    int e = 0, k = 0;
+    if (a > 0.0f && a <= 3.402823466e38f) {
+        float f = frexpf(a, &e);
+        k = (e4m3 ? 9 : 16) - e - (f > 0.875f);
+        k = k < -120 ? -120 : k > 120 ? 120 : k;
+    }
+    while (room < (float)contributions) room *= 2.0f;
+    *scale = ldexpf(1.0f, k) / room;
 }
 
 /* *out (as the bits of a non-negative float, which order as unsigned ints) = max over n of the
@@ -886,37 +923,38 @@ static void cuda_adamw_step(KernelCtx *ctx, float *param, const float *grad, flo
     OPS_LAUNCH_CHECK(ctx);
 }
 
-/* fp32 on the wire is the floats times the scale (1: a copy). */
-static void cuda_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale) {
+/* fp32 on the wire is the floats times the scale (1 given by value: a copy). */
+static void cuda_pack(KernelCtx *ctx, void *dst, const float *src, size_t n, int type, float scale,
+                      const float *scale_at) {
     if (n == 0) return;
     if (type == CODEC_E4M3 || type == CODEC_E5M2)
-        pack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((unsigned char *)dst, src, n, scale,
+        pack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((unsigned char *)dst, src, n, scale, scale_at,
                                                                         type == CODEC_E4M3 ? __NV_E4M3 : __NV_E5M2);
     else if (type == CODEC_BF16)
-        pack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale);
+        pack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__nv_bfloat16 *)dst, src, n, scale, scale_at);
     else if (type == CODEC_F16)
-        pack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale);
-    else {
-        if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
-        if (scale != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((float *)dst, scale, n);
-    }
+        pack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((__half *)dst, src, n, scale, scale_at);
+    else if (scale_at || scale != 1.0f)
+        pack_f32_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((float *)dst, src, n, scale, scale_at);
+    else if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream)))
+        ctx->failed = 1;
     OPS_LAUNCH_CHECK(ctx);
 }
 
-static void cuda_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale) {
+static void cuda_unpack(KernelCtx *ctx, float *dst, const void *src, size_t n, int type, float scale,
+                        const float *scale_at) {
     if (n == 0) return;
-    float inv = 1.0f / scale;
     if (type == CODEC_E4M3 || type == CODEC_E5M2)
-        unpack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const unsigned char *)src, n, inv,
+        unpack_fp8_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const unsigned char *)src, n, scale, scale_at,
                                                                           type == CODEC_E4M3 ? __NV_E4M3 : __NV_E5M2);
     else if (type == CODEC_BF16)
-        unpack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, inv);
+        unpack_bf16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __nv_bfloat16 *)src, n, scale, scale_at);
     else if (type == CODEC_F16)
-        unpack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, inv);
-    else {
-        if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream))) ctx->failed = 1;
-        if (inv != 1.0f) scale_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, inv, n);
-    }
+        unpack_f16_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const __half *)src, n, scale, scale_at);
+    else if (scale_at || scale != 1.0f)
+        unpack_f32_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>(dst, (const float *)src, n, scale, scale_at);
+    else if (cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream)))
+        ctx->failed = 1;
     OPS_LAUNCH_CHECK(ctx);
 }
 
@@ -925,6 +963,19 @@ static void cuda_amax(KernelCtx *ctx, float *out, const float *x, size_t n) {
     if (n == 0) return;
     amax_kernel<<<ops_blocks(n), OPS_THREADS, 0, ctx->stream>>>((unsigned int *)out, x, n);
     OPS_LAUNCH_CHECK(ctx);
+}
+
+static void cuda_fp8_scale(KernelCtx *ctx, float *scale, const float *amax, int type, int contributions) {
+    fp8_scale_kernel<<<1, 1, 0, ctx->stream>>>(scale, amax, type == CODEC_E4M3, contributions);
+    OPS_LAUNCH_CHECK(ctx);
+}
+
+/* The sticky launch failure, without waiting. */
+static int cuda_check(KernelCtx *ctx) {
+    if (ctx->failed)
+        return rs_error(RS_ERR_RUNTIME, "kernels cuda: a kernel launch failed on this stream "
+                                        "(its error is logged above)");
+    return 0;
 }
 
 /* Waits for the stream; a launch that failed earlier on this context (sticky) is an error too. */
@@ -975,6 +1026,8 @@ static const KernelOps cuda_ops = {
     cuda_pack,
     cuda_unpack,
     cuda_amax,
+    cuda_fp8_scale,
+    cuda_check,
 };
 
 /* The CUDA table. Never NULL in a CUDA build (whether a GPU exists is the device layer's

@@ -1,4 +1,5 @@
 /* test_kernels.c - the model's ops checked three ways: C against references and finite differences, CUDA against C, and the device layer */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -642,28 +643,30 @@ static void test_cuda_wire(void) {
     }
     x[70000] = INFINITY, x[70001] = -INFINITY, x[70002] = 1e30f;
     const int types[5] = {CODEC_BF16, CODEC_F16, CODEC_F32, CODEC_E4M3, CODEC_E5M2};
-    const float scales[2] = {1.0f, 1024.0f};
+    const float scales[3] = {1.0f, 1024.0f, 0x1p-7f};
     float *gx = gpu_put(x, n * 4);
     for (int t = 0; t < 5; t++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 4; k++) { /* k = 3: scale 2^-7 read from device memory (scale_at), not by value */
             size_t eb = codec_elem_bytes((CodecType)types[t]);
+            float sc = scales[k < 3 ? k : 2], *gs = k == 3 ? gpu_put(&sc, 4) : NULL;
             unsigned char *want = malloc(n * eb);
             float *back = malloc(n * 4);
-            c->pack(cpu_ctx, want, x, n, types[t], scales[k]);
-            c->unpack(cpu_ctx, back, want, n, types[t], scales[k]);
+            c->pack(cpu_ctx, want, x, n, types[t], sc, NULL);
+            c->unpack(cpu_ctx, back, want, n, types[t], sc, NULL);
             void *gw = gpu_put(NULL, n * eb);
             float *gb = gpu_put(NULL, n * 4);
-            gpu.k->pack(gpu.kctx, gw, gx, n, types[t], scales[k]);
-            gpu.k->unpack(gpu.kctx, gb, gw, n, types[t], scales[k]);
+            gpu.k->pack(gpu.kctx, gw, gx, n, types[t], gs ? 1.0f : sc, gs);
+            gpu.k->unpack(gpu.kctx, gb, gw, n, types[t], gs ? 1.0f : sc, gs);
             float *hw = gpu_take(gw, n * eb), *hb = gpu_take(gb, n * 4);
             size_t bad = 0, badb = 0;
             for (size_t i = 0; i < n; i++) {
                 bad += memcmp((unsigned char *)hw + i * eb, want + i * eb, eb) != 0 && !(isnan(back[i]) && isnan(hb[i]));
                 badb += memcmp(&hb[i], &back[i], 4) != 0 && !(isnan(back[i]) && isnan(hb[i]));
             }
-            CHECK_MSG(bad == 0 && badb == 0, "%s scale %g: %zu encoded, %zu decoded elements differ",
-                      codec_name((CodecType)types[t]), scales[k], bad, badb);
+            CHECK_MSG(bad == 0 && badb == 0, "%s scale %g%s: %zu encoded, %zu decoded elements differ",
+                      codec_name((CodecType)types[t]), sc, gs ? " (from device memory)" : "", bad, badb);
             free(want), free(back), free(hw), free(hb);
+            if (gs) free(gpu_take(gs, 4));
         }
     /* the FP8 scale's amax: the same float as the CPU's (NaN and Inf left out) */
     float want, *gm = gpu_put(NULL, 4), *got;
@@ -672,6 +675,28 @@ static void test_cuda_wire(void) {
     got = gpu_take(gm, 4);
     CHECK_MSG(*got == want && want == 1e30f, "amax: GPU %g, CPU %g", *got, want);
     free(got);
+    /* the FP8 scale on the device (one thread) against its C twin, bit for bit: amax values at
+     * the formats' edges (0, subnormal, 0.875 2^e either side, the clamps, FLT_MAX, Inf, NaN) and
+     * every headroom from 1 to 9 contributions */
+    const float amaxes[] = {0.0f, 1e-45f, 1e-38f, 0x1.cp-1f, 0x1.c00002p-1f, 1.0f, 448.0f, 449.0f, 57344.0f,
+                            60000.0f, 1e-30f, 1e30f, 3.4028235e38f, INFINITY, NAN, 3e-5f};
+    size_t na = sizeof amaxes / sizeof amaxes[0], bad = 0;
+    for (int t = 3; t < 5; t++)
+        for (size_t i = 0; i < na; i++)
+            for (int contrib = 1; contrib <= 9; contrib++) {
+                float cw, *ga = gpu_put(&amaxes[i], 4), *gsc = gpu_put(NULL, 4);
+                kernels_cpu()->fp8_scale(cpu_ctx, &cw, &amaxes[i], types[t], contrib);
+                gpu.k->fp8_scale(gpu.kctx, gsc, ga, types[t], contrib);
+                float *gw = gpu_take(gsc, 4);
+                if (memcmp(gw, &cw, 4)) {
+                    if (bad++ < 5) fprintf(stderr, "  fp8_scale %s amax %g x%d: GPU %g, CPU %g\n",
+                                           codec_name((CodecType)types[t]), amaxes[i], contrib, *gw, cw);
+                }
+                free(gw);
+                free(gpu_take(ga, 4));
+            }
+    CHECK_MSG(bad == 0, "fp8_scale: %zu of %zu GPU scales differ from the C twin's", bad, 2 * na * 9);
+    CHECK_MSG(gpu.k->check(gpu.kctx) == 0, "the context's launch check after the wire ops: %s", rs_errmsg());
     free(gpu_take(gx, n * 4));
     free(x);
 }
@@ -681,25 +706,49 @@ static void test_cpu_wire(void) {
     const KernelOps *c = kernels_cpu();
     float x[5] = {1.0f, 1.00390625f, 3e-9f, -65520.0f, 0.1f}, y[5];
     uint16_t w[5];
-    c->pack(cpu_ctx, w, x, 5, CODEC_BF16, 1.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_BF16, 1.0f, NULL);
     CHECK(w[0] == 0x3f80 && w[1] == 0x3f80); /* 1 + 2^-8 is a tie: to even */
-    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 1.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 1.0f, NULL);
     CHECK(w[2] == 0 && w[3] == 0xfc00); /* underflow to 0, overflow to -Inf */
-    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f);
-    c->unpack(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f);
+    c->pack(cpu_ctx, w, x, 5, CODEC_F16, 16384.0f, NULL);
+    c->unpack(cpu_ctx, y, w, 5, CODEC_F16, 16384.0f, NULL);
     CHECK(y[2] > 2.97e-9f && y[2] < 3.03e-9f && y[0] == 1.0f); /* a loss scale keeps what fp16 alone loses */
-    unsigned char b[5];
-    c->pack(cpu_ctx, b, x, 5, CODEC_E4M3, 256.0f); /* bare elements: no head */
+    unsigned char b[5], b2[5];
+    c->pack(cpu_ctx, b, x, 5, CODEC_E4M3, 256.0f, NULL); /* bare elements: no head */
     CHECK(b[0] == codec_f32_to_e4m3(256.0f) && b[3] == 0xfe && b[2] == 0); /* saturates; 3e-9 x 256 underflows */
-    c->unpack(cpu_ctx, y, b, 5, CODEC_E4M3, 256.0f);
+    float at = 256.0f;
+    c->pack(cpu_ctx, b2, x, 5, CODEC_E4M3, 1.0f, &at); /* the scale read from memory wins over the value */
+    CHECK(memcmp(b, b2, 5) == 0);
+    c->unpack(cpu_ctx, y, b, 5, CODEC_E4M3, 256.0f, NULL);
     CHECK(y[0] == 1.0f && y[3] == -1.75f && y[4] == codec_e4m3_to_f32(codec_f32_to_e4m3(25.6f)) / 256.0f);
-    c->pack(cpu_ctx, b, x, 5, CODEC_E5M2, 1.0f);
+    float y2[5];
+    c->unpack(cpu_ctx, y2, b, 5, CODEC_E4M3, 3.0f, &at);
+    CHECK(memcmp(y, y2, sizeof y) == 0);
+    c->pack(cpu_ctx, b, x, 5, CODEC_E5M2, 1.0f, NULL);
     CHECK(b[0] == 0x3c && b[3] == 0xfb); /* -65520 saturates to -57344 */
     float m, v[4] = {NAN, -3.5f, INFINITY, 2.0f};
     c->amax(cpu_ctx, &m, v, 4);
     CHECK(m == 3.5f);
     c->amax(cpu_ctx, &m, v, 0);
     CHECK(m == 0.0f);
+    /* fp8_scale is codec_fit's scale of a message whose amax it is, over the headroom: a power of
+     * two ahead of the contributions (1, 2, 4, 4, 8, ...), and the amax times it times the
+     * contributions stays within the format */
+    const float amaxes[] = {0.0f, 1e-42f, 3e-5f, 0.875f, 0.9f, 1.0f, 448.0f, 449.0f, 60000.0f, 1e30f, FLT_MAX, INFINITY, NAN};
+    for (int t = CODEC_E4M3; t <= CODEC_E5M2; t++)
+        for (size_t i = 0; i < sizeof amaxes / sizeof amaxes[0]; i++)
+            for (int contrib = 0; contrib <= 9; contrib++) {
+                float sc, msg[2] = {amaxes[i], -amaxes[i] / 3};
+                c->fp8_scale(cpu_ctx, &sc, &amaxes[i], t, contrib);
+                Codec f = codec_fit(&(Codec){(CodecType)t, 1.0f}, msg, 2);
+                float room = contrib <= 1 ? 1 : contrib <= 2 ? 2 : contrib <= 4 ? 4 : contrib <= 8 ? 8 : 16;
+                CHECK_MSG(sc == f.scale / room, "%s amax %g x%d: fp8_scale %g, codec_fit %g / %g",
+                          codec_name((CodecType)t), amaxes[i], contrib, sc, f.scale, room);
+                if (isfinite(amaxes[i]) && amaxes[i] > 1e-30f && amaxes[i] < 1e30f)
+                    CHECK_MSG((double)amaxes[i] * sc * room <= codec_max((CodecType)t),
+                              "%s amax %g: scaled past the format's max", codec_name((CodecType)t), amaxes[i]);
+            }
+    CHECK(c->check(cpu_ctx) == 0);
 }
 
 /* A CUDA build links no cuBLAS: its first context loads it. Without a GPU that context fails

@@ -233,6 +233,10 @@ def check_traffic(c, e, path):
         c.expect(how == "nccl" and wc in ("fp32", "bf16", "fp16", "fp8e4m3", "fp8e5m2"), p + ".wire_collective",
                  "%r with transport %r: only nccl names its collective's type (fp32, bf16, fp16, fp8e4m3, fp8e5m2)"
                  % (wc, how))
+    bc = tr.get("broadcast")
+    if bc is not None:  # nccl only: the call that ran the start's broadcast
+        c.expect(how == "nccl" and bc == "allreduce", p + ".broadcast",
+                 "%r with transport %r: only nccl names its broadcast's call ('allreduce')" % (bc, how))
     busy = tr.get("link_busy_s")
     if busy is not None:  # --link only: the interface's booked seconds each way
         c.expect(isinstance(busy, dict) and all(isinstance(busy.get(k), (int, float)) and busy[k] >= 0

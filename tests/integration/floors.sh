@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# floors.sh - the house's floors hold (tests/floors.py): no include runs up a floor, none closes a cycle; and the check catches both
+# floors.sh - the house's rules hold: no include runs up a floor or closes a cycle (tests/floors.py), no polling back end blocks in CUDA (tests/nonblocking.py); and each check catches what it forbids
 . "$(dirname "$0")/lib.sh"
 
 if $PY tests/floors.py . >"$T/floors.log" 2>&1; then ok "the tree: $(tail -n 1 "$T/floors.log" | cut -c9-)"
@@ -17,4 +17,15 @@ printf '/* b.h */\n#include "a.h"\n' >"$T/cycle/base/b.h"
 if ! $PY tests/floors.py "$T/cycle" >"$T/cycle.log" 2>&1 && grep -q "include cycle: base/a.h -> base/b.h -> base/a.h" "$T/cycle.log"; then
     ok "an include cycle fails, named"
 else bad "an include cycle" "$(cat "$T/cycle.log")"; fi
+
+# the polling back ends wait only by polling (a dead peer ends in --timeout): the tree, then a copy
+# of allreduce/ with a blocking synchronise and a copy to pageable host memory planted in it
+if $PY tests/nonblocking.py . >"$T/nb.log" 2>&1; then ok "no blocking CUDA call: $(tail -n 1 "$T/nb.log" | cut -c14-)"
+else bad "a blocking CUDA call in a polling back end" "$(head -n 5 "$T/nb.log")"; fi
+mkdir -p "$T/nb"; cp -r allreduce "$T/nb/"
+printf '/* x.cu */\nstatic int f(cudaStream_t cs, float *d) {\n    float h; /* cudaStreamSynchronize in a comment is fine */\n    cudaStreamSynchronize(cs);\n    cudaMemcpyAsync(&h, d, 4, cudaMemcpyDeviceToHost, cs);\n    return 0;\n}\n' >"$T/nb/allreduce/x.cu"
+if ! $PY tests/nonblocking.py "$T/nb" >"$T/nb2.log" 2>&1 && grep -q "allreduce/x.cu:4: a blocking synchronise" "$T/nb2.log" &&
+    grep -q "allreduce/x.cu:5: a copy to host memory that is not pinned" "$T/nb2.log" && ! grep -q "x.cu:3" "$T/nb2.log"; then
+    ok "a blocking synchronise and a copy to pageable memory fail, named (a comment does not)"
+else bad "planted blocking calls" "$(cat "$T/nb2.log")"; fi
 finish
