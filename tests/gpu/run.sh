@@ -331,7 +331,33 @@ sys.exit(0 if len(ca) == len(cb) and area <= 0.05 and len(how) == 1 and how <= {
         "$log_dir/nccl_$w.json" "$log_dir/ring_$w.json" $w
 }
 
-export -f nccl_pinned nccl_four nccl_tree nccl_straggler nccl_wire_bench nccl_wire nccl_fp8
+# nccl_fp8_stall : rank 1 of a 2-rank FP8 job over NCCL is stopped (SIGSTOP) 12 s in, mid-training:
+# rank 0 must end by itself within its --timeout of 8 s (plus the launcher's clean-up) with an
+# error naming the bucket it waited for, never hang in a blocking wait (the FP8 scale stays on the
+# device; nothing in allreduce/nccl.cu waits but by polling: tests/nonblocking.py).
+nccl_fp8_stall() {
+    local r=$log_dir/nccl_fp8_stall.json out=$log_dir/nccl_fp8_stall.out job p pid1="" t0 rc
+    "$build/ringside" train -n 2 --sync nccl --device cuda --wire fp8e4m3 --layers 784,256,10 --steps 10000000 \
+        --timeout 8 --report "$r" >"$out" 2>&1 &
+    job=$!
+    sleep 12
+    for p in $(pgrep -f -- "$r"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && pid1=$p
+    done
+    [ -n "$pid1" ] || { cat "$out"; echo "rank 1 not found 12 s in"; kill "$job"; return 1; }
+    kill -STOP "$pid1"
+    t0=$SECONDS
+    for _ in $(seq 1 60); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$job" 2>/dev/null && { kill -KILL "$job" "$pid1"; echo "still running 30 s after the stop"; return 1; }
+    wait "$job"
+    rc=$?
+    kill -KILL "$pid1" 2>/dev/null
+    grep -v '^step' "$out" | tail -n 5
+    echo "ended ${rc:+with exit $rc }$((SECONDS - t0)) s after rank 1 stopped: $(grep -o 'the all-reduce of bucket [0-9]* did not complete within [0-9]* s' "$out" | head -n 1)"
+    [ "$rc" != 0 ] && [ ! -e "$r" ] && grep -q 'the all-reduce of bucket [0-9]* did not complete within' "$out"
+}
+
+export -f nccl_pinned nccl_four nccl_tree nccl_straggler nccl_wire_bench nccl_wire nccl_fp8 nccl_fp8_stall
 # one_rank_staged : one rank with the host ring and with ps on the GPU: the engine stages
 # through pinned memory at one rank too; the loss must fall.
 one_rank_staged() {
@@ -356,5 +382,6 @@ check nccl_wire_bench nccl_wire_bench
 check nccl_wire nccl_wire
 check nccl_fp8e4m3 nccl_fp8 fp8e4m3
 check nccl_fp8e5m2 nccl_fp8 fp8e5m2
+check nccl_fp8_stall nccl_fp8_stall
 
 print_table
