@@ -6,7 +6,7 @@
 #include "../base/config.h"
 #include "../kernels/device.h"
 #include "../base/err.h"
-#include "../net/link.h"
+#include "../net/msg.h"
 #include "../base/log.h"
 #include "../base/mem.h"
 #include "../net/zframe.h"
@@ -47,32 +47,16 @@ static const Codec mesh_fp32 = {CODEC_F32, 1.0f}; /* the parameter broadcast's: 
 /* The codec a message of tag travels in: the broadcast's parameters exact, the rest m->wire. */
 static const Codec *mesh_codec(const Mesh *m, int tag) { return tag == MESH_TAG_BCAST ? &mesh_fp32 : &m->wire; }
 
-/* Sends count floats at data to peer with tag, encoded by the tag's codec. */
+/* Sends count floats at data to peer with tag, encoded by the tag's codec (net/msg.h: paced,
+ * counted). */
 static int mesh_put(Mesh *m, int peer, int tag, const float *data, size_t count) {
     if (peer < 0 || peer >= m->world || peer == m->rank || !m->push || !m->push[peer])
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d cannot send to rank %d (world %d)", m->name, m->rank, peer, m->world);
     const Codec *c = mesh_codec(m, tag);
     MeshHeader h = {MESH_MAGIC, tag, m->token, m->seq, (uint32_t)m->rank, (uint32_t)c->type, count};
-    size_t bytes = count ? codec_bytes(c->type, count) : 0; /* FP8: the message's scale and its elements */
-    zmq_msg_t msg;
-    double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
-    unsigned char sb[LINK_STAMP_BYTES];
-    link_stamp_encode(stamp, sb);
-    if (zmq_send(m->push[peer], &h, sizeof h, ZMQ_SNDMORE) < 0) goto fail;
-    if (zmq_msg_init_size(&msg, bytes) != 0) return zmqCheck(-1);
-    if (bytes) codec_encode(c, data, zmq_msg_data(&msg), count);
-    if (zmq_msg_send(&msg, m->push[peer], stamp > 0 ? ZMQ_SNDMORE : 0) < 0) {
-        int e = zmq_errno();
-        zmq_msg_close(&msg);
-        errno = e;
-        goto fail;
-    }
-    if (stamp > 0 && zmq_send(m->push[peer], sb, sizeof sb, 0) < 0) goto fail; /* not counted */
-    m->tr.bytes_sent += sizeof h + bytes;
-    m->tr.messages_sent++;
-    if (m->peer_node && m->peer_node[peer]) m->tr.node_sent += sizeof h + bytes;
-    return RS_OK;
-fail:
+    MsgOut out = {.head = &h, .head_bytes = sizeof h, .codec = c, .src = data, .count = count,
+                  .node = m->peer_node && m->peer_node[peer]};
+    if (msg_send(m->push[peer], &out, &m->count, NULL) == 0) return RS_OK;
     if (zmq_errno() == EAGAIN)
         return rs_error(RS_ERR_PEER, "%s: rank %d took no data for %.0f s (is it alive?)", m->name, peer, m->job.timeout);
     return zmqCheck(-1);
@@ -88,56 +72,30 @@ int mesh_send(Mesh *m, int peer, int tag, const float *data, size_t count) {
  * Strays (wrong magic or token, wrong shape) are dropped and counted. */
 static int mesh_next(Mesh *m, MeshHeader *h, zmq_msg_t *data, double deadline) {
     for (;;) {
-        double left = deadline - clock_now();
-        if (left <= 0) return 1;
-        zmq_pollitem_t it = {m->pull, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, (long)(left * 1000.0) + 1);
-        if (rc < 0) {
-            if (zmq_errno() == EINTR) continue;
-            return zmqCheck(rc);
-        }
-        if (rc == 0) continue;
-        zmq_msg_t hm;
-        zmq_msg_init(&hm);
-        if (zframe_recv(&hm, m->pull, ZMQ_DONTWAIT) < 0) {
-            zframe_close(&hm);
-            if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) continue;
-            return zmqCheck(-1);
-        }
-        int ok = zmq_msg_size(&hm) == sizeof *h, more = zmq_msg_more(&hm);
-        if (ok) memcpy(h, zmq_msg_data(&hm), sizeof *h);
-        zframe_close(&hm);
-        zmq_msg_init(data);
-        if (more && zframe_recv(data, m->pull, ZMQ_DONTWAIT) < 0) {
-            zframe_close(data);
-            return zmqCheck(-1);
-        }
-        ok = ok && more;
-        double stamp = 0;
-        for (int extra = 0; zmq_msg_more(data); extra++) { /* an emulated link's stamp, or a stray's frames */
-            zmq_msg_t x;
-            zmq_msg_init(&x);
-            if (zframe_recv(&x, m->pull, ZMQ_DONTWAIT) < 0) {
-                zframe_close(&x);
-                break;
-            }
-            int again = zmq_msg_more(&x);
-            if (extra || again || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), &stamp)) ok = 0;
-            zframe_close(&x);
-            if (!again) break;
-        }
-        ok = ok && h->magic == MESH_MAGIC && h->token == m->token && h->from < (uint32_t)m->world &&
-             (int)h->from != m->rank && h->dtype <= CODEC_E5M2 &&
-             zmq_msg_size(data) == (h->count ? codec_bytes((CodecType)h->dtype, h->count) : 0);
-        if (!ok) {
-            zframe_close(data);
-            m->tr.dropped++;
+        MsgIn in;
+        if (msg_recv(m->pull, &in, ZMQ_DONTWAIT, 0) < 0) {
+            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR) return zmqCheck(-1);
+            int rc = msg_wait(m->pull, deadline);
+            if (rc < 0) return zmqCheck(-1);
+            if (rc == 0) return 1;
             continue;
         }
-        link_recv(sizeof *h + zmq_msg_size(data), stamp);
-        m->tr.bytes_received += sizeof *h + zmq_msg_size(data);
-        m->tr.messages_received++;
-        if (m->peer_node && m->peer_node[h->from]) m->tr.node_received += sizeof *h + zmq_msg_size(data);
+        size_t hb, pb;
+        const void *head = msg_head(&in, &hb);
+        msg_payload(&in, &pb);
+        int ok = in.n == 2 && !in.extra && hb == sizeof *h;
+        if (ok) memcpy(h, head, sizeof *h);
+        ok = ok && h->magic == MESH_MAGIC && h->token == m->token && h->from < (uint32_t)m->world &&
+             (int)h->from != m->rank && h->dtype <= CODEC_E5M2 &&
+             pb == (h->count ? codec_bytes((CodecType)h->dtype, h->count) : 0);
+        if (!ok) {
+            msg_drop(&in, &m->count);
+            continue;
+        }
+        msg_accept(&in, 0, m->peer_node && m->peer_node[h->from], 0, &m->count);
+        zframe_close(&in.part[0]);
+        zmq_msg_init(data);
+        zmq_msg_move(data, &in.part[1]); /* the caller closes it (zframe_close) */
         return RS_OK;
     }
 }
@@ -402,6 +360,7 @@ int mesh_allreduce(void *state, float *buf, size_t count) { return mesh_on_devic
 void mesh_traffic(void *state, SyncTraffic *out) {
     Mesh *m = state;
     *out = m ? m->tr : (SyncTraffic){0};
+    if (m) sync_traffic_counts(&m->count, out);
     if (!m) out->transport = "";
     else if (!(m->flags & MESH_IPC)) out->transport = "tcp"; /* lab 5's: TCP, the lab's like for like */
     else out->transport = m->world == 1 ? "" : m->tcp_peers ? "tcp" : "ipc";

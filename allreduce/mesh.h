@@ -71,7 +71,8 @@ struct Mesh {
     long long kept_bytes;  /* their bytes, under MEM_COMM */
     float *stage;          /* host copy of device buffers (GPU runs), grown on demand */
     size_t stage_bytes;
-    SyncTraffic tr;
+    SyncTraffic tr;        /* the transport and split flags; the counts are count's */
+    MsgCount count;        /* the data plane's traffic, counted by net/msg.h */
 };
 
 /* ---- Prototypes: what an algorithm calls ---- */

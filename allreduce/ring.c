@@ -1,7 +1,6 @@
 /* ring.c - the "ring" back end: ring all-reduce in host memory over shared memory or ZeroMQ, on a communication thread */
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
-#include "../net/zframe.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
@@ -72,8 +71,8 @@
  * is out (xpend[], one counter per segment); all are out before the call returns.
  *
  * Sends that are not yet on their way reference the caller's buffer, counted by step in
- * pending[]: over ZeroMQ, segments of RING_ZEROCOPY_MIN bytes or more are handed over without
- * a copy (zmq_msg_init_data) until ZeroMQ calls ring_release, which wakes a waiter when the
+ * pending[]: over ZeroMQ (net/msg.h), segments of MSG_ZEROCOPY_MIN bytes or more are lent
+ * without a copy until ZeroMQ lets go, and the last release wakes a waiter (ring_wake) when the
  * count reaches zero (smaller ones are copied: that costs less than waiting for a release);
  * over shared memory, a send waits in a queue until the lane has room and is then copied in.
  * A buffer is only modified after its count is zero: reduce-scatter step s sends chunk r-s,
@@ -99,10 +98,11 @@
  * so it waits for each of its lane sends to go in at once; a ZeroMQ edge never blocks its
  * sender, so a ring with one cannot block all round either. */
 
-/* Sends of one step that still reference the caller's buffer. */
+/* Sends of one step that still reference the caller's buffer: lend.out counts them (lane sends
+ * queued, frames lent to ZeroMQ; __atomic), and ZeroMQ's last release wakes r->cv (ring_wake). */
 typedef struct {
     Ring *r;
-    int n;               /* __atomic; over ZeroMQ, zero-transitions signal r->cv under r->mu */
+    MsgLend lend;
 } RingPending;
 
 /* The head of a shared-memory lane (one page), followed by RING_LANE_BYTES of messages. Each
@@ -174,26 +174,19 @@ struct Ring {
     Codec wire;          /* what all-reduce segments travel in (ring_set_wire); broadcast: fp32 */
 };
 
-/* ZeroMQ's free function for zero-copy frames (runs on its I/O thread, or in ours when a send
- * fails): the last release of a step wakes whoever waits for it. */
-static void ring_release(void *data, void *hint) {
-    (void)data;
-    RingPending *p = hint;
-    if (__atomic_sub_fetch(&p->n, 1, __ATOMIC_ACQ_REL) == 0) {
-        pthread_mutex_lock(&p->r->mu);
-        pthread_cond_broadcast(&p->r->cv);
-        pthread_mutex_unlock(&p->r->mu);
-    }
-}
-
-static void ring_count(unsigned long long *ctr, unsigned long long n) {
-    __atomic_add_fetch(ctr, n, __ATOMIC_RELAXED);
+/* The last release of a step's lent frames (net/msg.h calls it on ZeroMQ's I/O thread, or in
+ * ours when a send fails) wakes whoever waits for it. */
+static void ring_wake(void *arg) {
+    RingPending *p = arg;
+    pthread_mutex_lock(&p->r->mu);
+    pthread_cond_broadcast(&p->r->cv);
+    pthread_mutex_unlock(&p->r->mu);
 }
 
 /* Waits until ZeroMQ released every frame counted in *p, for at most limit seconds (blocked
  * on the condition variable, woken by the last release). 0, or -1 on timeout. */
 static int ring_drain(Ring *r, RingPending *p, double limit) {
-    if (__atomic_load_n(&p->n, __ATOMIC_ACQUIRE) <= 0) return 0;
+    if (__atomic_load_n(&p->lend.out, __ATOMIC_ACQUIRE) <= 0) return 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double whole = (double)(long long)limit;
@@ -205,9 +198,9 @@ static int ring_drain(Ring *r, RingPending *p, double limit) {
     }
     int rc = 0;
     pthread_mutex_lock(&r->mu);
-    while (__atomic_load_n(&p->n, __ATOMIC_ACQUIRE) > 0) {
+    while (__atomic_load_n(&p->lend.out, __ATOMIC_ACQUIRE) > 0) {
         if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT) {
-            rc = __atomic_load_n(&p->n, __ATOMIC_ACQUIRE) > 0 ? -1 : 0;
+            rc = __atomic_load_n(&p->lend.out, __ATOMIC_ACQUIRE) > 0 ? -1 : 0;
             break;
         }
     }
@@ -236,7 +229,7 @@ __attribute__((format(printf, 3, 4))) static int ring_fail(Ring *r, int code, co
     vsnprintf(r->why, sizeof r->why, fmt, ap);
     va_end(ap);
     r->broken = code ? code : RS_ERR_RUNTIME;
-    for (size_t i = r->qhead; i < r->qlen; i++) __atomic_sub_fetch(&r->q[i].pending->n, 1, __ATOMIC_RELAXED);
+    for (size_t i = r->qhead; i < r->qlen; i++) __atomic_sub_fetch(&r->q[i].pending->lend.out, 1, __ATOMIC_RELAXED);
     r->qhead = r->qlen = 0;
     if (r->push) {
         int zero = 0;
@@ -368,9 +361,8 @@ static void lane_push(Ring *r) {
             link_stamp_encode(m->stamp, lane_data(l) + head % RING_LANE_BYTES + sizeof h);
         lane_put(l, head + RING_MSG_ALIGN, ring_codec(r, m->kind), m->src + m->off, m->n);
         __atomic_store_n(&l->head, head + need, __ATOMIC_RELEASE);
-        __atomic_sub_fetch(&m->pending->n, 1, __ATOMIC_RELAXED);
-        ring_count(&r->c.bytes_sent, sizeof h + bytes);
-        ring_count(&r->c.messages_sent, 1);
+        __atomic_sub_fetch(&m->pending->lend.out, 1, __ATOMIC_RELAXED);
+        msg_count_sent(&r->c, sizeof h + bytes, 0);
         r->qhead++;
         wrote = 1;
     }
@@ -391,7 +383,7 @@ static inline void ring_cpu_relax(void) {
 
 static int lane_ready(Ring *r, int what, RingPending *p) {
     if (what == LANE_MSG) return __atomic_load_n(&r->own->head, __ATOMIC_ACQUIRE) != r->own->tail;
-    if (what == LANE_SENT) return __atomic_load_n(&p->n, __ATOMIC_RELAXED) == 0;
+    if (what == LANE_SENT) return __atomic_load_n(&p->lend.out, __ATOMIC_RELAXED) == 0;
     return r->qhead == r->qlen;
 }
 
@@ -472,8 +464,7 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     }
     __atomic_store_n(&l->tail, tail + lane_msg_bytes(bytes), __ATOMIC_RELEASE);
     lane_ring(r->from_bell);
-    ring_count(&r->c.bytes_received, sizeof h + bytes);
-    ring_count(&r->c.messages_received, 1);
+    msg_count_received(&r->c, sizeof h + bytes, 0);
     return RS_OK;
 }
 
@@ -489,7 +480,7 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
     }
     double stamp = link_send(sizeof(RingHeader) + ring_wire_bytes(r, kind, n)); /* the emulated interface (--link) */
     r->q[r->qlen++] = (RingQueued){base, off, n, kind, step, pending, stamp};
-    __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pending->lend.out, 1, __ATOMIC_RELAXED);
     lane_push(r);
     /* receiving over ZeroMQ, this rank would not move the queue while it waits in zmq_poll:
      * send now (a ZeroMQ edge never blocks, so the ring cannot deadlock on full lanes) */
@@ -501,88 +492,26 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
 /* ---- ZeroMQ ---- */
 
 /* Sends segment [off, off+n) of base to the right neighbour as (kind, step), counted in
- * *pending while it references base. 0 or RS_ERR_*. */
+ * *pending while it references base (net/msg.h lends the floats themselves, fp32 at scale 1,
+ * from MSG_ZEROCOPY_MIN bytes; anything else is encoded into the frame). 0 or RS_ERR_*. */
 static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, size_t off, size_t n, RingPending *pending) {
     if (r->to) return lane_send(r, kind, step, base, off, n, pending);
     RingHeader h = {RING_MAGIC, kind, r->token, r->seq, step, (uint32_t)r->rank, off, n};
     const Codec *c = ring_codec(r, kind);
-    int raw = c->type == CODEC_F32 && c->scale == 1.0f; /* the floats themselves: may go without a copy */
-    size_t bytes = ring_wire_bytes(r, kind, n);
-    zmq_msg_t m;
-    double stamp = link_send(sizeof h + bytes); /* the emulated interface (--link) */
-    if (zmq_send(r->push, &h, sizeof h, ZMQ_SNDMORE) < 0) {
-        if (zmq_errno() == EAGAIN)
-            return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
-        return ring_fail_zmq(r, "zmq_send(header)");
-    }
-    if (raw && bytes >= RING_ZEROCOPY_MIN) {
-        __atomic_add_fetch(&pending->n, 1, __ATOMIC_RELAXED);
-        if (zmq_msg_init_data(&m, (void *)(base + off), bytes, ring_release, pending) != 0) {
-            __atomic_sub_fetch(&pending->n, 1, __ATOMIC_RELAXED);
-            return ring_fail_zmq(r, "zmq_msg_init_data");
-        }
+    MsgOut m = {.head = &h, .head_bytes = sizeof h};
+    if (c->type == CODEC_F32 && c->scale == 1.0f) { /* the floats themselves: may be lent */
+        m.payload = base + off;
+        m.bytes = n * sizeof(float);
+        m.lend = &pending->lend;
     } else {
-        if (zmq_msg_init_size(&m, bytes) != 0) return ring_fail_zmq(r, "zmq_msg_init_size");
-        codec_encode(c, base + off, zmq_msg_data(&m), n);
+        m.codec = c;
+        m.src = base + off;
+        m.count = n;
     }
-    if (zmq_msg_send(&m, r->push, stamp > 0 ? ZMQ_SNDMORE : 0) < 0) {
-        int e = zmq_errno();
-        zmq_msg_close(&m); /* releases a zero-copy frame through ring_release */
-        if (e == EAGAIN)
-            return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
-        errno = e;
-        return ring_fail_zmq(r, "zmq_msg_send");
-    }
-    if (stamp > 0) { /* the emulated link's stamp, a frame of its own (not counted) */
-        unsigned char sb[LINK_STAMP_BYTES];
-        link_stamp_encode(stamp, sb);
-        if (zmq_send(r->push, sb, sizeof sb, 0) < 0) return ring_fail_zmq(r, "zmq_send(stamp)");
-    }
-    ring_count(&r->c.bytes_sent, sizeof h + bytes);
-    ring_count(&r->c.messages_sent, 1);
-    return RS_OK;
-}
-
-/* Receives the next message from the PULL, without waiting, as a header and a data frame
- * (extra frames are read and flag the message malformed). 0 with the frames initialised
- * (caller closes), 1 when no message is queued, or RS_ERR_*. */
-static int ring_recv_frames(Ring *r, zmq_msg_t *hm, zmq_msg_t *dm, int *malformed, double *stamp) {
-    zmq_msg_init(hm);
-    zmq_msg_init(dm);
-    *malformed = 0;
-    *stamp = 0;
-    if (zframe_recv(hm, r->pull, ZMQ_DONTWAIT) < 0) {
-        int e = zmq_errno();
-        zframe_close(hm);
-        zframe_close(dm);
-        if (e == EAGAIN || e == EINTR) return 1;
-        errno = e;
-        return ring_fail_zmq(r, "zmq_msg_recv");
-    }
-    int more = zmq_msg_more(hm);
-    if (!more) *malformed = 1;
-    if (more) {
-        if (zframe_recv(dm, r->pull, ZMQ_DONTWAIT) < 0) goto fail;
-        more = zmq_msg_more(dm);
-    }
-    for (int extra = 0; more; extra++) { /* an emulated link's stamp, or a stray's frames */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        if (zframe_recv(&x, r->pull, ZMQ_DONTWAIT) < 0) {
-            zframe_close(&x);
-            goto fail;
-        }
-        more = zmq_msg_more(&x);
-        if (extra || more || !link_stamp_decode(zmq_msg_data(&x), zmq_msg_size(&x), stamp)) *malformed = 1;
-        zframe_close(&x);
-    }
-    return RS_OK;
-fail:;
-    int e = zmq_errno();
-    zframe_close(hm);
-    zframe_close(dm);
-    errno = e;
-    return ring_fail_zmq(r, "zmq_msg_recv");
+    if (msg_send(r->push, &m, &r->c, NULL) == 0) return RS_OK;
+    if (zmq_errno() == EAGAIN)
+        return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
+    return ring_fail_zmq(r, "zmq_msg_send");
 }
 
 /* Receives segment (kind, step, off, n) from the left neighbour into buf + off, added to it
@@ -594,44 +523,38 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     if (r->shm_in) return lane_recv(r, kind, step, buf, off, n, reduce);
     double t0 = clock_now(), deadline = t0 + r->timeout;
     for (;;) {
-        zmq_msg_t hm, dm;
-        int malformed;
-        double stamp;
-        int rc = ring_recv_frames(r, &hm, &dm, &malformed, &stamp);
-        if (rc == 1) {
-            double left = deadline - clock_now();
-            if (left <= 0)
+        MsgIn in;
+        if (msg_recv(r->pull, &in, ZMQ_DONTWAIT, 0) < 0) {
+            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR) return ring_fail_zmq(r, "zmq_msg_recv");
+            int w = msg_wait(r->pull, deadline);
+            if (w < 0) return ring_fail_zmq(r, "zmq_poll");
+            if (w == 0)
                 return ring_fail(r, RS_ERR_PEER, "ring: no data from rank %d for %.0f s (is it alive?)", r->left, r->timeout);
-            zmq_pollitem_t it = {r->pull, 0, ZMQ_POLLIN, 0};
-            if (zmq_poll(&it, 1, (long)(left * 1000.0) + 1) < 0 && zmq_errno() != EINTR) return ring_fail_zmq(r, "zmq_poll");
             continue;
         }
-        if (rc) return rc;
         RingHeader h;
+        size_t hb, got;
+        const void *head = msg_head(&in, &hb);
+        const void *data = msg_payload(&in, &got);
         memset(&h, 0, sizeof h);
-        if (!malformed && zmq_msg_size(&hm) == sizeof h) memcpy(&h, zmq_msg_data(&hm), sizeof h);
+        int malformed = in.n != 2 || in.extra || hb != sizeof h;
+        if (!malformed) memcpy(&h, head, sizeof h);
         if (malformed || h.magic != RING_MAGIC || h.token != r->token) {
-            ring_count(&r->c.dropped, 1);
-            zframe_close(&hm);
-            zframe_close(&dm);
+            msg_drop(&in, &r->c);
             continue;
         }
-        size_t got = zmq_msg_size(&dm);
-        if ((rc = ring_check_header(r, &h, got, kind, step, off, n))) {
-            zframe_close(&hm);
-            zframe_close(&dm);
+        int rc = ring_check_header(r, &h, got, kind, step, off, n);
+        if (rc) {
+            msg_close(&in);
             return rc;
         }
-        link_recv(sizeof h + got, stamp); /* the emulated interface (--link) */
+        msg_accept(&in, 0, 0, 0, &r->c); /* the emulated interface (--link), the counts */
         if (r->first_pending) {
             r->last_wait = clock_now() - t0;
             r->first_pending = 0;
         }
-        ring_take(r, kind, buf + off, zmq_msg_data(&dm), n, reduce);
-        ring_count(&r->c.bytes_received, sizeof h + got);
-        ring_count(&r->c.messages_received, 1);
-        zframe_close(&hm);
-        zframe_close(&dm);
+        ring_take(r, kind, buf + off, data, n, reduce);
+        msg_close(&in);
         return RS_OK;
     }
 }
@@ -782,8 +705,10 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
         free(r);
         return rs_error(RS_ERR_RUNTIME, "ring: out of memory");
     }
-    for (int i = 0; i < world; i++) r->pending[i].r = r;
-    for (int i = 0; i < RING_EX_SEGS; i++) r->xpend[i].r = r;
+    for (int i = 0; i < world + RING_EX_SEGS; i++) { /* ZeroMQ's last release of a step wakes its waiter */
+        RingPending *p = i < world ? &r->pending[i] : &r->xpend[i - world];
+        *p = (RingPending){.r = r, .lend = {.wake = ring_wake, .arg = p}};
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1044,13 +969,7 @@ unsigned long long ring_progress(const Ring *r) {
     return __atomic_load_n(&r->c.messages_received, __ATOMIC_RELAXED);
 }
 
-void ring_counters(const Ring *r, RingCounters *out) {
-    out->bytes_sent = __atomic_load_n(&r->c.bytes_sent, __ATOMIC_RELAXED);
-    out->bytes_received = __atomic_load_n(&r->c.bytes_received, __ATOMIC_RELAXED);
-    out->messages_sent = __atomic_load_n(&r->c.messages_sent, __ATOMIC_RELAXED);
-    out->messages_received = __atomic_load_n(&r->c.messages_received, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&r->c.dropped, __ATOMIC_RELAXED);
-}
+void ring_counters(const Ring *r, RingCounters *out) { msg_count_read(&r->c, out); }
 
 void ring_destroy(Ring *r) {
     if (!r) return;
@@ -1172,11 +1091,7 @@ static void ring_sync_traffic(void *state, SyncTraffic *out) {
     RingState *s = state;
     RingCounters c = {0};
     if (s && s->ring) ring_counters(s->ring, &c);
-    out->bytes_sent = c.bytes_sent;
-    out->bytes_received = c.bytes_received;
-    out->messages_sent = c.messages_sent;
-    out->messages_received = c.messages_received;
-    out->dropped = c.dropped;
+    sync_traffic_counts(&c, out);
     out->transport = s && s->ring ? ring_transport(s->ring) : "";
     int left, right; /* every byte goes to the right neighbour and comes from the left one */
     if (s && s->ring && s->job.world > 1 && ring_node_links(s->ring, &left, &right)) {

@@ -7,6 +7,7 @@
 
 #include "../base/codec.h"
 #include "../base/split.h"
+#include "../net/msg.h"
 
 /* ---- Types ---- */
 
@@ -39,9 +40,7 @@ typedef struct Ring Ring;
  * bytes: ZeroMQ's first frame, or the start of a lane message) and the segment's floats; bytes
  * count both, not the ZMTP/TCP framing or the lane's alignment padding, so the counts are the
  * same on every transport. Stray messages refused (bad magic or token) count in dropped only. */
-typedef struct {
-    unsigned long long bytes_sent, bytes_received, messages_sent, messages_received, dropped;
-} RingCounters;
+typedef MsgCount RingCounters; /* net/msg.h's counts (the ring leaves their node share 0) */
 
 /* The header frame of every data message (host byte order: every rank runs the same binary on
  * hosts of one byte order). The receiver knows exactly which segment comes next, so any
@@ -68,7 +67,7 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
  * [RING_SEG2_MIN, RING_SEG_BYTES] for 2 ranks, whose exchange has no step to pipeline: measured
  * best at 1 to 4 MiB over TCP).
  * RING_SEG_MAX bounds a segment (and what the PULL accepts per frame). Over ZeroMQ, segments
- * of at least RING_ZEROCOPY_MIN bytes are sent without a copy. */
+ * of at least MSG_ZEROCOPY_MIN bytes (net/msg.h) are sent without a copy. */
 #define RING_SEG_PER_CHUNK 4
 #define RING_SHM_SEG_MIN (64u * 1024u)
 #define RING_SHM_SEG_BYTES (256u * 1024u)
@@ -76,7 +75,6 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
 #define RING_SEG2_MIN (512u * 1024u) /* the lower bound over ZeroMQ for 2 ranks (one exchange) */
 #define RING_SEG_BYTES (1024u * 1024u)
 #define RING_SEG_MAX (4u * 1024u * 1024u)
-#define RING_ZEROCOPY_MIN (32u * 1024u)
 
 /* Two ranks over ZeroMQ with an fp32 wire exchange their buffers in one phase (ring_allreduce)
  * when it takes at most RING_EX_SEGS segments; otherwise the two-phase ring. */

@@ -90,3 +90,25 @@ const char *sync_transport_slower(const char *a, const char *b) {
     int ra = sync_transport_rank(a), rb = sync_transport_rank(b);
     return sync_transports[ra > rb ? ra : rb];
 }
+
+void sync_traffic_counts(const MsgCount *c, SyncTraffic *out) {
+    MsgCount v;
+    msg_count_read(c, &v);
+    out->bytes_sent = v.bytes_sent;
+    out->bytes_received = v.bytes_received;
+    out->messages_sent = v.messages_sent;
+    out->messages_received = v.messages_received;
+    out->dropped = v.dropped;
+    out->node_sent = v.node_sent;
+    out->node_received = v.node_received;
+}
+
+void sync_traffic_add(SyncTraffic *out, const SyncTraffic *more) {
+    out->bytes_sent += more->bytes_sent;
+    out->bytes_received += more->bytes_received;
+    out->messages_sent += more->messages_sent;
+    out->messages_received += more->messages_received;
+    out->dropped += more->dropped;
+    out->node_sent += more->node_sent;
+    out->node_received += more->node_received;
+}

@@ -2,6 +2,7 @@
 #ifndef RS_SYNC_H
 #define RS_SYNC_H
 
+#include "../net/msg.h"
 #include <stddef.h>
 #include "../base/config.h"
 #include "../kernels/device.h"
@@ -183,6 +184,14 @@ const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
 /* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
  * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */
 int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len);
+
+/* Copies the message layer's counts (net/msg.h: every host data plane counts there, by one rule)
+ * into out's byte, message, dropped and node fields, leaving the rest of out as it is. */
+void sync_traffic_counts(const MsgCount *c, SyncTraffic *out);
+
+/* Adds more's byte, message, dropped and node counts to out's (a process's entry that sums two
+ * members of it: a worker and its colocated server, a worker and DataParallel's channel). */
+void sync_traffic_add(SyncTraffic *out, const SyncTraffic *more);
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
 const SyncOps *sync_ps(void);      /* ps/client.c (rank 0 may host the colocated server) */
 const SyncOps *sync_byteps(void);  /* ps/client.c: BytePS's split over worker shards and k servers */

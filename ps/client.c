@@ -85,8 +85,9 @@ typedef struct {
     uint32_t seq;
     float *sum_buf;
     size_t sum_total, per;
-    PsZeroCopy zc;
-    SyncTraffic tr;
+    MsgLend zc;                /* pushes lent without a copy, not yet let go */
+    SyncTraffic tr;            /* the split flag; the counts are count's */
+    MsgCount count;            /* the data plane's traffic (net/msg.h) */
     /* --wire: the gradients' codec (pushes), the parameters' (training replies: scale 1) and the
      * allreduce's (contributions and sum): all the wire's type, except under FP8, a gradient
      * format, where the parameters and the allreduce travel in bf16 */
@@ -124,20 +125,15 @@ static void client_trace(PsClient *c, const char *name, double t0, double t1) {
 }
 
 static int client_send(PsClient *c, int k, const WireHeader *h, const void *payload, size_t bytes) {
-    double stamp = c->local[k] ? 0 : link_send(WIRE_HEADER_BYTES + (payload ? bytes : 0)); /* --link */
-    if (h->op == WIRE_PUSH && !c->local[k]) {
-        double bps = link_get()->bytes_per_s, t0 = stamp > 0 ? stamp : clock_now();
-        client_trace(c, "push", t0, bps > 0 ? t0 + (WIRE_HEADER_BYTES + bytes) / bps : t0);
-    }
-    if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc, stamp) < 0) {
+    double stamp = 0; /* when it starts on the emulated interface (--link) */
+    if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc, c->local[k], c->node && c->node[k], &c->count, &stamp) < 0) {
         int e = zmq_errno();
         return rs_error(RS_ERR_PEER, "ps: rank %d cannot send %s to server %d: %s", c->rank, wire_op_name(h->op), k,
                         e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
     }
-    if (!c->local[k]) {
-        c->tr.bytes_sent += WIRE_HEADER_BYTES + (payload ? bytes : 0);
-        c->tr.messages_sent++;
-        if (c->node && c->node[k]) c->tr.node_sent += WIRE_HEADER_BYTES + (payload ? bytes : 0);
+    if (h->op == WIRE_PUSH && !c->local[k]) {
+        double bps = link_get()->bytes_per_s, t0 = stamp > 0 ? stamp : clock_now();
+        client_trace(c, "push", t0, bps > 0 ? t0 + (WIRE_HEADER_BYTES + bytes) / bps : t0);
     }
     return RS_OK;
 }
@@ -155,7 +151,7 @@ static int client_stage(PsClient *c, size_t n) {
     if (c->host_visible || n <= c->stage_cap) return RS_OK;
     Device *d = c->job.dev;
     if (c->stage) {
-        if (!ps_zc_drain(&c->zc, c->job.timeout))
+        if (!msg_lend_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
         device_host_free(d, c->stage, c->stage_cap * sizeof(float), MEM_COMM);
     }
@@ -170,7 +166,7 @@ static int client_stage(PsClient *c, size_t n) {
 static int client_enc_sum(PsClient *c, size_t n) {
     if (n <= c->enc_sum_cap) return RS_OK;
     if (c->enc_sum) {
-        if (!ps_zc_drain(&c->zc, c->job.timeout))
+        if (!msg_lend_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank %d: pushes still in flight after %g s", c->rank, c->job.timeout);
         free(c->enc_sum);
         mem_account(MEM_COMM, -(long long)(c->enc_sum_cap * c->sel));
@@ -244,7 +240,7 @@ static int client_lacking(PsClient *c, const char *what) {
 /* ---- receiving --------------------------------------------------------------------------------- */
 
 static int client_drop(PsClient *c) {
-    c->tr.dropped++;
+    msg_count_dropped(&c->count);
     return RS_OK;
 }
 
@@ -262,7 +258,7 @@ static int client_decode_sum(PsClient *c, const void *data, size_t at, size_t n)
 
 /* Applies one message from server k, setting *applied when it was an awaited reply; a refused
  * one is counted. 0, or RS_ERR_* (an ABORT from the server is RS_ERR_PEER with its reason). */
-static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
+static int client_handle(PsClient *c, int k, MsgIn *m, int *applied) {
     *applied = 0;
     if (m->extra || m->n < 1 || m->n > 2) return client_drop(c);
     WireHeader h;
@@ -331,18 +327,16 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
         /* --link: a training reply is in when the interface has taken it; the communication
          * thread does not sleep for it here (it may have the next bucket to push) but ps_poll
          * holds the bucket back until then */
+        int node = c->node && c->node[k];
         if (c->kind == WAIT_STEP) {
-            double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
+            double in = msg_accept(m, 0, node, 1, &c->count);
             if (in > c->bucket_in[b]) c->bucket_in[b] = in;
             client_trace(c, "reply", m->stamp > 0 ? m->stamp : c->t_last, in > 0 ? in : c->t_last);
         } else if (c->kind == WAIT_SUM) { /* booked, not slept for: this thread still has contributions to send */
-            double in = link_recv_book(WIRE_HEADER_BYTES + pb, m->stamp);
+            double in = msg_accept(m, 0, node, 1, &c->count);
             if (in > c->sum_in) c->sum_in = in;
         } else
-            link_recv(WIRE_HEADER_BYTES + pb, m->stamp);
-        c->tr.bytes_received += WIRE_HEADER_BYTES + pb;
-        c->tr.messages_received++;
-        if (c->node && c->node[k]) c->tr.node_received += WIRE_HEADER_BYTES + pb;
+            msg_accept(m, 0, node, 0, &c->count);
     }
     if (c->kind == WAIT_STEP) --c->bucket_left[b];
     *applied = 1;
@@ -352,23 +346,21 @@ static int client_handle(PsClient *c, int k, PsMsg *m, int *applied) {
 /* Takes in what the servers sent within wait_ms (0: only what is there); *got counts the
  * awaited replies applied. 0 or RS_ERR_*. */
 static int client_poll(PsClient *c, int wait_ms, int *got) {
-    zmq_pollitem_t items[64];
-    int K = c->K < 64 ? c->K : 64;
+    unsigned char ready[256];
+    int K = c->K < 256 ? c->K : 256;
     *got = 0;
-    for (int k = 0; k < K; k++) items[k] = (zmq_pollitem_t){c->sock[k], 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(items, K, wait_ms);
-    if (n < 0) return zmq_errno() == EINTR ? 0 : zmqCheck(n);
+    if (msg_poll(c->sock, K, wait_ms, ready) < 0) return zmqCheck(-1);
     for (int k = 0; k < c->K; k++) {
-        if (k < 64 && !(items[k].revents & ZMQ_POLLIN)) continue;
+        if (k < K && !ready[k]) continue;
         for (;;) {
-            PsMsg m;
-            if (ps_recv(c->sock[k], &m, ZMQ_DONTWAIT) < 0) {
+            MsgIn m;
+            if (msg_recv(c->sock[k], &m, ZMQ_DONTWAIT, 0) < 0) {
                 if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
                 return zmqCheck(-1);
             }
             int applied;
             int rc = client_handle(c, k, &m, &applied);
-            ps_msg_close(&m);
+            msg_close(&m);
             if (rc) return rc;
             *got += applied;
         }
@@ -495,7 +487,6 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     c->sdtype = (uint16_t)wire_dtype_of(c->sc.type);
     c->el = codec_elem_bytes(c->gc.type);
     c->sel = codec_elem_bytes(c->sc.type);
-    atomic_init(&c->zc.out, 0);
     double per = cfg->bucket_mb * 1048576.0 / sizeof(float);
     c->per = per < 1 ? 1 : (size_t)per;
     size_t pk = config_partition_keys(cfg); /* the allreduce's chunks are partitions, striped */
@@ -660,7 +651,7 @@ static int ps_broadcast(void *state, float *buf, size_t count) {
         }
         /* The slices left zero-copy from buf, which (staging on a GPU) the first step's gradients
          * overwrite: wait until every server has taken its copy and released them. */
-        if (!c->host_visible && !ps_zc_drain(&c->zc, c->job.timeout))
+        if (!c->host_visible && !msg_lend_drain(&c->zc, c->job.timeout))
             return rs_error(RS_ERR_PEER, "ps: rank 0: the servers did not take the initial parameters within %g s",
                             c->job.timeout);
         return RS_OK;
@@ -775,7 +766,7 @@ static int ps_bucket_in(PsClient *c, int b, int wait_ms) {
         if (c->bucket_in[p] > in) in = c->bucket_in[p];
     if (in <= now) return 1;
     double until = now + wait_ms * 1e-3;
-    link_wait_until(in < until ? in : until);
+    msg_wait_until(in < until ? in : until);
     return clock_now() >= in;
 }
 
@@ -786,7 +777,7 @@ static int ps_poll(void *state, int b, int wait_ms) {
     if (c->dp && c->rank != 0) { /* no replies to wait for: done once its pushes have all left */
         if (!sendq_waiting(&c->q)) return 1;
         double due = sendq_due_in(&c->q, c->credit), most = wait_ms * 1e-3;
-        link_wait_until(clock_now() + (due < most ? due : most));
+        msg_wait_until(clock_now() + (due < most ? due : most));
         if ((rc = client_flush(c))) return -rc;
         return !sendq_waiting(&c->q);
     }
@@ -896,11 +887,11 @@ static int client_allreduce_send(PsClient *c, const float *src, size_t count, in
  * buffer), which the caller may free as soon as it returns, so wait (up to the job's timeout)
  * until no message holds them. Returns rc, its message extended when they are still held. */
 static int client_unlend(PsClient *c, int rc) {
-    if (ps_zc_drain(&c->zc, c->job.timeout)) return rc;
+    if (msg_lend_drain(&c->zc, c->job.timeout)) return rc;
     char why[512];
     snprintf(why, sizeof why, "%s", rs_errmsg());
     return rs_error(rc, "%s (and %ld of rank %d's messages still hold its buffer after %g s more: keep the buffer "
-                        "until the back end is destroyed)", why, (long)atomic_load(&c->zc.out), c->rank, c->job.timeout);
+                        "until the back end is destroyed)", why, msg_lent(&c->zc), c->rank, c->job.timeout);
 }
 
 static int ps_allreduce(void *state, float *buf, size_t count) {
@@ -951,7 +942,7 @@ static int ps_allreduce(void *state, float *buf, size_t count) {
         char what[64];
         snprintf(what, sizeof what, "allreduce %u", c->seq);
         rc = client_wait(c, 0, what);
-        if (rc == RS_OK) link_wait_until(c->sum_in); /* the call ends when the last reply is in */
+        if (rc == RS_OK) msg_wait_until(c->sum_in); /* the call ends when the last reply is in */
     }
     if (rc != RS_OK) {
         c->seq++; /* a late reply to this one must not pass for the next one's */
@@ -991,17 +982,12 @@ static int ps_checkpoint_servers(void *state) {
 static void ps_traffic(void *state, SyncTraffic *out) {
     PsClient *c = state;
     *out = c->tr;
+    sync_traffic_counts(&c->count, out);
     out->transport = c->via ? c->via : "inproc"; /* one rank: its colocated server is in-process */
     if (c->server) {
         SyncTraffic s;
         ps_server_traffic(c->server, &s);
-        out->bytes_sent += s.bytes_sent;
-        out->bytes_received += s.bytes_received;
-        out->messages_sent += s.messages_sent;
-        out->messages_received += s.messages_received;
-        out->dropped += s.dropped;
-        out->node_sent += s.node_sent;
-        out->node_received += s.node_received;
+        sync_traffic_add(out, &s);
         out->split = out->split && s.split;
     }
 }
@@ -1015,7 +1001,7 @@ static void ps_destroy(void *state) {
             if (c->sock[k]) zmq_close(c->sock[k]);
     }
     ps_server_destroy(c->server);
-    int drained = ps_zc_drain(&c->zc, 2.0);
+    int drained = msg_lend_drain(&c->zc, 2.0);
     if (drained) device_host_free(c->job.dev, c->stage, c->stage_cap * sizeof(float), MEM_COMM);
     if (c->enc && drained) {
         free(c->enc);

@@ -78,8 +78,8 @@ typedef struct DpChannel {
     DpPhase phase;
     unsigned char *got;              /* rank 0: [N] who has sent; others: got[0] DP_GOT_* bits */
     int left;
-    PsZeroCopy zc;
-    SyncTraffic tr;
+    MsgLend zc;                      /* payloads lent without a copy, not yet let go */
+    MsgCount count;                  /* the data messages' traffic (net/msg.h) */
     int warned;
 } DpChannel;
 
@@ -123,19 +123,12 @@ static int dp_send_failed(const DpChannel *ch, const WireHeader *h, int r) {
                     e == EHOSTUNREACH ? "it is gone" : e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
 }
 
-static void dp_count_sent(DpChannel *ch, size_t bytes) {
-    ch->tr.bytes_sent += WIRE_HEADER_BYTES + bytes;
-    ch->tr.messages_sent++;
-}
-
 /* Sends h with bytes of payload (none when 0) to rank r (rank 0), or to rank 0 (others). */
 static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payload, size_t bytes) {
-    double stamp = link_send(WIRE_HEADER_BYTES + bytes); /* the emulated interface (--link) */
     char id[16];
     size_t idlen = ch->rank == 0 ? ps_identity(r, id, sizeof id) : 0;
-    if (ps_send(ch->sock, idlen ? id : NULL, idlen, h, bytes ? payload : NULL, bytes, &ch->zc, stamp) < 0)
+    if (ps_send(ch->sock, idlen ? id : NULL, idlen, h, bytes ? payload : NULL, bytes, &ch->zc, 0, 0, &ch->count, NULL) < 0)
         return dp_send_failed(ch, h, r);
-    dp_count_sent(ch, bytes);
     return RS_OK;
 }
 
@@ -143,33 +136,20 @@ static int dp_send(DpChannel *ch, int r, const WireHeader *h, const void *payloa
 static int dp_send_batch(DpChannel *ch, int r, const WireHeader *h, const float *x, const int *y, int rows) {
     if (rows == 0) return dp_send(ch, r, h, NULL, 0);
     size_t xb = (size_t)rows * (size_t)ch->dim * sizeof(float), yb = (size_t)rows * (size_t)ch->per * sizeof(int);
-    double stamp = link_send(WIRE_HEADER_BYTES + xb + yb); /* the emulated interface (--link) */
-    unsigned char sb[LINK_STAMP_BYTES];
-    link_stamp_encode(stamp, sb);
     char id[16];
     size_t idlen = ps_identity(r, id, sizeof id);
     unsigned char hb[WIRE_HEADER_BYTES];
     wire_encode(h, hb);
-    zmq_msg_t m;
-    if (zmq_msg_init_size(&m, xb + yb) < 0) return dp_send_failed(ch, h, r);
-    memcpy(zmq_msg_data(&m), x, xb);
-    memcpy((char *)zmq_msg_data(&m) + xb, y, yb);
-    if (zmq_send(ch->sock, id, idlen, ZMQ_SNDMORE) < 0 || zmq_send(ch->sock, hb, sizeof hb, ZMQ_SNDMORE) < 0 ||
-        zmq_msg_send(&m, ch->sock, stamp > 0 ? ZMQ_SNDMORE : 0) < 0 ||
-        (stamp > 0 && zmq_send(ch->sock, sb, sizeof sb, 0) < 0)) {
-        int e = zmq_errno();
-        zmq_msg_close(&m);
-        errno = e;
-        return dp_send_failed(ch, h, r);
-    }
-    dp_count_sent(ch, xb + yb);
+    MsgOut m = {.id = id, .idlen = idlen, .head = hb, .head_bytes = sizeof hb, .payload = x, .bytes = xb, .tail = y,
+                .tail_bytes = yb};
+    if (msg_send(ch->sock, &m, &ch->count, NULL) < 0) return dp_send_failed(ch, h, r);
     return RS_OK;
 }
 
 /* ---- receiving ------------------------------------------------------------------------------ */
 
 static int dp_drop(DpChannel *ch, const char *why) {
-    ch->tr.dropped++;
+    msg_count_dropped(&ch->count);
     if (ch->warned++ < 5) log_warn("ps dataparallel: rank %d dropped a message: %s", ch->rank, why);
     return 0;
 }
@@ -254,7 +234,7 @@ static int dp_on_worker(DpChannel *ch, const WireHeader *h, const void *data, in
 }
 
 /* Checks and applies one received message; a refused one is counted in dropped. */
-static int dp_handle(DpChannel *ch, PsMsg *m, int *applied) {
+static int dp_handle(DpChannel *ch, MsgIn *m, int *applied) {
     int base = ch->rank == 0, r = 0;
     *applied = 0;
     if (m->extra || m->n < base + 1 || m->n > base + 2) return dp_drop(ch, "not [identity][header][payload?]");
@@ -277,11 +257,7 @@ static int dp_handle(DpChannel *ch, PsMsg *m, int *applied) {
     if (h.sender != r) return dp_drop(ch, "sender field differs from the peer");
     const void *data = has ? zmq_msg_data(&m->part[base + 1]) : NULL;
     RS_TRY(base ? dp_on_rank0(ch, r, &h, data, applied) : dp_on_worker(ch, &h, data, applied));
-    if (*applied) {
-        link_recv(WIRE_HEADER_BYTES + pb, m->stamp); /* the emulated interface (--link) */
-        ch->tr.bytes_received += WIRE_HEADER_BYTES + pb;
-        ch->tr.messages_received++;
-    }
+    if (*applied) msg_accept(m, 0, 0, 0, &ch->count); /* the emulated interface (--link), the counts */
     return RS_OK;
 }
 
@@ -308,23 +284,19 @@ static int dp_missing(const DpChannel *ch, const char *what) {
 static int dp_wait(DpChannel *ch, const char *what, double *blocked) {
     double last = clock_now();
     while (ch->left > 0) {
-        zmq_pollitem_t it = {ch->sock, 0, ZMQ_POLLIN, 0};
         double t0 = clock_now();
-        int n = zmq_poll(&it, 1, 100);
+        int n = msg_poll(&ch->sock, 1, 100, NULL);
         *blocked += clock_now() - t0;
-        if (n < 0) {
-            if (zmq_errno() == EINTR) continue;
-            return zmqCheck(n);
-        }
+        if (n < 0) return zmqCheck(n);
         int got = 0;
         for (int k = 0; n > 0 && k < 4096; k++) {
-            PsMsg m;
-            if (ps_recv(ch->sock, &m, ZMQ_DONTWAIT) < 0) {
+            MsgIn m;
+            if (msg_recv(ch->sock, &m, ZMQ_DONTWAIT, ch->rank == 0) < 0) {
                 if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
                 return zmqCheck(-1);
             }
             int applied = 0, rc = dp_handle(ch, &m, &applied);
-            ps_msg_close(&m);
+            msg_close(&m);
             RS_TRY(rc);
             got += applied;
         }
@@ -437,7 +409,7 @@ static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
         ch->left = ch->N - 1;
         RS_TRY(dp_wait(ch, "logits", &blocked));
         /* every rank has answered: the replicate and last step's gradients have been delivered */
-        if (!ps_zc_drain(&ch->zc, ch->job.timeout))
+        if (!msg_lend_drain(&ch->zc, ch->job.timeout))
             return rs_error(RS_ERR_PEER, "ps dataparallel: rank 0: sends still in flight after %g s", ch->job.timeout);
         double tc = clock_now();
         d->k->softmax_xent(d->kctx, ch->glogits, ch->glabels, ch->rows * ch->per, ch->classes, ch->gdlogits, m->stats);
@@ -478,7 +450,7 @@ static int dp_loss(void *state, int local_rows, DriverSpan *sp) {
         ch->left = 1;
         RS_TRY(dp_wait(ch, "output gradient", &blocked));
         /* rank 0 answered: the logits have been delivered */
-        if (!ps_zc_drain(&ch->zc, ch->job.timeout))
+        if (!msg_lend_drain(&ch->zc, ch->job.timeout))
             return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d: logits still in flight after %g s", ch->rank,
                             ch->job.timeout);
     }
@@ -590,7 +562,6 @@ static int dp_init(const SyncJob *job, Model *model, HealthFn check, void *arg, 
     ch->el = codec_elem_bytes(ch->pc.type);
     ch->check = check;
     ch->check_arg = arg;
-    atomic_init(&ch->zc.out, 0);
     int rc = (ch->got = calloc((size_t)ch->N, 1)) ? RS_OK : rs_error(RS_ERR_RUNTIME, "out of memory");
     if (rc == RS_OK) rc = dp_alloc(ch);
     if (rc == RS_OK) rc = dp_open_socket(ch);
@@ -623,11 +594,9 @@ static int dp_connect(void *state, char *const *endpoints, int n) {
 /* Adds the channel's cumulative counters to *out. */
 static void dp_traffic(void *state, SyncTraffic *out) {
     const DpChannel *ch = state;
-    out->bytes_sent += ch->tr.bytes_sent;
-    out->bytes_received += ch->tr.bytes_received;
-    out->messages_sent += ch->tr.messages_sent;
-    out->messages_received += ch->tr.messages_received;
-    out->dropped += ch->tr.dropped;
+    SyncTraffic mine = {.transport = ""};
+    sync_traffic_counts(&ch->count, &mine);
+    sync_traffic_add(out, &mine);
     out->split = 0; /* the data messages' links are not told apart */
 }
 
@@ -636,7 +605,7 @@ static void dp_destroy(void *state) {
     DpChannel *ch = state;
     if (!ch) return;
     if (ch->sock) zmq_close(ch->sock);
-    if (!ps_zc_drain(&ch->zc, 2.0 + ch->job.timeout)) {
+    if (!msg_lend_drain(&ch->zc, 2.0 + ch->job.timeout)) {
         log_warn("ps dataparallel: rank %d: sends still in flight at exit; leaving its buffers allocated", ch->rank);
         return;
     }

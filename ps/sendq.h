@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "../base/err.h"
-#include "../net/link.h"
+#include "../net/msg.h"
 
 /* ---- Types ---- */
 
@@ -63,10 +63,10 @@ static inline int sendq_put(PsSendQ *q, int slice, const void *data, size_t byte
 }
 
 /* Sends waiting pushes in order while this process's interface has less than credit seconds
- * booked ahead (link_backlog); credit <= 0 (no link to schedule) sends them all. 0, or the first
+ * booked ahead (msg_backlog); credit <= 0 (no link to schedule) sends them all. 0, or the first
  * failing send's status (the push stays queued). */
 static inline int sendq_flush(PsSendQ *q, double credit, PsSendFn send, void *arg) {
-    while (q->head < q->n && (credit <= 0 || link_backlog() < credit)) {
+    while (q->head < q->n && (credit <= 0 || msg_backlog() < credit)) {
         RS_TRY(send(arg, q->slice[q->head], q->data[q->head], q->bytes[q->head]));
         q->head++;
     }
@@ -76,7 +76,7 @@ static inline int sendq_flush(PsSendQ *q, double credit, PsSendFn send, void *ar
 /* Seconds until the head push may go (0: now or nothing waits; credit <= 0: now). */
 static inline double sendq_due_in(const PsSendQ *q, double credit) {
     if (credit <= 0 || q->head == q->n) return 0;
-    double b = link_backlog() - credit;
+    double b = msg_backlog() - credit;
     return b > 0 ? b : 0;
 }
 

@@ -1,5 +1,6 @@
 /* server.c - the parameter server's loop: a ROUTER, per-step contribution tracking, the rank-order sum, the update rule, the replies */
 #include "server.h"
+#include "../net/zframe.h"
 #include "shard.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
@@ -79,7 +80,7 @@ struct PsServer {
                                   * moments (optimizer tag: the optimizer's state where it runs) */
     MemTag mom_tag;
     int init_left;           /* slices of initial parameters still to come from rank 0 */
-    PsMsg *early;            /* [early_cap] pushes that came before the initial parameters were all
+    MsgIn *early;            /* [early_cap] pushes that came before the initial parameters were all
                               * in (under DataParallel's step the others train on rank 0's
                               * replicate, which can overtake rank 0's INIT on another pipe):
                               * handled, in arrival order, once they are */
@@ -87,14 +88,15 @@ struct PsServer {
     unsigned char *init_seen, *pull;
     PsPhase train, sum;
     unsigned char *known, *bye;
-    PsMsg batch[PS_REORDER];  /* the messages drained at once (ps_server_run) */
+    MsgIn batch[PS_REORDER];  /* the messages drained at once (ps_server_run) */
     int nbye, warned;
     size_t cur_bytes;        /* payload bytes of the message being handled */
     zmq_msg_t *cur_payload;  /* its payload frame (NULL: none), which a contribution may keep */
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double cur_in;           /* --link: when it is in on this process's interface (server_accept) */
     double t_last;
-    PsZeroCopy zc;
+    MsgLend zc;              /* replies lent without a copy, not yet let go */
+    MsgCount count;          /* the data plane's traffic (net/msg.h); tr holds the split flag */
     /* --wire (docs/ps-protocol.md): pushes arrive in the gradients' codec and are decoded to
      * fp32; replies leave in the parameters' (PARAMS); the allreduce (SUM, SUMMED) travels in
      * the allreduce's. All three are the wire's type but under FP8, a gradient format, where the
@@ -157,20 +159,12 @@ const float *ps_rule_sum(const PsUpdate *u) { return u->sum; }
 /* The host worker's own messages to its colocated server stay inside the process: not traffic. */
 static int server_counted(const PsServer *s, int r) { return !(s->a.colocated && r == s->a.local_rank); }
 
-static void server_count(PsServer *s, int r, int sent, size_t bytes) {
-    if (!server_counted(s, r)) return;
+/* Whether worker r runs on this server's host (ps_server_set_nodes). */
+static int server_node(PsServer *s, int r) {
     pthread_mutex_lock(&s->lock);
     int node = s->node && r >= 0 && r < s->nnode && s->node[r];
-    if (sent) {
-        s->tr.bytes_sent += bytes;
-        s->tr.messages_sent++;
-        if (node) s->tr.node_sent += bytes;
-    } else {
-        s->tr.bytes_received += bytes;
-        s->tr.messages_received++;
-        if (node) s->tr.node_received += bytes;
-    }
     pthread_mutex_unlock(&s->lock);
+    return node;
 }
 
 /* Counts a refused message; the first few are also logged with the reason. */
@@ -183,24 +177,24 @@ static void server_count(PsServer *s, int r, int sent, size_t bytes) {
  * starved the pushes); everything else is waited for at once. */
 static void server_accept_as(PsServer *s, int r, int defer) {
     s->known[r] = 1;
-    s->cur_in = server_counted(s, r) ? link_recv_book(WIRE_HEADER_BYTES + s->cur_bytes, s->cur_stamp) : 0;
-    if (!defer) link_wait_until(s->cur_in);
+    s->cur_in = msg_take(WIRE_HEADER_BYTES + s->cur_bytes, s->cur_stamp, !server_counted(s, r), server_node(s, r), 1,
+                         &s->count);
+    if (!defer) msg_wait_until(s->cur_in);
     s->t_last = clock_now();
-    server_count(s, r, 0, WIRE_HEADER_BYTES + s->cur_bytes);
 }
 
 static void server_accept(PsServer *s, int r) { server_accept_as(s, r, 0); }
 
-/* Before a send to worker r: the emulated interface books what leaves the process; the stamp
- * travels with the message (0: rank 0's own, or no link). */
-static double server_pace(const PsServer *s, int r, size_t bytes) {
-    return server_counted(s, r) ? link_send(WIRE_HEADER_BYTES + bytes) : 0;
+/* Sends h (and payload) to worker r through the message layer: paced on the emulated link and
+ * counted unless r is this process's own worker (colocated). 0 or -1 (zmq_errno()). */
+static int server_send(PsServer *s, int r, const WireHeader *h, const void *payload, size_t bytes, MsgLend *zc) {
+    char id[16];
+    size_t idlen = ps_identity(r, id, sizeof id);
+    return ps_send(s->router, id, idlen, h, payload, bytes, zc, !server_counted(s, r), server_node(s, r), &s->count, NULL);
 }
 
 static int server_drop(PsServer *s, const char *why) {
-    pthread_mutex_lock(&s->lock);
-    s->tr.dropped++;
-    pthread_mutex_unlock(&s->lock);
+    msg_count_dropped(&s->count);
     if (s->warned++ < 5) log_warn("%s: dropped a message: %s", s->name, why);
     return PS_DROP;
 }
@@ -274,7 +268,7 @@ static void phase_free(PsServer *s, PsPhase *ph) {
 static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
     size_t N = (size_t)s->a.nworkers;
     if (keys > ph->cap) {
-        if (!ps_zc_drain(&s->zc, s->a.timeout))
+        if (!msg_lend_drain(&s->zc, s->a.timeout))
             return rs_error(RS_ERR_PEER, "%s: replies still in flight after %g s", s->name, s->a.timeout);
         device_free(s->a.dev, ph->recv, N * ph->cap * sizeof(float), MEM_SERVER);
         device_free(s->a.dev, ph->sum, ph->cap * sizeof(float), MEM_SERVER);
@@ -422,21 +416,17 @@ static int phase_begin(PsServer *s, PsPhase *ph, uint32_t step, size_t total) {
 /* Sends n values at payload (host memory) as op to every worker (DataParallel's updates: to
  * rank 0 only). */
 static int server_reply_all(PsServer *s, const WireHeader *h, const void *payload, size_t bytes) {
-    char id[16];
     for (int i = 0; i < s->a.nworkers; i++) {
         /* colocated, the host worker goes last: once it has its reply, every other send is counted;
          * and every server starts past its own index, so that servers finishing at once do not
          * all answer the same worker first */
         int r = s->a.colocated ? (s->a.local_rank + 1 + i) % s->a.nworkers : (s->a.id + i) % s->a.nworkers;
         if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
-        size_t idlen = ps_identity(r, id, sizeof id);
-        double stamp = server_pace(s, r, bytes);
-        if (ps_send(s->router, id, idlen, h, payload, bytes, &s->zc, stamp) < 0) {
+        if (server_send(s, r, h, payload, bytes, &s->zc) < 0) {
             int e = zmq_errno();
             return rs_error(RS_ERR_PEER, "%s: cannot send %s of step %u to rank %d: %s", s->name, wire_op_name(h->op),
                             h->step, r, e == EHOSTUNREACH ? "it is gone" : zmq_strerror(e));
         }
-        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
     }
     return RS_OK;
 }
@@ -648,10 +638,8 @@ static long long async_min_clock(const PsServer *s, int *who) {
  * step and samples in each header; zc NULL copies them at the send. coded: in the wire's type
  * (the parameters' codec, through the training phase's encode buffer: zc must be NULL), else
  * fp32. */
-static int server_send_slices(PsServer *s, int r, const float *src, uint32_t step, uint32_t samples, PsZeroCopy *zc,
+static int server_send_slices(PsServer *s, int r, const float *src, uint32_t step, uint32_t samples, MsgLend *zc,
                               int coded) {
-    char id[16];
-    size_t idlen = ps_identity(r, id, sizeof id);
     for (int b = 0; b < s->a.nbuckets; b++) {
         const ShardSlice *sl = &s->slice[b];
         if (!sl->count) continue;
@@ -671,11 +659,9 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
             bytes = sl->count * s->el;
             h.dtype = s->pdtype;
         }
-        double stamp = server_pace(s, r, bytes);
-        if (ps_send(s->router, id, idlen, &h, payload, bytes, zc, stamp) < 0)
+        if (server_send(s, r, &h, payload, bytes, zc) < 0)
             return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
                             zmq_strerror(zmq_errno()));
-        server_count(s, r, 1, WIRE_HEADER_BYTES + bytes);
     }
     return RS_OK;
 }
@@ -942,11 +928,12 @@ static int on_pull(PsServer *s, int r, const WireHeader *h) {
 
 /* Keeps a push that came before the initial parameters (its frames move to s->early; m is left
  * empty); dropped when one step's worth is already kept. */
-static int server_keep(PsServer *s, PsMsg *m) {
+static int server_keep(PsServer *s, MsgIn *m) {
     if (s->nearly >= s->early_cap) return server_drop(s, "a push before the initial parameters");
-    PsMsg *k = &s->early[s->nearly++];
+    MsgIn *k = &s->early[s->nearly++];
     k->n = m->n;
     k->extra = 0;
+    k->with_id = m->with_id;
     k->stamp = m->stamp;
     for (int i = 0; i < m->n; i++) {
         zmq_msg_init(&k->part[i]);
@@ -955,7 +942,7 @@ static int server_keep(PsServer *s, PsMsg *m) {
     return RS_OK;
 }
 
-static int server_handle(PsServer *s, PsMsg *m);
+static int server_handle(PsServer *s, MsgIn *m);
 
 /* Once the initial parameters are all in: the pushes kept before them, in arrival order.
  * RS_OK, or the first fatal error. */
@@ -964,14 +951,14 @@ static int server_replay(PsServer *s) {
     s->nearly = 0;
     for (int i = 0; i < n; i++) {
         if (!rc) rc = server_handle(s, &s->early[i]);
-        ps_msg_close(&s->early[i]);
+        msg_close(&s->early[i]);
         if (rc < 0) rc = 0; /* a refused message: counted, not fatal */
     }
     return rc;
 }
 
 /* Parses and dispatches one message; RS_OK or PS_DROP (counted), RS_ERR_* when fatal. */
-static int server_handle(PsServer *s, PsMsg *m) {
+static int server_handle(PsServer *s, MsgIn *m) {
     if (m->extra || m->n < 2) return server_drop(s, "not [identity][header][payload?]");
     int r = -1;
     {
@@ -1076,8 +1063,8 @@ static int server_fail(PsServer *s, int rc) {
     if (h.count == 0) h.count = 1, why = "?";
     for (int r = 0; r < s->a.nworkers; r++)
         if (s->known[r] && !s->bye[r] && server_counted(s, r)) {
-            size_t idlen = ps_identity(r, id, sizeof id);
-            ps_send(s->router, id, idlen, &h, why, h.count, NULL, 0);
+            size_t idlen = ps_identity(r, id, sizeof id); /* the job's end, not its data: not counted */
+            ps_send(s->router, id, idlen, &h, why, h.count, NULL, 0, 0, NULL, NULL);
         }
     pthread_mutex_lock(&s->lock);
     s->status = rc;
@@ -1093,11 +1080,11 @@ static int server_fail(PsServer *s, int rc) {
 /* Stable insertion sort of a drained batch by the stamp each message left its sender's emulated
  * link with (a message without one, a colocated rank's own, keeps its place among its
  * neighbours' times: it counts as sent when drained). */
-static void server_sort_stamped(PsMsg *m, int n) {
+static void server_sort_stamped(MsgIn *m, int n) {
     double now = clock_now(), key[PS_REORDER];
     for (int i = 0; i < n; i++) key[i] = m[i].stamp > 0 && m[i].stamp < now + 60 ? m[i].stamp : now;
     for (int i = 1; i < n; i++) {
-        PsMsg x = m[i];
+        MsgIn x = m[i];
         double kx = key[i];
         int j = i - 1;
         while (j >= 0 && key[j] > kx) {
@@ -1115,17 +1102,13 @@ int ps_server_run(PsServer *s) {
     double next = 0; /* the earliest due chunk's in-time (0: none) */
     for (;;) {
         if (atomic_load(&s->stop) || s->nbye == s->a.nworkers) return RS_OK;
-        zmq_pollitem_t it = {s->router, 0, ZMQ_POLLIN, 0};
         long wait = 100;
         if (next > 0) { /* wake when the next due chunk is in */
             double ms = (next - clock_now()) * 1e3;
             wait = ms <= 0 ? 0 : ms < 100 ? (long)ms + 1 : 100;
         }
-        int n = zmq_poll(&it, 1, wait);
-        if (n < 0) {
-            if (zmq_errno() == EINTR) continue;
-            return server_fail(s, zmqCheck(n));
-        }
+        int n = msg_poll(&s->router, 1, wait, NULL);
+        if (n < 0) return server_fail(s, zmqCheck(n));
         for (int k = 0; n > 0 && k < 4096; k += PS_REORDER) {
             /* what is queued, up to PS_REORDER messages, handled in the order they left their
              * senders on the emulated link (their stamps; arrival order without --link): the
@@ -1134,9 +1117,9 @@ int ps_server_run(PsServer *s) {
              * stream before the next worker's first bucket (and answer no bucket until then) */
             int got = 0;
             while (got < PS_REORDER) {
-                if (ps_recv(s->router, &s->batch[got], ZMQ_DONTWAIT) < 0) {
+                if (msg_recv(s->router, &s->batch[got], ZMQ_DONTWAIT, 1) < 0) {
                     if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
-                    for (int i = 0; i < got; i++) ps_msg_close(&s->batch[i]);
+                    for (int i = 0; i < got; i++) msg_close(&s->batch[i]);
                     return server_fail(s, zmqCheck(-1));
                 }
                 got++;
@@ -1145,7 +1128,7 @@ int ps_server_run(PsServer *s) {
             int rc = 0;
             for (int i = 0; i < got; i++) {
                 if (!rc) rc = server_handle(s, &s->batch[i]);
-                ps_msg_close(&s->batch[i]);
+                msg_close(&s->batch[i]);
                 if (rc < 0) rc = 0; /* a refused message: counted, not fatal */
             }
             if (!rc && s->nearly && !s->init_left) rc = server_replay(s);
@@ -1200,6 +1183,7 @@ void ps_server_traffic(PsServer *s, SyncTraffic *out) {
     pthread_mutex_lock(&s->lock);
     *out = s->tr;
     pthread_mutex_unlock(&s->lock);
+    sync_traffic_counts(&s->count, out);
 }
 
 int ps_server_set_nodes(PsServer *s, const unsigned char *node, int n) {
@@ -1235,9 +1219,9 @@ void ps_server_destroy(PsServer *s) {
     if (s->router) zmq_close(s->router);
     phase_release(s, &s->train); /* contributions kept by a step that did not end */
     phase_release(s, &s->sum);
-    for (int i = 0; i < s->nearly; i++) ps_msg_close(&s->early[i]); /* pushes kept for a start that did not come */
+    for (int i = 0; i < s->nearly; i++) msg_close(&s->early[i]); /* pushes kept for a start that did not come */
     s->nearly = 0;
-    if (!ps_zc_drain(&s->zc, 2.0 + s->a.timeout)) {
+    if (!msg_lend_drain(&s->zc, 2.0 + s->a.timeout)) {
         log_warn("%s: replies still in flight at exit; leaving its buffers allocated", s->name);
         return;
     }

@@ -14,9 +14,8 @@
 #include "../base/config.h"
 #include "../kernels/device.h"
 #include "../net/link.h"
+#include "../net/msg.h"
 #include "../engine/sync.h"
-#include "../base/tsan.h"
-#include "../net/zframe.h"
 #include "shard.h"
 #include "wire.h"
 
@@ -70,21 +69,6 @@ typedef struct {
 /* An update rule: applies the step to one slice (queued on dev's compute stream) and returns
  * the device pointer whose n values go back to every worker. */
 typedef const float *(*PsRuleFn)(const PsUpdate *u);
-
-/* Zero-copy messages still referencing a buffer (the free function counts them down). */
-typedef struct {
-    atomic_long out;
-} PsZeroCopy;
-
-/* A received message: up to three frames (identity, header, payload); frames beyond are
- * discarded and counted in extra. */
-typedef struct {
-    zmq_msg_t part[3];
-    int n, extra;
-    double stamp;  /* the sender's emulated-link stamp (net/link.h), 0 without one */
-} PsMsg;
-
-#define PS_ZEROCOPY_MIN 65536 /* payloads this large go out without a copy */
 
 /* ---- Prototypes ---- */
 
@@ -143,99 +127,20 @@ void ps_server_busy(PsServer *s, double *busy_s, long long *steps);
  * messages to let go of its buffers, frees everything. NULL is a no-op. */
 void ps_server_destroy(PsServer *s);
 
-/* ---- Transport helpers shared by the server and the client ---- */
+/* ---- Transport helper shared by the server, the client and DataParallel's driver ---- */
 
-/* ZeroMQ's free function for zero-copy payloads: counts the message down. */
-static inline void ps_zc_release(void *data, void *hint) {
-    (void)data;
-    atomic_fetch_sub(&((PsZeroCopy *)hint)->out, 1);
-}
-
-/* Waits up to seconds for every zero-copy message to let go; 1 when they all have. */
-static inline int ps_zc_drain(PsZeroCopy *zc, double seconds) {
-    for (double t = 0; atomic_load(&zc->out) > 0; t += 0.001) {
-        if (t > seconds) return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return 1;
-}
-
-/* Sends [id?][header][payload?][stamp?] on sock; the payload goes without a copy when it is at
- * least PS_ZEROCOPY_MIN bytes (the caller keeps it unchanged until every receiver has it; zc
- * counts the messages holding it); stamp > 0 (an emulated link's, net/link.h) goes last, in
- * a frame of its own. Blocks at most the socket's ZMQ_SNDTIMEO. Returns 0 or -1 with
- * zmq_errno() set. */
+/* Sends [id?][header][payload?] on sock through the message layer (net/msg.h): the header
+ * encoded here (ps/wire.h), the payload lent without a copy where lend is given and it is large
+ * enough (the caller keeps it unchanged until lend's count is back to zero), paced on the
+ * emulated link and counted into c unless local (inproc: this process's own server); node: the
+ * peer is on this host. *start as msg_send's. 0 or -1 with zmq_errno() set. */
 static inline int ps_send(void *sock, const void *id, size_t idlen, const WireHeader *h, const void *payload,
-                          size_t bytes, PsZeroCopy *zc, double stamp) {
-    unsigned char hb[WIRE_HEADER_BYTES], sb[LINK_STAMP_BYTES];
+                          size_t bytes, MsgLend *lend, int local, int node, MsgCount *c, double *start) {
+    unsigned char hb[WIRE_HEADER_BYTES];
     wire_encode(h, hb);
-    int more = payload ? ZMQ_SNDMORE : 0, last = stamp > 0 ? ZMQ_SNDMORE : 0;
-    if (id && zmq_send(sock, id, idlen, ZMQ_SNDMORE) < 0) return -1;
-    if (zmq_send(sock, hb, sizeof hb, more | (payload ? 0 : last)) < 0) return -1;
-    if (stamp > 0) link_stamp_encode(stamp, sb);
-    if (!payload) return stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0 ? -1 : 0;
-    zmq_msg_t m;
-    if (bytes >= PS_ZEROCOPY_MIN && zc) {
-        atomic_fetch_add(&zc->out, 1);
-        if (zmq_msg_init_data(&m, (void *)payload, bytes, ps_zc_release, zc) < 0) {
-            atomic_fetch_sub(&zc->out, 1);
-            return -1;
-        }
-    } else {
-        if (zmq_msg_init_size(&m, bytes) < 0) return -1;
-        memcpy(zmq_msg_data(&m), payload, bytes);
-    }
-    tsan_release(zmq_msg_data(&m)); /* over inproc the receiver reads these very bytes */
-    if (zmq_msg_send(&m, sock, last) < 0) {
-        int e = zmq_errno();
-        zmq_msg_close(&m);
-        errno = e;
-        return -1;
-    }
-    return stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0 ? -1 : 0;
-}
-
-/* Receives one whole multipart message (flags: 0 or ZMQ_DONTWAIT); its frames count under
- * MEM_COMM while held (net/zframe.h). Returns the frame count, or -1 (EAGAIN: nothing
- * there). Close with ps_msg_close. */
-static inline int ps_recv(void *sock, PsMsg *m, int flags) {
-    m->n = 0;
-    m->extra = 0;
-    m->stamp = 0;
-    int more = 1;
-    while (more) {
-        zmq_msg_t *p = m->n < 3 ? &m->part[m->n] : NULL;
-        zmq_msg_t spare;
-        if (!p) p = &spare;
-        zmq_msg_init(p);
-        if (zframe_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
-            int e = zmq_errno();
-            zframe_close(p);
-            for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
-            m->n = 0;
-            errno = e;
-            return -1;
-        }
-        more = zmq_msg_more(p);
-        tsan_acquire(zmq_msg_data(p));
-        if (p == &spare) {
-            /* the last frame may be an emulated link's stamp: not a frame of the message */
-            if (more || m->extra || !link_stamp_decode(zmq_msg_data(p), zmq_msg_size(p), &m->stamp)) m->extra++;
-            zframe_close(p);
-        } else {
-            m->n++;
-        }
-    }
-    if (!m->extra && m->n > 1 && link_get()->bytes_per_s > 0 &&
-        link_stamp_decode(zmq_msg_data(&m->part[m->n - 1]), zmq_msg_size(&m->part[m->n - 1]), &m->stamp))
-        zframe_close(&m->part[--m->n]);
-    return m->n + m->extra;
-}
-
-static inline void ps_msg_close(PsMsg *m) {
-    for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
-    m->n = 0;
+    MsgOut m = {.id = id, .idlen = id ? idlen : 0, .head = hb, .head_bytes = sizeof hb, .payload = payload,
+                .bytes = payload ? bytes : 0, .lend = lend, .local = local, .node = node};
+    return msg_send(sock, &m, c, start);
 }
 
 /* The most elements one ps message carries: an allreduce chunk of per elements, or the largest

@@ -612,19 +612,19 @@ static void fake_send(Fake *f, uint64_t token, int op, uint32_t step, int bucket
     h.count = data ? count : 0;
     h.total = total;
     h.sender = (uint16_t)(f->rank < 0 ? 0 : f->rank);
-    CHECK(ps_send(f->sock, NULL, 0, &h, data, data ? count * sizeof(float) : 0, NULL, 0) == 0);
+    CHECK(ps_send(f->sock, NULL, 0, &h, data, data ? count * sizeof(float) : 0, NULL, 0, 0, NULL, NULL) == 0);
 }
 
 /* Receives one reply: its header, and its payload into out (room for cap floats). 0 on timeout. */
 static int fake_recv(Fake *f, WireHeader *h, float *out, size_t cap) {
-    PsMsg m;
-    if (ps_recv(f->sock, &m, 0) < 0) return 0;
+    MsgIn m;
+    if (msg_recv(f->sock, &m, 0, 0) < 0) return 0;
     int ok = m.n >= 1 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK;
     if (ok && m.n == 2 && out) {
         size_t n = zmq_msg_size(&m.part[1]);
         memcpy(out, zmq_msg_data(&m.part[1]), n < cap * sizeof(float) ? n : cap * sizeof(float));
     }
-    ps_msg_close(&m);
+    msg_close(&m);
     return ok;
 }
 
@@ -703,7 +703,7 @@ static void test_server_fake_workers(void) {
         h.count = 5;
         h.total = P;
         h.sender = 0;
-        CHECK(ps_send(w[2].sock, NULL, 0, &h, g[2] + 5, 5 * sizeof(float), NULL, 0) == 0);
+        CHECK(ps_send(w[2].sock, NULL, 0, &h, g[2] + 5, 5 * sizeof(float), NULL, 0, 0, NULL, NULL) == 0);
     }
     int want_drops = 9;
     /* the step: everyone pushes both buckets, rank 2 twice; then rank 0 says 3 samples */
@@ -718,7 +718,7 @@ static void test_server_fake_workers(void) {
         WireHeader h = wire_header(tok, WIRE_STEP);
         h.samples = 3;
         h.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0); /* a second step size: refused */
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0, 0, NULL, NULL) == 0); /* a second step size: refused */
     }
     /* step 0's size came as 0 samples (fake_send leaves the field 0): the update used scale 0 */
     float sum[10], r0[10], m0[10] = {0};
@@ -748,7 +748,7 @@ static void test_server_fake_workers(void) {
         h.step = 1;
         h.samples = 3;
         h.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0);
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0, 0, NULL, NULL) == 0);
     }
     kernels_cpu()->sgd_step(dev.kctx, r0, sum, m0, P, (float)cfg.lr, (float)cfg.momentum, (float)cfg.weight_decay,
                             1.0f / 3.0f);
@@ -866,7 +866,7 @@ static void test_server_early_push(void) {
         WireHeader h = wire_header(tok, WIRE_STEP);
         h.samples = 2;
         h.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0) == 0);
+        CHECK(ps_send(w[0].sock, NULL, 0, &h, NULL, 0, NULL, 0, 0, NULL, NULL) == 0);
     }
     float sum[6], want[6], m0[6] = {0};
     for (size_t i = 0; i < P; i++) sum[i] = g[0][i] + g[1][i];
@@ -920,19 +920,19 @@ static void fake_send_coded(Fake *f, uint64_t token, int op, uint32_t step, int 
     h.sender = (uint16_t)f->rank;
     h.dtype = (uint16_t)wire_dtype_of(c->type);
     codec_encode(c, data, enc, count);
-    CHECK(ps_send(f->sock, NULL, 0, &h, enc, count * codec_elem_bytes(c->type), NULL, 0) == 0);
+    CHECK(ps_send(f->sock, NULL, 0, &h, enc, count * codec_elem_bytes(c->type), NULL, 0, 0, NULL, NULL) == 0);
 }
 
 /* Receives one reply and decodes its payload with c into out + its offset (room for cap):
  * 1, or 0 on timeout, a payload of another dtype or size, or keys past cap. */
 static int fake_recv_coded(Fake *f, WireHeader *h, float *out, size_t cap, const Codec *c) {
-    PsMsg m;
-    if (ps_recv(f->sock, &m, 0) < 0) return 0;
+    MsgIn m;
+    if (msg_recv(f->sock, &m, 0, 0) < 0) return 0;
     int ok = m.n == 2 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK &&
              h->dtype == wire_dtype_of(c->type) && h->offset + h->count <= cap &&
              zmq_msg_size(&m.part[1]) == h->count * codec_elem_bytes(c->type);
     if (ok) codec_decode(c, zmq_msg_data(&m.part[1]), out + h->offset, (size_t)h->count);
-    ps_msg_close(&m);
+    msg_close(&m);
     return ok;
 }
 
@@ -984,7 +984,7 @@ static void server_wire_round(const char *wire, double loss_scale, float tiny, f
         WireHeader st = wire_header(tok, WIRE_STEP);
         st.samples = 1;
         st.total = P;
-        CHECK(ps_send(w[0].sock, NULL, 0, &st, NULL, 0, NULL, 0) == 0);
+        CHECK(ps_send(w[0].sock, NULL, 0, &st, NULL, 0, NULL, 0, 0, NULL, NULL) == 0);
     }
     /* the reference: decode (what the server sees), sum in fp32, SGD, then round (what it sends) */
     float dec[2][6], sum[6], ref[6], mom[6] = {0};
@@ -1399,21 +1399,21 @@ static int script_reply(ScriptServer *ss, uint32_t step, const float *v, const C
     h.count = h.total = ss->P;
     h.dtype = (uint16_t)wire_dtype_of(c->type);
     codec_encode(c, v, enc, ss->P);
-    return ps_send(ss->router, "w1", 2, &h, enc, ss->P * codec_elem_bytes(c->type), NULL, 0) == 0;
+    return ps_send(ss->router, "w1", 2, &h, enc, ss->P * codec_elem_bytes(c->type), NULL, 0, 0, NULL, NULL) == 0;
 }
 
 static void *script_server(void *p) {
     ScriptServer *ss = p;
     Codec f32 = codec_make(CODEC_F32, 1);
-    PsMsg m;
+    MsgIn m;
     WireHeader h;
     ss->ok = 0;
-    if (ps_recv(ss->router, &m, 0) != 2) return NULL; /* [w1][pull] */
+    if (msg_recv(ss->router, &m, 0, 1) != 2) return NULL; /* [w1][pull] */
     int pull = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK && h.op == WIRE_PULL;
-    ps_msg_close(&m);
+    msg_close(&m);
     if (!pull || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &ss->pc) || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &f32))
         return NULL;
-    if (ps_recv(ss->router, &m, 0) != 3) return NULL; /* [w1][push][payload] */
+    if (msg_recv(ss->router, &m, 0, 1) != 3) return NULL; /* [w1][push][payload] */
     float got[16];
     int push = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK &&
                h.op == WIRE_PUSH && h.dtype == wire_dtype_of(ss->gc.type) && h.count == ss->P &&
@@ -1425,7 +1425,7 @@ static void *script_server(void *p) {
         codec_decode(&ss->gc, zmq_msg_data(&m.part[2]), got, ss->P);
         push = push && !memcmp(got, ss->g, ss->P * sizeof(float)); /* g is exact in 16 bits */
     }
-    ps_msg_close(&m);
+    msg_close(&m);
     if (!push || !script_reply(ss, 0, ss->p1, &f32) || !script_reply(ss, 0, ss->p1, &ss->pc)) return NULL;
     ss->ok = 1;
     return NULL;

@@ -78,8 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < FZ_MAX_MSGS && left > 0; k++) {
         uint8_t flags = *p++;
         left--;
-        int frames = (flags >> 2) & 3; /* 3: two frames, and one more than a PsMsg keeps */
-        PsMsg m = {.n = 0, .extra = frames == 3 || ((flags >> 4) & 1)};
+        int frames = (flags >> 2) & 3; /* 3: two frames, and one more than a MsgIn keeps */
+        MsgIn m = {.n = 0, .extra = frames == 3 || ((flags >> 4) & 1), .with_id = 1};
         const char *ids[3] = {"w0", "w1", "w7"};
         const uint8_t *f;
         size_t flen;
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             m.n++;
         }
         int rc = server_handle(s, &m);
-        ps_msg_close(&m);
+        msg_close(&m);
         if (rc <= 0 && s->nearly && !s->init_left) rc = server_replay(s); /* as the serving loop does */
         if (rc != RS_OK && rc != PS_DROP && rc <= 0) abort(); /* the handler's contract */
         if (rc > 0) {

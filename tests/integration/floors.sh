@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# floors.sh - the house's rules hold: no include runs up a floor or closes a cycle (tests/floors.py), no polling back end blocks in CUDA (tests/nonblocking.py); and each check catches what it forbids
+# floors.sh - the house's rules hold: no include runs up a floor or closes a cycle (tests/floors.py), no polling back end blocks in CUDA (tests/nonblocking.py), every host data plane moves through net/msg.h (tests/transport_rules.py); and each check catches what it forbids
 . "$(dirname "$0")/lib.sh"
 
 if $PY tests/floors.py . >"$T/floors.log" 2>&1; then ok "the tree: $(tail -n 1 "$T/floors.log" | cut -c9-)"
@@ -28,4 +28,15 @@ if ! $PY tests/nonblocking.py "$T/nb" >"$T/nb2.log" 2>&1 && grep -q "allreduce/x
     grep -q "allreduce/x.cu:5: a copy to host memory that is not pinned" "$T/nb2.log" && ! grep -q "x.cu:3" "$T/nb2.log"; then
     ok "a blocking synchronise and a copy to pageable memory fail, named (a comment does not)"
 else bad "planted blocking calls" "$(cat "$T/nb2.log")"; fi
+
+# one message layer: the figures within their ceilings, then a copy of the tree with a ZeroMQ send,
+# a link booking and a traffic count planted in a back end
+if $PY tests/transport_rules.py . >"$T/tr.log" 2>&1; then ok "transport rules: $(grep -v 'figures over' "$T/tr.log" | sed 's/transport_rules: *//; s/ (ceiling [0-9]*)//' | tr -s ' ' | paste -sd, -)"
+else bad "transport rules" "$(grep -A3 OVER "$T/tr.log" | head -n 12)"; fi
+mkdir -p "$T/tr"; for f in base kernels data model net engine allreduce ps experiments; do cp -r "$f" "$T/tr/"; done
+printf '/* x.c */\nstatic int f(void *s, char *b, size_t n, unsigned long long *sent) {\n    link_send(n);\n    *sent += n;\n    return zmq_send(s, b, n, 0);\n}\n' >"$T/tr/ps/x.c"
+if ! $PY tests/transport_rules.py "$T/tr" >"$T/tr2.log" 2>&1 && grep -q "primitives *1 .*OVER" "$T/tr2.log" &&
+    grep -q "ps/x.c:5: return zmq_send" "$T/tr2.log" && grep -q "link *5 .*OVER" "$T/tr2.log"; then
+    ok "a ZeroMQ send and a link booking planted in a back end fail, named"
+else bad "planted transport calls" "$(cat "$T/tr2.log")"; fi
 finish

@@ -1,0 +1,158 @@
+/* msg.h - the data plane's one message layer: every host back end's ZeroMQ messages framed, lent zero-copy, paced on the emulated link, counted and bounded here */
+#ifndef RS_MSG_H
+#define RS_MSG_H
+
+/*
+ * A message is [identity?][header][payload?][stamp?]:
+ *   identity  a ROUTER's routing frame (the ps servers'); not counted;
+ *   header    the back end's own header struct, encoded by its own code (RingHeader, MeshHeader,
+ *             the ps WireHeader): the layer never reads it;
+ *   payload   raw bytes (copied, or lent to ZeroMQ without a copy when MSG_ZEROCOPY_MIN bytes or
+ *             more and the sender offers a MsgLend), or floats encoded by a codec straight into
+ *             the frame (base/codec.h: bf16, fp16, FP8 with its scale);
+ *   stamp     under --link only: when the message started on the sender's emulated interface
+ *             (net/link.h), a frame of its own, emulation metadata that no count includes.
+ * Traffic is counted here and only here, by one rule for every back end: a message's bytes are
+ * its header plus its payload; messages inside one process (inproc) are neither paced nor
+ * counted; a message to or from a process of this host adds to the node share as well.
+ * Receiving, the back end reads the frames, checks its header, then either takes the message
+ * (msg_accept: paces the receiving interface, counts) or drops it (msg_drop: counts a stray).
+ * What the ring's shared-memory lanes move (the ring's own transport on one host) is counted by
+ * the ring with the same rule, through msg_count_sent / msg_count_received.
+ */
+
+#include <stddef.h>
+#include <zmq.h>
+
+#include "../base/codec.h"
+
+/* ---- Macros ---- */
+
+/* Payloads of this many bytes or more go to ZeroMQ without a copy where the sender offers a
+ * MsgLend (docs/benchmarks.md, "Zero-copy threshold"): below it a copy costs less than the
+ * release the sender must then wait for. */
+#define MSG_ZEROCOPY_MIN (32u * 1024u)
+
+/* ---- Types ---- */
+
+/* Cumulative data-plane counts; updated by the layer with relaxed atomics, read with
+ * msg_count_read from any thread. */
+typedef struct {
+    unsigned long long bytes_sent, bytes_received, messages_sent, messages_received;
+    unsigned long long dropped;                 /* strays: refused, never counted above */
+    unsigned long long node_sent, node_received; /* of the bytes, those to and from this host */
+} MsgCount;
+
+/* Payloads lent to ZeroMQ and not yet let go. out counts them (read and changed with __atomic
+ * builtins: msg_lent); when it falls to zero the layer calls wake(arg) where wake is set (from
+ * ZeroMQ's I/O thread, or from the sender's on a failed send). The owner keeps a lent payload
+ * unchanged until out is zero. */
+typedef struct {
+    long out;
+    void (*wake)(void *arg);
+    void *arg;
+} MsgLend;
+
+/* One message to send. Set head; then a raw payload (payload, bytes) or encoded floats (codec,
+ * src, count: codec_bytes(codec->type, count) bytes, count 0 an empty frame); neither: no
+ * payload frame. */
+typedef struct {
+    const void *id;          /* routing identity (ROUTER), or NULL */
+    size_t idlen;
+    const void *head;        /* the back end's encoded header */
+    size_t head_bytes;
+    const void *payload;     /* raw payload, or NULL */
+    size_t bytes;
+    const void *tail;        /* a second raw part, copied into the payload frame after it (never lent) */
+    size_t tail_bytes;
+    const Codec *codec;      /* or: src[0..count) encoded by it into the payload frame */
+    const float *src;
+    size_t count;
+    MsgLend *lend;           /* a raw payload of MSG_ZEROCOPY_MIN bytes or more is lent (NULL: copied) */
+    int local;               /* to this process (inproc): not paced, not counted */
+    int node;                /* to a process of this host: counted in the node share too */
+} MsgOut;
+
+/* One message received: up to three frames ([identity] header [payload]), frames beyond
+ * discarded and counted in extra; the stamp taken off. */
+typedef struct {
+    zmq_msg_t part[3];
+    int n, extra;
+    int with_id;             /* part[0] is a routing identity (not counted) */
+    double stamp;            /* the sender's emulated-link stamp, 0 without one */
+} MsgIn;
+
+/* ---- Prototypes ---- */
+
+/* Sends m on sock (its frames; the link's booking and stamp unless local; the counts into c
+ * unless local, c may be NULL). *start (may be NULL) gets when the message starts on this
+ * process's interface (clock_now seconds; 0 without a link or when local). Blocks at most the
+ * socket's ZMQ_SNDTIMEO. 0, or -1 with zmq_errno() set (EAGAIN: the peer took nothing for that
+ * long); nothing is counted then. */
+int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start);
+
+/* Receives one whole message (flags 0 or ZMQ_DONTWAIT) with_id or not; its frames count under
+ * MEM_COMM while held (net/zframe.h). Returns the frame count (0 never), or -1 with
+ * zmq_errno() set (EAGAIN: nothing there). Close with msg_close. */
+int msg_recv(void *sock, MsgIn *m, int flags, int with_id);
+
+/* Waits until sock has a message or the clock reaches deadline (clock_now seconds), retrying
+ * after signals: 1 ready, 0 timed out, -1 on a library error (zmq_errno()). */
+int msg_wait(void *sock, double deadline);
+
+/* Waits up to wait_ms (0: not at all) for any of n sockets to have a message: ready[i] (may be
+ * NULL, for one socket) set to 1 for each that has. Returns how many have (0: none, also after
+ * a signal), or -1 on a library error (zmq_errno()). At most 64 sockets are watched: with more,
+ * the rest are reported ready (their receives simply find nothing). */
+int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready);
+
+/* The header and payload frames of m (the identity skipped): NULL and 0 when absent. */
+const void *msg_head(const MsgIn *m, size_t *bytes);
+const void *msg_payload(const MsgIn *m, size_t *bytes);
+
+/* The counted bytes of m: its header and payload. */
+size_t msg_bytes(const MsgIn *m);
+
+/* Takes in m, which the back end accepted: unless local, counts it into c (node: in the node
+ * share too) and paces this process's receiving interface: with book_only 0 it waits there
+ * until the bytes are in (link_recv), with 1 it books them and returns when they will be in
+ * (link_recv_book; the caller waits where it needs the data). Returns that time (clock_now
+ * seconds; 0 without a link or when local). Does not close m. */
+double msg_accept(const MsgIn *m, int local, int node, int book_only, MsgCount *c);
+
+/* msg_accept for a message already taken apart: bytes its header and payload, stamp its
+ * sender's (a server that keeps a message's payload past its frames, ps/server.c). */
+double msg_take(size_t bytes, double stamp, int local, int node, int book_only, MsgCount *c);
+
+/* Drops a stray (a bad header, a wrong token, extra frames): counts it in c->dropped and
+ * closes it. */
+void msg_drop(MsgIn *m, MsgCount *c);
+
+/* Counts one stray in c->dropped (for a back end that closes the message itself). */
+void msg_count_dropped(MsgCount *c);
+
+void msg_close(MsgIn *m);
+
+/* The emulated interface (net/link.h) as the back ends see it, for what they schedule around
+ * it: seconds of sends booked and not yet on the wire (link_backlog), and a wait until a booked
+ * arrival (link_wait_until). */
+double msg_backlog(void);
+void msg_wait_until(double t);
+
+/* Counts a message moved another way (the ring's shared-memory lanes): bytes in c's sent or
+ * received figures, and in the node share where node. */
+void msg_count_sent(MsgCount *c, size_t bytes, int node);
+void msg_count_received(MsgCount *c, size_t bytes, int node);
+
+/* A consistent-enough snapshot of c (each field read atomically) into out. */
+void msg_count_read(const MsgCount *c, MsgCount *out);
+
+/* How many payloads lent through lend ZeroMQ still holds (an acquire load: once 0, the owner may
+ * change them). */
+long msg_lent(const MsgLend *lend);
+
+/* Waits up to seconds for every payload lent through lend to be let go: 1 when they all have,
+ * 0 on timeout. Sleeps in 1 ms steps (for a teardown; a back end that waits per step has wake). */
+int msg_lend_drain(MsgLend *lend, double seconds);
+
+#endif
