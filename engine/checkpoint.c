@@ -75,10 +75,14 @@ static void ckpt_sync_dir(const char *dir) {
     }
 }
 
+/* Makes a step folder where missing; one that is a symbolic link is refused, never followed. */
 static int ckpt_mkdir(const char *dir) {
     if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
         struct stat st;
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return RS_OK;
+        if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return RS_OK;
+        if (S_ISLNK(st.st_mode))
+            return rs_error(RS_ERR_INPUT, "%s: a symbolic link, not a folder (a checkpoint folder's steps are never "
+                                          "followed through links): remove the link", dir);
         return rs_error(RS_ERR_INPUT, "%s: exists and is not a folder", dir);
     }
     return rs_error(RS_ERR_RUNTIME, "%s: cannot make the folder: %s", dir, strerror(errno));
@@ -259,14 +263,26 @@ static long ckpt_name_step(const char *name) {
     return *end || s < 0 ? -1 : s;
 }
 
-static int ckpt_has_manifest(const char *dir, long step) {
-    char p[1100], sd[1024];
-    ckpt_step_dir(dir, step, sd, sizeof sd);
-    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
-    return access(p, F_OK) == 0;
+/* 1 when dir's entry name is a symbolic link (never followed: its target is not the run's). */
+static int ckpt_is_link(const char *dir, const char *name) {
+    char p[1400];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* The highest complete step in dir (-1: none); *partial counts step folders without a manifest. */
+/* 1 when DIR/step-NNNNNN is a folder itself (not a link) holding a MANIFEST. */
+static int ckpt_has_manifest(const char *dir, long step) {
+    char p[1100], sd[1024];
+    struct stat st;
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    if (lstat(sd, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
+    return lstat(p, &st) == 0;
+}
+
+/* The highest complete step in dir (-1: none); *partial counts step folders without a manifest
+ * (links not among them: they are never removed). */
 static long ckpt_newest(const char *dir, int *partial) {
     DIR *d = opendir(dir);
     long best = -1;
@@ -275,7 +291,7 @@ static long ckpt_newest(const char *dir, int *partial) {
     struct dirent *e;
     while ((e = readdir(d))) {
         long s = ckpt_name_step(e->d_name);
-        if (s < 0) continue;
+        if (s < 0 || ckpt_is_link(dir, e->d_name)) continue;
         if (ckpt_has_manifest(dir, s)) {
             if (s > best) best = s;
         } else if (partial) {
@@ -286,23 +302,53 @@ static long ckpt_newest(const char *dir, int *partial) {
     return best;
 }
 
-/* Removes a step folder and the files in it. */
-static void ckpt_remove_step(const char *dir, long step) {
-    char sd[1024], p[1400];
-    ckpt_step_dir(dir, step, sd, sizeof sd);
-    DIR *d = opendir(sd);
-    if (!d) return;
+/* Refuses a folder whose step entries are symbolic links, naming them (what: "--checkpoint",
+ * "--resume"): ringside removes step folders, and a link's target is not its to remove. */
+static int ckpt_refuse_links(const char *what, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return RS_OK;
+    char names[400] = "";
+    size_t k = 0;
+    int n = 0;
     struct dirent *e;
-    /* the manifest first: a folder half removed is never taken for a complete checkpoint */
-    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
-    unlink(p);
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", sd, e->d_name);
-        unlink(p);
-    }
+    while ((e = readdir(d)))
+        if (ckpt_name_step(e->d_name) >= 0 && ckpt_is_link(dir, e->d_name)) {
+            if (n++ < 4 && k < sizeof names) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", n > 1 ? ", " : "", e->d_name);
+        }
     closedir(d);
-    rmdir(sd);
+    if (!n) return RS_OK;
+    return rs_error(RS_ERR_INPUT, "%s %s: %s%s %s a symbolic link%s: a checkpoint's steps must be folders of their own "
+                                  "(ringside never follows a link there, nor removes what one points to): remove %s",
+                    what, dir, names, n > 4 ? ", ..." : "", n > 1 ? "are" : "is", n > 1 ? "s" : "", n > 1 ? "them" : "it");
+}
+
+/* Removes a step folder and the files in it, never through a link: the folder is opened with
+ * O_NOFOLLOW (a step that is a link, or not a folder, is left as it is) and its entries are
+ * unlinked relative to it (a link inside goes, not its target; a folder inside stays). */
+static void ckpt_remove_step(const char *dir, long step) {
+    char name[32];
+    snprintf(name, sizeof name, "step-%06ld", step);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    int sfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) {
+        close(dfd);
+        return;
+    }
+    /* the manifest first: a folder half removed is never taken for a complete checkpoint */
+    unlinkat(sfd, CKPT_KEEP_NAME, 0);
+    int lfd = dup(sfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d && lfd >= 0) close(lfd);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        unlinkat(sfd, e->d_name, 0);
+    }
+    if (d) closedir(d);
+    close(sfd);
+    unlinkat(dfd, name, AT_REMOVEDIR);
+    close(dfd);
 }
 
 /* Rank 0 after manifest step: every step folder before it goes but the newest complete one. */
@@ -314,7 +360,7 @@ static void ckpt_prune(const char *dir, long step) {
     struct dirent *e;
     while ((e = readdir(d))) {
         long s = ckpt_name_step(e->d_name);
-        if (s < 0 || s >= step) continue;
+        if (s < 0 || s >= step || ckpt_is_link(dir, e->d_name)) continue;
         if (n == cap) {
             long *a = realloc(all, (cap = cap ? cap * 2 : 16) * sizeof *a);
             if (!a) break;
@@ -341,6 +387,7 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
     } else if (!S_ISDIR(st.st_mode)) {
         return rs_error(RS_ERR_INPUT, "--checkpoint %s: not a folder", dir);
     }
+    RS_TRY(ckpt_refuse_links("--checkpoint", dir));
     snprintf(probe, sizeof probe, "%s/.probe.%d", dir, (int)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return rs_error(RS_ERR_INPUT, "--checkpoint %s: the folder cannot be written: %s", dir, strerror(errno));
@@ -363,7 +410,7 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
         int k = 0;
         while (d && drop && (e = readdir(d)) && k < partial) {
             long s = ckpt_name_step(e->d_name);
-            if (s >= 0 && !ckpt_has_manifest(dir, s)) drop[k++] = s;
+            if (s >= 0 && !ckpt_is_link(dir, e->d_name) && !ckpt_has_manifest(dir, s)) drop[k++] = s;
         }
         if (d) closedir(d);
         for (int i = 0; i < k; i++) ckpt_remove_step(dir, drop[i]);
@@ -455,6 +502,7 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     *out = NULL;
     if (stat(dir, &st) != 0) return rs_error(RS_ERR_INPUT, "--resume %s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--resume %s: not a folder", dir);
+    RS_TRY(ckpt_refuse_links("--resume", dir));
     int partial;
     long s = ckpt_newest(dir, &partial);
     if (s < 0)

@@ -12,15 +12,18 @@ static char dir_[64];
 
 static const CkptMeta meta_ = {.model = "mlp", .nparams = 4, .world = 1, .servers = 0, .options = "lr=0.1\nsteps=9\n"};
 
-/* Writes rank-0.bin of step into dir_ with params {step, 1, 2, 3}. */
-static int write_part(long step, uint64_t job) {
+/* Writes rank-0.bin of step into dir with params {step, 1, 2, 3}. */
+static int write_part_in(const char *dir, long step, uint64_t job) {
     CkptWriter w;
     float p[4] = {(float)step, 1, 2, 3};
     ckpt_writer_init(&w);
     ckpt_put(&w, "params", p, sizeof p);
     ckpt_put(&w, "note", "hello", 5);
-    return ckpt_commit(&w, dir_, step, "rank-0.bin", job);
+    return ckpt_commit(&w, dir, step, "rank-0.bin", job);
 }
+
+/* The same into dir_. */
+static int write_part(long step, uint64_t job) { return write_part_in(dir_, step, job); }
 
 static void part_path(long step, char *out, size_t len) {
     char sd[1024];
@@ -122,6 +125,47 @@ static void test_prune_keeps_two(void) {
     CHECK(ckpt_dir_prepare(dir_, dir_, 1) == RS_OK);      /* its resume */
 }
 
+/* A step that is a symbolic link: its target's files survive the start-up clean-up and the
+ * pruning, the folder is refused naming it, and no part is written through it. */
+static void test_step_link_never_followed(void) {
+    char ck[128], victim[128], keep[160], link[160], vman[160];
+    size_t bytes;
+    struct stat st;
+    snprintf(ck, sizeof ck, "%s/links", dir_);
+    snprintf(victim, sizeof victim, "%s/victim", dir_);
+    snprintf(keep, sizeof keep, "%s/keep", victim);
+    snprintf(vman, sizeof vman, "%s/MANIFEST", victim);
+    CHECK(mkdir(ck, 0755) == 0 && mkdir(victim, 0755) == 0);
+    FILE *f = fopen(keep, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    snprintf(link, sizeof link, "%s/step-000001", ck);
+    CHECK(symlink(victim, link) == 0);
+    CHECK(ckpt_dir_prepare(ck, "", 1) == RS_ERR_INPUT); /* refused, naming the link */
+    CHECK(strstr(rs_errmsg(), "step-000001 is a symbolic link") != NULL);
+    CHECK(stat(keep, &st) == 0);
+    /* a link planted while the job runs: the pruning after each save passes it by */
+    CHECK(write_part_in(ck, 3, 7) == RS_OK);
+    CHECK(ckpt_manifest_write(ck, 3, &meta_, 7, 1, &bytes) == RS_OK);
+    CHECK(write_part_in(ck, 6, 7) == RS_OK);
+    CHECK(ckpt_manifest_write(ck, 6, &meta_, 7, 1, &bytes) == RS_OK);
+    CHECK(stat(keep, &st) == 0 && lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    f = fopen(vman, "w"); /* a link to a folder that looks complete is still not resumed from */
+    if (f) fclose(f);
+    long step = -1;
+    CHECK(ckpt_resume_check(ck, &meta_, 9, &step) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "step-000001 is a symbolic link") != NULL);
+    CHECK(stat(keep, &st) == 0);
+    /* a part is not written through a step that is a link */
+    char link9[160];
+    snprintf(link9, sizeof link9, "%s/step-000009", ck);
+    CHECK(symlink(victim, link9) == 0);
+    CHECK(write_part_in(ck, 9, 7) == RS_ERR_INPUT);
+    CHECK(strstr(rs_errmsg(), "a symbolic link") != NULL);
+    snprintf(keep, sizeof keep, "%s/rank-0.bin", victim);
+    CHECK(stat(keep, &st) != 0);
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -132,6 +176,7 @@ int main(void) {
     RUN(test_damage_refused);
     RUN(test_manifest_and_resume);
     RUN(test_prune_keeps_two);
+    RUN(test_step_link_never_followed);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);

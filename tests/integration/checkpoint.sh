@@ -125,6 +125,12 @@ if [ -n "$d6" ]; then
     else bad "refused: a dedicated server's damaged part" "exit $rc: $(grep error $T/last.log | head -n 2)"; fi
 fi
 refused "a fresh run into a folder holding a checkpoint" "holds another run's checkpoint (step 6)" --steps 8 --checkpoint $T/cp
+# a step that is a symbolic link: refused naming it, and what it points to is never removed
+mkdir -p $T/victim $T/lnk && echo keep >$T/victim/keep && ln -s $T/victim $T/lnk/step-000001
+refused "a checkpoint folder whose step is a symbolic link, named" "step-000001 is a symbolic link" --steps 6 --checkpoint $T/lnk --checkpoint-every 3
+refused "a resume from a folder whose step is a symbolic link, named" "step-000001 is a symbolic link" --steps 6 --resume $T/lnk
+if [ "$(cat $T/victim/keep 2>/dev/null)" = keep ] && [ -L $T/lnk/step-000001 ]; then ok "  ... the link and its target untouched"
+else bad "  ... the link and its target untouched" "$(ls -la $T/victim $T/lnk)"; fi
 touch $T/afile
 refused "--checkpoint under a file (not writable)" "--checkpoint $T/afile/sub" --steps 8 --checkpoint $T/afile/sub
 refused "--checkpoint-every 0" "--checkpoint-every 0: must be at least 1" --steps 8 --checkpoint $T/c3 --checkpoint-every 0
