@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +23,8 @@
 #define CKPT_MAGIC "RSCKPT01"
 #define CKPT_HEAD (8 + 4 + 4 + 8 + 8)
 #define CKPT_KEEP_NAME "MANIFEST"
+#define CKPT_LOCK_NAME ".lock"              /* in DIR: flock'ed for the job's life, holding "PID HOST" */
+#define CKPT_LOCK_ENV "RINGSIDE_CKPT_LOCK_FD" /* the launcher's lock descriptor, inherited by its ranks */
 
 #ifndef RS_GIT
 #define RS_GIT "unknown"
@@ -376,7 +380,81 @@ static void ckpt_prune(const char *dir, long step) {
     ckpt_sync_dir(dir);
 }
 
-int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
+/* "PID HOST" of the lock file open at fd into pid, host ("" and 0 when it holds none yet). */
+static void ckpt_lock_holder(int fd, long *pid, char *host, size_t len) {
+    char buf[320] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    *pid = 0;
+    host[0] = 0;
+    char h[300] = "";
+    if (sscanf(buf, "%ld %299s", pid, h) < 1 || *pid < 0) *pid = 0;
+    snprintf(host, len, "%s", h);
+}
+
+int ckpt_dir_lock(const char *dir, int *fd) {
+    char path[1100], me[256] = "";
+    struct stat st, held;
+    *fd = -1;
+    snprintf(path, sizeof path, "%s/" CKPT_LOCK_NAME, dir);
+    const char *inh = getenv(CKPT_LOCK_ENV); /* the launcher's lock, inherited: this job's already */
+    if (inh && *inh) {
+        char *end;
+        long f = strtol(inh, &end, 10);
+        if (!*end && f >= 0 && f < 1 << 20 && fstat((int)f, &held) == 0 && lstat(path, &st) == 0 &&
+            held.st_dev == st.st_dev && held.st_ino == st.st_ino && flock((int)f, LOCK_EX | LOCK_NB) == 0) {
+            *fd = (int)f;
+            return RS_OK;
+        }
+    }
+    /* not O_CLOEXEC: every process the launcher starts holds the lock too */
+    int f = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (f < 0)
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: cannot open its lock file %s: %s%s", dir, path, strerror(errno),
+                        errno == ELOOP ? " (a symbolic link: remove it)" : "");
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        close(f);
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: its lock file %s is not a plain file of its own (%s): remove it",
+                        dir, path, S_ISREG(st.st_mode) ? "a hard link to another name" : "not a regular file");
+    }
+    while (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        int e = errno;
+        if (e != EWOULDBLOCK) {
+            close(f);
+            return rs_error(RS_ERR_RUNTIME, "--checkpoint %s: cannot lock %s: %s", dir, path, strerror(e));
+        }
+        long pid;
+        char host[256];
+        ckpt_lock_holder(f, &pid, host, sizeof host);
+        close(f);
+        gethostname(me, sizeof me - 1);
+        int here = host[0] && !strcmp(host, me);
+        if (here && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            return rs_error(CKPT_ERR_BUSY, "--checkpoint %s is locked by a job whose first process, pid %ld on %s, is gone: "
+                                           "a process of that job still holds %s (`fuser %s` names it); nothing was "
+                                           "changed", dir, pid, host, path, path);
+        return rs_error(CKPT_ERR_BUSY, "--checkpoint %s is in use by another job: pid %ld on host %s holds %s: wait for it "
+                                       "to end, or give another folder; nothing was changed", dir, pid,
+                        host[0] ? host : "unknown", path);
+    }
+    gethostname(me, sizeof me - 1);
+    char text[320];
+    int n = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), me[0] ? me : "unknown");
+    if (ftruncate(f, 0) != 0 || pwrite(f, text, (size_t)n, 0) != n) {
+        int e = errno;
+        close(f);
+        return rs_error(RS_ERR_RUNTIME, "--checkpoint %s: cannot write its lock file %s: %s", dir, path, strerror(e));
+    }
+    char num[16];
+    snprintf(num, sizeof num, "%d", f);
+    setenv(CKPT_LOCK_ENV, num, 1);
+    *fd = f;
+    return RS_OK;
+}
+
+int ckpt_dir_prepare(const char *dir, const char *resume, int clean, int *lock) {
+    *lock = -1;
     if (!dir[0]) return RS_OK;
     char probe[1100];
     struct stat st;
@@ -387,6 +465,7 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
     } else if (!S_ISDIR(st.st_mode)) {
         return rs_error(RS_ERR_INPUT, "--checkpoint %s: not a folder", dir);
     }
+    RS_TRY(ckpt_dir_lock(dir, lock));
     RS_TRY(ckpt_refuse_links("--checkpoint", dir));
     snprintf(probe, sizeof probe, "%s/.probe.%d", dir, (int)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -3,9 +3,11 @@
 #include "../base/err.h"
 #include "test.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir_[64];
@@ -121,8 +123,11 @@ static void test_prune_keeps_two(void) {
         ckpt_step_dir(dir_, s, sd, sizeof sd);
         CHECK_MSG((stat(sd, &st) == 0) == (s >= 7), "step %ld", s);
     }
-    CHECK(ckpt_dir_prepare(dir_, "", 0) == RS_ERR_INPUT); /* a fresh run into it */
-    CHECK(ckpt_dir_prepare(dir_, dir_, 1) == RS_OK);      /* its resume */
+    int lock;
+    CHECK(ckpt_dir_prepare(dir_, "", 0, &lock) == RS_ERR_INPUT); /* a fresh run into it */
+    close(lock);
+    CHECK(ckpt_dir_prepare(dir_, dir_, 1, &lock) == RS_OK); /* its resume */
+    close(lock);
 }
 
 /* A step that is a symbolic link: its target's files survive the start-up clean-up and the
@@ -141,7 +146,9 @@ static void test_step_link_never_followed(void) {
     if (f) fclose(f);
     snprintf(link, sizeof link, "%s/step-000001", ck);
     CHECK(symlink(victim, link) == 0);
-    CHECK(ckpt_dir_prepare(ck, "", 1) == RS_ERR_INPUT); /* refused, naming the link */
+    int lock;
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_ERR_INPUT); /* refused, naming the link */
+    close(lock);
     CHECK(strstr(rs_errmsg(), "step-000001 is a symbolic link") != NULL);
     CHECK(stat(keep, &st) == 0);
     /* a link planted while the job runs: the pruning after each save passes it by */
@@ -166,6 +173,50 @@ static void test_step_link_never_followed(void) {
     CHECK(stat(keep, &st) != 0);
 }
 
+/* Two jobs on one folder: the second is refused while the first holds it, naming the first's pid
+ * and host, and nothing in the folder is changed; the folder is free again once the first is gone. */
+static void test_two_jobs_one_folder(void) {
+    char ck[128], sd[1024];
+    struct stat st;
+    int pipefd[2], lock = -1;
+    snprintf(ck, sizeof ck, "%s/busy", dir_);
+    CHECK(mkdir(ck, 0755) == 0 && pipe(pipefd) == 0);
+    ckpt_step_dir(ck, 4, sd, sizeof sd); /* an unfinished step the second job must not clean up */
+    CHECK(mkdir(sd, 0755) == 0);
+    unsetenv("RINGSIDE_CKPT_LOCK_FD");
+    pid_t first = fork();
+    if (first == 0) { /* the first job: locks the folder, says so, and runs until killed */
+        close(pipefd[0]);
+        int fd;
+        char ok = ckpt_dir_lock(ck, &fd) == RS_OK ? '1' : '0';
+        if (write(pipefd[1], &ok, 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    close(pipefd[1]);
+    char ok = 0;
+    CHECK(read(pipefd[0], &ok, 1) == 1 && ok == '1');
+    close(pipefd[0]);
+    char want[64];
+    snprintf(want, sizeof want, "pid %ld on host ", (long)first);
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == CKPT_ERR_BUSY);
+    CHECK_MSG(strstr(rs_errmsg(), want) && strstr(rs_errmsg(), "in use by another job"), "%s", rs_errmsg());
+    CHECK(stat(sd, &st) == 0); /* its unfinished step left to it */
+    kill(first, SIGKILL);
+    waitpid(first, NULL, 0);
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_OK); /* free once the first is gone */
+    CHECK(stat(sd, &st) != 0);
+    /* the launcher's lock, inherited by its ranks: rank 0 takes it as its own */
+    pid_t rank0 = fork();
+    if (rank0 == 0) {
+        int fd;
+        _exit(ckpt_dir_prepare(ck, "", 1, &fd) == RS_OK && fd == lock ? 0 : 1);
+    }
+    int status = -1;
+    waitpid(rank0, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(lock);
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -177,6 +228,7 @@ int main(void) {
     RUN(test_manifest_and_resume);
     RUN(test_prune_keeps_two);
     RUN(test_step_link_never_followed);
+    RUN(test_two_jobs_one_folder);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);

@@ -93,6 +93,19 @@ else
     bad "ring: extended by --resume" "$(tail -n 3 $T/ext.log)"
 fi
 
+# two jobs on one folder: the second (a resume while the first runs) is refused at once, exit 5,
+# naming the first's pid, and the first finishes undisturbed
+rm -rf $T/two
+$BIN train $M --sync ring -n 2 --straggler 0:150 --checkpoint $T/two --checkpoint-every 3 --report $T/two1.json >$T/two1.log 2>&1 &
+first=$!
+if wait_for "$T/two/step-000003/MANIFEST"; then
+    $BIN train $M --sync ring -n 2 --resume $T/two --checkpoint $T/two --checkpoint-every 3 --report $T/two2.json >$T/two2.log 2>&1; rc=$?
+    if [ $rc = 5 ] && grep -q "in use by another job: pid $first on host " $T/two2.log && [ ! -e $T/two2.json ]; then ok "a second job on one checkpoint folder: refused, exit 5, naming the first's pid"
+    else bad "a second job on one checkpoint folder" "exit $rc, want 5 naming pid $first: $(tail -n 2 $T/two2.log)"; fi
+else bad "a second job on one checkpoint folder" "the first made no checkpoint: $(tail -n 3 $T/two1.log)"; fi
+if wait $first && [ -e $T/two1.json ]; then ok "  ... the first job finished undisturbed"
+else bad "  ... the first job finished undisturbed" "$(tail -n 3 $T/two1.log)"; fi
+
 # ---- refusals: exit 2 naming why, before any work, nothing written ----------------------------------
 R="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 -n 2 --quiet"
 $BIN train $R --steps 6 --checkpoint $T/cp --checkpoint-every 3 --report $T/cp.json >$T/cp.log 2>&1 || bad "a checkpoint to refuse from" "$(tail -n 3 $T/cp.log)"
