@@ -467,8 +467,9 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean, int *lock) 
     }
     RS_TRY(ckpt_dir_lock(dir, lock));
     RS_TRY(ckpt_refuse_links("--checkpoint", dir));
-    snprintf(probe, sizeof probe, "%s/.probe.%d", dir, (int)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a name of its own (mkstemp: O_CREAT | O_EXCL, so nothing planted there is followed or truncated) */
+    snprintf(probe, sizeof probe, "%s/.probe.XXXXXX", dir);
+    int fd = mkostemp(probe, O_CLOEXEC);
     if (fd < 0) return rs_error(RS_ERR_INPUT, "--checkpoint %s: the folder cannot be written: %s", dir, strerror(errno));
     close(fd);
     unlink(probe);

@@ -217,6 +217,41 @@ static void test_two_jobs_one_folder(void) {
     close(lock);
 }
 
+/* Files planted where the folder's lock and write probe go: a link is never followed (its target
+ * keeps its bytes), a FIFO never blocks, and the lock that is not a plain file is refused, named. */
+static void test_planted_lock_and_probe(void) {
+    char ck[128], victim[128], p[200];
+    struct stat st;
+    int lock = -1;
+    snprintf(ck, sizeof ck, "%s/planted", dir_);
+    snprintf(victim, sizeof victim, "%s/precious", dir_);
+    CHECK(mkdir(ck, 0755) == 0);
+    FILE *f = fopen(victim, "w");
+    if (f) {
+        fputs("precious", f);
+        fclose(f);
+    }
+    snprintf(p, sizeof p, "%s/.probe.%d", ck, (int)getpid()); /* the probe's old, predictable name */
+    CHECK(symlink(victim, p) == 0);
+    unsetenv("RINGSIDE_CKPT_LOCK_FD");
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_OK);
+    close(lock);
+    CHECK(stat(victim, &st) == 0 && st.st_size == 8);
+    CHECK(unlink(p) == 0);
+    snprintf(p, sizeof p, "%s/.lock", ck);
+    CHECK(unlink(p) == 0 && symlink(victim, p) == 0);
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "lock file") && strstr(rs_errmsg(), "symbolic link"), "%s", rs_errmsg());
+    CHECK(stat(victim, &st) == 0 && st.st_size == 8);
+    CHECK(unlink(p) == 0 && mkfifo(p, 0644) == 0);
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_ERR_INPUT); /* at once, not blocked in open */
+    CHECK_MSG(strstr(rs_errmsg(), "not a regular file"), "%s", rs_errmsg());
+    CHECK(unlink(p) == 0 && link(victim, p) == 0);
+    CHECK(ckpt_dir_prepare(ck, "", 1, &lock) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "a hard link"), "%s", rs_errmsg());
+    CHECK(stat(victim, &st) == 0 && st.st_size == 8);
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -229,6 +264,7 @@ int main(void) {
     RUN(test_prune_keeps_two);
     RUN(test_step_link_never_followed);
     RUN(test_two_jobs_one_folder);
+    RUN(test_planted_lock_and_probe);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);
