@@ -7,6 +7,7 @@
 
 #define CONFIG_MAX_LAYERS 16
 #define CONFIG_MAX_STRAGGLERS 16
+#define CONFIG_MAX_ACCUM 1024 /* --accum-steps: micro-batches a step (a step is never cut short by --time-budget) */
 #define CONFIG_ASYNC (-1)     /* ps_staleness of --ps-consistency async: no bound */
 
 /* ---- Types ---- */
