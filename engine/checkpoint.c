@@ -23,6 +23,7 @@
 #define CKPT_MAGIC "RSCKPT01"
 #define CKPT_HEAD (8 + 4 + 4 + 8 + 8)
 #define CKPT_KEEP_NAME "MANIFEST"
+#define CKPT_MANIFEST_MAX (16 << 20) /* bytes: the options (8 KiB) and ~100 a part */
 #define CKPT_LOCK_NAME ".lock"              /* in DIR: flock'ed for the job's life, holding "PID HOST" */
 #define CKPT_LOCK_ENV "RINGSIDE_CKPT_LOCK_FD" /* the launcher's lock descriptor, inherited by its ranks */
 
@@ -140,6 +141,33 @@ out:
 
 /* ---- reading a part ------------------------------------------------------------------------ */
 
+/* A FIFO's, socket's or device's name for a message. */
+static const char *ckpt_kind(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m) ? "a symbolic link" : "a special file";
+}
+
+/* Opens path for reading without ever blocking or following a link (O_NONBLOCK | O_NOFOLLOW: a
+ * FIFO planted there is neither waited on nor read) and checks it is a regular file: the
+ * descriptor (blocking again), st filled; or -1 with *why set (errno's text, or what it is). */
+static int ckpt_open_read(const char *path, struct stat *st, const char **why) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "a symbolic link (never followed)" : strerror(errno);
+        return -1;
+    }
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        static __thread char buf[64];
+        snprintf(buf, sizeof buf, "not a regular file (%s)", ckpt_kind(st->st_mode));
+        *why = buf;
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 void ckpt_part_free(CkptPart *p) {
     free(p->buf);
     p->buf = NULL;
@@ -149,12 +177,13 @@ void ckpt_part_free(CkptPart *p) {
 int ckpt_part_load(CkptPart *p, const char *path) {
     memset(p, 0, sizeof *p);
     snprintf(p->path, sizeof p->path, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return rs_error(RS_ERR_INPUT, "checkpoint part %s: not a file", path);
+    const char *bad;
+    int fd = ckpt_open_read(path, &st, &bad);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, fd >= 0 ? strerror(errno) : bad);
     }
     size_t n = (size_t)st.st_size;
     p->buf = malloc(n ? n : 1);
@@ -211,13 +240,18 @@ int ckpt_part_load(CkptPart *p, const char *path) {
  * in place is whole (renamed there only once written and fsynced; its own checksum is checked
  * when it is loaded). 0, or RS_ERR_INPUT (missing, not a part of this schema). */
 static int ckpt_part_peek(const char *path, long *step, uint64_t *job, uint64_t *sum, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return RS_ERR_INPUT;
+    struct stat sb;
+    const char *bad;
+    int fd = ckpt_open_read(path, &sb, &bad); /* a FIFO in its place is not waited on */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return RS_ERR_INPUT;
+    }
     unsigned char head[CKPT_HEAD];
     uint32_t schema = 0;
     int64_t st = 0;
-    struct stat sb;
-    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
+    int ok = sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
              !memcmp(head, CKPT_MAGIC, 8) && fseeko(f, sb.st_size - 8, SEEK_SET) == 0 && fread(sum, 1, 8, f) == 8;
     fclose(f);
     if (!ok) return RS_ERR_INPUT;
@@ -591,8 +625,19 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     char sd[1024], path[1100];
     ckpt_step_dir(dir, s, sd, sizeof sd);
     snprintf(path, sizeof path, "%s/" CKPT_KEEP_NAME, sd);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_error(RS_ERR_INPUT, "--resume %s: %s", path, strerror(errno));
+    struct stat fst;
+    const char *bad;
+    int fd = ckpt_open_read(path, &fst, &bad);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %s", path, fd >= 0 ? strerror(errno) : bad);
+    }
+    if (fst.st_size > CKPT_MANIFEST_MAX) {
+        fclose(f);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %lld bytes, more than a manifest holds (%d at most)", path,
+                        (long long)fst.st_size, CKPT_MANIFEST_MAX);
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[4096];

@@ -252,6 +252,31 @@ static void test_planted_lock_and_probe(void) {
     CHECK(stat(victim, &st) == 0 && st.st_size == 8);
 }
 
+/* A FIFO in place of a manifest or a part is refused at once, naming it, never waited on (an
+ * alarm ends the test, failed, should any call block). */
+static void test_fifo_never_waited(void) {
+    char ck[128], sd[1024], p[1100];
+    size_t bytes;
+    long step;
+    CkptPart part;
+    snprintf(ck, sizeof ck, "%s/fifo", dir_);
+    CHECK(mkdir(ck, 0755) == 0);
+    CHECK(write_part_in(ck, 3, 7) == RS_OK && ckpt_manifest_write(ck, 3, &meta_, 7, 1, &bytes) == RS_OK);
+    ckpt_step_dir(ck, 3, sd, sizeof sd);
+    alarm(10);
+    snprintf(p, sizeof p, "%s/MANIFEST", sd);
+    CHECK(unlink(p) == 0 && mkfifo(p, 0644) == 0);
+    CHECK(ckpt_resume_check(ck, &meta_, 9, &step) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "MANIFEST: not a regular file (a FIFO)"), "%s", rs_errmsg());
+    CHECK(ckpt_resume_load(ck, "rank-0.bin", &part) == RS_ERR_INPUT);
+    snprintf(p, sizeof p, "%s/rank-0.bin", sd);
+    CHECK(unlink(p) == 0 && mkfifo(p, 0644) == 0);
+    CHECK(ckpt_part_load(&part, p) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "rank-0.bin: not a regular file (a FIFO)"), "%s", rs_errmsg());
+    CHECK(ckpt_manifest_write(ck, 3, &meta_, 7, 0.05, &bytes) == RS_ERR_PEER); /* rank 0 waits --timeout, no more */
+    alarm(0);
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -265,6 +290,7 @@ int main(void) {
     RUN(test_step_link_never_followed);
     RUN(test_two_jobs_one_folder);
     RUN(test_planted_lock_and_probe);
+    RUN(test_fifo_never_waited);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);

@@ -112,7 +112,7 @@ $BIN train $R --steps 6 --checkpoint $T/cp --checkpoint-every 3 --report $T/cp.j
 refused() { # NAME WANT_IN_MESSAGE OPTS...
     local n=$1 want=$2; shift 2
     rm -f $T/no.json
-    $BIN train $R "$@" --report $T/no.json >$T/last.log 2>&1; local rc=$?
+    timeout 60 $BIN train $R "$@" --report $T/no.json >$T/last.log 2>&1; local rc=$?  # a refusal never waits
     if [ "$rc" = 2 ] && grep -q -- "$want" $T/last.log && [ ! -e $T/no.json ]; then ok "refused: $n"
     else bad "refused: $n" "exit $rc, want 2 and '$want', no report: $(tail -n 2 $T/last.log)"; fi
 }
@@ -126,6 +126,8 @@ refused "--resume with another back end" "another value of --sync (ps here, ring
 refused "--resume with fewer steps than the checkpoint's" "--steps must be at least 6" --steps 4 --resume $T/cp
 cp -r $T/cp $T/schema && sed -i 's/"schema":\t1/"schema":\t99/' $T/schema/step-000006/MANIFEST
 refused "--resume of another build's schema" "schema 99, this build reads schema 1" --steps 8 --resume $T/schema
+cp -r $T/cp $T/fifo && rm $T/fifo/step-000006/MANIFEST && mkfifo $T/fifo/step-000006/MANIFEST
+refused "--resume of a manifest that is a FIFO (never waited on)" "MANIFEST: not a regular file (a FIFO)" --steps 8 --resume $T/fifo
 cp -r $T/cp $T/cut && truncate -s 4000 $T/cut/step-000006/rank-1.bin
 refused "--resume of a truncated part" "rank-1.bin: checksum mismatch" --steps 8 --resume $T/cut
 # a dedicated server's part damaged: the server refuses it by name before the job trains
