@@ -669,6 +669,17 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
         cJSON_Delete(j);
         return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)", path, s);
     }
+    /* the options line is what a resume is compared against: an edit to it is refused, not obeyed */
+    cJSON *opt = cJSON_GetObjectItem(j, "options"), *oh = cJSON_GetObjectItem(j, "options_hash");
+    char hex[17];
+    if (cJSON_IsString(opt)) ckpt_hex(hash_text(HASH_FNV_INIT, opt->valuestring), hex);
+    if (!cJSON_IsString(opt) || !cJSON_IsString(oh) || strcmp(oh->valuestring, hex)) {
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: the manifest was edited: its options %s (a checkpoint resumes only "
+                                      "under the options it was written with)", path,
+                        !cJSON_IsString(opt) ? "are missing" : !cJSON_IsString(oh) ? "have no options_hash"
+                                                                                     : "do not hash to its options_hash");
+    }
     *step = s;
     *out = j;
     return RS_OK;

@@ -277,6 +277,45 @@ static void test_fifo_never_waited(void) {
     alarm(0);
 }
 
+/* Replaces the first from in file path with to (same length or not); 0 on success. */
+static int edit_file(const char *path, const char *from, const char *to) {
+    char buf[8192];
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *at = strstr(buf, from);
+    if (!at) return -1;
+    f = fopen(path, "wb");
+    if (!f) return -1;
+    fwrite(buf, 1, (size_t)(at - buf), f);
+    fputs(to, f);
+    fputs(at + strlen(from), f);
+    return fclose(f);
+}
+
+/* A manifest whose options line was edited (to resume under other options) is refused, not obeyed. */
+static void test_edited_manifest(void) {
+    char ck[128], sd[1024], p[1100];
+    size_t bytes;
+    long step;
+    snprintf(ck, sizeof ck, "%s/edited", dir_);
+    CHECK(mkdir(ck, 0755) == 0);
+    CHECK(write_part_in(ck, 3, 7) == RS_OK && ckpt_manifest_write(ck, 3, &meta_, 7, 1, &bytes) == RS_OK);
+    ckpt_step_dir(ck, 3, sd, sizeof sd);
+    snprintf(p, sizeof p, "%s/MANIFEST", sd);
+    CHECK(edit_file(p, "lr=0.1", "lr=0.2") == 0);
+    CkptMeta other = meta_;
+    other.options = "lr=0.2\nsteps=9\n";
+    CHECK(ckpt_resume_check(ck, &other, 9, &step) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "the manifest was edited"), "%s", rs_errmsg());
+    CkptPart part;
+    CHECK(ckpt_resume_load(ck, "rank-0.bin", &part) == RS_ERR_INPUT);
+    CHECK(edit_file(p, "lr=0.2", "lr=0.1") == 0); /* put back: resumes */
+    CHECK(ckpt_resume_check(ck, &meta_, 9, &step) == RS_OK && step == 3);
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -291,6 +330,7 @@ int main(void) {
     RUN(test_two_jobs_one_folder);
     RUN(test_planted_lock_and_probe);
     RUN(test_fifo_never_waited);
+    RUN(test_edited_manifest);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);

@@ -128,6 +128,8 @@ cp -r $T/cp $T/schema && sed -i 's/"schema":\t1/"schema":\t99/' $T/schema/step-0
 refused "--resume of another build's schema" "schema 99, this build reads schema 1" --steps 8 --resume $T/schema
 cp -r $T/cp $T/fifo && rm $T/fifo/step-000006/MANIFEST && mkfifo $T/fifo/step-000006/MANIFEST
 refused "--resume of a manifest that is a FIFO (never waited on)" "MANIFEST: not a regular file (a FIFO)" --steps 8 --resume $T/fifo
+cp -r $T/cp $T/edit && sed -i 's/lr=0.050000000000000003/lr=0.10000000000000001/' $T/edit/step-000006/MANIFEST
+refused "--resume of a manifest whose options were edited" "the manifest was edited: its options do not hash" --steps 8 --resume $T/edit --lr 0.1
 cp -r $T/cp $T/cut && truncate -s 4000 $T/cut/step-000006/rank-1.bin
 refused "--resume of a truncated part" "rank-1.bin: checksum mismatch" --steps 8 --resume $T/cut
 # a dedicated server's part damaged: the server refuses it by name before the job trains
