@@ -252,6 +252,7 @@ int config_parse(Config *c, int argc, char **argv, int *help) {
             val = argv[++i];
         }
         RS_TRY(opt_set(o, c, val));
+        if (o->off == O(checkpoint_every)) c->checkpoint_every_given = 1;
         if ((o->off == O(steps) || o->off == O(epochs)) && *(int *)((char *)c + o->off) < 1)
             return rs_error(RS_ERR_INPUT, "--%s %s: must be at least 1", o->name, val);
     }

@@ -66,6 +66,7 @@ typedef struct {
     /* checkpoints (docs/reliability.md) */
     char checkpoint[512];     /* --checkpoint DIR: where every process writes its part ("": none) */
     int checkpoint_every;     /* --checkpoint-every S: a checkpoint after every S-th step (>= 1) */
+    int checkpoint_every_given; /* --checkpoint-every was on the command line (a resume keeps the checkpoint's otherwise) */
     char resume[512];         /* --resume DIR: the newest complete checkpoint there ("": a fresh run) */
     /* output */
     char report[512];

@@ -597,6 +597,7 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
     ckpt_hex(hash_text(HASH_FNV_INIT, m->options), hex);
     cJSON_AddStringToObject(root, "options_hash", hex);
     cJSON_AddStringToObject(root, "options", m->options);
+    if (m->every > 0) cJSON_AddNumberToObject(root, "checkpoint_every", m->every);
     cJSON_AddItemToObject(root, "parts", parts);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -608,6 +609,23 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
     ckpt_sync_dir(sd);
     ckpt_prune(dir, step);
     return RS_OK;
+}
+
+/* ", and step-NNNNNN is complete: remove step-SSSSSS to resume from it" where dir holds a complete
+ * checkpoint older than step (never taken silently: the newest one's damage is the user's to see),
+ * else "" (into out). */
+static void ckpt_older_hint(const char *dir, long step, char *out, size_t len) {
+    DIR *d = opendir(dir);
+    long best = -1;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long s = ckpt_name_step(e->d_name);
+        if (s >= 0 && s < step && s > best && !ckpt_is_link(dir, e->d_name) && ckpt_has_manifest(dir, s)) best = s;
+    }
+    if (d) closedir(d);
+    out[0] = 0;
+    if (best >= 0)
+        snprintf(out, len, "; step-%06ld is complete: remove step-%06ld to resume from it", best, step);
 }
 
 /* Reads dir's newest complete manifest: *step, and the parsed JSON (caller deletes). */
@@ -622,8 +640,9 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     if (s < 0)
         return rs_error(RS_ERR_INPUT, "--resume %s: no complete checkpoint (no step folder with a MANIFEST%s)", dir,
                         partial ? "; the ones there are incomplete" : "");
-    char sd[1024], path[1100];
+    char sd[1024], path[1100], hint[128];
     ckpt_step_dir(dir, s, sd, sizeof sd);
+    ckpt_older_hint(dir, s, hint, sizeof hint);
     snprintf(path, sizeof path, "%s/" CKPT_KEEP_NAME, sd);
     struct stat fst;
     const char *bad;
@@ -631,12 +650,12 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0) close(fd);
-        return rs_error(RS_ERR_INPUT, "--resume %s: %s", path, fd >= 0 ? strerror(errno) : bad);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %s%s", path, fd >= 0 ? strerror(errno) : bad, hint);
     }
     if (fst.st_size > CKPT_MANIFEST_MAX) {
         fclose(f);
-        return rs_error(RS_ERR_INPUT, "--resume %s: %lld bytes, more than a manifest holds (%d at most)", path,
-                        (long long)fst.st_size, CKPT_MANIFEST_MAX);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %lld bytes, more than a manifest holds (%d at most)%s", path,
+                        (long long)fst.st_size, CKPT_MANIFEST_MAX, hint);
     }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
@@ -656,7 +675,7 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)", path);
+        return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)%s", path, hint);
     }
     cJSON *sc = cJSON_GetObjectItem(j, "schema"), *st2 = cJSON_GetObjectItem(j, "step");
     if (!cJSON_IsNumber(sc) || sc->valueint != CKPT_SCHEMA) {
@@ -667,7 +686,7 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     }
     if (!cJSON_IsNumber(st2) || (long)st2->valuedouble != s) {
         cJSON_Delete(j);
-        return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)", path, s);
+        return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)%s", path, s, hint);
     }
     /* the options line is what a resume is compared against: an edit to it is refused, not obeyed */
     cJSON *opt = cJSON_GetObjectItem(j, "options"), *oh = cJSON_GetObjectItem(j, "options_hash");
@@ -676,9 +695,10 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     if (!cJSON_IsString(opt) || !cJSON_IsString(oh) || strcmp(oh->valuestring, hex)) {
         cJSON_Delete(j);
         return rs_error(RS_ERR_INPUT, "--resume %s: the manifest was edited: its options %s (a checkpoint resumes only "
-                                      "under the options it was written with)", path,
+                                      "under the options it was written with)%s", path,
                         !cJSON_IsString(opt) ? "are missing" : !cJSON_IsString(oh) ? "have no options_hash"
-                                                                                     : "do not hash to its options_hash");
+                                                                                     : "do not hash to its options_hash",
+                        hint);
     }
     *step = s;
     *out = j;
@@ -747,7 +767,23 @@ int ckpt_resume_load(const char *dir, const char *name, CkptPart *p) {
         else if (p->step != step)
             rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: of step %ld in the folder of step %ld", path, p->step, step);
     }
-    if (rc != RS_OK) ckpt_part_free(p);
+    if (rc != RS_OK) {
+        ckpt_part_free(p);
+        char hint[128];
+        ckpt_older_hint(dir, step, hint, sizeof hint);
+        if (hint[0]) rc = rs_error(rc, "%s%s", rs_errmsg(), hint);
+    }
     cJSON_Delete(j);
     return rc;
+}
+
+int ckpt_resume_period(const char *dir, int *every) {
+    long step;
+    cJSON *j;
+    *every = 0;
+    RS_TRY(ckpt_manifest_read(dir, &step, &j));
+    cJSON *e = cJSON_GetObjectItem(j, "checkpoint_every");
+    if (cJSON_IsNumber(e) && e->valuedouble >= 1 && e->valuedouble <= 0x7fffffff) *every = (int)e->valuedouble;
+    cJSON_Delete(j);
+    return RS_OK;
 }

@@ -51,6 +51,7 @@ typedef struct {
     int world;              /* workers */
     int servers;            /* server parts (0: none; ckpt_resume_check: -1, not compared) */
     const char *options;    /* config_resume_text */
+    int every;              /* --checkpoint-every (0: not written) */
 } CkptMeta;
 
 /* ---- Prototypes ---- */
@@ -103,6 +104,11 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
  * RS_ERR_INPUT naming why not (dir missing, no complete checkpoint, another schema, model, world
  * size, server count, or the first option that differs). */
 int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step);
+
+/* The checkpoint period (--checkpoint-every) of the job that wrote dir's newest complete
+ * checkpoint, into *every (0 where its manifest has none, as before it was written there). 0, or
+ * RS_ERR_INPUT naming why the manifest cannot be read (ckpt_resume_check's refusals). */
+int ckpt_resume_period(const char *dir, int *every);
 
 /* Loads this process's part name (rank-R.bin, server-K.bin) of dir's newest complete
  * checkpoint, checked against the manifest's size and checksum. 0, or RS_ERR_INPUT naming the

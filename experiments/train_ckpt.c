@@ -15,7 +15,7 @@
 static void ckpt_meta(const Config *c, int world, int servers, char *opts, size_t len, CkptMeta *m) {
     config_resume_text(c, opts, len);
     *m = (CkptMeta){.model = c->model, .nparams = config_param_count(c), .world = world, .servers = servers,
-                    .options = opts};
+                    .options = opts, .every = c->checkpoint_every};
 }
 
 int train_ckpt_prepare(const Config *c, int world, int clean, long *step) {

@@ -316,6 +316,33 @@ static void test_edited_manifest(void) {
     CHECK(ckpt_resume_check(ck, &meta_, 9, &step) == RS_OK && step == 3);
 }
 
+/* A resume keeps the interrupted job's period, and a damaged newest checkpoint names the older
+ * complete one (never taken silently in its place). */
+static void test_period_and_older(void) {
+    char ck[128], sd[1024], p[1100];
+    size_t bytes;
+    int every = -1;
+    CkptMeta m = meta_;
+    m.every = 3;
+    snprintf(ck, sizeof ck, "%s/older", dir_);
+    CHECK(mkdir(ck, 0755) == 0);
+    for (long s = 3; s <= 6; s += 3)
+        CHECK(write_part_in(ck, s, 7) == RS_OK && ckpt_manifest_write(ck, s, &m, 7, 1, &bytes) == RS_OK);
+    CHECK(ckpt_resume_period(ck, &every) == RS_OK && every == 3);
+    ckpt_step_dir(ck, 6, sd, sizeof sd);
+    snprintf(p, sizeof p, "%s/rank-0.bin", sd);
+    CHECK(truncate(p, 40) == 0);
+    CkptPart part;
+    CHECK(ckpt_resume_load(ck, "rank-0.bin", &part) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "rank-0.bin: checksum mismatch") &&
+              strstr(rs_errmsg(), "step-000003 is complete: remove step-000006 to resume from it"), "%s", rs_errmsg());
+    snprintf(p, sizeof p, "%s/MANIFEST", sd);
+    CHECK(edit_file(p, "lr=0.1", "lr=0.3") == 0);
+    long step;
+    CHECK(ckpt_resume_check(ck, &meta_, 9, &step) == RS_ERR_INPUT);
+    CHECK_MSG(strstr(rs_errmsg(), "step-000003 is complete: remove step-000006"), "%s", rs_errmsg());
+}
+
 int main(void) {
     snprintf(dir_, sizeof dir_, "/tmp/ringside-test-ckpt-XXXXXX");
     if (!mkdtemp(dir_)) {
@@ -331,6 +358,7 @@ int main(void) {
     RUN(test_planted_lock_and_probe);
     RUN(test_fifo_never_waited);
     RUN(test_edited_manifest);
+    RUN(test_period_and_older);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir_);

@@ -106,6 +106,12 @@ else bad "a second job on one checkpoint folder" "the first made no checkpoint: 
 if wait $first && [ -e $T/two1.json ]; then ok "  ... the first job finished undisturbed"
 else bad "  ... the first job finished undisturbed" "$(tail -n 3 $T/two1.log)"; fi
 
+# a resume without --checkpoint-every keeps the interrupted job's period (6 here, not the default 100)
+if $BIN train $M --sync ring -n 2 --steps 18 --resume $T/ext --checkpoint $T/ext --report $T/ext18.json >$T/ext18.log 2>&1 &&
+   [ -e $T/ext/step-000018/MANIFEST ] && $PY -c "import json, sys; assert json.load(open(sys.argv[1]))['config']['checkpoint-every'] == 6" $T/ext18.json; then
+    ok "a resume without --checkpoint-every keeps the job's period (6; the report's config says so)"
+else bad "a resume without --checkpoint-every keeps the job's period" "$(ls $T/ext; tail -n 3 $T/ext18.log)"; fi
+
 # ---- refusals: exit 2 naming why, before any work, nothing written ----------------------------------
 R="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 -n 2 --quiet"
 $BIN train $R --steps 6 --checkpoint $T/cp --checkpoint-every 3 --report $T/cp.json >$T/cp.log 2>&1 || bad "a checkpoint to refuse from" "$(tail -n 3 $T/cp.log)"
@@ -131,7 +137,7 @@ refused "--resume of a manifest that is a FIFO (never waited on)" "MANIFEST: not
 cp -r $T/cp $T/edit && sed -i 's/lr=0.050000000000000003/lr=0.10000000000000001/' $T/edit/step-000006/MANIFEST
 refused "--resume of a manifest whose options were edited" "the manifest was edited: its options do not hash" --steps 8 --resume $T/edit --lr 0.1
 cp -r $T/cp $T/cut && truncate -s 4000 $T/cut/step-000006/rank-1.bin
-refused "--resume of a truncated part" "rank-1.bin: checksum mismatch" --steps 8 --resume $T/cut
+refused "--resume of a truncated part, the older complete one named" "rank-1.bin: checksum mismatch (truncated or damaged); step-000003 is complete: remove step-000006 to resume from it" --steps 8 --resume $T/cut
 # a dedicated server's part damaged: the server refuses it by name before the job trains
 d6=$(ls -d $T/ck-6-random/step-* | while read -r f; do [ -e "$f/MANIFEST" ] && echo "$f"; done | tail -n 1)
 if [ -n "$d6" ]; then
