@@ -678,13 +678,14 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
         return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)%s", path, hint);
     }
     cJSON *sc = cJSON_GetObjectItem(j, "schema"), *st2 = cJSON_GetObjectItem(j, "step");
-    if (!cJSON_IsNumber(sc) || sc->valueint != CKPT_SCHEMA) {
+    /* numbers are compared as doubles, never cast before they are known in range (1e300 is no long) */
+    if (!cJSON_IsNumber(sc) || sc->valuedouble != CKPT_SCHEMA) {
         int v = cJSON_IsNumber(sc) ? sc->valueint : -1;
         cJSON_Delete(j);
         return rs_error(RS_ERR_INPUT, "--resume %s: schema %d, this build reads schema %d (a checkpoint of another "
                                       "build)", path, v, CKPT_SCHEMA);
     }
-    if (!cJSON_IsNumber(st2) || (long)st2->valuedouble != s) {
+    if (!cJSON_IsNumber(st2) || st2->valuedouble != (double)s) {
         cJSON_Delete(j);
         return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)%s", path, s, hint);
     }
@@ -715,15 +716,15 @@ int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step
     if (!cJSON_IsString(model) || strcmp(model->valuestring, m->model))
         snprintf(why, sizeof why, "another model (--model %s there, %s here)",
                  cJSON_IsString(model) ? model->valuestring : "?", m->model);
-    else if (!cJSON_IsNumber(np) || (size_t)np->valuedouble != m->nparams)
-        snprintf(why, sizeof why, "another model size (%.0f parameters there, %zu here)",
+    else if (!cJSON_IsNumber(np) || np->valuedouble != (double)m->nparams)
+        snprintf(why, sizeof why, "another model size (%.17g parameters there, %zu here)",
                  cJSON_IsNumber(np) ? np->valuedouble : -1.0, m->nparams);
-    else if (!cJSON_IsNumber(world) || world->valueint != m->world)
-        snprintf(why, sizeof why, "another world size (%d workers there, %d here)",
-                 cJSON_IsNumber(world) ? world->valueint : -1, m->world);
-    else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valueint != m->servers))
-        snprintf(why, sizeof why, "another number of parameter servers (%d there, %d here)",
-                 cJSON_IsNumber(sv) ? sv->valueint : -1, m->servers);
+    else if (!cJSON_IsNumber(world) || world->valuedouble != m->world)
+        snprintf(why, sizeof why, "another world size (%.17g workers there, %d here)",
+                 cJSON_IsNumber(world) ? world->valuedouble : -1.0, m->world);
+    else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valuedouble != m->servers))
+        snprintf(why, sizeof why, "another number of parameter servers (%.17g there, %d here)",
+                 cJSON_IsNumber(sv) ? sv->valuedouble : -1.0, m->servers);
     else if (!cJSON_IsString(opt))
         snprintf(why, sizeof why, "no options in its manifest");
     else if (steps < *step)
