@@ -40,7 +40,7 @@ static const Opt opts[] = {
     {"eval-samples", 0, OPT_INT, O(eval_samples), 0, "2048", 1, "synthetic evaluation set size"},
     {"batch", 'b', OPT_INT, O(batch), 0, "64", 1, "samples per rank per step (DistributedDataParallel)"},
     {"global-batch", 0, OPT_INT, O(global_batch), 0, "0", 1, "one batch scattered over the ranks as DataParallel does (0: off)"},
-    {"accum-steps", 0, OPT_INT, O(accum_steps), 0, "1", 1, "micro-batches of --batch (or --global-batch / K) accumulated before one synchronisation and one optimizer step (DDP's no_sync)"},
+    {"accum-steps", 0, OPT_INT, O(accum_steps), 0, "1", 1, "micro-batches of --batch (or --global-batch / K) accumulated before one synchronisation and one optimizer step (DDP's no_sync; 1 to 1024)"},
     {"steps", 0, OPT_INT, O(steps), 0, "0", 1, "training steps (0: from --epochs, or 100)"},
     {"epochs", 0, OPT_INT, O(epochs), 0, "0", 1, "passes over the training set (used when --steps is 0)"},
     {"lr", 0, OPT_DBL, O(lr), 0, "0.05", 1, "learning rate"},
@@ -252,6 +252,7 @@ int config_parse(Config *c, int argc, char **argv, int *help) {
             val = argv[++i];
         }
         RS_TRY(opt_set(o, c, val));
+        if (o->off == O(checkpoint_every)) c->checkpoint_every_given = 1;
         if ((o->off == O(steps) || o->off == O(epochs)) && *(int *)((char *)c + o->off) < 1)
             return rs_error(RS_ERR_INPUT, "--%s %s: must be at least 1", o->name, val);
     }

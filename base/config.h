@@ -7,6 +7,7 @@
 
 #define CONFIG_MAX_LAYERS 16
 #define CONFIG_MAX_STRAGGLERS 16
+#define CONFIG_MAX_ACCUM 1024 /* --accum-steps: micro-batches a step (a step is never cut short by --time-budget) */
 #define CONFIG_ASYNC (-1)     /* ps_staleness of --ps-consistency async: no bound */
 
 /* ---- Types ---- */
@@ -65,6 +66,7 @@ typedef struct {
     /* checkpoints (docs/reliability.md) */
     char checkpoint[512];     /* --checkpoint DIR: where every process writes its part ("": none) */
     int checkpoint_every;     /* --checkpoint-every S: a checkpoint after every S-th step (>= 1) */
+    int checkpoint_every_given; /* --checkpoint-every was on the command line (a resume keeps the checkpoint's otherwise) */
     char resume[512];         /* --resume DIR: the newest complete checkpoint there ("": a fresh run) */
     /* output */
     char report[512];

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +23,9 @@
 #define CKPT_MAGIC "RSCKPT01"
 #define CKPT_HEAD (8 + 4 + 4 + 8 + 8)
 #define CKPT_KEEP_NAME "MANIFEST"
+#define CKPT_MANIFEST_MAX (16 << 20) /* bytes: the options (8 KiB) and ~100 a part */
+#define CKPT_LOCK_NAME ".lock"              /* in DIR: flock'ed for the job's life, holding "PID HOST" */
+#define CKPT_LOCK_ENV "RINGSIDE_CKPT_LOCK_FD" /* the launcher's lock descriptor, inherited by its ranks */
 
 #ifndef RS_GIT
 #define RS_GIT "unknown"
@@ -75,10 +80,14 @@ static void ckpt_sync_dir(const char *dir) {
     }
 }
 
+/* Makes a step folder where missing; one that is a symbolic link is refused, never followed. */
 static int ckpt_mkdir(const char *dir) {
     if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
         struct stat st;
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return RS_OK;
+        if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return RS_OK;
+        if (S_ISLNK(st.st_mode))
+            return rs_error(RS_ERR_INPUT, "%s: a symbolic link, not a folder (a checkpoint folder's steps are never "
+                                          "followed through links): remove the link", dir);
         return rs_error(RS_ERR_INPUT, "%s: exists and is not a folder", dir);
     }
     return rs_error(RS_ERR_RUNTIME, "%s: cannot make the folder: %s", dir, strerror(errno));
@@ -132,6 +141,33 @@ out:
 
 /* ---- reading a part ------------------------------------------------------------------------ */
 
+/* A FIFO's, socket's or device's name for a message. */
+static const char *ckpt_kind(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m) ? "a symbolic link" : "a special file";
+}
+
+/* Opens path for reading without ever blocking or following a link (O_NONBLOCK | O_NOFOLLOW: a
+ * FIFO planted there is neither waited on nor read) and checks it is a regular file: the
+ * descriptor (blocking again), st filled; or -1 with *why set (errno's text, or what it is). */
+static int ckpt_open_read(const char *path, struct stat *st, const char **why) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "a symbolic link (never followed)" : strerror(errno);
+        return -1;
+    }
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        static __thread char buf[64];
+        snprintf(buf, sizeof buf, "not a regular file (%s)", ckpt_kind(st->st_mode));
+        *why = buf;
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 void ckpt_part_free(CkptPart *p) {
     free(p->buf);
     p->buf = NULL;
@@ -141,12 +177,13 @@ void ckpt_part_free(CkptPart *p) {
 int ckpt_part_load(CkptPart *p, const char *path) {
     memset(p, 0, sizeof *p);
     snprintf(p->path, sizeof p->path, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return rs_error(RS_ERR_INPUT, "checkpoint part %s: not a file", path);
+    const char *bad;
+    int fd = ckpt_open_read(path, &st, &bad);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return rs_error(RS_ERR_INPUT, "checkpoint part %s: %s", path, fd >= 0 ? strerror(errno) : bad);
     }
     size_t n = (size_t)st.st_size;
     p->buf = malloc(n ? n : 1);
@@ -203,13 +240,18 @@ int ckpt_part_load(CkptPart *p, const char *path) {
  * in place is whole (renamed there only once written and fsynced; its own checksum is checked
  * when it is loaded). 0, or RS_ERR_INPUT (missing, not a part of this schema). */
 static int ckpt_part_peek(const char *path, long *step, uint64_t *job, uint64_t *sum, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return RS_ERR_INPUT;
+    struct stat sb;
+    const char *bad;
+    int fd = ckpt_open_read(path, &sb, &bad); /* a FIFO in its place is not waited on */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return RS_ERR_INPUT;
+    }
     unsigned char head[CKPT_HEAD];
     uint32_t schema = 0;
     int64_t st = 0;
-    struct stat sb;
-    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
+    int ok = sb.st_size >= CKPT_HEAD + 8 && fread(head, 1, sizeof head, f) == sizeof head &&
              !memcmp(head, CKPT_MAGIC, 8) && fseeko(f, sb.st_size - 8, SEEK_SET) == 0 && fread(sum, 1, 8, f) == 8;
     fclose(f);
     if (!ok) return RS_ERR_INPUT;
@@ -259,14 +301,26 @@ static long ckpt_name_step(const char *name) {
     return *end || s < 0 ? -1 : s;
 }
 
-static int ckpt_has_manifest(const char *dir, long step) {
-    char p[1100], sd[1024];
-    ckpt_step_dir(dir, step, sd, sizeof sd);
-    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
-    return access(p, F_OK) == 0;
+/* 1 when dir's entry name is a symbolic link (never followed: its target is not the run's). */
+static int ckpt_is_link(const char *dir, const char *name) {
+    char p[1400];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* The highest complete step in dir (-1: none); *partial counts step folders without a manifest. */
+/* 1 when DIR/step-NNNNNN is a folder itself (not a link) holding a MANIFEST. */
+static int ckpt_has_manifest(const char *dir, long step) {
+    char p[1100], sd[1024];
+    struct stat st;
+    ckpt_step_dir(dir, step, sd, sizeof sd);
+    if (lstat(sd, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
+    return lstat(p, &st) == 0;
+}
+
+/* The highest complete step in dir (-1: none); *partial counts step folders without a manifest
+ * (links not among them: they are never removed). */
 static long ckpt_newest(const char *dir, int *partial) {
     DIR *d = opendir(dir);
     long best = -1;
@@ -275,7 +329,7 @@ static long ckpt_newest(const char *dir, int *partial) {
     struct dirent *e;
     while ((e = readdir(d))) {
         long s = ckpt_name_step(e->d_name);
-        if (s < 0) continue;
+        if (s < 0 || ckpt_is_link(dir, e->d_name)) continue;
         if (ckpt_has_manifest(dir, s)) {
             if (s > best) best = s;
         } else if (partial) {
@@ -286,23 +340,53 @@ static long ckpt_newest(const char *dir, int *partial) {
     return best;
 }
 
-/* Removes a step folder and the files in it. */
-static void ckpt_remove_step(const char *dir, long step) {
-    char sd[1024], p[1400];
-    ckpt_step_dir(dir, step, sd, sizeof sd);
-    DIR *d = opendir(sd);
-    if (!d) return;
+/* Refuses a folder whose step entries are symbolic links, naming them (what: "--checkpoint",
+ * "--resume"): ringside removes step folders, and a link's target is not its to remove. */
+static int ckpt_refuse_links(const char *what, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return RS_OK;
+    char names[400] = "";
+    size_t k = 0;
+    int n = 0;
     struct dirent *e;
-    /* the manifest first: a folder half removed is never taken for a complete checkpoint */
-    snprintf(p, sizeof p, "%s/" CKPT_KEEP_NAME, sd);
-    unlink(p);
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", sd, e->d_name);
-        unlink(p);
-    }
+    while ((e = readdir(d)))
+        if (ckpt_name_step(e->d_name) >= 0 && ckpt_is_link(dir, e->d_name)) {
+            if (n++ < 4 && k < sizeof names) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", n > 1 ? ", " : "", e->d_name);
+        }
     closedir(d);
-    rmdir(sd);
+    if (!n) return RS_OK;
+    return rs_error(RS_ERR_INPUT, "%s %s: %s%s %s a symbolic link%s: a checkpoint's steps must be folders of their own "
+                                  "(ringside never follows a link there, nor removes what one points to): remove %s",
+                    what, dir, names, n > 4 ? ", ..." : "", n > 1 ? "are" : "is", n > 1 ? "s" : "", n > 1 ? "them" : "it");
+}
+
+/* Removes a step folder and the files in it, never through a link: the folder is opened with
+ * O_NOFOLLOW (a step that is a link, or not a folder, is left as it is) and its entries are
+ * unlinked relative to it (a link inside goes, not its target; a folder inside stays). */
+static void ckpt_remove_step(const char *dir, long step) {
+    char name[32];
+    snprintf(name, sizeof name, "step-%06ld", step);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    int sfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) {
+        close(dfd);
+        return;
+    }
+    /* the manifest first: a folder half removed is never taken for a complete checkpoint */
+    unlinkat(sfd, CKPT_KEEP_NAME, 0);
+    int lfd = dup(sfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d && lfd >= 0) close(lfd);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        unlinkat(sfd, e->d_name, 0);
+    }
+    if (d) closedir(d);
+    close(sfd);
+    unlinkat(dfd, name, AT_REMOVEDIR);
+    close(dfd);
 }
 
 /* Rank 0 after manifest step: every step folder before it goes but the newest complete one. */
@@ -314,7 +398,7 @@ static void ckpt_prune(const char *dir, long step) {
     struct dirent *e;
     while ((e = readdir(d))) {
         long s = ckpt_name_step(e->d_name);
-        if (s < 0 || s >= step) continue;
+        if (s < 0 || s >= step || ckpt_is_link(dir, e->d_name)) continue;
         if (n == cap) {
             long *a = realloc(all, (cap = cap ? cap * 2 : 16) * sizeof *a);
             if (!a) break;
@@ -330,7 +414,81 @@ static void ckpt_prune(const char *dir, long step) {
     ckpt_sync_dir(dir);
 }
 
-int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
+/* "PID HOST" of the lock file open at fd into pid, host ("" and 0 when it holds none yet). */
+static void ckpt_lock_holder(int fd, long *pid, char *host, size_t len) {
+    char buf[320] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    *pid = 0;
+    host[0] = 0;
+    char h[300] = "";
+    if (sscanf(buf, "%ld %299s", pid, h) < 1 || *pid < 0) *pid = 0;
+    snprintf(host, len, "%s", h);
+}
+
+int ckpt_dir_lock(const char *dir, int *fd) {
+    char path[1100], me[256] = "";
+    struct stat st, held;
+    *fd = -1;
+    snprintf(path, sizeof path, "%s/" CKPT_LOCK_NAME, dir);
+    const char *inh = getenv(CKPT_LOCK_ENV); /* the launcher's lock, inherited: this job's already */
+    if (inh && *inh) {
+        char *end;
+        long f = strtol(inh, &end, 10);
+        if (!*end && f >= 0 && f < 1 << 20 && fstat((int)f, &held) == 0 && lstat(path, &st) == 0 &&
+            held.st_dev == st.st_dev && held.st_ino == st.st_ino && flock((int)f, LOCK_EX | LOCK_NB) == 0) {
+            *fd = (int)f;
+            return RS_OK;
+        }
+    }
+    /* not O_CLOEXEC: every process the launcher starts holds the lock too */
+    int f = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (f < 0)
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: cannot open its lock file %s: %s%s", dir, path, strerror(errno),
+                        errno == ELOOP ? " (a symbolic link: remove it)" : "");
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        close(f);
+        return rs_error(RS_ERR_INPUT, "--checkpoint %s: its lock file %s is not a plain file of its own (%s): remove it",
+                        dir, path, S_ISREG(st.st_mode) ? "a hard link to another name" : "not a regular file");
+    }
+    while (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        int e = errno;
+        if (e != EWOULDBLOCK) {
+            close(f);
+            return rs_error(RS_ERR_RUNTIME, "--checkpoint %s: cannot lock %s: %s", dir, path, strerror(e));
+        }
+        long pid;
+        char host[256];
+        ckpt_lock_holder(f, &pid, host, sizeof host);
+        close(f);
+        gethostname(me, sizeof me - 1);
+        int here = host[0] && !strcmp(host, me);
+        if (here && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            return rs_error(CKPT_ERR_BUSY, "--checkpoint %s is locked by a job whose first process, pid %ld on %s, is gone: "
+                                           "a process of that job still holds %s (`fuser %s` names it); nothing was "
+                                           "changed", dir, pid, host, path, path);
+        return rs_error(CKPT_ERR_BUSY, "--checkpoint %s is in use by another job: pid %ld on host %s holds %s: wait for it "
+                                       "to end, or give another folder; nothing was changed", dir, pid,
+                        host[0] ? host : "unknown", path);
+    }
+    gethostname(me, sizeof me - 1);
+    char text[320];
+    int n = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), me[0] ? me : "unknown");
+    if (ftruncate(f, 0) != 0 || pwrite(f, text, (size_t)n, 0) != n) {
+        int e = errno;
+        close(f);
+        return rs_error(RS_ERR_RUNTIME, "--checkpoint %s: cannot write its lock file %s: %s", dir, path, strerror(e));
+    }
+    char num[16];
+    snprintf(num, sizeof num, "%d", f);
+    setenv(CKPT_LOCK_ENV, num, 1);
+    *fd = f;
+    return RS_OK;
+}
+
+int ckpt_dir_prepare(const char *dir, const char *resume, int clean, int *lock) {
+    *lock = -1;
     if (!dir[0]) return RS_OK;
     char probe[1100];
     struct stat st;
@@ -341,8 +499,11 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
     } else if (!S_ISDIR(st.st_mode)) {
         return rs_error(RS_ERR_INPUT, "--checkpoint %s: not a folder", dir);
     }
-    snprintf(probe, sizeof probe, "%s/.probe.%d", dir, (int)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    RS_TRY(ckpt_dir_lock(dir, lock));
+    RS_TRY(ckpt_refuse_links("--checkpoint", dir));
+    /* a name of its own (mkstemp: O_CREAT | O_EXCL, so nothing planted there is followed or truncated) */
+    snprintf(probe, sizeof probe, "%s/.probe.XXXXXX", dir);
+    int fd = mkostemp(probe, O_CLOEXEC);
     if (fd < 0) return rs_error(RS_ERR_INPUT, "--checkpoint %s: the folder cannot be written: %s", dir, strerror(errno));
     close(fd);
     unlink(probe);
@@ -363,7 +524,7 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean) {
         int k = 0;
         while (d && drop && (e = readdir(d)) && k < partial) {
             long s = ckpt_name_step(e->d_name);
-            if (s >= 0 && !ckpt_has_manifest(dir, s)) drop[k++] = s;
+            if (s >= 0 && !ckpt_is_link(dir, e->d_name) && !ckpt_has_manifest(dir, s)) drop[k++] = s;
         }
         if (d) closedir(d);
         for (int i = 0; i < k; i++) ckpt_remove_step(dir, drop[i]);
@@ -436,6 +597,7 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
     ckpt_hex(hash_text(HASH_FNV_INIT, m->options), hex);
     cJSON_AddStringToObject(root, "options_hash", hex);
     cJSON_AddStringToObject(root, "options", m->options);
+    if (m->every > 0) cJSON_AddNumberToObject(root, "checkpoint_every", m->every);
     cJSON_AddItemToObject(root, "parts", parts);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -449,22 +611,52 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
     return RS_OK;
 }
 
+/* ", and step-NNNNNN is complete: remove step-SSSSSS to resume from it" where dir holds a complete
+ * checkpoint older than step (never taken silently: the newest one's damage is the user's to see),
+ * else "" (into out). */
+static void ckpt_older_hint(const char *dir, long step, char *out, size_t len) {
+    DIR *d = opendir(dir);
+    long best = -1;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long s = ckpt_name_step(e->d_name);
+        if (s >= 0 && s < step && s > best && !ckpt_is_link(dir, e->d_name) && ckpt_has_manifest(dir, s)) best = s;
+    }
+    if (d) closedir(d);
+    out[0] = 0;
+    if (best >= 0)
+        snprintf(out, len, "; step-%06ld is complete: remove step-%06ld to resume from it", best, step);
+}
+
 /* Reads dir's newest complete manifest: *step, and the parsed JSON (caller deletes). */
 static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     struct stat st;
     *out = NULL;
     if (stat(dir, &st) != 0) return rs_error(RS_ERR_INPUT, "--resume %s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return rs_error(RS_ERR_INPUT, "--resume %s: not a folder", dir);
+    RS_TRY(ckpt_refuse_links("--resume", dir));
     int partial;
     long s = ckpt_newest(dir, &partial);
     if (s < 0)
         return rs_error(RS_ERR_INPUT, "--resume %s: no complete checkpoint (no step folder with a MANIFEST%s)", dir,
                         partial ? "; the ones there are incomplete" : "");
-    char sd[1024], path[1100];
+    char sd[1024], path[1100], hint[128];
     ckpt_step_dir(dir, s, sd, sizeof sd);
+    ckpt_older_hint(dir, s, hint, sizeof hint);
     snprintf(path, sizeof path, "%s/" CKPT_KEEP_NAME, sd);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_error(RS_ERR_INPUT, "--resume %s: %s", path, strerror(errno));
+    struct stat fst;
+    const char *bad;
+    int fd = ckpt_open_read(path, &fst, &bad);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %s%s", path, fd >= 0 ? strerror(errno) : bad, hint);
+    }
+    if (fst.st_size > CKPT_MANIFEST_MAX) {
+        fclose(f);
+        return rs_error(RS_ERR_INPUT, "--resume %s: %lld bytes, more than a manifest holds (%d at most)%s", path,
+                        (long long)fst.st_size, CKPT_MANIFEST_MAX, hint);
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[4096];
@@ -483,18 +675,31 @@ static int ckpt_manifest_read(const char *dir, long *step, cJSON **out) {
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)", path);
+        return rs_error(RS_ERR_INPUT, "--resume %s: not a manifest (unreadable JSON)%s", path, hint);
     }
     cJSON *sc = cJSON_GetObjectItem(j, "schema"), *st2 = cJSON_GetObjectItem(j, "step");
-    if (!cJSON_IsNumber(sc) || sc->valueint != CKPT_SCHEMA) {
+    /* numbers are compared as doubles, never cast before they are known in range (1e300 is no long) */
+    if (!cJSON_IsNumber(sc) || sc->valuedouble != CKPT_SCHEMA) {
         int v = cJSON_IsNumber(sc) ? sc->valueint : -1;
         cJSON_Delete(j);
         return rs_error(RS_ERR_INPUT, "--resume %s: schema %d, this build reads schema %d (a checkpoint of another "
                                       "build)", path, v, CKPT_SCHEMA);
     }
-    if (!cJSON_IsNumber(st2) || (long)st2->valuedouble != s) {
+    if (!cJSON_IsNumber(st2) || st2->valuedouble != (double)s) {
         cJSON_Delete(j);
-        return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)", path, s);
+        return rs_error(RS_ERR_INPUT, "--resume %s: its step is not its folder's (%ld)%s", path, s, hint);
+    }
+    /* the options line is what a resume is compared against: an edit to it is refused, not obeyed */
+    cJSON *opt = cJSON_GetObjectItem(j, "options"), *oh = cJSON_GetObjectItem(j, "options_hash");
+    char hex[17];
+    if (cJSON_IsString(opt)) ckpt_hex(hash_text(HASH_FNV_INIT, opt->valuestring), hex);
+    if (!cJSON_IsString(opt) || !cJSON_IsString(oh) || strcmp(oh->valuestring, hex)) {
+        cJSON_Delete(j);
+        return rs_error(RS_ERR_INPUT, "--resume %s: the manifest was edited: its options %s (a checkpoint resumes only "
+                                      "under the options it was written with)%s", path,
+                        !cJSON_IsString(opt) ? "are missing" : !cJSON_IsString(oh) ? "have no options_hash"
+                                                                                     : "do not hash to its options_hash",
+                        hint);
     }
     *step = s;
     *out = j;
@@ -511,15 +716,15 @@ int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step
     if (!cJSON_IsString(model) || strcmp(model->valuestring, m->model))
         snprintf(why, sizeof why, "another model (--model %s there, %s here)",
                  cJSON_IsString(model) ? model->valuestring : "?", m->model);
-    else if (!cJSON_IsNumber(np) || (size_t)np->valuedouble != m->nparams)
-        snprintf(why, sizeof why, "another model size (%.0f parameters there, %zu here)",
+    else if (!cJSON_IsNumber(np) || np->valuedouble != (double)m->nparams)
+        snprintf(why, sizeof why, "another model size (%.17g parameters there, %zu here)",
                  cJSON_IsNumber(np) ? np->valuedouble : -1.0, m->nparams);
-    else if (!cJSON_IsNumber(world) || world->valueint != m->world)
-        snprintf(why, sizeof why, "another world size (%d workers there, %d here)",
-                 cJSON_IsNumber(world) ? world->valueint : -1, m->world);
-    else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valueint != m->servers))
-        snprintf(why, sizeof why, "another number of parameter servers (%d there, %d here)",
-                 cJSON_IsNumber(sv) ? sv->valueint : -1, m->servers);
+    else if (!cJSON_IsNumber(world) || world->valuedouble != m->world)
+        snprintf(why, sizeof why, "another world size (%.17g workers there, %d here)",
+                 cJSON_IsNumber(world) ? world->valuedouble : -1.0, m->world);
+    else if (m->servers >= 0 && (!cJSON_IsNumber(sv) || sv->valuedouble != m->servers))
+        snprintf(why, sizeof why, "another number of parameter servers (%.17g there, %d here)",
+                 cJSON_IsNumber(sv) ? sv->valuedouble : -1.0, m->servers);
     else if (!cJSON_IsString(opt))
         snprintf(why, sizeof why, "no options in its manifest");
     else if (steps < *step)
@@ -563,7 +768,23 @@ int ckpt_resume_load(const char *dir, const char *name, CkptPart *p) {
         else if (p->step != step)
             rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: of step %ld in the folder of step %ld", path, p->step, step);
     }
-    if (rc != RS_OK) ckpt_part_free(p);
+    if (rc != RS_OK) {
+        ckpt_part_free(p);
+        char hint[128];
+        ckpt_older_hint(dir, step, hint, sizeof hint);
+        if (hint[0]) rc = rs_error(rc, "%s%s", rs_errmsg(), hint);
+    }
     cJSON_Delete(j);
     return rc;
+}
+
+int ckpt_resume_period(const char *dir, int *every) {
+    long step;
+    cJSON *j;
+    *every = 0;
+    RS_TRY(ckpt_manifest_read(dir, &step, &j));
+    cJSON *e = cJSON_GetObjectItem(j, "checkpoint_every");
+    if (cJSON_IsNumber(e) && e->valuedouble >= 1 && e->valuedouble <= 0x7fffffff) *every = (int)e->valuedouble;
+    cJSON_Delete(j);
+    return RS_OK;
 }

@@ -20,6 +20,9 @@
  * then rename), and its folder fsynced after. */
 
 #define CKPT_SCHEMA 1
+/* The exit status of a job refused because another one holds its --checkpoint folder (as a
+ * matrix driver refused on a busy --out). */
+#define CKPT_ERR_BUSY 5
 #define CKPT_TAG 16
 
 /* ---- Types ---- */
@@ -48,6 +51,7 @@ typedef struct {
     int world;              /* workers */
     int servers;            /* server parts (0: none; ckpt_resume_check: -1, not compared) */
     const char *options;    /* config_resume_text */
+    int every;              /* --checkpoint-every (0: not written) */
 } CkptMeta;
 
 /* ---- Prototypes ---- */
@@ -101,16 +105,31 @@ int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t 
  * size, server count, or the first option that differs). */
 int ckpt_resume_check(const char *dir, const CkptMeta *m, long steps, long *step);
 
+/* The checkpoint period (--checkpoint-every) of the job that wrote dir's newest complete
+ * checkpoint, into *every (0 where its manifest has none, as before it was written there). 0, or
+ * RS_ERR_INPUT naming why the manifest cannot be read (ckpt_resume_check's refusals). */
+int ckpt_resume_period(const char *dir, int *every);
+
 /* Loads this process's part name (rank-R.bin, server-K.bin) of dir's newest complete
  * checkpoint, checked against the manifest's size and checksum. 0, or RS_ERR_INPUT naming the
  * file and what is wrong. */
 int ckpt_resume_load(const char *dir, const char *name, CkptPart *p);
 
+/* Locks dir for this job's life: an exclusive flock on DIR/.lock (opened O_NOFOLLOW; a link, a
+ * FIFO or a file with another name is refused), which then holds "PID HOST" of the process that
+ * took it. The descriptor is not close-on-exec, and its number goes into the environment
+ * (RINGSIDE_CKPT_LOCK_FD): the processes a launcher starts inherit the lock, rank 0 takes it as
+ * its own, and the kernel releases it when the job's last process is gone. 0 with *fd set (never
+ * to be closed while the job runs), CKPT_ERR_BUSY naming the holder's pid and host (nothing in dir
+ * changed), RS_ERR_INPUT/RS_ERR_RUNTIME when the file cannot be opened or locked. */
+int ckpt_dir_lock(const char *dir, int *fd);
+
 /* Before training (the launcher, and rank 0): makes dir where missing (its parent must exist),
+ * locks it (ckpt_dir_lock: *lock, -1 for no dir), refuses step entries that are symbolic links,
  * checks it can be written, refuses a folder that holds a complete checkpoint unless it is the
  * one the run resumes from (resume: --resume, "" for a fresh run), and, on rank 0 (clean),
  * removes what a killed run left unfinished (step folders without a manifest). 0, or
- * RS_ERR_INPUT naming why. */
-int ckpt_dir_prepare(const char *dir, const char *resume, int clean);
+ * RS_ERR_INPUT naming why, CKPT_ERR_BUSY when another job holds it. */
+int ckpt_dir_prepare(const char *dir, const char *resume, int clean, int *lock);
 
 #endif

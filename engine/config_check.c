@@ -45,6 +45,10 @@ int config_validate(const Config *c) {
     if (c->global_batch < 0) return rs_error(RS_ERR_INPUT, "--global-batch %d: must be at least 1 (or 0: off)", c->global_batch);
     if (c->accum_steps < 1)
         return rs_error(RS_ERR_INPUT, "--accum-steps %d: must be at least 1 (1: synchronise every micro-batch)", c->accum_steps);
+    if (c->accum_steps > CONFIG_MAX_ACCUM) /* one step is K micro-batches: --time-budget is checked between steps */
+        return rs_error(RS_ERR_INPUT, "--accum-steps %d: at most %d micro-batches a step (a step is never cut short: "
+                                      "--time-budget and the ranks' stop are checked between steps)", c->accum_steps,
+                        CONFIG_MAX_ACCUM);
     if (c->global_batch > 0 && c->global_batch % c->accum_steps)
         return rs_error(RS_ERR_INPUT, "--accum-steps %d with --global-batch %d: the global batch must split into %d equal "
                                       "micro-batches", c->accum_steps, c->global_batch, c->accum_steps);

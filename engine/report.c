@@ -8,6 +8,7 @@
 #include <cJSON.h>
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -165,9 +166,27 @@ cJSON *report_dist_json(const double *x, int n) {
 }
 
 cJSON *report_read(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* never blocked on a FIFO, never read past REPORT_MAX_BYTES (a report is outside input) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
         rs_error(RS_ERR_INPUT, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > REPORT_MAX_BYTES) {
+        if (S_ISREG(st.st_mode))
+            rs_error(RS_ERR_INPUT, "%s: %.1f MB, more than a report may be (%d MiB): not a report ringside wrote", path,
+                     st.st_size / 1e6, REPORT_MAX_BYTES >> 20);
+        else rs_error(RS_ERR_INPUT, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        rs_error(RS_ERR_RUNTIME, "%s: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, len = 0;

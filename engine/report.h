@@ -9,6 +9,8 @@
 struct cJSON;
 
 #define REPORT_SCHEMA "ringside.report/1"
+/* The largest JSON file report_read takes (bytes): a 10^6-step report is a few tens of MB. */
+#define REPORT_MAX_BYTES (256 << 20)
 
 /* ---- Prototypes ---- */
 
@@ -88,8 +90,9 @@ int report_phases(struct cJSON *ranks, int warmup, const double *offset, int nof
  * "latency_s"}, or a JSON null without one. Caller owns it. */
 struct cJSON *report_link_json(void);
 
-/* Reads a whole JSON file. NULL with rs_errmsg() naming the file, line and column on failure.
- * Caller frees with cJSON_Delete. */
+/* Reads a whole JSON file: a regular file (a FIFO is refused, never waited on) of at most
+ * REPORT_MAX_BYTES. NULL with rs_errmsg() naming the file (its size, or the line and column of
+ * malformed JSON) on failure. Caller frees with cJSON_Delete. */
 struct cJSON *report_read(const char *path);
 
 #endif

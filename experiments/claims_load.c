@@ -87,6 +87,50 @@ static double load_summary_pred(const cJSON *summary, const char *name) {
     return NAN;
 }
 
+/* The largest figure a report's field may hold (bytes, seconds, samples): anything above is no
+ * measurement (1e308 would make every verdict's arithmetic meaningless). */
+#define LOAD_MAX_VALUE 1e18
+
+/* o.a.b.c (b, c may be NULL) as a measurement into *out: NAN when absent or null (older reports);
+ * RS_ERR_INPUT naming path and the field (where.a.b.c) when it is there but not a number in
+ * [0, LOAD_MAX_VALUE]. */
+static int load_measure(const char *path, const char *where, const cJSON *o, const char *a, const char *b, const char *c,
+                        double *out) {
+    const char *k[3] = {a, b, c};
+    char name[160];
+    size_t n = (size_t)snprintf(name, sizeof name, "%s", where);
+    *out = NAN;
+    for (int i = 0; i < 3 && k[i]; i++) {
+        if (!cJSON_IsObject(o)) return RS_OK; /* a missing block: nothing measured */
+        o = cJSON_GetObjectItemCaseSensitive(o, k[i]);
+        if (n < sizeof name) n += (size_t)snprintf(name + n, sizeof name - n, "%s%s", name[0] ? "." : "", k[i]);
+        if (!o || cJSON_IsNull(o)) return RS_OK;
+    }
+    if (!cJSON_IsNumber(o) || !(o->valuedouble >= 0 && o->valuedouble <= LOAD_MAX_VALUE)) {
+        char *v = cJSON_PrintUnformatted(o);
+        int rc = rs_error(RS_ERR_INPUT, "%s: %s: %.40s is not a measurement (a number from 0 to %g): a report ringside "
+                                        "wrote holds none such; refusing it", path, name, v ? v : "?", LOAD_MAX_VALUE);
+        cJSON_free(v);
+        return rc;
+    }
+    *out = o->valuedouble;
+    return RS_OK;
+}
+
+/* config.key, when present, must be an integer from lo to hi: RS_ERR_INPUT naming it otherwise
+ * (a string "2" for ranks would leave every claim silently NOT RUN). */
+static int load_check_int(const char *path, const cJSON *config, const char *key, double lo, double hi) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+    if (!v || cJSON_IsNull(v)) return RS_OK;
+    if (cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi && v->valuedouble == floor(v->valuedouble))
+        return RS_OK;
+    char *t = cJSON_PrintUnformatted(v);
+    int rc = rs_error(RS_ERR_INPUT, "%s: config.%s: %.40s is not an integer from %.0f to %.0f; refusing the report", path,
+                      key, t ? t : "?", lo, hi);
+    cJSON_free(t);
+    return rc;
+}
+
 /* Fills r from one report (repeats == 1). 0 or RS_ERR_INPUT naming path. */
 static int load_run(const char *path, const char *name, const cJSON *rep, const cJSON *summary, ClaimsRun *r) {
     const cJSON *config = cJSON_GetObjectItemCaseSensitive(rep, "config");
@@ -107,6 +151,16 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         return rs_error(RS_ERR_INPUT, "%s: no backend.architecture: a report of an older build (run it again)", path);
     if (arch_parse(arch, &r->arch))
         return rs_error(RS_ERR_INPUT, "%s: backend.architecture '%s': not one this ringside knows", path, arch);
+    static const char *const ints[] = {"ranks", "ps-servers", "batch", "global-batch", "accum-steps", "steps", NULL};
+    for (int i = 0; ints[i]; i++)
+        RS_TRY(load_check_int(path, config, ints[i], !strcmp(ints[i], "ranks") || !strcmp(ints[i], "accum-steps") ? 1 : 0,
+                              2147483647.0));
+    const cJSON *layers0 = cJSON_GetObjectItemCaseSensitive(config, "layers"), *li;
+    if (layers0 && !cJSON_IsArray(layers0))
+        return rs_error(RS_ERR_INPUT, "%s: config.layers: not an array of widths; refusing the report", path);
+    cJSON_ArrayForEach(li, layers0)
+        if (!cJSON_IsNumber(li) || !(li->valuedouble >= 1 && li->valuedouble <= 2147483647.0))
+            return rs_error(RS_ERR_INPUT, "%s: config.layers: a width that is no integer from 1; refusing the report", path);
     load_str(config, "ps-placement", r->placement, sizeof r->placement);
     load_str(config, "ps-mode", r->mode, sizeof r->mode);
     r->ranks = load_int(config, "ranks", 0);
@@ -155,25 +209,28 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         int k = load_int(e, "rank", -1);
         if (k < 0 || k >= CLAIMS_MAX_RANKS) return rs_error(RS_ERR_INPUT, "%s: ranks[]: rank %d out of range", path, k);
         if (k + 1 > r->nw) r->nw = k + 1;
-        r->peak[k] = load_num(e, "memory", "peak_bytes", NULL);
-        r->sent[k] = load_num(e, "traffic", "bytes_sent", NULL);
-        r->received[k] = load_num(e, "traffic", "bytes_received", NULL);
-        r->samples[k] = load_num(e, "samples", NULL, NULL);
-        r->busy[k] = load_num(e, "time_s", "busy", NULL);
-        r->forward[k] = load_num(e, "time_s", "phases", "forward");
-        r->comm_total[k] = load_num(e, "time_s", "phases", "comm_total");
-        r->comm_exposed[k] = load_num(e, "time_s", "phases", "comm_exposed");
+        char at[32];
+        snprintf(at, sizeof at, "ranks[%d]", k);
+        double pb;
+        RS_TRY(load_measure(path, at, e, "memory", "peak_bytes", NULL, &r->peak[k]));
+        RS_TRY(load_measure(path, at, e, "traffic", "bytes_sent", NULL, &r->sent[k]));
+        RS_TRY(load_measure(path, at, e, "traffic", "bytes_received", NULL, &r->received[k]));
+        RS_TRY(load_measure(path, at, e, "samples", NULL, NULL, &r->samples[k]));
+        RS_TRY(load_measure(path, at, e, "time_s", "busy", NULL, &r->busy[k]));
+        RS_TRY(load_measure(path, at, e, "time_s", "phases", "forward", &r->forward[k]));
+        RS_TRY(load_measure(path, at, e, "time_s", "phases", "comm_total", &r->comm_total[k]));
+        RS_TRY(load_measure(path, at, e, "time_s", "phases", "comm_exposed", &r->comm_exposed[k]));
+        RS_TRY(load_measure(path, at, e, "memory", "by_tag", "params", &pb));
         double ts = load_num(e, "time_s", "timed_steps", NULL);
         if (ts >= 0 && ts < 2147483647.0 && (r->timed_steps < 0 || ts < r->timed_steps)) r->timed_steps = (int)ts;
         /* the gradient is as large as the parameters, whatever the model (--layers is the MLP's) */
-        double pb = load_num(e, "memory", "by_tag", "params");
         if (k == 0 && pb > 0) r->grad_bytes = pb;
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "params_hash");
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
     /* a 16-bit wire moves 2 bytes per parameter, FP8 1 (a ps's bf16 replies: 1.5 averaged) */
     r->grad_bytes *= codec_wire_ratio(r->wire, !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps"));
-    r->steps_run = load_num(sum, "steps", NULL, NULL);
+    RS_TRY(load_measure(path, "summary", sum, "steps", NULL, NULL, &r->steps_run));
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
     r->cores = cores >= 0 && cores <= 1e6 ? (int)cores : 0;
     const cJSON *curve = cJSON_GetObjectItemCaseSensitive(sum, "loss_curve");
@@ -196,9 +253,9 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     r->diverged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "diverged")) || r->diverged_step >= 0;
     if (r->diverged && ds >= 0 && ds < 2147483647.0) r->diverged_step = (int)ds;
     if (r->diverged && r->diverged_step < 0) r->diverged_step = 0;
-    r->throughput = load_num(sum, "throughput_samples_per_s", NULL, NULL);
+    RS_TRY(load_measure(path, "summary", sum, "throughput_samples_per_s", NULL, NULL, &r->throughput));
     const cJSON *pred = cJSON_GetObjectItemCaseSensitive(sum, "prediction");
-    r->pred_comm_s = load_num(pred, "step_comm_s", NULL, NULL);
+    RS_TRY(load_measure(path, "summary.prediction", pred, "step_comm_s", NULL, NULL, &r->pred_comm_s));
     const cJSON *link = cJSON_GetObjectItemCaseSensitive(pred, "link");
     snprintf(r->link, sizeof r->link, "%s", cJSON_IsString(link) ? link->valuestring : "");
     r->pred_emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pred, "from_emulated_link"));

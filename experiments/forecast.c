@@ -204,8 +204,10 @@ static int fc_load_fit(FcOpts *o, const char *path, const char *transport) {
         goto out;
     }
     double lo = fc_num(pick, "min_ranks"), hi = fc_num(pick, "max_ranks");
-    o->measured_lo = lo >= 2 ? (int)lo : 0; /* fits before they recorded N say nothing of it */
-    o->measured_hi = hi >= lo ? (int)hi : 0;
+    /* fits before they recorded N say nothing of it; a count past the forecast's ranks is no count
+     * (range-checked before the cast: (int)1e300 is undefined) */
+    o->measured_lo = lo >= 2 && lo <= FORECAST_MAX_RANKS ? (int)lo : 0;
+    o->measured_hi = o->measured_lo && hi >= lo && hi <= FORECAST_MAX_RANKS ? (int)hi : 0;
     o->bytes_lo = fc_num(pick, "min_bytes");
     o->bytes_hi = fc_num(pick, "max_bytes");
     snprintf(o->link_source, sizeof o->link_source, "%s: link %s (fitted on bench reports%s)", path, pick->string,

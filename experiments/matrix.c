@@ -203,12 +203,22 @@ static int matrix_pid_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) =
  * where it is gone, it waits up to MATRIX_LOCK_WAIT_S for its last run to end. Nothing in out is
  * changed unless the lock is taken. Returns 0 with *fd set (the caller's; closing it releases),
  * MATRIX_ERR_BUSY naming the holder, RS_ERR_INPUT/RS_ERR_RUNTIME when the file cannot be opened
- * or locked, RS_ERR_INTERRUPTED when a signal stops the wait. */
+ * or locked (a lock file that is a symbolic link, not a regular file, or has another name is
+ * refused, never followed or truncated), RS_ERR_INTERRUPTED when a signal stops the wait. */
 static int matrix_lock(const char *out, int *fd) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" MATRIX_LOCK, out);
-    int f = open(path, O_RDWR | O_CREAT, 0644); /* not O_CLOEXEC: see above */
-    if (f < 0) return rs_error(RS_ERR_INPUT, "--out %s: cannot open its lock file %s: %s", out, path, strerror(errno));
+    /* not O_CLOEXEC: see above; never through a link, and never a FIFO's open that blocks */
+    int f = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (f < 0)
+        return rs_error(RS_ERR_INPUT, "--out %s: cannot open its lock file %s: %s%s", out, path, strerror(errno),
+                        errno == ELOOP ? " (a symbolic link: remove it)" : "");
+    struct stat st;
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) { /* a planted FIFO, device or hard link */
+        close(f);
+        return rs_error(RS_ERR_INPUT, "--out %s: its lock file %s is not a plain file of its own (%s): remove it", out,
+                        path, S_ISREG(st.st_mode) ? "a hard link to another name" : "not a regular file");
+    }
     double end = clock_now() + MATRIX_LOCK_WAIT_S;
     int said = 0;
     long holder = 0;

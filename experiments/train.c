@@ -1,6 +1,7 @@
 /* train.c - one rank's training run: data, model, the step loop and per-step timing (its report: train_report.c) */
 #include "train.h"
 #include "train_run.h"
+#include "../engine/checkpoint.h"
 #include "backends.h"
 #include "../ps/ps.h"
 #include "fits.h"
@@ -342,6 +343,16 @@ int train_main(int argc, char **argv) {
         log_error("%s", rs_errmsg());
         free(r);
         return rc;
+    }
+    /* a resume without --checkpoint-every keeps the interrupted job's period (every process reads
+     * it: the servers save on it too); an unreadable manifest is refused by the checks below */
+    int every = 0;
+    if (r->cfg.resume[0] && r->cfg.checkpoint[0] && !r->cfg.checkpoint_every_given &&
+        ckpt_resume_period(r->cfg.resume, &every) == RS_OK && every > 0) {
+        r->cfg.checkpoint_every = every;
+        if (!r->env.launched || (r->env.member == 0 && strcmp(r->env.source, "ringside")))
+            log_info("# --resume %s: a checkpoint every %d steps, the interrupted job's period (--checkpoint-every "
+                     "sets another)", r->cfg.resume, every);
     }
     BackendShape shape; /* ps dedicated, byteps: server processes of their own */
     if ((rc = backend_shape(&r->cfg, &shape)) != RS_OK) {

@@ -15,7 +15,7 @@
 static void ckpt_meta(const Config *c, int world, int servers, char *opts, size_t len, CkptMeta *m) {
     config_resume_text(c, opts, len);
     *m = (CkptMeta){.model = c->model, .nparams = config_param_count(c), .world = world, .servers = servers,
-                    .options = opts};
+                    .options = opts, .every = c->checkpoint_every};
 }
 
 int train_ckpt_prepare(const Config *c, int world, int clean, long *step) {
@@ -27,7 +27,8 @@ int train_ckpt_prepare(const Config *c, int world, int clean, long *step) {
         long steps = c->steps > 0 ? c->steps : -1; /* --epochs: checked by each rank once it knows the epoch's steps */
         RS_TRY(ckpt_resume_check(c->resume, &m, steps < 0 ? 0x7fffffffL : steps, step));
     }
-    if (c->checkpoint[0]) RS_TRY(ckpt_dir_prepare(c->checkpoint, c->resume, clean));
+    int lock; /* held for the process's life: the kernel releases it with the job's last process */
+    if (c->checkpoint[0]) RS_TRY(ckpt_dir_prepare(c->checkpoint, c->resume, clean, &lock));
     return RS_OK;
 }
 

@@ -77,8 +77,9 @@ int train_report(Run *r);
 
 /* Before any work (the launcher, a lone process, rank 0): --resume's newest complete checkpoint
  * checked against these options for world workers (its step in *step, -1 without --resume), and
- * --checkpoint's folder made, checked writable and (clean: rank 0) rid of unfinished step
- * folders. 0, or RS_ERR_INPUT naming why. */
+ * --checkpoint's folder made, locked for the process's life (the launcher's lock inherited by its
+ * ranks: ckpt_dir_lock), checked writable and (clean: rank 0) rid of unfinished step folders. 0,
+ * or RS_ERR_INPUT naming why, CKPT_ERR_BUSY when another job holds the folder. */
 int train_ckpt_prepare(const Config *c, int world, int clean, long *step);
 
 /* After engine_create, under --resume: this rank's part put in place (parameters, optimizer

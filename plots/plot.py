@@ -80,6 +80,77 @@ def schema_family(schema):
     return None, None
 
 
+MAX_REPORT_BYTES = 256 << 20   # as ringside's own readers (engine/report.h REPORT_MAX_BYTES)
+MAX_VALUE = 1e18               # the largest figure a measurement may hold (bytes, seconds, samples)
+
+
+class BadReport(Exception):
+    """A report whose shape or values are not a report ringside wrote: its file and the field."""
+
+
+def _measure(obj, path, required=False):
+    """A number in [0, MAX_VALUE] (a measurement), or None where absent or null and not required."""
+    if obj is None:
+        if required:
+            raise BadReport("%s: missing" % path)
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not 0 <= obj <= MAX_VALUE:
+        raise BadReport("%s: %s is not a measurement (a number from 0 to %g)" % (path, json.dumps(obj)[:40], MAX_VALUE))
+    return obj
+
+
+def _block(obj, key, path, kind=dict, required=False):
+    """obj[key] when it is of kind; None where absent and not required; BadReport otherwise."""
+    v = obj.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, kind):
+        raise BadReport("%s%s: %s" % (path + "." if path else "", key, "missing" if v is None else "expected %s, got %s"
+                                       % ("an object" if kind is dict else "a list", json.dumps(v)[:40])))
+    return v
+
+
+def check_report(doc):
+    """Raises BadReport naming the first field plot.py reads that is missing, of the wrong type or
+    out of range (as tests/validate_report.py checks them): a report is outside input."""
+    for key in ("config", "run", "backend"):
+        _block(doc, key, "")
+    cfg = doc.get("config") or {}
+    if "ranks" in cfg and (isinstance(cfg["ranks"], bool) or not isinstance(cfg["ranks"], int) or cfg["ranks"] < 1):
+        raise BadReport("config.ranks: %s is not an integer from 1" % json.dumps(cfg["ranks"])[:40])
+    run = doc.get("run") or {}
+    if "world" in run and (isinstance(run["world"], bool) or not isinstance(run["world"], int) or run["world"] < 1):
+        raise BadReport("run.world: %s is not an integer from 1" % json.dumps(run["world"])[:40])
+    be = doc.get("backend") or {}
+    if "servers" in be and be["servers"] is not None and (isinstance(be["servers"], bool) or not isinstance(be["servers"], int)
+                                                          or be["servers"] < 0):
+        raise BadReport("backend.servers: %s is not an integer from 0" % json.dumps(be["servers"])[:40])
+    ranks = _block(doc, "ranks", "", list, required=True)
+    for i, e in enumerate(ranks):
+        at = "ranks[%d]" % i
+        if not isinstance(e, dict):
+            raise BadReport("%s: expected an object, got %s" % (at, json.dumps(e)[:40]))
+        if "role" in e and not isinstance(e["role"], str):
+            raise BadReport("%s.role: expected a string" % at)
+        _measure(e.get("samples"), at + ".samples")
+        mem = _block(e, "memory", at) or {}
+        _measure(mem.get("peak_bytes"), at + ".memory.peak_bytes")
+        for tag, v in (_block(mem, "by_tag", at + ".memory") or {}).items():
+            _measure(v, "%s.memory.by_tag.%s" % (at, tag))
+        tr = _block(e, "traffic", at) or {}
+        for k in ("bytes_sent", "bytes_received"):
+            _measure(tr.get(k), "%s.traffic.%s" % (at, k))
+        ts = _block(e, "time_s", at) or {}
+        _measure(ts.get("busy"), at + ".time_s.busy")
+        for k, v in (_block(ts, "phases", at + ".time_s") or {}).items():
+            _measure(v, "%s.time_s.phases.%s" % (at, k))
+    summ = _block(doc, "summary", "", dict, required=True)
+    _measure(summ.get("step_time_s"), "summary.step_time_s", required=True)
+    _block(summ, "loss_curve", "summary", list)
+    pred = _block(summ, "prediction", "summary") or {}
+    _measure(pred.get("step_comm_s"), "summary.prediction.step_comm_s")
+
+
 def load_folder(folder):
     """Reads every *.json in folder. Returns a dict: reports, benches, summary, claims, ignored."""
     data = {"reports": [], "benches": [], "forecasts": [], "summary": None, "claims": None, "ignored": []}
@@ -88,8 +159,13 @@ def load_folder(folder):
         if name == "figures.json":
             continue
         try:
+            if os.path.getsize(path) > MAX_REPORT_BYTES:
+                raise BadReport("%.1f MB, more than a report may be (%d MiB)" % (os.path.getsize(path) / 1e6,
+                                                                                  MAX_REPORT_BYTES >> 20))
             with open(path) as f:
                 doc = json.load(f)
+        except BadReport as e:
+            raise BadReport("%s: %s" % (name, e))
         except (OSError, ValueError) as e:
             data["ignored"].append((name, "unreadable: %s" % e))
             continue
@@ -105,6 +181,10 @@ def load_folder(folder):
             continue
         schema = doc.get("schema") if isinstance(doc, dict) else None
         if schema == REPORT_SCHEMA:
+            try:
+                check_report(doc)
+            except BadReport as e:
+                raise BadReport("%s: %s" % (name, e))
             doc["_file"] = name
             data["reports"].append(doc)
         elif schema == BENCH_SCHEMA:
@@ -982,7 +1062,11 @@ def main(argv):
             print("plot.py: error: --filter %s: expected KEY=VALUE" % f, file=sys.stderr)
             return 2
         filters.append(tuple(f.split("=", 1)))
-    data = load_folder(args.dir)
+    try:
+        data = load_folder(args.dir)
+    except BadReport as e:  # refused whole: nothing drawn from a folder holding it
+        print("plot.py: error: %s: %s; refusing the folder (nothing drawn)" % (args.dir, e), file=sys.stderr)
+        return 2
     for name, why in data["ignored"]:
         warn("ignoring %s: %s" % (name, why))
     if not data["reports"] and not data["benches"] and not data["forecasts"]:

@@ -153,4 +153,38 @@ server = {"rank": 2, "role": "server", "server": 0, "samples": 0, "memory": {"pe
 put("gather", "two-workers", bytes([3]) + "\0".join(entries).encode())
 put("gather", "with-server", bytes([3]) + "\0".join(entries + [json.dumps(server)]).encode())
 put("gather", "trace", bytes([0]) + json.dumps({"rank": 0, "_trace": [{"name": "x", "ph": "X", "ts": 1, "dur": 2}]}).encode())
+# ---- checkpoint: a manifest, NUL, a part (DIR/step-000003/MANIFEST and rank-0.bin; fuzz_checkpoint.c's run)
+def fnv_bytes(data):
+    x = 1469598103934665603
+    for b in data:
+        x = ((x ^ b) * 1099511628211) & (2**64 - 1)
+    return x
+def ckpt_part(step=3, job=7):
+    body = b"params".ljust(16, b"\0") + struct.pack("<Q", 16) + struct.pack("<4f", step, 1, 2, 3)
+    body += b"note".ljust(16, b"\0") + struct.pack("<Q", 5) + b"hello"
+    head = b"RSCKPT01" + struct.pack("<IIqQ", 1, 2, step, job)
+    return head + body + struct.pack("<Q", fnv_bytes(head + body))
+OPTS = "lr=0.1\nsteps=9\n"
+def manifest(part, **over):
+    m = {"schema": 1, "build": "seed", "step": 3, "model": "mlp", "params": 4, "world": 1, "servers": 0,
+         "options_hash": "%016x" % fnv(OPTS), "options": OPTS, "checkpoint_every": 3,
+         "parts": [{"name": "rank-0.bin", "bytes": len(part), "fnv1a64": "%016x" % fnv_bytes(part[:-8])}]}
+    m.update(over)
+    return json.dumps(m, indent=1).encode()
+part = ckpt_part()
+put("checkpoint", "complete", manifest(part) + b"\0" + part)
+put("checkpoint", "edited", manifest(part, options="lr=0.2\nsteps=9\n") + b"\0" + part)
+put("checkpoint", "regress-huge-numbers", manifest(part, params=5e122, step=1e300, world=1e300, checkpoint_every=1e300) + b"\0" + part)
+put("checkpoint", "regress-huge-params", manifest(part, params=5e122) + b"\0" + part)
+put("checkpoint", "no-part", manifest(part))
+
+# ---- predict: a fit file, NUL, a train report (--links, --model); a fit alone takes --grad-bytes
+fit = {"schema": "ringside.fit/1", "links": {"ipc": {"transport": "ipc", "link": "", "alpha_s": 1e-5, "beta_s_per_byte": 1e-9,
+                                                      "min_ranks": 2, "max_ranks": 8, "min_bytes": 1024, "max_bytes": 16777216}}}
+model = {"schema": "ringside.report/1", "config": {"model": "mlp"}, "run": {"world": 2},
+         "ranks": [{"rank": 0, "memory": {"by_tag": {"params": 101640}}, "time_s": {"busy": 0.012}}]}
+put("predict", "fit-and-report", json.dumps(fit) + "\0" + json.dumps(model))
+put("predict", "fit-only", json.dumps(fit))
+huge = json.loads(json.dumps(fit)); huge["links"]["ipc"].update({"min_ranks": 1e300, "max_ranks": 1e300})
+put("predict", "regress-huge-ranks", json.dumps(huge))
 print("seeds written to", os.path.join(here, "corpus"))

@@ -72,6 +72,7 @@ refuse() { # NAME WORDS OPTS...
 refuse "--accum-steps 0" "--accum-steps 0: must be at least 1" --accum-steps 0
 refuse "--accum-steps -2" "--accum-steps -2: must be at least 1" --accum-steps -2
 refuse "--accum-steps x" "--accum-steps 'x': not an integer" --accum-steps x
+refuse "--accum-steps 1000000 (a step is never cut short by --time-budget)" "--accum-steps 1000000: at most 1024 micro-batches a step" --accum-steps 1000000 --time-budget 2
 refuse "--global-batch 100 --accum-steps 3" "must split into 3 equal micro-batches" --global-batch 100 --accum-steps 3
 refuse "DataParallel's step" "DataParallel has no no_sync" -n 2 --sync ps --ps-mode dataparallel --global-batch 64 --accum-steps 2
 finish

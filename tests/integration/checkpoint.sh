@@ -93,13 +93,32 @@ else
     bad "ring: extended by --resume" "$(tail -n 3 $T/ext.log)"
 fi
 
+# two jobs on one folder: the second (a resume while the first runs) is refused at once, exit 5,
+# naming the first's pid, and the first finishes undisturbed
+rm -rf $T/two
+$BIN train $M --sync ring -n 2 --straggler 0:150 --checkpoint $T/two --checkpoint-every 3 --report $T/two1.json >$T/two1.log 2>&1 &
+first=$!
+if wait_for "$T/two/step-000003/MANIFEST"; then
+    $BIN train $M --sync ring -n 2 --resume $T/two --checkpoint $T/two --checkpoint-every 3 --report $T/two2.json >$T/two2.log 2>&1; rc=$?
+    if [ $rc = 5 ] && grep -q "in use by another job: pid $first on host " $T/two2.log && [ ! -e $T/two2.json ]; then ok "a second job on one checkpoint folder: refused, exit 5, naming the first's pid"
+    else bad "a second job on one checkpoint folder" "exit $rc, want 5 naming pid $first: $(tail -n 2 $T/two2.log)"; fi
+else bad "a second job on one checkpoint folder" "the first made no checkpoint: $(tail -n 3 $T/two1.log)"; fi
+if wait $first && [ -e $T/two1.json ]; then ok "  ... the first job finished undisturbed"
+else bad "  ... the first job finished undisturbed" "$(tail -n 3 $T/two1.log)"; fi
+
+# a resume without --checkpoint-every keeps the interrupted job's period (6 here, not the default 100)
+if $BIN train $M --sync ring -n 2 --steps 18 --resume $T/ext --checkpoint $T/ext --report $T/ext18.json >$T/ext18.log 2>&1 &&
+   [ -e $T/ext/step-000018/MANIFEST ] && $PY -c "import json, sys; assert json.load(open(sys.argv[1]))['config']['checkpoint-every'] == 6" $T/ext18.json; then
+    ok "a resume without --checkpoint-every keeps the job's period (6; the report's config says so)"
+else bad "a resume without --checkpoint-every keeps the job's period" "$(ls $T/ext; tail -n 3 $T/ext18.log)"; fi
+
 # ---- refusals: exit 2 naming why, before any work, nothing written ----------------------------------
 R="--layers 784,32,10 --batch 16 --train-samples 512 --eval-samples 64 --device cpu --threads 1 --seed 7 -n 2 --quiet"
 $BIN train $R --steps 6 --checkpoint $T/cp --checkpoint-every 3 --report $T/cp.json >$T/cp.log 2>&1 || bad "a checkpoint to refuse from" "$(tail -n 3 $T/cp.log)"
 refused() { # NAME WANT_IN_MESSAGE OPTS...
     local n=$1 want=$2; shift 2
     rm -f $T/no.json
-    $BIN train $R "$@" --report $T/no.json >$T/last.log 2>&1; local rc=$?
+    timeout 60 $BIN train $R "$@" --report $T/no.json >$T/last.log 2>&1; local rc=$?  # a refusal never waits
     if [ "$rc" = 2 ] && grep -q -- "$want" $T/last.log && [ ! -e $T/no.json ]; then ok "refused: $n"
     else bad "refused: $n" "exit $rc, want 2 and '$want', no report: $(tail -n 2 $T/last.log)"; fi
 }
@@ -113,8 +132,12 @@ refused "--resume with another back end" "another value of --sync (ps here, ring
 refused "--resume with fewer steps than the checkpoint's" "--steps must be at least 6" --steps 4 --resume $T/cp
 cp -r $T/cp $T/schema && sed -i 's/"schema":\t1/"schema":\t99/' $T/schema/step-000006/MANIFEST
 refused "--resume of another build's schema" "schema 99, this build reads schema 1" --steps 8 --resume $T/schema
+cp -r $T/cp $T/fifo && rm $T/fifo/step-000006/MANIFEST && mkfifo $T/fifo/step-000006/MANIFEST
+refused "--resume of a manifest that is a FIFO (never waited on)" "MANIFEST: not a regular file (a FIFO)" --steps 8 --resume $T/fifo
+cp -r $T/cp $T/edit && sed -i 's/lr=0.050000000000000003/lr=0.10000000000000001/' $T/edit/step-000006/MANIFEST
+refused "--resume of a manifest whose options were edited" "the manifest was edited: its options do not hash" --steps 8 --resume $T/edit --lr 0.1
 cp -r $T/cp $T/cut && truncate -s 4000 $T/cut/step-000006/rank-1.bin
-refused "--resume of a truncated part" "rank-1.bin: checksum mismatch" --steps 8 --resume $T/cut
+refused "--resume of a truncated part, the older complete one named" "rank-1.bin: checksum mismatch (truncated or damaged); step-000003 is complete: remove step-000006 to resume from it" --steps 8 --resume $T/cut
 # a dedicated server's part damaged: the server refuses it by name before the job trains
 d6=$(ls -d $T/ck-6-random/step-* | while read -r f; do [ -e "$f/MANIFEST" ] && echo "$f"; done | tail -n 1)
 if [ -n "$d6" ]; then
@@ -125,6 +148,12 @@ if [ -n "$d6" ]; then
     else bad "refused: a dedicated server's damaged part" "exit $rc: $(grep error $T/last.log | head -n 2)"; fi
 fi
 refused "a fresh run into a folder holding a checkpoint" "holds another run's checkpoint (step 6)" --steps 8 --checkpoint $T/cp
+# a step that is a symbolic link: refused naming it, and what it points to is never removed
+mkdir -p $T/victim $T/lnk && echo keep >$T/victim/keep && ln -s $T/victim $T/lnk/step-000001
+refused "a checkpoint folder whose step is a symbolic link, named" "step-000001 is a symbolic link" --steps 6 --checkpoint $T/lnk --checkpoint-every 3
+refused "a resume from a folder whose step is a symbolic link, named" "step-000001 is a symbolic link" --steps 6 --resume $T/lnk
+if [ "$(cat $T/victim/keep 2>/dev/null)" = keep ] && [ -L $T/lnk/step-000001 ]; then ok "  ... the link and its target untouched"
+else bad "  ... the link and its target untouched" "$(ls -la $T/victim $T/lnk)"; fi
 touch $T/afile
 refused "--checkpoint under a file (not writable)" "--checkpoint $T/afile/sub" --steps 8 --checkpoint $T/afile/sub
 refused "--checkpoint-every 0" "--checkpoint-every 0: must be at least 1" --steps 8 --checkpoint $T/c3 --checkpoint-every 0

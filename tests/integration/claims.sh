@@ -325,6 +325,23 @@ for row in json.load(open(d + "/summary.json"))["runs"]:
 EOF3
 else bad "the link-only matrix" "$(tail -n 3 "$T/lo.log")"; fi
 
+# hostile reports: a negative byte count, 1e308, a wrong type, an oversized file: each refused,
+# exit 2, naming the file and the field, no claims.json
+hostile() { # NAME WANT PYTHON-EDIT-OF-r
+    local name=$1 want=$2 edit=$3
+    rm -rf "$T/hostile" && mkdir -p "$T/hostile" && cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/hostile/"
+    $PY -c "
+import json,sys
+r=json.load(open(sys.argv[1])); $edit; json.dump(r, open(sys.argv[2],'w'))" "$T/pass/sync=ps,ranks=2,global-batch=64-r1.json" "$T/hostile/h.json"
+    timeout 60 "$BIN" claims "$T/hostile" >"$T/last.log" 2>&1; local rc=$?
+    if [ "$rc" = 2 ] && grep -q -- "h.json: $want" "$T/last.log" && [ ! -e "$T/hostile/claims.json" ]; then ok "hostile report refused: $name"
+    else bad "hostile report: $name" "exit $rc, want 2 and 'h.json: $want': $(tail -n 3 "$T/last.log")"; fi
+}
+hostile "a negative byte count" "ranks\[1\].traffic.bytes_sent: -5 is not a measurement" "r['ranks'][1]['traffic']['bytes_sent']=-5"
+hostile "1e308 seconds" "ranks\[0\].time_s.busy: 1e+308 is not a measurement" "r['ranks'][0]['time_s']['busy']=1e308"
+hostile "ranks of the wrong type" 'config.ranks: "2" is not an integer' "r['config']['ranks']='2'"
+hostile "a file over 256 MiB" "[0-9.]* MB, more than a report may be (256 MiB)" "r['pad']='x'*(257<<20)"
+
 expect_status "missing folder: exit 2" 2 "$BIN" claims "$T/nowhere"
 expect_status "no folder given: exit 2" 2 "$BIN" claims
 

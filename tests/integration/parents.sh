@@ -95,4 +95,11 @@ cmp -s "$T/m2.before" "$T/m2.after" && ok "  ... without touching its files" || 
 wait $D; rc=$?
 [ $rc = 0 ] && grep -q "done: 2 runs, 2 ok" "$T/m2.log" && ok "the first driver finishes its runs" || bad "first driver" "exit $rc: $(cat "$T/m2.log")"
 
+# 6. a symbolic link planted as --out's lock: refused (exit 2) naming it, its target neither
+#    truncated nor written, and nothing run
+mkdir -p "$T/mlink" && printf precious >"$T/precious" && ln -s "$T/precious" "$T/mlink/.lock"
+expect_status "a planted link as the driver's lock file is refused (exit 2)" 2 "$BIN" matrix "$T/mk.json" --out "$T/mlink"
+grep -q "lock file $T/mlink/.lock: .*symbolic link" "$T/last.log" && [ "$(cat "$T/precious")" = precious ] && [ -z "$(ls "$T/mlink")" ] \
+    && ok "  ... naming it, its target untouched, nothing run" || bad "planted lock link" "$(cat "$T/precious"; ls "$T/mlink"; cat "$T/last.log")"
+
 finish

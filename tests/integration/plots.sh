@@ -193,6 +193,24 @@ check "claims table shows the verdicts" grep -q "PASS" "$full/index.html"
 check "claims table shows NOT-RUN" grep -q "NOT-RUN" "$full/index.html"
 check "stderr is empty on a complete folder" [ ! -s "$full/stderr" ]
 
+# hostile reports: a missing field, a negative byte count, 1e308, a wrong type: refused, exit 2,
+# naming the file and the field, no traceback and nothing drawn
+hostile() { # NAME WANT PYTHON-EDIT-OF-r
+    local h=$tmp/hostile
+    rm -rf "$h" && mkdir -p "$h"
+    local one; one=$(ls "$full"/*-r1.json 2>/dev/null | head -n 1)
+    "$PY" -c "
+import json,sys
+r=json.load(open(sys.argv[1])); $3; json.dump(r, open(sys.argv[2],'w'))" "$one" "$h/h.json"
+    "$PY" plots/plot.py "$h" >"$h.out" 2>"$h.err"; local rc=$?
+    check "hostile report refused: $1 (exit $rc, naming the field)" \
+        bash -c '[ "$1" = 2 ] && grep -q -- "h.json: $2" "$3" && ! grep -q Traceback "$3" && [ ! -e "$4/figures.json" ]' _ "$rc" "$2" "$h.err" "$h"
+}
+hostile "summary.step_time_s missing" "summary.step_time_s: missing" "del r['summary']['step_time_s']"
+hostile "a negative byte count" "ranks\[0\].traffic.bytes_sent: -5 is not a measurement" "r['ranks'][0]['traffic']['bytes_sent']=-5"
+hostile "1e308 seconds" "ranks\[0\].time_s.busy: 1e+308 is not a measurement" "r['ranks'][0]['time_s']['busy']=1e308"
+hostile "ranks not a list" "ranks: expected a list" "r['ranks']={}"
+
 # the same input gives the same files
 mkdir -p "$tmp/again"
 "$PY" plots/plot.py "$full" --out "$tmp/again" >/dev/null 2>&1
