@@ -62,6 +62,7 @@ extern "C" {
 #include "../base/codec.h"
 #include "../kernels/ops.h"
 #include "../engine/sync.h"
+#include "allreduce.h"
 #include "nccl_rules.h"
 #include "tree.h"
 }

@@ -1,5 +1,5 @@
 /* nccl_none.c - the CPU-only build's stand-in for the NCCL back end: sync_nccl returns NULL, meaning "not in this build" */
-#include "../engine/sync.h"
+#include "allreduce.h"
 
 /* No NCCL back end in this build (sync_find reports "not in this build"). */
 const SyncOps *sync_nccl(void) { return NULL; }

@@ -1,5 +1,5 @@
 /* none.c - the "none" back end: no communication (one-rank baselines; the engine runs the optimizer) */
-#include "../engine/sync.h"
+#include "allreduce.h"
 #include "../base/err.h"
 
 #include <stdlib.h>

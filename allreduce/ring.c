@@ -1,6 +1,7 @@
 /* ring.c - the "ring" back end: ring all-reduce in host memory over shared memory or ZeroMQ, on a communication thread */
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
+#include "allreduce.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"

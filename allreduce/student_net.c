@@ -1,5 +1,6 @@
 /* student_net.c - lab 5's back end: the mesh's plumbing (allreduce/mesh.c) around the all-reduce written in allreduce/student.c */
 #include "student.h"
+#include "allreduce.h"
 
 /* Binds this rank's mailbox on tcp://addr:* (TCP only: the lab races the ring over TCP) and says
  * its address; the messages are fp32 (the registry refuses another --wire). */

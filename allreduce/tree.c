@@ -1,5 +1,6 @@
 /* tree.c - the "tree" back end: a double binary tree all-reduce (tree.h) on the mesh's tagged messages (mesh.h) */
 #include "tree.h"
+#include "allreduce.h"
 #include "mesh.h"
 #include "../base/codec.h"
 #include "../base/err.h"

@@ -118,11 +118,6 @@ cJSON *report_env_json(void) {
     cJSON_AddStringToObject(env, "blas", "cblas");
 #endif
     cJSON_AddBoolToObject(env, "cuda_build", cu != NULL);
-    char built[32];
-    if (sync_nccl_versions(buf, sizeof buf, built, sizeof built) == 0) { /* a library older than its headers is a clue */
-        cJSON_AddStringToObject(env, "nccl", buf);
-        cJSON_AddStringToObject(env, "nccl_built", built);
-    }
     return env;
 }
 

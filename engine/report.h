@@ -47,8 +47,9 @@ int report_encode_nonfinite(struct cJSON *root);
  * it; NULL when out of memory. */
 struct cJSON *report_run_json(double started_wall, const char *cmdline, int with_id);
 
-/* {"devices": [...], "cuda", "nccl", "zeromq", "cjson", "blas"}: what this build and machine have.
- * Caller owns the result. */
+/* {"devices": [...], "cuda", "zeromq", "cjson", "blas", ...}: what this build and machine have
+ * below the back ends (experiments' backend_env_json adds the NCCL library, which lives on the
+ * all-reduce floor). Caller owns the result. */
 struct cJSON *report_env_json(void);
 
 /* {"median","p95","min","max","mean"} of x[0..n) (all 0 when n == 0). Sorts a copy. */

@@ -176,15 +176,6 @@ int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env
  * as "". */
 const char *sync_transport_slower(const char *a, const char *b);
 
-/* The built-in back ends (experiments/backends.c lists them by name). */
-const SyncOps *sync_none(void);
-const SyncOps *sync_ring(void);
-const SyncOps *sync_tree(void);    /* allreduce/tree.c: double binary trees on the mesh */
-const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA */
-/* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
- * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */
-int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len);
-
 /* Copies the message layer's counts (net/msg.h: every host data plane counts there, by one rule)
  * into out's byte, message, dropped and node fields, leaving the rest of out as it is. */
 void sync_traffic_counts(const MsgCount *c, SyncTraffic *out);
@@ -192,8 +183,8 @@ void sync_traffic_counts(const MsgCount *c, SyncTraffic *out);
 /* Adds more's byte, message, dropped and node counts to out's (a process's entry that sums two
  * members of it: a worker and its colocated server, a worker and DataParallel's channel). */
 void sync_traffic_add(SyncTraffic *out, const SyncTraffic *more);
-const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
-const SyncOps *sync_ps(void);      /* ps/client.c (rank 0 may host the colocated server) */
-const SyncOps *sync_byteps(void);  /* ps/client.c: BytePS's split over worker shards and k servers */
+
+/* The back ends themselves are declared on their own floors (allreduce/allreduce.h, ps/ps.h) and
+ * listed by name in experiments/backends.c: the engine knows none of them. */
 
 #endif

@@ -5,7 +5,9 @@
 #include "../engine/config_check.h"
 #include "../net/link.h"
 #include "../net/zendpoint.h"
+#include "../allreduce/allreduce.h"
 #include "../allreduce/tree.h"
+#include "../engine/report.h"
 #include "../ps/ps.h"
 
 #include <cJSON.h>
@@ -338,4 +340,14 @@ cJSON *backend_json(const Config *cfg) {
     cJSON_AddNumberToObject(o, "servers", s.servers);
     cJSON_AddBoolToObject(o, "lockstep", s.lockstep);
     return o;
+}
+
+cJSON *backend_env_json(void) {
+    cJSON *env = report_env_json();
+    char loaded[64], built[32];
+    if (env && sync_nccl_versions(loaded, sizeof loaded, built, sizeof built) == 0) { /* a library older than its headers is a clue */
+        cJSON_AddStringToObject(env, "nccl", loaded);
+        cJSON_AddStringToObject(env, "nccl_built", built);
+    }
+    return env;
 }

@@ -121,4 +121,8 @@ void backend_usage(FILE *f);
 /* Every row, in order: *n gets the count. */
 const Backend *backend_all(int *n);
 
+/* report_env_json (engine/report.h) with the NCCL library this process loaded and the headers it
+ * was built against ("nccl", "nccl_built"), where the build has NCCL. Caller owns the result. */
+struct cJSON *backend_env_json(void);
+
 #endif

@@ -777,7 +777,7 @@ static int bench_finish(Bench *b) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "schema", BENCH_SCHEMA);
         cJSON_AddItemToObject(root, "run", report_run_json((double)time(NULL), b->cmdline, 0));
-        cJSON_AddItemToObject(root, "env", report_env_json());
+        cJSON_AddItemToObject(root, "env", backend_env_json());
         cJSON *cfg = cJSON_AddObjectToObject(root, "config");
         char dev[32];
         cJSON_AddStringToObject(cfg, "collective", "allreduce");

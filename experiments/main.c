@@ -1,4 +1,5 @@
 /* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit, predict and info */
+#include "backends.h"
 #include "../kernels/device.h"
 #include "../base/err.h"
 #include "../base/heap.h"
@@ -47,7 +48,7 @@ static int info_main(int argc, char **argv) {
         log_error("info: unexpected argument '%s'", argv[0]);
         return RS_ERR_INPUT;
     }
-    cJSON *env = report_env_json();
+    cJSON *env = backend_env_json();
     const DeviceOps *cu = device_cuda_ops();
     printf("ringside %s\n", RS_GIT);
     printf("build:\n");

@@ -1,4 +1,5 @@
 /* train_report.c - a rank's run into the report: its entry, the gather to rank 0, the loss curves, the phases, the replicas' check, the trace */
+#include "backends.h"
 #include "train.h"
 #include "train_run.h"
 #include "../base/atomicfile.h"
@@ -183,7 +184,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddItemToObject(root, "run", run);
     cJSON_AddNumberToObject(run, "world", r->world);
     cJSON_AddNumberToObject(run, "wall_s", r->t_end - r->t_start);
-    cJSON *env = report_env_json();
+    cJSON *env = backend_env_json();
     double worst = 0, unc = 0; /* every worker's clock against rank 0's (the idle times use it) */
     for (int i = 0; r->engine && i < r->world; i++) {
         double o, u;

@@ -6,7 +6,11 @@
 #include "../net/ctrl.h"
 #include "../engine/sync.h"
 
-/* The "ps" back end is sync_ps() (engine/sync.h; ps/client.c): with --ps-placement colocated
+/* The back ends of this floor, as the registry (experiments/backends.c) finds them. */
+const SyncOps *sync_ps(void);     /* ps/client.c (rank 0 may host the colocated server) */
+const SyncOps *sync_byteps(void); /* ps/client.c: BytePS's split over worker shards and k servers */
+
+/* The "ps" back end is sync_ps() (ps/client.c): with --ps-placement colocated
  * rank 0 also runs the server in a thread of its own; with --ps-placement sharded every rank runs
  * one shard of it (1/N of the keys) in a thread. The "byteps" back end, sync_byteps(), is the same
  * protocol over BytePS's servers (OSDI'20 section 4.1): every one of the n workers runs a shard in

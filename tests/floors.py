@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""floors.py - the house's floors hold: no include runs up a floor, and no include cycle; exit 1 naming each, else 0 (run by make test)"""
+"""floors.py - the house's floors hold: no include runs up a floor, and no include cycle; with --objects, no call runs up a floor either; exit 1 naming each, else 0 (run by make test)
+
+    python3 tests/floors.py ROOT                       the includes of ROOT's sources
+    python3 tests/floors.py ROOT --objects OBJDIR      and the built objects' symbols (nm): an
+                                                       object that uses a symbol defined on a
+                                                       floor above its own is a call up a floor
+"""
 import os
 import re
+import subprocess
 import sys
 
 # bottom up: a file may include its own floor and the floors below it, never one above
@@ -61,5 +68,49 @@ def main(root):
     return 1 if bad else 0
 
 
+def symbols(objdir):
+    """Every call up a floor among the objects under objdir (OBJDIR/<floor>/...o): an undefined
+    symbol of one object that another object, on a higher floor, defines. The objects are read
+    with nm; a floor's .cu objects count as the floor's."""
+    defined, used, nobj = {}, [], 0
+    for d in RANK:
+        for dirpath, _, names in os.walk(os.path.join(objdir, d)):
+            for n in sorted(names):
+                if not n.endswith(".o"):
+                    continue
+                path = os.path.join(dirpath, n)
+                rel = os.path.relpath(path, objdir)
+                nobj += 1
+                out = subprocess.run(["nm", "-P", path], capture_output=True, text=True, check=True).stdout
+                for line in out.splitlines():
+                    f = line.split()
+                    if len(f) < 2:
+                        continue
+                    if f[1] == "U":
+                        used.append((rel, f[0]))
+                    elif f[1] in "TDBR":  # global text, data, bss, read-only
+                        defined.setdefault(f[0], rel)
+    bad = []
+    for rel, sym in used:
+        where = defined.get(sym)
+        if where and RANK[floor(where)] > RANK[floor(rel)]:
+            bad.append("%s calls %s (%s): up from %s to %s" % (rel, sym, where, floor(rel), floor(where)))
+    for b in sorted(set(bad)):
+        print("floors: " + b)
+    print("floors: %d objects, %d symbols used, %d calls up a floor" % (nobj, len(used), len(set(bad))))
+    return 1 if bad or not nobj else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    args = sys.argv[1:]
+    objdir = None
+    if "--objects" in args:
+        i = args.index("--objects")
+        objdir = args[i + 1] if i + 1 < len(args) else None
+        args = args[:i] + args[i + 2:]
+        if not objdir:
+            sys.exit("floors: --objects needs a folder of built objects (BUILD/obj)")
+    rc = main(args[0] if args else ".")
+    if objdir is not None:
+        rc |= symbols(objdir)
+    sys.exit(rc)

@@ -1,4 +1,5 @@
 /* test_ring.c - the host ring all-reduce: chunk arithmetic, forked rings over loopback, strays, dead peers, the "ring" back end */
+#include "../allreduce/allreduce.h"
 #include "../allreduce/ring.h"
 #include "../base/clock.h"
 #include "../base/config.h"

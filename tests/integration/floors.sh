@@ -5,6 +5,22 @@
 if $PY tests/floors.py . >"$T/floors.log" 2>&1; then ok "the tree: $(tail -n 1 "$T/floors.log" | cut -c9-)"
 else bad "the tree's floors" "$(grep -v '^floors: [0-9]* files' "$T/floors.log" | head -n 5)"; fi
 
+# the built objects: no call up a floor (nm), and a planted call from base/ into engine/ is caught
+obj=${BUILD:-build}/obj
+if [ -d "$obj/engine" ]; then
+    if $PY tests/floors.py . --objects "$obj" >"$T/sym.log" 2>&1; then ok "the objects: $(tail -n 1 "$T/sym.log" | cut -c9-)"
+    else bad "the objects' calls" "$(grep -v '^floors: [0-9]* \(files\|objects\)' "$T/sym.log" | head -n 5)"; fi
+    mkdir -p "$T/objs/base" "$T/objs/engine"
+    cp "$obj/engine/sync.o" "$T/objs/engine/"
+    printf 'struct SyncTraffic;\nvoid sync_traffic_add(struct SyncTraffic *, const struct SyncTraffic *);\nvoid x(struct SyncTraffic *t) { sync_traffic_add(t, t); }\n' >"$T/x.c"
+    if ${CC:-cc} -c -o "$T/objs/base/x.o" "$T/x.c" && ! $PY tests/floors.py . --objects "$T/objs" >"$T/sym2.log" 2>&1 &&
+        grep -q "base/x.o calls sync_traffic_add (engine/sync.o): up from base to engine" "$T/sym2.log"; then
+        ok "a call up a floor fails, named"
+    else bad "a planted call up a floor" "$(cat "$T/sym2.log")"; fi
+else
+    echo "# no objects in $obj: the symbol check needs a build (make)"
+fi
+
 # a copy of the floors with one include up a floor, then with a cycle: each is found and named
 mkdir -p "$T/up" "$T/cycle"
 for f in base kernels data model net engine allreduce ps experiments; do cp -r "$f" "$T/up/"; cp -r "$f" "$T/cycle/"; done

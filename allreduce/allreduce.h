@@ -1,0 +1,21 @@
+/* allreduce.h - the all-reduce floor's back ends as the registry finds them: none, ring, tree, nccl and lab 5's student */
+#ifndef RS_ALLREDUCE_H
+#define RS_ALLREDUCE_H
+
+#include <stddef.h>
+
+#include "../engine/sync.h"
+
+/* Each returns its back end's table (engine/sync.h's contract); experiments/backends.c lists
+ * them by name. */
+const SyncOps *sync_none(void);
+const SyncOps *sync_ring(void);
+const SyncOps *sync_tree(void);    /* allreduce/tree.c: double binary trees on the mesh */
+const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA (allreduce/nccl_none.c) */
+const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
+
+/* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
+ * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */
+int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len);
+
+#endif
