@@ -28,8 +28,8 @@ const char *codec_name(CodecType t) {
 double codec_wire_ratio(const char *wire, int ps) {
     CodecType t = CODEC_F32;
     if (codec_parse(wire, &t) != 0) return 1.0;
-    if (codec_is_fp8(t) && ps) return 0.375;
-    return (double)codec_elem_bytes(t) / 4.0;
+    double up = (double)codec_elem_bytes(t), down = ps ? (double)codec_elem_bytes(codec_param(t).type) : up;
+    return (up + down) / 8.0; /* the gradient up, and back down the sum or (ps) the parameters */
 }
 
 float codec_max(CodecType t) {

@@ -49,7 +49,7 @@ typedef struct {
     char ps_mode[16];         /* push | dataparallel */
     char ps_consistency[16];  /* sync | async | ssp:S */
     int ps_staleness;         /* from ps_consistency: 0 sync (and ssp:0), S for ssp:S, CONFIG_ASYNC */
-    char wire[8];             /* fp32 | bf16 | fp16: the type gradients travel in */
+    char wire[8];             /* fp32 | bf16 | fp16 | fp8e4m3 | fp8e5m2: the type gradients travel in */
     double loss_scale;        /* static loss scale (fp16 wire: gradients scaled before rounding) */
     int threads;              /* BLAS threads per rank; 0: cores / local ranks */
     char secure[512];         /* CURVE key file: encrypt and authenticate every socket ("": off) */

@@ -351,3 +351,8 @@ cJSON *backend_env_json(void) {
     }
     return env;
 }
+
+double backend_wire_ratio(const char *sync, const char *wire) {
+    const Backend *b = sync ? backend_find(sync) : NULL;
+    return codec_wire_ratio(wire, b && !strcmp(b->family, "ps"));
+}

@@ -125,4 +125,9 @@ const Backend *backend_all(int *n);
  * was built against ("nccl", "nccl_built"), where the build has NCCL. Caller owns the result. */
 struct cJSON *backend_env_json(void);
 
+/* Bytes on the wire per fp32 byte of gradient for --sync sync under --wire wire (base/codec.h's
+ * codec_wire_ratio), by the row's family: a parameter server's replies carry the parameters in
+ * their own codec (bf16 under FP8). A sync no row has is priced as an all-reduce. */
+double backend_wire_ratio(const char *sync, const char *wire);
+
 #endif

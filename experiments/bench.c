@@ -321,7 +321,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             o->random = !strcmp(v, "random");
         } else if (!strcmp(name, "--wire")) {
             CodecType t;
-            if (codec_parse(v, &t) != 0) return rs_error(RS_ERR_INPUT, "bench: --wire '%s': expected fp32, bf16 or fp16", v);
+            if (codec_parse(v, &t) != 0) return rs_error(RS_ERR_INPUT, "bench: --wire '%s': expected fp32, bf16 or fp16 (FP8 is train's: bench holds sums exact)", v);
             if (codec_is_fp8(t))
                 return rs_error(RS_ERR_INPUT, "bench --wire %s: bench holds every element of the sum exact, and FP8's 3 "
                                               "or 4 significant bits keep a sum's integers exact only up to 8 or 16 "

@@ -1,4 +1,5 @@
 /* claims.c - `ringside claims DIR`: decides the design's nine claims on measured reports, prints the table */
+#include "backends.h"
 #include "claims.h"
 #include "claims_load.h"
 #include "predict.h"
@@ -83,7 +84,7 @@ static double run_steps(const ClaimsRun *r) { return r->steps_run > 0 ? r->steps
 /* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire, a quarter
  * on FP8: codec_wire_ratio); 0: one bucket. */
 static double run_bucket_bytes(const ClaimsRun *r) {
-    return r->bucket_mb * 1048576.0 * codec_wire_ratio(r->wire, !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps"));
+    return r->bucket_mb * 1048576.0 * backend_wire_ratio(r->sync, r->wire);
 }
 /* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
  * over its buckets (experiments/predict.h); negative for a back end without one. */

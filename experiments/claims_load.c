@@ -1,4 +1,5 @@
 /* claims_load.c - a folder of reports into per-configuration records: parse, check schema, median of repeats */
+#include "backends.h"
 #include "claims_load.h"
 #include "predict.h"
 #include "../base/codec.h"
@@ -229,7 +230,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
     /* a 16-bit wire moves 2 bytes per parameter, FP8 1 (a ps's bf16 replies: 1.5 averaged) */
-    r->grad_bytes *= codec_wire_ratio(r->wire, !strcmp(r->sync, "ps") || !strcmp(r->sync, "byteps"));
+    r->grad_bytes *= backend_wire_ratio(r->sync, r->wire);
     RS_TRY(load_measure(path, "summary", sum, "steps", NULL, NULL, &r->steps_run));
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
     r->cores = cores >= 0 && cores <= 1e6 ? (int)cores : 0;

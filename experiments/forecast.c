@@ -370,7 +370,7 @@ static double fc_serial_rounds(const FcArch *a, int n, int k, double a_model) {
 static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     int k = fc_servers(o, a, n), pipe = o->pipelined && a->serves;
     if (k < 0) return NAN;
-    double wire = codec_wire_ratio(codec_name(o->wire), strcmp(a->sync, "ps") == 0 || strcmp(a->sync, "byteps") == 0);
+    double wire = backend_wire_ratio(a->sync, codec_name(o->wire));
     double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
     double t = predict_step_comm(a->sync, a->placement, k, n, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;

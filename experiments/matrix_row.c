@@ -94,7 +94,7 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     if (used) *used = *l;
     /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire, 1 on
      * FP8 (1.5 on the ps's: bf16 replies), codec_wire_ratio */
-    double eb = 4.0 * codec_wire_ratio(g->wire, !strcmp(g->sync, "ps") || !strcmp(g->sync, "byteps"));
+    double eb = 4.0 * backend_wire_ratio(g->sync, g->wire);
     double n = eb * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
     if (emulated) {
         alpha += emu.latency_s;
