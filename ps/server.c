@@ -1358,7 +1358,6 @@ int ps_server_create(PsServer **out, const PsServerArgs *a) {
     s->wall_offset = clock_wall() - clock_now();
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->stop, 0);
-    atomic_init(&s->zc.out, 0);
     s->token = wire_token(a->token);
     s->dev = a->dev;
     s->host_visible = a->dev->host_visible;
