@@ -304,8 +304,14 @@ void engine_step_begin(Engine *e, int step) {
     if (step < e->nsteps) e->times[step] = (StepTimes){.start = e->mark};
 }
 
+static int engine_health(void *arg);
+
 /* --straggler's sleep after a forward pass; the seconds slept (0 for a rank that is not one),
- * and in *t0 when it began. */
+ * and in *t0 when it began. Slept in slices of at most 50 ms, between which it looks whether
+ * the job is still on: rank 0's END on the control plane (it has closed it: the job ended,
+ * finished or failed, while this rank slept) or the back end's own failure end it early with
+ * RS_ERR_PEER, so that a straggler of an async or ssp job started by hand (no launcher to stop
+ * it) does not sleep on for minutes after the job ended. */
 static int engine_straggle(Engine *e, double *slept, double *t0) {
     Device *d = e->a.model->dev;
     double ms = config_straggler_ms(e->a.cfg, e->a.rank);
@@ -313,8 +319,15 @@ static int engine_straggle(Engine *e, double *slept, double *t0) {
     if (ms <= 0) return RS_OK;
     RS_TRY(d->k->sync(d->kctx));
     *t0 = clock_now();
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms * 1e6) % 1000000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    for (double left = ms / 1e3; left > 0; left = *t0 + ms / 1e3 - clock_now()) {
+        double s = left < 0.05 ? left : 0.05;
+        struct timespec ts = {0, (long)(s * 1e9)};
+        nanosleep(&ts, NULL); /* a signal cuts a slice short: the clock says what is left */
+        if (left <= 0.05) break;
+        if (e->ctrl && ctrl_ended(e->ctrl))
+            return rs_error(RS_ERR_PEER, "rank %d: rank 0 ended the job during --straggler's sleep (step %d, %.1f s "
+                            "of %.1f s slept)", e->a.rank, e->step, clock_now() - *t0, ms / 1e3);
+        RS_TRY(engine_health(e));
     }
     *slept = clock_now() - *t0;
     return RS_OK;

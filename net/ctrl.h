@@ -95,7 +95,14 @@ void ctrl_free_texts(char **all, int n);
  * RS_ERR_PEER naming a member that did not answer within the timeout. */
 int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *uncertainty);
 
-/* Leaves the job and frees everything (closes its socket; not the context). */
+/* Member 0's END has come: the job is over (member 0 closed its control plane, whether the run
+ * finished or failed). Does not wait; a member that is between rounds polls it (a sleep that
+ * should not outlive the job). 1 or 0; always 0 on member 0. A round that gets END instead of
+ * its answer fails at once (RS_ERR_PEER) rather than after the timeout. */
+int ctrl_ended(Ctrl *c);
+
+/* Leaves the job and frees everything (closes its socket; not the context). Member 0 first sends
+ * END to every member it can reach at once. */
 void ctrl_close(Ctrl *c);
 
 /* Message counters of the control plane (not data-plane traffic): sent and received, and dropped
