@@ -42,6 +42,13 @@ typedef struct Ctrl Ctrl;
  * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
 int rankenv_detect(RankEnv *e);
 
+/* Checks a RINGSIDE_JOB_TOKEN text: RANKENV_TOKEN_MIN to RANKENV_TOKEN_MAX hex digits (64 bits at
+ * least; the launcher's own is 32 digits, 128 random bits). 0, or RS_ERR_INPUT naming the variable
+ * and the rule (too long for RankEnv.token, too short to keep anyone out, not hex). */
+#define RANKENV_TOKEN_MIN 16
+#define RANKENV_TOKEN_MAX 79
+int rankenv_token_check(const char *tok);
+
 /* The numeric IPv4 address of this host's interface on the route to host (a name or an
  * address), written into out; "127.0.0.1" for loopback. RS_ERR_INPUT when host cannot be
  * resolved. Sends nothing (a UDP connect only picks the route). */

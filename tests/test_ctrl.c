@@ -456,11 +456,25 @@ static void test_rankenv(void) {
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29502", 1);
-    setenv("RINGSIDE_JOB_TOKEN", "00ff", 1);
+    setenv("RINGSIDE_JOB_TOKEN", "00ff00ff12345678", 1);
     CHECK(rankenv_detect(&e) == RS_OK && e.member == 1 && e.world == 2 && !strcmp(e.source, "openmpi") &&
-          !strcmp(e.token, "00ff"));
+          !strcmp(e.token, "00ff00ff12345678"));
     setenv("RINGSIDE_JOB_TOKEN", "not-hex!", 1);
     CHECK(rankenv_detect(&e) == RS_ERR_INPUT && strstr(rs_errmsg(), "RINGSIDE_JOB_TOKEN"));
+    /* a token the job would cut short, or one that keeps nobody out: refused, the rule named */
+    char longest[RANKENV_TOKEN_MAX + 2];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = 0;
+    CHECK(rankenv_token_check(longest) == RS_ERR_INPUT && strstr(rs_errmsg(), "80 hex digits, more than the 79"));
+    longest[RANKENV_TOKEN_MAX] = 0;
+    CHECK(rankenv_token_check(longest) == RS_ERR_INPUT && strstr(rs_errmsg(), "one digit 79 times"));
+    longest[0] = '0';
+    CHECK(rankenv_token_check(longest) == RS_OK);
+    const char *weak[] = {"0", "00ff", "0123456789abcde", "0000000000000000", "aAaAaAaAaAaAaAaA"};
+    for (size_t i = 0; i < sizeof weak / sizeof weak[0]; i++)
+        CHECK_MSG(rankenv_token_check(weak[i]) == RS_ERR_INPUT && strstr(rs_errmsg(), "too weak"), "%s: %s", weak[i],
+                  rs_errmsg());
+    CHECK(rankenv_token_check("0123456789abcdef") == RS_OK);
 
     clear_env();
     setenv("RINGSIDE_ROLE", "server", 1);
