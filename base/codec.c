@@ -62,7 +62,9 @@ float codec_fit_scale(CodecType t, float amax) {
         float f = frexpf(amax, &e);
         int E = t == CODEC_E4M3 ? 9 : 16;
         k = E - e - (f > 0.875f);
-        k = k < -120 ? -120 : k > 120 ? 120 : k;
+        /* at least E - 128: the top code then decodes to 0.875 2^128, finite; below it a magnitude
+         * past 0.9375 2^128 rounded up to 2^(E-k) and came back as Inf (above it amax saturates) */
+        k = k < E - 128 ? E - 128 : k > 120 ? 120 : k;
     }
     return ldexpf(1.0f, k);
 }

@@ -195,13 +195,15 @@ static inline Codec codec_param(CodecType t) { return codec_make(codec_is_fp8(t)
 Codec codec_from_options(const char *wire, double loss_scale);
 
 /* The codec one message of src[0..n) travels in: for FP8, c's type with the power of two
- * 2^k that puts the largest finite |src[i]| at or just below codec_max (k within [-120, 120];
- * 1 when no element is finite and nonzero); any other type, *c itself. */
+ * 2^k that puts the largest finite |src[i]| at or just below codec_max (k within [E - 128, 120],
+ * codec_fit_scale; 1 when no element is finite and nonzero); any other type, *c itself. */
 Codec codec_fit(const Codec *c, const float *src, size_t n);
 
 /* codec_fit's scale for an FP8 type t (CODEC_E4M3, or CODEC_E5M2 for any other) from the largest
- * finite magnitude alone: the power of two 2^k, k in [-120, 120], that puts amax at or just below
- * codec_max(t); 1 when amax is 0 or not finite. (kernels' fp8_scale is its device twin.) */
+ * finite magnitude alone: the power of two 2^k that puts amax at or just below codec_max(t) =
+ * 0.875 2^E (E 9 or 16), k within [E - 128, 120], so that the top code decodes finite (0.875 2^128:
+ * an amax above it saturates there rather than coming back as Inf); 1 when amax is 0 or not
+ * finite. (kernels' fp8_scale is its device twin.) */
 float codec_fit_scale(CodecType t, float amax);
 
 /* Writes one message of n elements at dst (any alignment): codec_bytes(c->type, n) bytes, for

@@ -16,13 +16,16 @@
 #define _GNU_SOURCE
 #include "engine.h"
 #include "../base/clock.h"
+#include "../base/codec.h"
 #include "../net/ctrl.h"
 #include "../base/err.h"
 #include "../base/log.h"
 #include "../base/mem.h"
 #include "trace.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +66,9 @@ struct Engine {
     int micro;                 /* micro-batches of the step done so far */
     double mark;               /* when the caller began staging the current micro-batch */
     float *vote;               /* --time-budget in lockstep: one float on the device (MEM_COMM) */
+    int fp8;                   /* the wire is FP8: an infinite gradient is sent as NaN (engine_inf_to_nan) */
+    int inf_step;              /* RINGSIDE_TEST_INF_GRAD: the step whose gradient gets an Inf here; -1 none */
+    int inf_said;              /* the first such gradient was logged */
 };
 
 /* ---- pointers ------------------------------------------------------------------------------- */
@@ -145,6 +151,24 @@ static void *engine_thread_main(void *arg) {
     return NULL;
 }
 
+/* An FP8 wire has no infinity: encoding saturates +-Inf to the largest finite code, scaled by the
+ * message's finite amax, so an overflow in backward would reach the parameters as an ordinary
+ * gradient and the run would go on as if nothing had happened. The FP8 formats do carry NaN, so
+ * each infinite element of x[0..n) becomes NaN before it is encoded: the sum and every rank's
+ * parameters are then not finite, as an Inf makes them under fp32, bf16 and fp16, and the next
+ * step's loss marks the run diverged at the same step as there. Returns how many it changed. */
+static size_t engine_inf_to_nan(float *x, size_t n) {
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i++) { /* a read-only pass first (vectorised): infinities are rare */
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        hits += (u & 0x7fffffffu) == 0x7f800000u;
+    }
+    for (size_t i = 0; hits && i < n; i++)
+        if (isinf(x[i])) x[i] = NAN;
+    return hits;
+}
+
 /* Hands bucket b to the back end: staged to host first where needed; a device back end starts
  * it here. */
 static int engine_hand(Engine *e, int b) {
@@ -152,6 +176,8 @@ static int engine_hand(Engine *e, int b) {
     const Bucket *bk = &e->buckets[b];
     if (e->acc) /* the step's last micro-batch: the bucket gets the others' sum before it leaves */
         m->dev->k->axpy(m->dev->kctx, m->grads + bk->lo, 1.0f, e->acc + bk->lo, bk->hi - bk->lo);
+    if (b == 0 && e->step == e->inf_step) /* the tests' overflow in backward */
+        m->dev->k->fill(m->dev->kctx, m->grads + bk->hi - 1, -INFINITY, 1);
     if (e->ops->place == SYNC_ON_DEVICE) {
         float *grad, *out;
         engine_slices(e, b, &grad, &out);
@@ -159,6 +185,15 @@ static int engine_hand(Engine *e, int b) {
         return e->ops->start(e->st, e->step, b, grad, out);
     }
     if (!e->on_host) RS_TRY(device_d2h(m->dev, e->stage_g + bk->lo, m->grads + bk->lo, (bk->hi - bk->lo) * sizeof(float)));
+    if (e->fp8) {
+        float *grad, *out;
+        engine_slices(e, b, &grad, &out);
+        size_t hits = engine_inf_to_nan(grad, bk->hi - bk->lo);
+        if (hits && !e->inf_said++)
+            log_warn("rank %d: step %d: %zu gradient element%s infinite (an overflow in backward), which --wire %s "
+                     "would deliver as a finite value: sent as NaN, so the run diverges as under fp32", e->a.rank,
+                     e->step, hits, hits > 1 ? "s are" : " is", e->a.cfg->wire);
+    }
     pthread_mutex_lock(&e->mu);
     e->handed++;
     pthread_cond_broadcast(&e->cv);
@@ -269,8 +304,14 @@ void engine_step_begin(Engine *e, int step) {
     if (step < e->nsteps) e->times[step] = (StepTimes){.start = e->mark};
 }
 
+static int engine_health(void *arg);
+
 /* --straggler's sleep after a forward pass; the seconds slept (0 for a rank that is not one),
- * and in *t0 when it began. */
+ * and in *t0 when it began. Slept in slices of at most 50 ms, between which it looks whether
+ * the job is still on: rank 0's END on the control plane (it has closed it: the job ended,
+ * finished or failed, while this rank slept) or the back end's own failure end it early with
+ * RS_ERR_PEER, so that a straggler of an async or ssp job started by hand (no launcher to stop
+ * it) does not sleep on for minutes after the job ended. */
 static int engine_straggle(Engine *e, double *slept, double *t0) {
     Device *d = e->a.model->dev;
     double ms = config_straggler_ms(e->a.cfg, e->a.rank);
@@ -278,8 +319,15 @@ static int engine_straggle(Engine *e, double *slept, double *t0) {
     if (ms <= 0) return RS_OK;
     RS_TRY(d->k->sync(d->kctx));
     *t0 = clock_now();
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms * 1e6) % 1000000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    for (double left = ms / 1e3; left > 0; left = *t0 + ms / 1e3 - clock_now()) {
+        double s = left < 0.05 ? left : 0.05;
+        struct timespec ts = {0, (long)(s * 1e9)};
+        nanosleep(&ts, NULL); /* a signal cuts a slice short: the clock says what is left */
+        if (left <= 0.05) break;
+        if (e->ctrl && ctrl_ended(e->ctrl))
+            return rs_error(RS_ERR_PEER, "rank %d: rank 0 ended the job during --straggler's sleep (step %d, %.1f s "
+                            "of %.1f s slept)", e->a.rank, e->step, clock_now() - *t0, ms / 1e3);
+        RS_TRY(engine_health(e));
     }
     *slept = clock_now() - *t0;
     return RS_OK;
@@ -452,6 +500,17 @@ static float *engine_host_alloc(Engine *e, size_t bytes) { return device_host_al
 
 static void engine_host_free(Engine *e, float *p) { device_host_free(e->a.dev, p, e->stage_bytes, MEM_COMM); }
 
+/* The tests' hook RINGSIDE_TEST_INF_GRAD=RANK:STEP: rank RANK's gradient gets one -Inf element at
+ * step STEP, as an overflow in backward would leave it: the last of its first bucket, the output
+ * layer's last bias, which the update makes +Inf, so that the next step's loss is not finite. The
+ * step for this rank, or -1 (unset, another rank, or not RANK:STEP). */
+static int engine_test_inf_step(int rank) {
+    const char *v = getenv("RINGSIDE_TEST_INF_GRAD");
+    int r, step, used = 0;
+    if (!v || sscanf(v, "%d:%d%n", &r, &step, &used) != 2 || v[used] || step < 0) return -1;
+    return r == rank ? step : -1;
+}
+
 int engine_create(Engine **out, const EngineArgs *a) {
     *out = NULL;
     Engine *e = calloc(1, sizeof *e);
@@ -539,6 +598,9 @@ int engine_create(Engine **out, const EngineArgs *a) {
         rc = RS_ERR_RUNTIME;
         goto err;
     }
+    CodecType wire = CODEC_F32;
+    e->fp8 = codec_parse(a->cfg->wire, &wire) == 0 && codec_is_fp8(wire);
+    e->inf_step = engine_test_inf_step(a->rank);
     e->t_begin = clock_now();
     *out = e;
     return RS_OK;

@@ -349,6 +349,21 @@ static cJSON *matrix_read_report(const char *path, char *why, size_t len) {
     return r;
 }
 
+/* Why a run that failed left no message in its log: the log cannot be written (a full disk eats
+ * every rank's error). Appends a line saying how the run ended; when that fails, "its log LOG
+ * could not be written: <errno's text>" in out, else "". */
+static void matrix_log_unwritable(const char *log_path, int code, char *out, size_t len) {
+    out[0] = 0;
+    FILE *f = fopen(log_path, "a");
+    int e = f ? 0 : errno;
+    if (f) {
+        fprintf(f, "# ringside matrix: the run exited with status %d and no message\n", code);
+        if (fflush(f) != 0) e = errno;
+        if (fclose(f) != 0 && !e) e = errno;
+    }
+    if (e) snprintf(out, len, "its log %.900s could not be written: %s", log_path, strerror(e));
+}
+
 /* The line of log_path that says why a failed run failed: the first error line of the rank the
  * launcher names last ("rank K failed first ... marked [rank K]"), else the log's first error line
  * (a single process; under Slurm, one of srun's own only when no task wrote one), else its last
@@ -687,7 +702,9 @@ static cJSON *matrix_one(const MatrixSpec *m, const MatrixOpts *o, const MatrixC
             cJSON_Delete(rep_json);
             rep_json = NULL;
             out.status = "failed";
-            snprintf(err, sizeof err, "%s", why[0] ? why : "exited without a message");
+            if (!why[0]) matrix_log_unwritable(logp, pr.exit_code, why, sizeof why);
+            snprintf(err, sizeof err, "%s%s", why[0] && strstr(why, "could not be written") ? "exited without a message: " : "",
+                     why[0] ? why : "exited without a message");
             unlink(path);
         } else if (!(rep_json = matrix_read_report(path, why, sizeof why))) {
             out.status = "failed";
@@ -1154,20 +1171,22 @@ int matrix_main(int argc, char **argv) {
     int interrupted = matrix_stop != 0;
     if (p.tty) printf("\r\033[K");
     int wrc = matrix_write_summary(&m, &o, &rows, interrupted);
-    char el[32];
+    char el[32], sum[2 * PATH_MAX + 1200]; /* never a summary that was not written */
+    if (wrc == RS_OK) snprintf(sum, sizeof sum, "summary: %s/summary.json, %s/summary.csv", o.out, o.out);
+    else snprintf(sum, sizeof sum, "NO summary written (%s)", rs_errmsg());
     progress_clock(clock_now() - p.t0, el, sizeof el);
     char div[48] = "";
     if (p.diverged) snprintf(div, sizeof div, " (%d diverged)", p.diverged);
     if (interrupted && stopped[0])
         printf("# interrupted by %s: the run of %s was stopped (its report is not kept; --resume runs it again); "
-               "%d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
-               launch_signal_name(matrix_stop), stopped, p.done, p.total, p.failed, el, o.out, o.out);
+               "%d of %d runs finished (%d failed) in %s; %s\n",
+               launch_signal_name(matrix_stop), stopped, p.done, p.total, p.failed, el, sum);
     else if (interrupted)
-        printf("# interrupted by %s between runs: %d of %d runs finished (%d failed) in %s; summary: %s/summary.json, %s/summary.csv\n",
-               launch_signal_name(matrix_stop), p.done, p.total, p.failed, el, o.out, o.out);
+        printf("# interrupted by %s between runs: %d of %d runs finished (%d failed) in %s; %s\n",
+               launch_signal_name(matrix_stop), p.done, p.total, p.failed, el, sum);
     else
-        printf("# done: %d run%s, %d ok, %d failed%s in %s; summary: %s/summary.json, %s/summary.csv\n", p.done, p.done == 1 ? "" : "s",
-               p.ok, p.failed, div, el, o.out, o.out);
+        printf("# done: %d run%s, %d ok, %d failed%s in %s; %s\n", p.done, p.done == 1 ? "" : "s",
+               p.ok, p.failed, div, el, sum);
     fflush(stdout);
     launch_restore_stops(&old);
     close(lock);

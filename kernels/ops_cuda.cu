@@ -588,15 +588,16 @@ __global__ void unpack_fp8_kernel(float *dst, const unsigned char *src, size_t n
 }
 
 /* One thread (twin: cpu_fp8_scale, i.e. codec_fit_scale then the headroom): *scale = 2^k with
- * k = E - e - (f > 0.875) for *amax = f 2^e (E 9 for e4m3, 16 for e5m2), k within [-120, 120]
+ * k = E - e - (f > 0.875) for *amax = f 2^e (E 9 for e4m3, 16 for e5m2), k within [E - 128, 120]
  * (k = 0 for an amax of 0 or not finite), divided by the smallest power of two >= contributions. */
 __global__ void fp8_scale_kernel(float *scale, const float *amax, int e4m3, int contributions) {
     float a = *amax, room = 1.0f;
     int e = 0, k = 0;
     if (a > 0.0f && a <= 3.402823466e38f) {
         float f = frexpf(a, &e);
-        k = (e4m3 ? 9 : 16) - e - (f > 0.875f);
-        k = k < -120 ? -120 : k > 120 ? 120 : k;
+        int E = e4m3 ? 9 : 16;
+        k = E - e - (f > 0.875f);
+        k = k < E - 128 ? E - 128 : k > 120 ? 120 : k; /* the top code decodes finite */
     }
     while (room < (float)contributions) room *= 2.0f;
     *scale = ldexpf(1.0f, k) / room;

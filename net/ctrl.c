@@ -607,9 +607,11 @@ static int ctrl_round(Ctrl *c, int upto, const char *type, const char *reply, co
                 return rs_error(RS_ERR_PEER, "control plane %s: rank 0 did not answer %s within %.0f s", c->where,
                                 type, c->timeout);
             int from;
-            int ok = m.n >= 1 && ctrl_parse_head(c, &m, 0, t, &from) && from == 0 && !strcmp(t, reply);
+            int head = m.n >= 1 && ctrl_parse_head(c, &m, 0, t, &from) && from == 0;
             msg_close(&m);
-            if (ok) return RS_OK;
+            if (head && !strcmp(t, reply)) return RS_OK;
+            if (head && !strcmp(t, "END"))
+                return rs_error(RS_ERR_PEER, "control plane %s: rank 0 ended the job before answering %s", c->where, type);
             c->dropped++;
         }
     }
@@ -767,8 +769,35 @@ void ctrl_free_texts(char **all, int n) {
     free(all);
 }
 
+/* Member 0: END to every joined member, without waiting for room (a member that is gone, or
+ * whose queue is full, goes without): a member still in the job learns it has ended. */
+static void ctrl_end_all(Ctrl *c) {
+    char head[160];
+    snprintf(head, sizeof head, "END 0 %s", c->token);
+    for (int i = 1; c->rid && i < c->members; i++) {
+        if (!c->rid[i].len || zmq_send(c->sock, c->rid[i].id, c->rid[i].len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) continue;
+        if (zmq_send(c->sock, head, strlen(head), 0) >= 0) c->messages++; /* the frames after the first always go */
+    }
+}
+
+int ctrl_ended(Ctrl *c) {
+    char t[16];
+    while (c && c->member != 0) {
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 0) <= 0 || !(it.revents & ZMQ_POLLIN)) return 0;
+        Msg m;
+        if (ctrl_recv(c, &m, clock_now() + 1) != RS_OK) return 0; /* a message is whole once it polls in */
+        int from, end = m.n >= 1 && ctrl_parse_head(c, &m, 0, t, &from) && from == 0 && !strcmp(t, "END");
+        msg_close(&m);
+        if (end) return 1;
+        c->dropped++; /* nothing else comes between rounds: a round would drop it too */
+    }
+    return 0;
+}
+
 void ctrl_close(Ctrl *c) {
     if (!c) return;
+    if (c->member == 0 && c->sock) ctrl_end_all(c);
     for (int i = 0; i < c->nlater; i++) msg_close(&c->later[i]);
     free(c->later);
     free(c->spare);

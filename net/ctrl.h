@@ -42,6 +42,13 @@ typedef struct Ctrl Ctrl;
  * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
 int rankenv_detect(RankEnv *e);
 
+/* Checks a RINGSIDE_JOB_TOKEN text: RANKENV_TOKEN_MIN to RANKENV_TOKEN_MAX hex digits (64 bits at
+ * least; the launcher's own is 32 digits, 128 random bits). 0, or RS_ERR_INPUT naming the variable
+ * and the rule (too long for RankEnv.token, too short to keep anyone out, not hex). */
+#define RANKENV_TOKEN_MIN 16
+#define RANKENV_TOKEN_MAX 79
+int rankenv_token_check(const char *tok);
+
 /* The numeric IPv4 address of this host's interface on the route to host (a name or an
  * address), written into out; "127.0.0.1" for loopback. RS_ERR_INPUT when host cannot be
  * resolved. Sends nothing (a UDP connect only picks the route). */
@@ -95,7 +102,14 @@ void ctrl_free_texts(char **all, int n);
  * RS_ERR_PEER naming a member that did not answer within the timeout. */
 int ctrl_clock_offsets(Ctrl *c, int upto, int rounds, double *offset, double *uncertainty);
 
-/* Leaves the job and frees everything (closes its socket; not the context). */
+/* Member 0's END has come: the job is over (member 0 closed its control plane, whether the run
+ * finished or failed). Does not wait; a member that is between rounds polls it (a sleep that
+ * should not outlive the job). 1 or 0; always 0 on member 0. A round that gets END instead of
+ * its answer fails at once (RS_ERR_PEER) rather than after the timeout. */
+int ctrl_ended(Ctrl *c);
+
+/* Leaves the job and frees everything (closes its socket; not the context). Member 0 first sends
+ * END to every member it can reach at once. */
 void ctrl_close(Ctrl *c);
 
 /* Message counters of the control plane (not data-plane traffic): sent and received, and dropped

@@ -1,5 +1,6 @@
 /* launch.c - the local launcher: fork/exec of one process per rank with torchrun's variables, and supervision */
 #include "launch.h"
+#include "ctrl.h"
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../base/log.h"
@@ -189,7 +190,10 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     }
     char token[80] = "";
     const char *given = getenv("RINGSIDE_JOB_TOKEN");
-    if (given && *given) snprintf(token, sizeof token, "%s", given);
+    if (given && *given) {
+        RS_TRY(rankenv_token_check(given));
+        snprintf(token, sizeof token, "%s", given);
+    }
     else RS_TRY(launch_token(token, sizeof token));
 
     int n = nworkers + nservers;

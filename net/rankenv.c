@@ -77,6 +77,24 @@ int rankenv_route_addr(const char *host, char *out, size_t len) {
     return rc;
 }
 
+int rankenv_token_check(const char *tok) {
+    size_t n = strlen(tok);
+    _Static_assert(RANKENV_TOKEN_MAX < sizeof ((RankEnv *)0)->token, "RankEnv.token holds the longest token");
+    if (strspn(tok, "0123456789abcdefABCDEF") != n)
+        return rs_error(RS_ERR_INPUT, "environment RINGSIDE_JOB_TOKEN: not hex digits (expected %d to %d of 0-9a-f)",
+                        RANKENV_TOKEN_MIN, RANKENV_TOKEN_MAX);
+    if (n > RANKENV_TOKEN_MAX)
+        return rs_error(RS_ERR_INPUT, "environment RINGSIDE_JOB_TOKEN: %zu hex digits, more than the %d a token may have",
+                        n, RANKENV_TOKEN_MAX);
+    if (n >= RANKENV_TOKEN_MIN && strspn(tok, (char[]){tok[0], (char)(tok[0] ^ 0x20), 0}) == n)
+        return rs_error(RS_ERR_INPUT, "environment RINGSIDE_JOB_TOKEN: one digit %zu times, too weak to keep anyone out "
+                        "(random hex digits; unset, the launcher makes its own)", n);
+    if (n < RANKENV_TOKEN_MIN)
+        return rs_error(RS_ERR_INPUT, "environment RINGSIDE_JOB_TOKEN: %zu hex digit%s, too weak to keep anyone out "
+                        "(at least %d, 64 bits; unset, the launcher makes one of 32)", n, n == 1 ? "" : "s", RANKENV_TOKEN_MIN);
+    return RS_OK;
+}
+
 int rankenv_detect(RankEnv *e) {
     memset(e, 0, sizeof *e);
     e->world = 1;
@@ -117,8 +135,7 @@ int rankenv_detect(RankEnv *e) {
     RS_TRY(rankenv_route_addr(e->addr, e->bind, sizeof e->bind));
     const char *tok = getenv("RINGSIDE_JOB_TOKEN");
     if (tok && *tok) {
-        if (strlen(tok) >= sizeof e->token || strspn(tok, "0123456789abcdefABCDEF") != strlen(tok))
-            return rs_error(RS_ERR_INPUT, "environment RINGSIDE_JOB_TOKEN: expected up to %zu hex digits", sizeof e->token - 1);
+        RS_TRY(rankenv_token_check(tok));
         snprintf(e->token, sizeof e->token, "%s", tok);
     } else {
         /* external launchers without a token: derive one all ranks agree on (weak: document it) */

@@ -323,6 +323,27 @@ static void test_fp8_scale(void) {
           codec_bytes(CODEC_F32, 3) == 12 && codec_head_bytes(CODEC_F16) == 0);
 }
 
+/* The scale's floor: a finite message comes back finite. The largest magnitudes (E5M2's from
+ * about 3.2e38, E4M3's from about 3.3e38, FLT_MAX itself) used to round up into the binade of
+ * 2^128 and decode as +-Inf; the floor 2^(E-128) keeps the top code's value, 0.875 2^128, finite. */
+static void test_fp8_scale_floor(void) {
+    const float big[] = {2.9e38f, 3.0e38f, 3.2e38f, 3.25e38f, 3.3e38f, 3.35e38f, FLT_MAX};
+    for (int k = 0; k < 2; k++) {
+        const Fp8 *f = &fp8s[k];
+        Codec c = codec_make(f->type, 1);
+        CHECK_MSG(f->max / (double)codec_fit_scale(f->type, FLT_MAX) <= FLT_MAX,
+                  "%s: the top code at the smallest scale decodes past FLT_MAX", f->name);
+        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+            float x[3] = {big[i], -big[i], 1.0f}, y[3];
+            unsigned char msg[CODEC_HEAD_BYTES + 3];
+            codec_encode(&c, x, msg, 3);
+            codec_decode(&c, msg, y, 3);
+            CHECK_MSG(isfinite(y[0]) && isfinite(y[1]) && y[0] >= 0.99f * 0x1.cp127f && y[1] == -y[0],
+                      "%s: %g comes back as %g, %g", f->name, big[i], y[0], y[1]);
+        }
+    }
+}
+
 /* Bulk FP8: a message is the head (its scale) then the elements; decoding, decode_add and round
  * agree with the one-element helpers by that scale, at odd lengths and any alignment; the
  * message's pieces (head_put, encode_elems) write the same bytes as encode. */
@@ -396,6 +417,7 @@ int main(void) {
     RUN(test_fp8_codes);
     RUN(test_fp8_rounding);
     RUN(test_fp8_scale);
+    RUN(test_fp8_scale_floor);
     RUN(test_fp8_bulk);
     RUN(test_parse);
     return test_summary("test_codec");

@@ -379,6 +379,37 @@ static void test_dead_member_named(void) {
     CHECK_MSG(st[1] == 0, "rank 1 must time out (exit %d)", st[1]);
 }
 
+/* Member 0 joins and leaves at once: member 1, between rounds, sees the job ended (ctrl_ended);
+ * member 2's barrier fails at once naming it, not after its 10 s timeout. */
+static int member_end(int member, int world, int port, void *arg) {
+    RankEnv e;
+    env_for(&e, member, world, port, "abc123");
+    char canon[8192];
+    canon_default(canon, sizeof canon, 64);
+    void *z = zmq_ctx_new();
+    Ctrl *c;
+    if (ctrl_join(&c, &e, z, canon, "", 10)) return 60;
+    int rc = 0;
+    double t0 = clock_now();
+    if (member == 1) {
+        while (!ctrl_ended(c) && clock_now() - t0 < 5) usleep(10000);
+        rc = clock_now() - t0 < 5 ? 0 : 61;
+    } else if (member == 2) {
+        int b = ctrl_barrier(c);
+        rc = b == RS_ERR_PEER && strstr(rs_errmsg(), "rank 0 ended the job") && clock_now() - t0 < 5 ? 0 : 62;
+    }
+    if (member == 0 && ctrl_ended(c)) rc = 63;
+    ctrl_close(c);
+    zmq_ctx_term(z);
+    return rc;
+}
+
+static void test_end_reaches_members(void) {
+    int st[16];
+    run_members(3, member_end, NULL, st);
+    for (int i = 0; i < 3; i++) CHECK_MSG(st[i] == 0, "member %d exit %d", i, st[i]);
+}
+
 static void clear_env(void) {
     const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                           "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
@@ -425,11 +456,25 @@ static void test_rankenv(void) {
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29502", 1);
-    setenv("RINGSIDE_JOB_TOKEN", "00ff", 1);
+    setenv("RINGSIDE_JOB_TOKEN", "00ff00ff12345678", 1);
     CHECK(rankenv_detect(&e) == RS_OK && e.member == 1 && e.world == 2 && !strcmp(e.source, "openmpi") &&
-          !strcmp(e.token, "00ff"));
+          !strcmp(e.token, "00ff00ff12345678"));
     setenv("RINGSIDE_JOB_TOKEN", "not-hex!", 1);
     CHECK(rankenv_detect(&e) == RS_ERR_INPUT && strstr(rs_errmsg(), "RINGSIDE_JOB_TOKEN"));
+    /* a token the job would cut short, or one that keeps nobody out: refused, the rule named */
+    char longest[RANKENV_TOKEN_MAX + 2];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = 0;
+    CHECK(rankenv_token_check(longest) == RS_ERR_INPUT && strstr(rs_errmsg(), "80 hex digits, more than the 79"));
+    longest[RANKENV_TOKEN_MAX] = 0;
+    CHECK(rankenv_token_check(longest) == RS_ERR_INPUT && strstr(rs_errmsg(), "one digit 79 times"));
+    longest[0] = '0';
+    CHECK(rankenv_token_check(longest) == RS_OK);
+    const char *weak[] = {"0", "00ff", "0123456789abcde", "0000000000000000", "aAaAaAaAaAaAaAaA"};
+    for (size_t i = 0; i < sizeof weak / sizeof weak[0]; i++)
+        CHECK_MSG(rankenv_token_check(weak[i]) == RS_ERR_INPUT && strstr(rs_errmsg(), "too weak"), "%s: %s", weak[i],
+                  rs_errmsg());
+    CHECK(rankenv_token_check("0123456789abcdef") == RS_OK);
 
     clear_env();
     setenv("RINGSIDE_ROLE", "server", 1);
@@ -465,5 +510,6 @@ int main(void) {
     RUN(test_frame_bound);
     RUN(test_ctrl_bound);
     RUN(test_dead_member_named);
+    RUN(test_end_reaches_members);
     return test_summary("test_ctrl");
 }

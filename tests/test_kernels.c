@@ -676,10 +676,12 @@ static void test_cuda_wire(void) {
     CHECK_MSG(*got == want && want == 1e30f, "amax: GPU %g, CPU %g", *got, want);
     free(got);
     /* the FP8 scale on the device (one thread) against its C twin, bit for bit: amax values at
-     * the formats' edges (0, subnormal, 0.875 2^e either side, the clamps, FLT_MAX, Inf, NaN) and
+     * the formats' edges (0, subnormal, 0.875 2^e either side, the clamps and 0.875 2^128 either
+     * side, FLT_MAX, Inf, NaN) and
      * every headroom from 1 to 9 contributions */
     const float amaxes[] = {0.0f, 1e-45f, 1e-38f, 0x1.cp-1f, 0x1.c00002p-1f, 1.0f, 448.0f, 449.0f, 57344.0f,
-                            60000.0f, 1e-30f, 1e30f, 3.4028235e38f, INFINITY, NAN, 3e-5f};
+                            60000.0f, 1e-30f, 1e30f, 0x1.cp127f, 0x1.c00002p127f, 3.3e38f, 3.4028235e38f,
+                            INFINITY, NAN, 3e-5f};
     size_t na = sizeof amaxes / sizeof amaxes[0], bad = 0;
     for (int t = 3; t < 5; t++)
         for (size_t i = 0; i < na; i++)
@@ -734,7 +736,8 @@ static void test_cpu_wire(void) {
     /* fp8_scale is codec_fit's scale of a message whose amax it is, over the headroom: a power of
      * two ahead of the contributions (1, 2, 4, 4, 8, ...), and the amax times it times the
      * contributions stays within the format */
-    const float amaxes[] = {0.0f, 1e-42f, 3e-5f, 0.875f, 0.9f, 1.0f, 448.0f, 449.0f, 60000.0f, 1e30f, FLT_MAX, INFINITY, NAN};
+    const float amaxes[] = {0.0f, 1e-42f, 3e-5f, 0.875f, 0.9f, 1.0f, 448.0f, 449.0f, 60000.0f, 1e30f, 0x1.cp127f, 3.3e38f,
+                            FLT_MAX, INFINITY, NAN};
     for (int t = CODEC_E4M3; t <= CODEC_E5M2; t++)
         for (size_t i = 0; i < sizeof amaxes / sizeof amaxes[0]; i++)
             for (int contrib = 0; contrib <= 9; contrib++) {
@@ -747,6 +750,9 @@ static void test_cpu_wire(void) {
                 if (isfinite(amaxes[i]) && amaxes[i] > 1e-30f && amaxes[i] < 1e30f)
                     CHECK_MSG((double)amaxes[i] * sc * room <= codec_max((CodecType)t),
                               "%s amax %g: scaled past the format's max", codec_name((CodecType)t), amaxes[i]);
+                /* the floor: a message's top code decodes finite, however large its amax */
+                CHECK_MSG(codec_max((CodecType)t) / (double)f.scale <= FLT_MAX, "%s amax %g: the top code decodes "
+                          "to %g, past FLT_MAX", codec_name((CodecType)t), amaxes[i], codec_max((CodecType)t) / (double)f.scale);
             }
     CHECK(c->check(cpu_ctx) == 0);
 }

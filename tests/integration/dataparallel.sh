@@ -134,7 +134,7 @@ fi
 # without a supervising launcher rank 0 names the missing rank, everyone ends within the timeouts
 port=$(free_port)
 for r in 0 1 2; do
-    RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=abcd \
+    RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=abcd0123abcd0123 \
         $BIN train $DP --global-batch 48 --steps 1000000 $SMALL --timeout 3 -q --report $T/z.json >$T/z$r.log 2>&1 &
     eval "q$r=$!"
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# diverged.sh - a run whose loss stops being finite: exit 6 and "diverged" in its report, alike on 1 and N ranks; the validator, matrix, claims and plots never read it as a good loss; a --trace that cannot be written keeps the report
+# diverged.sh - a run whose loss stops being finite: exit 6 and "diverged" in its report, alike on 1 and N ranks; the validator, matrix, claims and plots never read it as a good loss; an infinite gradient under an FP8 wire diverges at fp32's step; a --trace that cannot be written keeps the report
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -152,7 +152,29 @@ else
     echo "SKIP plots: no python3 with matplotlib"
 fi
 
-# ---- 5. a --trace that cannot be written at the end: an error naming it, the report kept ---------
+# ---- 5. an infinite gradient under an FP8 wire diverges as under fp32 ------------------------------
+# An FP8 encoder saturates +-Inf to its largest code, so an overflow in backward used to arrive as an
+# ordinary gradient and the run went on finite (exit 0). RINGSIDE_TEST_INF_GRAD=1:2 gives rank 1's
+# gradient an infinite element at step 2; every wire must then diverge at step 3, fp32's step.
+inf_case() { # NAME WANT-WARNING ARGS...
+    local n=$1 warn=$2; shift 2
+    RINGSIDE_TEST_INF_GRAD=1:2 "$BIN" train -n 2 "${TINY[@]}" --batch 24 -q --report "$T/inf-${n// /-}.json" "$@" >"$T/inf.log" 2>&1
+    local rc=$? step
+    step=$($PY -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; print(s['diverged'], s['diverged_step'])" \
+        "$T/inf-${n// /-}.json" 2>/dev/null)
+    if [ "$rc" = 6 ] && [ "$step" = "True 3" ] && grep -q "the global training loss is nan at step 3 " "$T/inf.log" &&
+        { [ "$warn" = 0 ] || grep -q "rank 1: step 2: 1 gradient element is infinite .* sent as NaN" "$T/inf.log"; }; then
+        ok "an Inf gradient at step 2, $n: exit 6, diverged at step 3$([ "$warn" = 1 ] && echo ", rank 1 names it")"
+    else bad "an Inf gradient at step 2, $n" "exit $rc, diverged/step: $step: $(tail -n 2 "$T/inf.log")"; fi
+}
+inf_case "ring fp32" 0 --sync ring
+inf_case "ring fp8e4m3" 1 --sync ring --wire fp8e4m3
+inf_case "tree fp8e5m2" 1 --sync tree --wire fp8e5m2
+inf_case "ps fp8e4m3" 1 --sync ps --wire fp8e4m3
+inf_case "byteps fp8e5m2" 1 --sync byteps --ps-servers 1 --wire fp8e5m2
+check "  ... their reports validate" $PY tests/validate_report.py "$T/inf-ring-fp8e4m3.json" "$T/inf-byteps-fp8e5m2.json"
+
+# ---- 6. a --trace that cannot be written at the end: an error naming it, the report kept ---------
 mkdir -p "$T/gone"
 "$BIN" train "${TINY[@]}" --steps 40 --straggler 0:25 --report "$T/kept.json" --trace "$T/gone/trace.json" >"$T/trace.log" 2>&1 &
 pid=$!

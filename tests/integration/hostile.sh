@@ -71,7 +71,7 @@ else:  # the first line tells the test that the handshake is over, one way or th
 PY
 
 rank() { # RANK PORT NAME OPTIONS: starts one rank of a 2-rank job in the background (its log $T/NAME$RANK.log)
-    RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12 \
+    RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
         $BIN train --sync ring $SMALL --report $T/$3.json $4 >$T/$3$1.log 2>&1 &
 }
 job() { rank 1 "$1" "$2" "$3"; p1=$!; rank 0 "$1" "$2" "$3"; p0=$!; } # PORT NAME OPTIONS: sets p0, p1

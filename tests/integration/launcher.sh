@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# launcher.sh - the local launcher and external launchers: bad -n, ports, mismatched ranks, killed ranks, Ctrl-C, torchrun and mpirun variables
+# launcher.sh - the local launcher and external launchers: bad -n, job tokens too long or too weak, ports, mismatched ranks, killed ranks, Ctrl-C, torchrun and mpirun variables
 . "$(dirname "$0")/lib.sh"
 SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
 
@@ -10,6 +10,28 @@ for t in 0 -1 abc 3e6; do  # the waits' milliseconds are ints: 24.8 days at most
 done
 grep -q "at most 1e6 seconds" $T/last.log && ok "--timeout 3e6: says the bound" || bad "--timeout bound" "$(cat $T/last.log)"
 [ ! -e $T/r.json ] && ok "no report after refused -n" || bad "no report after refused -n" "report written"
+
+# RINGSIDE_JOB_TOKEN: one too long for the job is refused naming the limit (it used to be cut to 79
+# digits without a word), one too weak to keep anyone out too ("0" used to be taken); exit 2 from
+# the launcher and from a rank started by hand, nothing written
+long=$(printf 'a1%.0s' {1..50})
+for spec in "$long|100 hex digits, more than the 79" "0|1 hex digit, too weak" "abcd1234|8 hex digits, too weak" \
+            "0000000000000000|one digit 16 times, too weak" "0123456789abcdeg|not hex digits"; do
+    tok=${spec%%|*}; want=${spec#*|}
+    for how in launcher byhand; do
+        if [ $how = launcher ]; then
+            RINGSIDE_JOB_TOKEN=$tok $BIN train -n 2 --sync ring $SMALL --steps 2 --report $T/tok.json >$T/tok.log 2>&1; rc=$?
+        else
+            RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) RINGSIDE_JOB_TOKEN=$tok \
+                timeout 20 $BIN train --sync ring $SMALL --steps 2 --report $T/tok.json >$T/tok.log 2>&1; rc=$?
+        fi
+        if [ $rc = 2 ] && [ ! -e $T/tok.json ] && grep -q "RINGSIDE_JOB_TOKEN: $want" $T/tok.log; then ok "token ${tok:0:16}... ($how): exit 2, \"$want\""
+        else bad "token ${tok:0:16}... ($how)" "exit $rc: $(head -n 2 $T/tok.log)"; fi
+        rm -f $T/tok.json
+    done
+done
+RINGSIDE_JOB_TOKEN=${long:0:79} $BIN train -n 2 --sync ring $SMALL --steps 2 --report $T/tok.json >$T/tok.log 2>&1 &&
+    ok "a token of 79 hex digits is taken" || bad "a 79-digit token" "$(tail -n 2 $T/tok.log)"
 
 # a MASTER_PORT in use is an error naming it
 port=$(free_port)
@@ -53,7 +75,7 @@ tail -n 1 $T/kill.log | grep -q "rank 1 failed first (killed by signal 9)$" \
 # rank 0 killed under an external launcher: the others notice through the timeout and exit non-zero
 port=$(free_port)
 for r in 0 1 2; do
-    RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=abcd \
+    RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=abcd0123abcd0123 \
         $BIN train --sync ring $SMALL --steps 1000000 --timeout 3 --report $T/z.json >$T/z$r.log 2>&1 &
     eval "q$r=$!"
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# matrix.sh - `ringside matrix` end to end: runs, a failing cell, summary files, resume, dry-run, --only, validation, timeout, Ctrl-C
+# matrix.sh - `ringside matrix` end to end: runs, a failing cell, summary files, resume, dry-run, --only, validation, timeout, Ctrl-C, a full disk
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -334,5 +334,31 @@ if [ "$rc" = 130 ] && [ -e "$T/int/steps=3,ranks=2-r1.json" ] && [ ! -e "$T/int/
    && $PY -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['interrupted'] and not s['complete'] and [r['cell'] for r in s['runs']]==['steps=3,ranks=2'], s" "$T/int/summary.json" \
    && ! pgrep -f -- "--report $T/int/" >/dev/null; then ok "Ctrl-C: exit 130, finished run kept and summarised, nothing left running"
 else bad "Ctrl-C" "exit $rc: $(cat "$T/int.log"; pgrep -af -- "--report $T/int/")"; fi
+
+# ---- a full disk: each run says so naming the log it could not write, and no summary is claimed ----
+# --out on a 64 KiB tmpfs with one page left (the driver's lock takes it), in a mount namespace of
+# its own; skipped where one cannot be made. Before: "exited without a message", and the last line
+# named summary.json and summary.csv, which were never written.
+cat >"$T/full.json" <<'EOF'
+{"name": "full", "base": {"device": "cpu", "layers": "64,16,10", "steps": 3, "train-samples": 256, "eval-samples": 64,
+                         "sync": "ring", "ranks": 2, "batch": 16},
+ "axes": {"lr": [0.05, 0.1]}, "timeout_s": 60}
+EOF
+mkdir -p "$T/full"
+ns=-m; [ "$(id -u)" = 0 ] || ns=-rm
+if unshare $ns true 2>/dev/null; then
+    unshare $ns sh -c 'mount -t tmpfs -o size=64k tmpfs "$1" || exit 99; mkdir "$1/out" && head -c 60000 /dev/zero >"$1/filler" &&
+        "$2" matrix "$3" --out "$1/out"; echo "exit $?"; ls "$1/out"' sh "$T/full" "$BIN" "$T/full.json" >"$T/full.log" 2>&1
+    if grep -q "^exit 99" "$T/full.log" || ! grep -q "^exit" "$T/full.log"; then
+        echo "SKIP a full disk: cannot mount a tmpfs here ($(head -n 1 "$T/full.log"))"
+    elif grep -q "^exit 1$" "$T/full.log" &&
+        grep -q "r1: FAILED (exit 1) after .*: exited without a message: its log $T/full/out/lr=0.05-r1.log could not be written: No space left on device" "$T/full.log" &&
+        grep -q "^# done: 2 runs, 0 ok, 2 failed in .*; NO summary written (report $T/full/out/summary.json: write failed: No space left on device)" "$T/full.log" &&
+        ! grep -q "summary: $T/full/out/summary.json" "$T/full.log" && ! grep -q "^summary" "$T/full.log"; then
+        ok "a full disk: each run names the log it could not write (No space left on device), no summary claimed, exit 1"
+    else bad "a full disk" "$(cat "$T/full.log")"; fi
+else
+    echo "SKIP a full disk: no mount namespace here (unshare $ns)"
+fi
 
 finish

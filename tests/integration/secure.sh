@@ -39,11 +39,11 @@ for variant in "none:" "other:--secure $T/other.key"; do
     if [ $name = none ]; then say1="uses another security mechanism|ended 3 handshakes"
     else say1="refused this process's key|ended 3 handshakes"; fi
     port=$(free_port)
-    RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12 \
+    RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
         timeout 30 $BIN train --sync ring $SMALL --steps 3 --timeout 4 --secure $T/job.key --report $T/k.json >$T/k0.log 2>&1 & p0=$!
     # (a refused member's JOIN once blocked in zmq_send for ever, about 1 run in 20: its DEALER had no
     # connection left to queue on; every control send now waits for room within --timeout)
-    RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12 \
+    RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
         timeout 30 $BIN train --sync ring $SMALL --steps 3 --timeout 4 $opts --report $T/k.json >$T/k1.log 2>&1 & p1=$!
     wait $p0; r0=$?; wait $p1; r1=$?
     [ $r0 = 3 ] && [ $r1 = 2 ] && grep -q "rank 1 did not join within 4 s; meanwhile .*--secure" $T/k0.log && grep -Eq "$say1" $T/k1.log \

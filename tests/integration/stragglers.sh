@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stragglers.sh - ps under --ps-consistency async and ssp:S: loss near sync's, ssp:0 = sync bit for bit, staleness within S, async past a straggling ring, --time-budget, bad input
+# stragglers.sh - ps under --ps-consistency async and ssp:S: loss near sync's, ssp:0 = sync bit for bit, staleness within S, async past a straggling ring, --time-budget, bad input, a straggler started by hand ends with the job
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.." || exit 1
 SMALL="--layers 64,128,10 --train-samples 2048 --eval-samples 256 --seed 3 --batch 32"
@@ -105,5 +105,23 @@ timeout 60 "$BIN" train -n 3 --sync ps --ps-consistency ssp:1 --steps 20 $SMALL 
 if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 2 fell more than 1 s behind under --ps-consistency ssp:1" "$T/behind.log"; then
     ok "a worker --timeout behind under ssp: exit $rc naming rank 2"
 else bad "worker behind" "exit $rc: $(grep error "$T/behind.log" | head -n 3)"; fi
+
+# ---- a straggler of a job started by hand ends with the job -----------------------------------------
+# torchrun-style variables, no launcher to stop it: rank 0 gives up on it after --timeout 2 and
+# closes its control plane; rank 1, asleep for 30 s a step, must notice within a few seconds
+port=$(free_port)
+for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RINGSIDE_JOB_TOKEN=5eed0123abcd4567 \
+        timeout 25 "$BIN" train --sync ps --ps-consistency async --steps 4 $SMALL --straggler 1:30000 --timeout 2 -q \
+        --report "$T/byhand.json" >"$T/byhand$r.log" 2>&1 &
+    eval "p$r=$!"
+done
+t0=$SECONDS
+wait $p0; r0=$?
+wait $p1; r1=$?
+if [ "$r0" != 0 ] && [ "$r1" != 0 ] && [ "$r1" != 124 ] && [ $((SECONDS - t0)) -le 10 ] &&
+    grep -q "rank 0 ended the job during --straggler's sleep (step 0" "$T/byhand1.log"; then
+    ok "a by-hand async straggler ends with the job (exit $r0/$r1 within $((SECONDS - t0)) s, not 30)"
+else bad "a by-hand straggler" "exit $r0/$r1 after $((SECONDS - t0)) s: $(cat "$T/byhand0.log" "$T/byhand1.log" | tail -n 3)"; fi
 
 finish
