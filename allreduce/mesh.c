@@ -256,7 +256,18 @@ void mesh_destroy(void *state) {
     free(m);
 }
 
-/* Binds the mailbox: TCP only, or as zep_bind does (TCP and this host's Unix socket). */
+/* The largest frame a member of this job can send: one whole buffer an algorithm was handed (the
+ * parameters' broadcast, a bucket, a collective call of at most max_count), fp32 being the widest
+ * format, plus room for an FP8 scale; 0 (no bound) where the job gives no size. */
+static size_t mesh_largest_frame(const Mesh *m) {
+    size_t most = m->job.nparams > m->job.max_count ? m->job.nparams : m->job.max_count;
+    for (int b = 0; b < m->job.nbuckets; b++)
+        if (m->job.buckets[b].hi - m->job.buckets[b].lo > most) most = m->job.buckets[b].hi - m->job.buckets[b].lo;
+    return most ? most * sizeof(float) + 64 : 0;
+}
+
+/* Binds the mailbox: TCP only, or as zep_bind does (TCP and this host's Unix socket); a frame
+ * larger than the job can send ends its sender's connection unread (msg_bound). */
 static int mesh_bind(Mesh *m, char *endpoint, size_t len) {
     const char *addr = m->job.addr && *m->job.addr ? m->job.addr : "127.0.0.1";
     int zero = 0;
@@ -264,6 +275,7 @@ static int mesh_bind(Mesh *m, char *endpoint, size_t len) {
     RS_TRY(secure_socket(m->pull, SECURE_BINDS));
     RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_LINGER, &zero, sizeof zero)));
     RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_RCVHWM, &zero, sizeof zero)));
+    RS_TRY(zmqCheck(msg_bound(m->pull, mesh_largest_frame(m))));
     if (m->flags & MESH_IPC) return zep_bind(m->pull, addr, m->name, endpoint, len);
     char where[300], ep[512];
     size_t eplen = sizeof ep;

@@ -46,6 +46,9 @@ typedef struct {
     const Bucket *buckets;       /* the training buckets (NULL, 0 for collective use: bench) */
     int nbuckets;
     size_t nparams;              /* elements the buckets cover (0 for collective use) */
+    size_t max_count;            /* collective use: the most elements one allreduce call may take
+                                  * (bench's largest size), which bounds what a peer may send; 0:
+                                  * unknown (no bound beyond the back end's own) */
     double timeout;              /* seconds for any wait */
     struct Trace *trace;         /* --trace recorder or NULL: back ends may add spans of their own
                                   * (a server's work) with trace_span on tid 2 */

@@ -483,6 +483,7 @@ static int bench_setup(Bench *b) {
     SyncJob job = {.cfg = &b->cfg, .dev = &b->dev, .rank = b->rank, .world = b->world,
                    .local_rank = b->env.local_rank, .local_world = b->env.local_world,
                    .zctx = b->zctx, .addr = b->env.bind, .token = b->env.token, .buckets = NULL, .nbuckets = 0,
+                   .max_count = b->max_count,
                    .timeout = o->timeout, .trace = NULL};
     char canon[8192];
     bench_canonical(b, canon, sizeof canon);

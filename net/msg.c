@@ -2,6 +2,7 @@
 #include "msg.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -132,6 +133,11 @@ int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready) {
     if (ready)
         for (int i = 0; i < n; i++) ready[i] = i >= 64 || (items[i].revents & ZMQ_POLLIN) != 0;
     return rc + (n > 64 ? n - 64 : 0);
+}
+
+int msg_bound(void *sock, size_t max_frame) {
+    int64_t most = max_frame ? (int64_t)max_frame : -1;
+    return zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &most, sizeof most);
 }
 
 double msg_backlog(void) { return link_backlog(); }

@@ -106,6 +106,12 @@ int msg_wait(void *sock, double deadline);
  * the rest are reported ready (their receives simply find nothing). */
 int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready);
 
+/* Bounds what a peer may make this process hold on receiving socket sock: a frame larger than
+ * max_frame bytes (0: no bound) ends the sender's connection before its bytes are read
+ * (ZMQ_MAXMSGSIZE), so a stray or hostile peer cannot grow the rank by sending one. Set before
+ * bind or connect. 0, or -1 (zmq_errno()). */
+int msg_bound(void *sock, size_t max_frame);
+
 /* The header and payload frames of m (the identity skipped): NULL and 0 when absent. */
 const void *msg_head(const MsgIn *m, size_t *bytes);
 const void *msg_payload(const MsgIn *m, size_t *bytes);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hostile.sh - processes without the job token at rank 0's control port: a flood does not grow rank 0, a squatter does not keep a rank out
+# hostile.sh - processes without the job token at rank 0's control port (a flood does not grow rank 0, a squatter does not keep a rank out) and at a rank's data plane (frames larger than the job sends are cut off unread)
 . "$(dirname "$0")/lib.sh"
 BIN=$(readlink -f "$BIN")
 SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
@@ -8,6 +8,8 @@ SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
 #   flood PORT N MIB     N messages of MIB MiB each, then one message of 100,000 frames of 1 KiB
 #   squat PORT SECONDS   connect as identity m1 (NULL security, no token) and hold the connection
 #   plain PORT SECONDS   connect with PLAIN as "member 1" with a wrong password, and hold it
+#   push PORT N MIB      as a PUSH (what a data mailbox takes): N two-frame messages, the second
+#                        of MIB MiB, reconnecting whenever the rank cuts it off
 # Every connection is retried until the port opens (20 s) and again whenever rank 0 closes it.
 cat > $T/peer.py <<'PY'
 import socket, struct, sys, time
@@ -25,17 +27,31 @@ def cmd(name, body):
     return (b"\x04" + bytes([len(data)]) if len(data) < 256 else b"\x06" + struct.pack(">Q", len(data))) + data
 def prop(name, value):
     return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
-def hello(mech, identity=b""):
+def hello(mech, identity=b"", kind=b"DEALER"):
     s = connect()
     s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x00" + mech.ljust(20, b"\0") + b"\0" * 32)
     if mech == b"PLAIN":
         s.sendall(cmd(b"HELLO", b"\x08member 1" + b"\x05wrong"))  # INITIATE follows rank 0's WELCOME
     else:
-        s.sendall(cmd(b"READY", prop(b"Socket-Type", b"DEALER") + prop(b"Identity", identity)))
+        s.sendall(cmd(b"READY", prop(b"Socket-Type", kind) + prop(b"Identity", identity)))
     return s
 def frame(data, more=False):
     return bytes([0x02 | (1 if more else 0)]) + struct.pack(">Q", len(data)) + data
-if mode == "flood":
+if mode == "push":
+    n, size = int(sys.argv[3]), int(sys.argv[4]) << 20
+    big, s, sent, closed = b"x" * size, None, 0, 0
+    for k in range(n):
+        try:
+            if s is None: s = hello(b"NULL", kind=b"PUSH")
+            s.sendall(frame(b"h" * 40, True) + frame(big))
+            sent += 1
+        except OSError:
+            closed += 1
+            s = None
+    print("push: %d messages sent whole, %d cut off by the rank" % (sent, closed))
+    sys.stdout.flush()
+    time.sleep(30)
+elif mode == "flood":
     n, size = int(sys.argv[3]), int(sys.argv[4]) << 20
     big, s, sent, closed = b"x" * size, None, 0, 0
     many = b"".join(frame(b"y" * 1024, True) for _ in range(1000))
@@ -102,6 +118,51 @@ echo "quiet run: exit $r0/$r1, rank 0 peak RSS ${quiet_kb:-?} KiB; flooded run: 
 grep -q "cut off by rank 0" $T/peer.log && ! grep -q "^flood: [1-9][0-9]* messages sent whole" $T/peer.log \
     && ok "rank 0 cuts off every connection without the token before its first message" \
     || bad "connections cut off" "$(cat $T/peer.log)"
+
+# 3. a rank's data mailbox (the tree's, over TCP): frames larger than anything the job sends end
+#    the sender's connection unread (net/msg.h's msg_bound), so 20 messages of 50 MiB pushed at
+#    rank 1 while it trains leave its peak RSS where it was, and the job succeeds
+drank() { # RANK PORT NAME: one rank of a 2-rank tree job over TCP (rank 1 sleeps 100 ms a step)
+    RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
+        $BIN train --sync tree --transport tcp $SMALL --steps 40 --straggler 1:100 --timeout 20 --report $T/$3.json >$T/$3$1.log 2>&1 &
+}
+port=$(free_port)
+drank 1 $port data; d1=$!; drank 0 $port data; d0=$!
+dport=""
+for _ in $(seq 100); do # rank 1's listening TCP port: its mailbox (its control socket connects out)
+    dport=$($PY - $d1 <<'PY'
+import os, sys
+pid = sys.argv[1]
+try:
+    inodes = {os.readlink("/proc/%s/fd/%s" % (pid, f))[8:-1] for f in os.listdir("/proc/%s/fd" % pid)
+              if os.readlink("/proc/%s/fd/%s" % (pid, f)).startswith("socket:[")}
+except OSError:
+    inodes = set()
+for line in open("/proc/net/tcp").readlines()[1:]:
+    f = line.split()
+    if f[3] == "0A" and f[9] in inodes:
+        print(int(f[1].split(":")[1], 16)); break
+PY
+)
+    [ -n "$dport" ] && break; sleep 0.1
+done
+[ -n "$dport" ] && $PY $T/peer.py push $dport 20 50 >$T/push.log 2>&1 & pp=$!
+hwm=0
+while kill -0 $d1 2>/dev/null; do
+    v=$(awk '/^VmHWM/ {print $2}' /proc/$d1/status 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
+    sleep 0.1
+done
+wait $d0; e0=$?; wait $d1; e1=$?
+kill $pp 2>/dev/null; wait $pp 2>/dev/null
+echo "data-plane push at rank 1's port ${dport:-?}: exit $e0/$e1, rank 1 VmHWM $hwm KiB; $(cat $T/push.log 2>/dev/null)"
+[ -n "$dport" ] && [ $e0 = 0 ] && [ $e1 = 0 ] && [ -s $T/data.json ] \
+    && ok "a tree job whose data mailbox is pushed 1 GB by a stranger still succeeds" \
+    || bad "pushed tree job" "port ${dport:-none}, exit $e0/$e1: $(tail -n 3 $T/data0.log $T/data1.log)"
+# a quiet rank here peaks near 15 MiB; one 50 MiB frame read in would take it past 64
+[ "$hwm" -gt 0 ] && [ "$hwm" -lt 65536 ] && ok "rank 1's peak RSS stays under 64 MiB under the push ($((hwm / 1024)) MiB)" \
+    || bad "rank 1's memory under the push" "VmHWM $hwm KiB"
+grep -q "^push: 0 messages sent whole" $T/push.log && ok "every oversized message is cut off unread" \
+    || bad "oversized messages cut off" "$(cat $T/push.log 2>/dev/null)"
 
 # 2. squatters connect first, as identity m1 without a token and with a wrong one; then rank 1 comes
 port=$(free_port)
