@@ -19,4 +19,8 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* To stderr, every rank, "ringside: error: ..." */
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The text of this process's first log_error (without the "ringside: error: " prefix), the
+ * cause a launcher's summary should name; "" when none yet. Static; safe from any thread. */
+const char *log_first_error(void);
+
 #endif

@@ -5,6 +5,7 @@
 #include "../base/heap.h"
 #include "../base/log.h"
 #include "../engine/report.h"
+#include "../net/elastic.h"
 #include "../net/secure.h"
 #include "bench.h"
 #include "claims.h"
@@ -15,7 +16,9 @@
 
 #include <cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void main_usage(FILE *f) {
     fprintf(f,
@@ -89,8 +92,20 @@ static int keygen_main(int argc, char **argv) {
     return rc;
 }
 
-int main(int argc, char **argv) {
-    heap_init(); /* before any thread: one malloc arena (base/heap.h) */
+/* Under torchrun (TORCHELASTIC_ERROR_FILE set), a failed command leaves the agent its error file,
+ * so that the job's failure summary names this process's first error. Returns rc. */
+static int main_finish(int rc) {
+    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    if (rc == RS_OK || !path || !*path) return rc;
+    char msg[2200];
+    if (*log_first_error()) snprintf(msg, sizeof msg, "ringside: %s", log_first_error());
+    else snprintf(msg, sizeof msg, "ringside: exited with status %d", rc);
+    if (elastic_error_write(path, msg, (long long)time(NULL)) != RS_OK)
+        log_warn("TORCHELASTIC_ERROR_FILE: %s", rs_errmsg());
+    return rc;
+}
+
+static int main_dispatch(int argc, char **argv) {
     if (argc < 2) {
         main_usage(stderr);
         return RS_ERR_INPUT;
@@ -115,4 +130,9 @@ int main(int argc, char **argv) {
     log_error("unknown command '%s'", cmd);
     main_usage(stderr);
     return RS_ERR_INPUT;
+}
+
+int main(int argc, char **argv) {
+    heap_init(); /* before any thread: one malloc arena (base/heap.h) */
+    return main_finish(main_dispatch(argc, argv));
 }

@@ -4,6 +4,7 @@
 #include "../base/config.h"
 #include "../base/err.h"
 #include "../base/log.h"
+#include "elastic.h"
 #include "secure.h"
 #include "zmq_check.h"
 
@@ -552,10 +553,22 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
         if ((rc = ctrl_secure(c, SECURE_BINDS)) != RS_OK) goto err;
         if ((rc = ctrl_monitor_start(c)) != RS_OK) goto err;
+        if (e->agent_store) /* MASTER_PORT is torchrun's store: any free port, published there */
+            snprintf(here, sizeof here, "tcp://%s:*", e->bind[0] ? e->bind : e->addr);
         if (zmq_bind(c->sock, here) != 0) {
             int en = zmq_errno();
             rc = rs_error(en == EADDRINUSE ? RS_ERR_INPUT : RS_ERR_RUNTIME, "control plane: cannot bind %s: %s%s",
                           here, zmq_strerror(en), en == EADDRINUSE ? " (MASTER_PORT in use: choose another)" : "");
+            goto err;
+        }
+        size_t wl = sizeof c->where;
+        if (e->agent_store && (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, c->where, &wl) != 0 ||
+                               (rc = elastic_store_set(e->addr, e->port, e->store_key, c->where,
+                                                       deadline - clock_now())) != RS_OK)) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", rc == RS_OK ? zmq_strerror(zmq_errno()) : rs_errmsg());
+            if (rc == RS_OK) rc = rs_error(RS_ERR_RUNTIME, "control plane: cannot read the port bound: %s", why);
+            else rs_error(rc, "control plane: cannot publish %s for the other ranks: %s", c->where, why);
             goto err;
         }
         c->endpoints[0] = strdup(endpoint ? endpoint : "");
@@ -566,6 +579,21 @@ int ctrl_join(Ctrl **out, const RankEnv *e, void *zctx, const char *canonical, c
         char id[48];
         snprintf(id, sizeof id, "m%d.%016llx", c->member, ctrl_nonce());
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, strlen(id));
+        if (e->agent_store) { /* rank 0 publishes where it bound in torchrun's store */
+            char got[sizeof c->where];
+            if ((rc = elastic_store_get(e->addr, e->port, e->store_key, got, sizeof got, deadline - clock_now())) != RS_OK) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", rs_errmsg());
+                rs_error(rc, "control plane: no address from rank 0 (it publishes it under '%s'): %s", e->store_key, why);
+                goto err;
+            }
+            if (strncmp(got, "tcp://", 6) != 0) {
+                rc = rs_error(RS_ERR_PEER, "control plane: torchrun's store %s:%d holds '%s' under '%s', not an address",
+                              e->addr, e->port, got, e->store_key);
+                goto err;
+            }
+            snprintf(c->where, sizeof c->where, "%s", got);
+        }
         if ((rc = ctrl_secure(c, SECURE_CONNECTS)) != RS_OK) goto err;
         if ((rc = ctrl_monitor_start(c)) != RS_OK) goto err;
         if ((rc = zmqCheck(zmq_connect(c->sock, c->where))) != RS_OK) goto err;

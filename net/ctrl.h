@@ -19,6 +19,10 @@ typedef struct RankEnv {
     char token[80];      /* job token (hex); every message carries it */
     char source[32];     /* "ringside", "torchrun", "slurm", "openmpi" or "none" */
     int launched;        /* 1 when started by a launcher (the env was found) */
+    int agent_store;     /* 1 under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True): MASTER_ADDR:
+                          * MASTER_PORT is the agent's TCPStore, so member 0 binds its control plane on a
+                          * free port and publishes it there under store_key, where the others read it */
+    char store_key[200]; /* "ringside/RUN_ID/attempt_RESTARTS/world_N/ctrl" (torchrun's run id and restart count) */
     size_t ctrl_max;     /* the largest control-plane frame a peer may send, bytes (zctx_open derives it
                           * from the run's options: zctx_ctrl_bound); 0: CTRL_DEFAULT_MAX */
 } RankEnv;
@@ -37,6 +41,8 @@ typedef struct Ctrl Ctrl;
 /* Fills e from the environment: RINGSIDE_* (our launcher), RANK/WORLD_SIZE/LOCAL_RANK/
  * LOCAL_WORLD_SIZE (torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun) or
  * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (mpirun), with MASTER_ADDR and MASTER_PORT.
+ * Under torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) e->agent_store is set and e->store_key
+ * made from TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT and WORLD_SIZE.
  * RINGSIDE_ROLE=server with RINGSIDE_SERVER_ID=k makes a dedicated server (member world+k);
  * RINGSIDE_SERVERS gives their count. No launcher variables: e->launched = 0, one rank.
  * RS_ERR_INPUT when the variables are inconsistent (names the variable). */
@@ -55,7 +61,9 @@ int rankenv_token_check(const char *tok);
 int rankenv_route_addr(const char *host, char *out, size_t len);
 
 /* Joins the job's control plane over zctx (a ZeroMQ context the caller owns and terminates
- * after ctrl_close and the data plane's sockets are closed): member 0 binds a ROUTER on addr:port, every other member
+ * after ctrl_close and the data plane's sockets are closed): member 0 binds a ROUTER on addr:port
+ * (with e->agent_store: on a free port of e->bind, published as "tcp://ADDR:PORT" under
+ * e->store_key in the TCPStore at addr:port, where every other member waits for it), every other member
  * connects a DEALER and presents the token and its canonical configuration; member 0 checks
  * them (a mismatch is refused with the differing option named, on both sides), collects every
  * member's data-plane endpoint text, and answers when all world+servers members have joined.

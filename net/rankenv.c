@@ -2,6 +2,7 @@
 #include "ctrl.h"
 #include "../base/err.h"
 #include "../base/hash.h"
+#include "../base/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,6 +58,22 @@ static int rankenv_launcher(RankEnv *e) {
         e->launched = 1;
         return RS_OK;
     }
+    return RS_OK;
+}
+
+/* torchrun's agent: with TORCHELASTIC_USE_AGENT_STORE=True, MASTER_PORT is its TCPStore (rank 0
+ * must not bind it); the key rank 0 publishes its control plane under is per run, restart and size. */
+static int rankenv_torchrun(RankEnv *e) {
+    const char *use = getenv("TORCHELASTIC_USE_AGENT_STORE"), *run = getenv("TORCHELASTIC_RUN_ID");
+    if (strcmp(e->source, "torchrun") || !use || strcmp(use, "True")) return RS_OK;
+    int restart = 0;
+    if (env_int("TORCHELASTIC_RESTART_COUNT", &restart) < 0) return RS_ERR_INPUT;
+    if (run && strlen(run) > 100)
+        return rs_error(RS_ERR_INPUT, "environment TORCHELASTIC_RUN_ID: %zu characters, more than the 100 a run id may have here",
+                        strlen(run));
+    e->agent_store = 1;
+    snprintf(e->store_key, sizeof e->store_key, "ringside/%s/attempt_%d/world_%d/ctrl", run && *run ? run : "none", restart,
+             e->world);
     return RS_OK;
 }
 
@@ -125,6 +142,14 @@ int rankenv_detect(RankEnv *e) {
     const char *addr = getenv("MASTER_ADDR");
     int port = 0, r = env_int("MASTER_PORT", &port);
     if (r < 0) return RS_ERR_INPUT;
+    int ompi_size = 0, ompi_local = 0;
+    if ((!addr || !*addr) && !strcmp(e->source, "openmpi") && env_int("OMPI_COMM_WORLD_SIZE", &ompi_size) > 0 &&
+        env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &ompi_local) > 0 && ompi_local == ompi_size) {
+        addr = "127.0.0.1"; /* every rank on this host: rank 0 is here */
+        if (e->member == 0)
+            log_info("# openmpi: all %d ranks on this host and no MASTER_ADDR: rank 0 listens on 127.0.0.1", ompi_size);
+    }
+    RS_TRY(rankenv_torchrun(e));
     if (e->world > 1 || e->servers > 0) {
         if (!addr || !*addr) return rs_error(RS_ERR_INPUT, "environment: %s rank %d of %d needs MASTER_ADDR", e->source, e->member, e->world);
         if (r == 0 || port < 1 || port > 65535)

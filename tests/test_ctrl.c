@@ -3,13 +3,21 @@
 #include "../base/config.h"
 #include "../net/ctrl.h"
 #include "../base/err.h"
+#include "../net/elastic.h"
 #include "../net/launch.h"
 #include "../engine/zctx.h"
 #include "test.h"
 #include "../engine/config_check.h"
 #include "../experiments/backends.h"
 
+#include <arpa/inet.h>
+#include <cJSON.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,7 +423,8 @@ static void clear_env(void) {
                           "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
                           "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                           "OMPI_COMM_WORLD_LOCAL_SIZE", "RINGSIDE_ROLE", "RINGSIDE_SERVER_ID", "RINGSIDE_SERVERS",
-                          "RINGSIDE_JOB_TOKEN", "RINGSIDE_LAUNCHER"};
+                          "RINGSIDE_JOB_TOKEN", "RINGSIDE_LAUNCHER", "TORCHELASTIC_USE_AGENT_STORE",
+                          "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -487,6 +496,275 @@ static void test_rankenv(void) {
     clear_env();
 }
 
+/* torchrun's agent store: detected by its variables, a key per run, restart and size; by hand
+ * (no TORCHELASTIC_USE_AGENT_STORE=True), MASTER_PORT stays rank 0's to bind. */
+static void test_rankenv_torchrun(void) {
+    RankEnv e;
+    clear_env();
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    CHECK(rankenv_detect(&e) == RS_OK && !e.agent_store);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+    setenv("TORCHELASTIC_RUN_ID", "job7", 1);
+    CHECK(rankenv_detect(&e) == RS_OK && !e.agent_store);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
+    CHECK(rankenv_detect(&e) == RS_OK && e.agent_store && !strcmp(e.source, "torchrun") && e.port == 29500);
+    CHECK_MSG(!strcmp(e.store_key, "ringside/job7/attempt_3/world_2/ctrl"), "%s", e.store_key);
+    setenv("TORCHELASTIC_RESTART_COUNT", "x", 1);
+    CHECK(rankenv_detect(&e) == RS_ERR_INPUT && strstr(rs_errmsg(), "TORCHELASTIC_RESTART_COUNT"));
+    clear_env();
+}
+
+/* Open MPI with every rank on this host and no MASTER_ADDR: rank 0 is here, 127.0.0.1; with
+ * ranks on several hosts the address is still required. */
+static void test_rankenv_openmpi_local(void) {
+    RankEnv e;
+    clear_env();
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+    setenv("MASTER_PORT", "29504", 1);
+    CHECK_MSG(rankenv_detect(&e) == RS_OK && !strcmp(e.addr, "127.0.0.1") && !strcmp(e.bind, "127.0.0.1"), "%s",
+              rs_errmsg());
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    CHECK(rankenv_detect(&e) == RS_ERR_INPUT && strstr(rs_errmsg(), "needs MASTER_ADDR"));
+    setenv("MASTER_ADDR", "localhost", 1);
+    CHECK(rankenv_detect(&e) == RS_OK && !strcmp(e.addr, "localhost"));
+    clear_env();
+}
+
+/* The error file torchrun's agent reads: its JSON shape, whole or not at all. */
+static void test_error_file(void) {
+    char dir[] = "/tmp/ringside-errfile-XXXXXX", path[256], bad[300];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/error.json", dir);
+    CHECK(elastic_error_write(path, "ringside: MNIST directory /x: \"quoted\"\nline", 1700000000LL) == RS_OK);
+    FILE *f = fopen(path, "r");
+    char text[4096] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    cJSON *root = cJSON_Parse(text), *msg = cJSON_GetObjectItem(root, "message");
+    cJSON *extra = cJSON_GetObjectItem(msg, "extraInfo");
+    CHECK_MSG(cJSON_IsString(cJSON_GetObjectItem(msg, "message")) &&
+                  !strcmp(cJSON_GetObjectItem(msg, "message")->valuestring, "ringside: MNIST directory /x: \"quoted\"\nline"),
+              "%s", text);
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(extra, "timestamp")) &&
+          !strcmp(cJSON_GetObjectItem(extra, "timestamp")->valuestring, "1700000000"));
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(extra, "py_callstack")) &&
+          strstr(cJSON_GetObjectItem(extra, "py_callstack")->valuestring, "MNIST directory"));
+    cJSON_Delete(root);
+    /* a directory that is not there: an error naming the path, and nothing left behind */
+    snprintf(bad, sizeof bad, "%s/gone/error.json", dir);
+    CHECK(elastic_error_write(bad, "x", 1) == RS_ERR_RUNTIME && strstr(rs_errmsg(), "gone"));
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *de; d && (de = readdir(d));) entries += de->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK_MSG(entries == 1, "%d entries in %s (only error.json expected)", entries, dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- A tiny TCPStore (PyTorch's c10d protocol: VALIDATE, SET, GET, CHECK, WAIT), a thread per connection ---- */
+typedef struct {
+    int lfd, port, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char key[4][200], val[4][300];
+    int n, refused; /* refused: connections that did not open with VALIDATE and the magic */
+} FakeStore;
+
+typedef struct {
+    FakeStore *st;
+    int fd;
+} FakeConn;
+
+static int fake_read(int fd, void *p, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = recv(fd, (char *)p + got, n - got, 0);
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int fake_str(int fd, char *out, size_t cap) {
+    uint64_t l;
+    if (fake_read(fd, &l, sizeof l) || l >= cap || fake_read(fd, out, (size_t)l)) return -1;
+    out[l] = 0;
+    return 0;
+}
+
+static int fake_find(FakeStore *st, const char *k) {
+    for (int i = 0; i < st->n; i++)
+        if (!strcmp(st->key[i], k)) return i;
+    return -1;
+}
+
+static void *fake_conn(void *arg) {
+    FakeConn *c = arg;
+    FakeStore *st = c->st;
+    unsigned char t;
+    uint32_t magic = 0;
+    if (fake_read(c->fd, &t, 1) || t != 0 || fake_read(c->fd, &magic, 4) || magic != 0x3C85F7CEu) {
+        pthread_mutex_lock(&st->mu);
+        st->refused++;
+        pthread_mutex_unlock(&st->mu);
+        goto done;
+    }
+    while (fake_read(c->fd, &t, 1) == 0) {
+        char k[200], v[300];
+        uint64_t nk = 1;
+        if (t == 1) { /* SET key value */
+            if (fake_str(c->fd, k, sizeof k) || fake_str(c->fd, v, sizeof v)) break;
+            pthread_mutex_lock(&st->mu);
+            int i = fake_find(st, k);
+            if (i < 0 && st->n < 4) i = st->n++;
+            if (i >= 0) snprintf(st->key[i], sizeof st->key[i], "%s", k), snprintf(st->val[i], sizeof st->val[i], "%s", v);
+            pthread_cond_broadcast(&st->cv);
+            pthread_mutex_unlock(&st->mu);
+        } else if (t == 3) { /* GET key: its length and bytes */
+            if (fake_str(c->fd, k, sizeof k)) break;
+            pthread_mutex_lock(&st->mu);
+            int i = fake_find(st, k);
+            snprintf(v, sizeof v, "%s", i >= 0 ? st->val[i] : "");
+            pthread_mutex_unlock(&st->mu);
+            uint64_t l = strlen(v);
+            if (send(c->fd, &l, sizeof l, MSG_NOSIGNAL) < 0 || send(c->fd, v, l, MSG_NOSIGNAL) < 0) break;
+        } else if (t == 5 || t == 6) { /* CHECK or WAIT, one key: READY / STOP_WAITING is 0 */
+            if (fake_read(c->fd, &nk, sizeof nk) || nk != 1 || fake_str(c->fd, k, sizeof k)) break;
+            pthread_mutex_lock(&st->mu);
+            while (t == 6 && fake_find(st, k) < 0 && !st->stop) pthread_cond_wait(&st->cv, &st->mu);
+            unsigned char a = fake_find(st, k) >= 0 ? 0 : 1;
+            pthread_mutex_unlock(&st->mu);
+            if (t == 6 && a) break; /* stopped */
+            if (send(c->fd, &a, 1, MSG_NOSIGNAL) < 0) break;
+        } else {
+            break;
+        }
+    }
+done:
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *fake_accept(void *arg) {
+    FakeStore *st = arg;
+    for (;;) {
+        int fd = accept(st->lfd, NULL, NULL);
+        if (fd < 0) return NULL; /* the listening socket was shut down */
+        FakeConn *c = malloc(sizeof *c);
+        c->st = st;
+        c->fd = fd;
+        pthread_t t;
+        pthread_create(&t, NULL, fake_conn, c);
+        pthread_detach(t);
+    }
+}
+
+static pthread_t fake_start(FakeStore *st) {
+    memset(st, 0, sizeof *st);
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    st->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    bind(st->lfd, (struct sockaddr *)&a, sizeof a);
+    listen(st->lfd, 16);
+    getsockname(st->lfd, (struct sockaddr *)&a, &al);
+    st->port = ntohs(a.sin_port);
+    pthread_t t;
+    pthread_create(&t, NULL, fake_accept, st);
+    return t;
+}
+
+static void fake_stop(FakeStore *st, pthread_t t) {
+    shutdown(st->lfd, SHUT_RDWR);
+    pthread_join(t, NULL);
+    close(st->lfd);
+    pthread_mutex_lock(&st->mu);
+    st->stop = 1;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    usleep(50000); /* the connection threads see stop and leave */
+}
+
+typedef struct {
+    int port, rc;
+    char got[300];
+} StoreGet;
+
+static void *store_get_thread(void *arg) {
+    StoreGet *g = arg;
+    g->rc = elastic_store_get("127.0.0.1", g->port, "ringside/k", g->got, sizeof g->got, 5);
+    return NULL;
+}
+
+/* The store client: a get waits for a later set; a missing key times out naming it; no store,
+ * a value too long: errors naming the store. */
+static void test_store_client(void) {
+    FakeStore st;
+    pthread_t acc = fake_start(&st);
+    StoreGet g = {.port = st.port, .rc = -1};
+    pthread_t t;
+    pthread_create(&t, NULL, store_get_thread, &g);
+    usleep(200000);
+    CHECK_MSG(elastic_store_set("127.0.0.1", st.port, "ringside/k", "tcp://127.0.0.1:4242", 5) == RS_OK, "%s", rs_errmsg());
+    pthread_join(t, NULL);
+    CHECK_MSG(g.rc == RS_OK && !strcmp(g.got, "tcp://127.0.0.1:4242"), "rc %d '%s'", g.rc, g.got);
+    char small[8], out[300];
+    CHECK(elastic_store_get("127.0.0.1", st.port, "ringside/k", small, sizeof small, 2) == RS_ERR_PEER &&
+          strstr(rs_errmsg(), "more than the 7") && !small[0]);
+    double t0 = clock_now();
+    CHECK(elastic_store_get("127.0.0.1", st.port, "ringside/missing", out, sizeof out, 0.3) == RS_ERR_PEER &&
+          strstr(rs_errmsg(), "ringside/missing") && strstr(rs_errmsg(), "timed out"));
+    CHECK(clock_now() - t0 < 2);
+    CHECK(st.refused == 0);
+    int port = st.port;
+    fake_stop(&st, acc);
+    t0 = clock_now();
+    CHECK(elastic_store_set("127.0.0.1", port, "k", "v", 0.3) == RS_ERR_PEER && strstr(rs_errmsg(), "MASTER_PORT") &&
+          strstr(rs_errmsg(), "cannot connect"));
+    CHECK(clock_now() - t0 < 2);
+}
+
+/* Joins as one rank of a job under torchrun's agent store (the fake at arg's port): nobody binds
+ * MASTER_PORT, rank 0 publishes its own. */
+static int member_agent_store(int member, int world, int port, void *arg) {
+    (void)port;
+    RankEnv e;
+    char canon[8192];
+    env_for(&e, member, world, *(int *)arg, "00112233445566778899aabbccddeeff");
+    snprintf(e.bind, sizeof e.bind, "127.0.0.1");
+    e.agent_store = 1;
+    snprintf(e.store_key, sizeof e.store_key, "ringside/job7/attempt_0/world_%d/ctrl", world);
+    void *z = zmq_ctx_new();
+    Ctrl *c = NULL;
+    int rc = ctrl_join(&c, &e, z, canon_default(canon, sizeof canon, 64), "ep", 10);
+    if (rc == RS_OK) rc = ctrl_barrier(c);
+    if (rc != RS_OK) fprintf(stderr, "member %d: %s\n", member, rs_errmsg());
+    if (c) ctrl_close(c);
+    zmq_ctx_term(z);
+    return rc;
+}
+
+static void test_join_through_agent_store(void) {
+    FakeStore st;
+    pthread_t acc = fake_start(&st);
+    int st_port = st.port, status[16];
+    run_members(3, member_agent_store, &st_port, status);
+    for (int i = 0; i < 3; i++) CHECK_MSG(status[i] == 0, "member %d exit %d", i, status[i]);
+    CHECK(st.n == 1 && !strcmp(st.key[0], "ringside/job7/attempt_0/world_3/ctrl") &&
+          !strncmp(st.val[0], "tcp://127.0.0.1:", 16) && atoi(st.val[0] + 16) != st_port);
+    fake_stop(&st, acc);
+}
+
 static void test_config_diff(void) {
     char a[8192], b[8192], d[700];
     canon_default(a, sizeof a, 64);
@@ -501,6 +779,11 @@ int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(test_config_diff);
     RUN(test_rankenv);
+    RUN(test_rankenv_torchrun);
+    RUN(test_rankenv_openmpi_local);
+    RUN(test_error_file);
+    RUN(test_store_client);
+    RUN(test_join_through_agent_store);
     RUN(test_join_barrier_gather);
     RUN(test_workers_only);
     RUN(test_mismatch_refused);
