@@ -1,6 +1,7 @@
 /* mesh.c - any rank to any rank: each rank's mailbox, tagged sends and receives, the glue of a back end written on them (mesh.h) */
 #include "mesh.h"
 #include "../net/zendpoint.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/config.h"
@@ -273,6 +274,8 @@ static int mesh_bind(Mesh *m, char *endpoint, size_t len) {
     int zero = 0;
     if (!(m->pull = zmq_socket(m->job.zctx, ZMQ_PULL))) return zmqCheck(-1);
     RS_TRY(secure_socket(m->pull, SECURE_BINDS));
+    m->gated = gate_on(m->job.zctx); /* decided once, with the mailbox: the PUSHes come later */
+    RS_TRY(gate_socket(m->job.zctx, m->pull, 1, GATE_DATA, NULL));
     RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_LINGER, &zero, sizeof zero)));
     RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_RCVHWM, &zero, sizeof zero)));
     RS_TRY(zmqCheck(msg_bound(m->pull, mesh_largest_frame(m))));
@@ -332,6 +335,7 @@ int mesh_connect(void *state, char *const *endpoints, int nmembers) {
             return rs_error(RS_ERR_INPUT, "%s: rank %d published no data-plane endpoint", m->name, p);
         if (!(m->push[p] = zmq_socket(m->job.zctx, ZMQ_PUSH))) return zmqCheck(-1);
         RS_TRY(secure_socket(m->push[p], SECURE_CONNECTS));
+        if (m->gated) RS_TRY(gate_socket(m->job.zctx, m->push[p], 0, GATE_DATA, m->name));
         RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_LINGER, &tmo, sizeof tmo)));
         RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_SNDHWM, &zero, sizeof zero)));
         RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_SNDTIMEO, &tmo, sizeof tmo)));

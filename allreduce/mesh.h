@@ -73,6 +73,7 @@ struct Mesh {
     size_t stage_bytes;
     SyncTraffic tr;        /* the transport and split flags; the counts are count's */
     MsgCount count;        /* the data plane's traffic, counted by net/msg.h */
+    int gated;             /* the context had a gate when the mailbox was bound: the PUSHes present the token */
 };
 
 /* ---- Prototypes: what an algorithm calls ---- */

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
 #include "allreduce.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
@@ -749,6 +750,9 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     }
     /* --secure: CURVE on both sockets (shared-memory lanes never leave the host) */
     if ((rc = secure_socket(r->pull, SECURE_BINDS)) || (rc = secure_socket(r->push, SECURE_CONNECTS))) goto err;
+    /* without --secure, the job token in both sockets' handshakes where the context has a gate */
+    if ((rc = gate_socket(r->zctx, r->pull, 1, GATE_DATA, NULL)) || (rc = gate_socket(r->zctx, r->push, 0, GATE_DATA, "ring")))
+        goto err;
     if ((rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero))) ||
         (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_RCVHWM, &zero, sizeof zero))) ||
         (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg))) ||

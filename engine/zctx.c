@@ -1,6 +1,7 @@
 /* zctx.c - creates and ends the process's ZeroMQ context with the job's bind address, security and control-plane frame bound */
 #include "zctx.h"
 #include "../base/err.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "config_check.h"
 
@@ -59,12 +60,12 @@ int zctx_open(void **out, const Config *c, RankEnv *env) {
     env->ctrl_max = zctx_ctrl_bound(c, env->world + env->servers);
     void *z = zmq_ctx_new();
     if (!z) return rs_error(RS_ERR_RUNTIME, "cannot create a ZeroMQ context: %s", zmq_strerror(zmq_errno()));
-    if (c->secure[0]) {
-        int rc = secure_enable(z, c->secure);
-        if (rc != RS_OK) {
-            zmq_ctx_term(z);
-            return rc;
-        }
+    int rc = c->secure[0]     ? secure_enable(z, c->secure) /* CURVE: the job's key */
+             : env->token[0] ? gate_open(z, env->token)    /* the job token in every handshake (net/gate.h) */
+                             : RS_OK;                      /* one process alone: nothing to admit */
+    if (rc != RS_OK) {
+        zmq_ctx_term(z);
+        return rc;
     }
     *out = z;
     return RS_OK;
@@ -72,6 +73,7 @@ int zctx_open(void **out, const Config *c, RankEnv *env) {
 
 void zctx_close(void *zctx) {
     if (!zctx) return;
+    gate_close(zctx);
     secure_disable();
     zmq_ctx_term(zctx);
 }

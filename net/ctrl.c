@@ -5,6 +5,7 @@
 #include "../base/err.h"
 #include "../base/log.h"
 #include "elastic.h"
+#include "gate.h"
 #include "secure.h"
 #include "zmq_check.h"
 
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #define CTRL_MAX_FRAMES 1024
-#define CTRL_GATE "inproc://zeromq.zap.01" /* the context's authentication handler (RFC 27) */
 #define CTRL_DOMAIN "ringside-ctrl"
 #define CTRL_MON_EVENTS \
     (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -44,7 +44,7 @@ struct Ctrl {
     int nlater;
     size_t max_bytes;    /* the largest frame a peer may send (ZMQ_MAXMSGSIZE) and this process sends */
     Rid *rid;            /* member 0: every member's connection, bound by its JOIN (members entries) */
-    void *gate;          /* member 0 without --secure: the ZAP handler that admits the token's holders */
+    int gated;           /* without --secure: this context's gate (net/gate.h) was opened by this member */
     void *mon;           /* during ctrl_join: the socket monitor's PAIR (refused handshakes) */
     unsigned long long refused_auth, refused_mech; /* handshakes refused: credentials, mechanism */
     unsigned long long ended;  /* handshakes the other side ended without a word */
@@ -102,42 +102,17 @@ static int ctrl_take(void *sock, zmq_msg_t *f, int max) {
     return n;
 }
 
-static int frame_is(zmq_msg_t *f, const char *text) {
-    size_t n = strlen(text);
-    return zmq_msg_size(f) == n && !memcmp(zmq_msg_data(f), text, n);
-}
-
-/* The gate (member 0 without --secure): answers one ZAP request, admitting a PLAIN peer whose
- * password is the job token. Frames: version, request id, domain, address, identity, mechanism,
- * username, password. */
-static void ctrl_gate_one(Ctrl *c) {
-    zmq_msg_t f[8];
-    int n = ctrl_take(c->gate, f, 8);
-    if (n < 2) { /* no request id to answer (libzmq's requests have 6 frames or more) */
-        for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
-        return;
-    }
-    int ok = n == 8 && frame_is(&f[5], "PLAIN") && frame_is(&f[7], c->token);
-    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "not this job's token";
-    zmq_send(c->gate, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(c->gate, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-    zmq_send(c->gate, status, 3, ZMQ_SNDMORE);
-    zmq_send(c->gate, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(c->gate, "", 0, ZMQ_SNDMORE);
-    zmq_send(c->gate, "", 0, 0);
-    if (!ok) {
-        int an = n > 3 ? (int)zmq_msg_size(&f[3]) : 0, un = n > 6 ? (int)zmq_msg_size(&f[6]) : 0;
-        if (an > 63) an = 63;
-        if (un > 40) un = 40;
-        snprintf(c->refused_from, sizeof c->refused_from, "%.*s%s%.*s", an, an ? (char *)zmq_msg_data(&f[3]) : "",
-                 un ? " as " : "", un, un ? (char *)zmq_msg_data(&f[6]) : "");
-        for (char *p = c->refused_from; *p; p++)
-            if (*p < 32 || *p > 126) *p = '?';
-        if (!c->refused_auth++)
-            log_warn("control plane %s: refused a connection from %s: not this job's token", c->where,
-                     c->refused_from);
-    }
-    for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+/* Member 0 without --secure: takes in what the context's gate (net/gate.h) refused on the control
+ * port since the last look, warning once with the first refused peer. */
+static void ctrl_gate_look(Ctrl *c) {
+    if (c->member != 0 || !c->gated) return;
+    char from[160] = "";
+    unsigned long long n = gate_refused(c->zctx, GATE_CTRL, from, sizeof from);
+    if (n <= c->refused_auth) return;
+    if (!c->refused_auth)
+        log_warn("control plane %s: refused a connection from %s: not this job's token", c->where, from);
+    c->refused_auth = n;
+    snprintf(c->refused_from, sizeof c->refused_from, "%s", from);
 }
 
 /* One event of the socket monitor. Both sides count handshakes that failed on the security
@@ -174,16 +149,17 @@ static int ctrl_recv(Ctrl *c, Msg *m, double deadline) {
             return RS_ERR_INPUT;
         double left = deadline - clock_now();
         if (left <= 0) return RS_ERR_PEER;
-        zmq_pollitem_t it[3] = {{c->sock, 0, ZMQ_POLLIN, 0}};
-        int n = 1, gi = -1, mi = -1;
-        if (c->gate) it[gi = n++] = (zmq_pollitem_t){c->gate, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}};
+        int n = 1, mi = -1;
         if (c->mon) it[mi = n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(it, n, (long)(left * 1000) + 1);
+        long wait = (long)(left * 1000) + 1;
+        if (c->gated && c->member == 0 && wait > 200) wait = 200; /* look at the gate's refusals now and then */
+        int rc = zmq_poll(it, n, wait);
+        ctrl_gate_look(c);
         if (rc < 0) {
             if (zmq_errno() == EINTR) continue;
             return zmqCheck(rc);
         }
-        if (gi > 0 && (it[gi].revents & ZMQ_POLLIN)) ctrl_gate_one(c);
         if (mi > 0 && (it[mi].revents & ZMQ_POLLIN)) ctrl_monitor_one(c);
         if (!(it[0].revents & ZMQ_POLLIN)) continue;
         int more = 1;
@@ -330,10 +306,12 @@ static void ctrl_refusals(Ctrl *c, char *out, size_t len) {
     size_t k = 0;
     char from[160];
     snprintf(from, sizeof from, "%s", c->refused_from);
-    unsigned long long auth = c->refused_auth + (c->gate ? 0 : secure_refused(from, sizeof from));
+    ctrl_gate_look(c);
+    snprintf(from, sizeof from, "%s", c->refused_from);
+    unsigned long long auth = c->refused_auth + (c->gated ? 0 : secure_refused(from, sizeof from));
     if (auth) {
         k += (size_t)snprintf(out, len, "; meanwhile rank 0 refused %llu connection%s %s%s%s%s", auth,
-                              auth == 1 ? "" : "s", c->gate ? "without this job's token" : "with another key than this job's --secure key",
+                              auth == 1 ? "" : "s", c->gated ? "without this job's token" : "with another key than this job's --secure key",
                               from[0] ? " (the last from " : "", from, from[0] ? ")" : "");
     }
     if (c->refused_mech && k < len)
@@ -472,29 +450,15 @@ static unsigned long long ctrl_nonce(void) {
 }
 
 /* Who may connect: under --secure the job's key (CURVE, secure.c's handler); otherwise the job
- * token as a PLAIN password, which member 0's gate checks in ctrl_recv before the connection may
- * send anything. 0 or RS_ERR_RUNTIME. */
+ * token as a PLAIN password, which this context's gate (net/gate.h, a thread every member opens)
+ * checks before the connection may send anything. 0 or RS_ERR_RUNTIME. */
 static int ctrl_secure(Ctrl *c, SecureSide side) {
     if (secure_on()) return secure_socket(c->sock, side);
-    int one = 1, rc = 0, linger = 0;
-    if (side == SECURE_CONNECTS) {
-        char user[32];
-        snprintf(user, sizeof user, "member %d", c->member);
-        rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_USERNAME, user, strlen(user));
-        rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_PASSWORD, c->token, strlen(c->token));
-        return rc ? rs_error(RS_ERR_RUNTIME, "control plane: cannot set the job token: %s", zmq_strerror(zmq_errno()))
-                  : RS_OK;
-    }
-    if (!(c->gate = zmq_socket(c->zctx, ZMQ_REP)))
-        return rs_error(RS_ERR_RUNTIME, "control plane: cannot create the token check: %s", zmq_strerror(zmq_errno()));
-    zmq_setsockopt(c->gate, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(c->gate, CTRL_GATE) != 0)
-        return rs_error(RS_ERR_RUNTIME, "control plane: cannot start the token check (%s): %s", CTRL_GATE,
-                        zmq_strerror(zmq_errno()));
-    rc |= zmq_setsockopt(c->sock, ZMQ_PLAIN_SERVER, &one, sizeof one);
-    rc |= zmq_setsockopt(c->sock, ZMQ_ZAP_DOMAIN, CTRL_DOMAIN, strlen(CTRL_DOMAIN));
-    return rc ? rs_error(RS_ERR_RUNTIME, "control plane: cannot require the job token: %s", zmq_strerror(zmq_errno()))
-              : RS_OK;
+    RS_TRY(gate_open(c->zctx, c->token)); /* every member's context: its data sockets are gated too */
+    c->gated = 1;
+    char user[32];
+    snprintf(user, sizeof user, "member %d", c->member);
+    return gate_socket(c->zctx, c->sock, side == SECURE_BINDS, GATE_CTRL, user);
 }
 
 /* Watches c->sock's handshakes (before its bind or connect) until ctrl_monitor_stop. 0 or RS_ERR_RUNTIME. */
@@ -832,7 +796,7 @@ void ctrl_close(Ctrl *c) {
     free(c->rid);
     ctrl_monitor_stop(c);
     if (c->sock) zmq_close(c->sock);
-    if (c->gate) zmq_close(c->gate);
+    if (c->gated) gate_close(c->zctx);
     if (c->endpoints)
         for (int i = 0; i < c->members; i++) free(c->endpoints[i]);
     free(c->endpoints);

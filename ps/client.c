@@ -6,6 +6,7 @@
 #include "server.h"
 #include "shard.h"
 #include "wire.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
@@ -86,6 +87,7 @@ typedef struct {
     float *sum_buf;
     size_t sum_total, per;
     MsgLend zc;                /* pushes lent without a copy, not yet let go */
+    int gated;                 /* the context had a gate at init: the DEALERs present the job token */
     SyncTraffic tr;            /* the split flag; the counts are count's */
     MsgCount count;            /* the data plane's traffic (net/msg.h) */
     /* --wire: the gradients' codec (pushes), the parameters' (training replies: scale 1) and the
@@ -458,6 +460,7 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     if (!c) return rs_error(RS_ERR_RUNTIME, "out of memory");
     *state = c;
     c->job = *job;
+    c->gated = gate_on(job->zctx); /* decided with the servers' sockets: the DEALERs come at connect */
     c->cfg = cfg;
     c->nparams = job->nbuckets > 0 ? job->nparams : 0;
     c->rank = job->rank;
@@ -601,6 +604,7 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         if (!c->local[k] && zep_get() == ZEP_SHM)
             return rs_error(RS_ERR_INPUT, "--transport shm: ps has no shared-memory path (use auto, ipc or tcp)");
         RS_TRY(secure_socket(c->sock[k], SECURE_CONNECTS));
+        if (c->gated) RS_TRY(gate_socket(c->job.zctx, c->sock[k], 0, GATE_DATA, "ps worker"));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_LINGER, &linger, sizeof linger)));
         RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));

@@ -22,6 +22,7 @@
 #include "../model/model.h"
 #include "server.h"
 #include "wire.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
@@ -481,6 +482,7 @@ static int dp_open_socket(DpChannel *ch) {
     heap_keep_frames(most); /* gathers and scatters in warm heap pages (base/heap.h) */
     if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
     RS_TRY(secure_socket(ch->sock, ch->rank == 0 ? SECURE_BINDS : SECURE_CONNECTS));
+    RS_TRY(gate_socket(ch->job.zctx, ch->sock, ch->rank == 0, GATE_DATA, "dataparallel"));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
     RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));

@@ -2,6 +2,7 @@
 #include "server.h"
 #include "../net/zframe.h"
 #include "shard.h"
+#include "../net/gate.h"
 #include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
@@ -1260,6 +1261,7 @@ static int server_bind(PsServer *s, size_t maxmsg) {
     int64_t maxsz = (int64_t)maxmsg;
     if (!(s->router = zmq_socket(s->a.zctx, ZMQ_ROUTER))) return zmqCheck(-1);
     RS_TRY(secure_socket(s->router, SECURE_BINDS));
+    RS_TRY(gate_socket(s->a.zctx, s->router, 1, GATE_DATA, NULL)); /* the job token in every worker's handshake */
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger)));
     RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));

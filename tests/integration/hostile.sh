@@ -121,7 +121,8 @@ grep -q "cut off by rank 0" $T/peer.log && ! grep -q "^flood: [1-9][0-9]* messag
 
 # 3. a rank's data mailbox (the tree's, over TCP): frames larger than anything the job sends end
 #    the sender's connection unread (net/msg.h's msg_bound), so 20 messages of 50 MiB pushed at
-#    rank 1 while it trains leave its peak RSS where it was, and the job succeeds
+#    rank 1 while it trains leave its peak RSS where it was, and the job succeeds; a PLAIN peer with
+#    a wrong token is refused in its handshake
 drank() { # RANK PORT NAME: one rank of a 2-rank tree job over TCP (rank 1 sleeps 100 ms a step)
     RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
         $BIN train --sync tree --transport tcp $SMALL --steps 40 --straggler 1:100 --timeout 20 --report $T/$3.json >$T/$3$1.log 2>&1 &
@@ -147,13 +148,14 @@ PY
     [ -n "$dport" ] && break; sleep 0.1
 done
 [ -n "$dport" ] && $PY $T/peer.py push $dport 20 50 >$T/push.log 2>&1 & pp=$!
+[ -n "$dport" ] && $PY $T/peer.py plain $dport 2 >$T/dplain.log 2>&1 & pq=$!
 hwm=0
 while kill -0 $d1 2>/dev/null; do
     v=$(awk '/^VmHWM/ {print $2}' /proc/$d1/status 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
     sleep 0.1
 done
 wait $d0; e0=$?; wait $d1; e1=$?
-kill $pp 2>/dev/null; wait $pp 2>/dev/null
+kill $pp $pq 2>/dev/null; wait $pp $pq 2>/dev/null
 echo "data-plane push at rank 1's port ${dport:-?}: exit $e0/$e1, rank 1 VmHWM $hwm KiB; $(cat $T/push.log 2>/dev/null)"
 [ -n "$dport" ] && [ $e0 = 0 ] && [ $e1 = 0 ] && [ -s $T/data.json ] \
     && ok "a tree job whose data mailbox is pushed 1 GB by a stranger still succeeds" \
@@ -163,6 +165,11 @@ echo "data-plane push at rank 1's port ${dport:-?}: exit $e0/$e1, rank 1 VmHWM $
     || bad "rank 1's memory under the push" "VmHWM $hwm KiB"
 grep -q "^push: 0 messages sent whole" $T/push.log && ok "every oversized message is cut off unread" \
     || bad "oversized messages cut off" "$(cat $T/push.log 2>/dev/null)"
+# the data port takes the job token in its handshake as the control port does (net/gate.h): a
+# stranger with a wrong password is refused there, and rank 1 names it once
+grep -q "data plane: refused a connection from 127.0.0.1 as member 1: not this job's token" $T/data1.log \
+    && ok "rank 1's data port refuses a wrong token in the handshake, named" \
+    || bad "the data port's token check" "$(cat $T/dplain.log 2>/dev/null; grep -i refused $T/data1.log)"
 
 # 2. squatters connect first, as identity m1 without a token and with a wrong one; then rank 1 comes
 port=$(free_port)

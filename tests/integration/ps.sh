@@ -109,9 +109,11 @@ assert max(w) <= 1.05 * min(w), w
 print("workers %s MB, server %.1f MB" % ([round(x / 1e6, 1) for x in w], s[0]["memory"]["peak_bytes"] / 1e6))
 EOF
 
-# ---- a foreign process talks to the server: dropped and counted, the job finishes correctly -----
+# ---- a foreign process talks to the server: without the job token it is refused in the handshake
+# (net/gate.h: nothing of it reaches the server); with the token but garbage and another job's
+# wire token, every message is dropped and counted; the job finishes correctly either way -------
 cat >$T/foreign.c <<'EOF'
-/* foreign.c - a stranger on the server's port: garbage frames and well-formed messages with another job's token */
+/* foreign.c - a stranger on the server's port: garbage frames and well-formed messages with another job's token (argv[2]: the job token to present in the handshake, if any) */
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
@@ -124,6 +126,10 @@ int main(int argc, char **argv) {
         void *s = zmq_socket(ctx, ZMQ_DEALER);
         zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
         if (ids[i]) zmq_setsockopt(s, ZMQ_ROUTING_ID, ids[i], strlen(ids[i]));
+        if (argc > 2) { /* PLAIN with the job token: admitted by the gate, then judged by its messages */
+            zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, "stranger", 8);
+            zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, argv[2], strlen(argv[2]));
+        }
         if (zmq_connect(s, argv[1])) return 1;
         sent += zmq_send(s, "garbage", 7, 0) == 7;
         zmq_send(s, "a", 1, ZMQ_SNDMORE); zmq_send(s, "b", 1, ZMQ_SNDMORE); sent += zmq_send(s, "c", 1, 0) == 1;
@@ -149,24 +155,27 @@ int main(int argc, char **argv) {
 }
 EOF
 if cc -I. -o $T/foreign $T/foreign.c ps/wire.c $(pkg-config --cflags --libs libzmq) 2>$T/cc.log; then
-    $BIN train -n 3 --sync ps --steps 1500 $SMALL --report $T/f.json >$T/f.log 2>&1 & L=$!
+    tok=0123456789abcdef0123456789abcdef
+    RINGSIDE_JOB_TOKEN=$tok $BIN train -n 3 --sync ps --steps 1500 $SMALL --report $T/f.json >$T/f.log 2>&1 & L=$!
     ep=""
     for i in $(seq 1 100); do ep=$(grep -o 'listening on tcp://[^ |]*' $T/f.log | head -n1 | cut -d' ' -f3); [ -n "$ep" ] && break; sleep 0.1; done
-    n=$($T/foreign "$ep" 2>&1)
+    $T/foreign "$ep" >$T/n0 2>&1 & F0=$! # no token: refused in the handshake (it lingers 3 s on what it queued)
+    n=$($T/foreign "$ep" "$tok" 2>&1)    # the token: in, and every message dropped
+    wait $F0; n0=$(cat $T/n0)
     # a raw TCP peer speaking no ZeroMQ at all
     $PY -c "import socket,sys; h,p=sys.argv[1].rsplit(':',1); s=socket.create_connection((h[6:],int(p))); s.sendall(b'\xff'*64+b'GET / HTTP/1.0\r\n\r\n'); s.close()" "$ep" 2>/dev/null
     wait $L; rc=$?
-    $PY - $T/f.json "$n" "$rc" <<'EOF' >$T/fc.log 2>&1 && ok "foreign messages dropped and counted ($(cat $T/fc.log))" || bad "foreign messages" "$(cat $T/fc.log; tail -n 5 $T/f.log)"
+    $PY - $T/f.json "$n" "$rc" "$n0" <<'EOF' >$T/fc.log 2>&1 && ok "foreign messages: none without the token, all dropped and counted with it ($(cat $T/fc.log))" || bad "foreign messages" "$(cat $T/fc.log; tail -n 5 $T/f.log)"
 import json, sys
 assert sys.argv[3] == "0", "job exit %s" % sys.argv[3]
 r = json.load(open(sys.argv[1]))
 n = int(sys.argv[2])
 d = r["ranks"][0]["traffic"]["dropped"]
-assert n > 0 and d == n, "sent %d, rank 0 dropped %d" % (n, d)
+assert n > 0 and int(sys.argv[4]) > 0 and d == n, "sent %d with the token and %s without, rank 0 dropped %d" % (n, sys.argv[4], d)
 assert all(e["traffic"]["dropped"] == 0 for e in r["ranks"][1:])
 lc = r["summary"]["loss_curve"]
 assert lc[-1][1] < lc[0][1] and all(x[1] == x[1] and abs(x[1]) < 100 for x in lc), "loss curve %s .. %s" % (lc[0], lc[-1])
-print("%d dropped" % d)
+print("%s queued without the token, none arrived; %d dropped" % (sys.argv[4], d))
 EOF
 else
     bad "foreign sender builds" "$(cat $T/cc.log)"
