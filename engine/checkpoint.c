@@ -537,10 +537,15 @@ int ckpt_dir_prepare(const char *dir, const char *resume, int clean, int *lock) 
 
 static void ckpt_hex(uint64_t v, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)v); }
 
+void ckpt_part_file(int server, int id, char *out, size_t len) { snprintf(out, len, server ? "server-%d.bin" : "rank-%d.bin", id); }
+
+int ckpt_due(const Config *c, long done) {
+    return c->checkpoint[0] && c->checkpoint_every > 0 && done > 0 && done % c->checkpoint_every == 0;
+}
+
 /* Part i's name: rank-i.bin for the workers, then server-(i - world).bin. */
 static void ckpt_part_name(const CkptMeta *m, int i, char *out, size_t len) {
-    if (i < m->world) snprintf(out, len, "rank-%d.bin", i);
-    else snprintf(out, len, "server-%d.bin", i - m->world);
+    ckpt_part_file(i >= m->world, i < m->world ? i : i - m->world, out, len);
 }
 
 int ckpt_manifest_write(const char *dir, long step, const CkptMeta *m, uint64_t job, double timeout, size_t *bytes) {

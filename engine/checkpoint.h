@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/config.h"
+
 /* Layout of --checkpoint DIR:
  *
  *   DIR/step-000120/rank-0.bin ... rank-{N-1}.bin   each worker's part
@@ -86,6 +88,13 @@ void ckpt_part_free(CkptPart *p);
 
 /* The path of DIR/step-NNNNNN (into out). */
 void ckpt_step_dir(const char *dir, long step, char *out, size_t len);
+
+/* A member's part's name: "rank-R.bin" for worker id, "server-K.bin" for server id (server 1). */
+void ckpt_part_file(int server, int id, char *out, size_t len);
+
+/* 1 when the step that ends with step done (1, 2, ...) is one c checkpoints (--checkpoint given,
+ * done a multiple of --checkpoint-every): what the trainer and every server decide alike. */
+int ckpt_due(const Config *c, long done);
 
 /* The 64-bit hash of a job token, the job's mark in every part it writes. */
 uint64_t ckpt_job_hash(const char *token);

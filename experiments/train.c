@@ -278,7 +278,7 @@ static int run_train(Run *r) {
             rc = run_eval(r, s + 1);
             if (s >= warm) r->gemm_eval += kernels_cpu_gemm_seconds() - g0;
         }
-        if (rc == RS_OK && r->cfg.checkpoint[0] && (s + 1) % r->cfg.checkpoint_every == 0)
+        if (rc == RS_OK && ckpt_due(&r->cfg, (long)s + 1))
             rc = train_ckpt_save(r, s + 1); /* after the step's evaluation, which its part keeps */
         if (rc) break;
         /* rank 0's loss sum covers the global batch under DataParallel's step */

@@ -33,7 +33,6 @@ int train_ckpt_prepare(const Config *c, int world, int clean, long *step) {
 }
 
 /* The part's name of worker rank. */
-static void ckpt_rank_name(int rank, char *out, size_t len) { snprintf(out, len, "rank-%d.bin", rank); }
 
 int train_ckpt_save(Run *r, int step) {
     Model *m = &r->model;
@@ -69,7 +68,7 @@ int train_ckpt_save(Run *r, int step) {
         return rc;
     }
     char name[32];
-    ckpt_rank_name(r->rank, name, sizeof name);
+    ckpt_part_file(0, r->rank, name, sizeof name);
     uint64_t job = ckpt_job_hash(r->env.token);
     RS_TRY(ckpt_commit(&w, r->cfg.checkpoint, step, name, job));
     if (r->rank != 0) return RS_OK;
@@ -87,7 +86,7 @@ int train_ckpt_restore(Run *r) {
     Model *m = &r->model;
     char name[32];
     CkptPart p;
-    ckpt_rank_name(r->rank, name, sizeof name);
+    ckpt_part_file(0, r->rank, name, sizeof name);
     RS_TRY(ckpt_resume_load(r->cfg.resume, name, &p));
     size_t bytes = m->nparams * sizeof(float);
     float *h = malloc(bytes ? bytes : 1);

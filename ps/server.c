@@ -505,7 +505,7 @@ static int server_checkpoint(PsServer *s, long step) {
         ckpt_put(&w, "params", h, bytes);
         ckpt_put(&w, "mom", h + n, bytes);
         if (s->mom2) ckpt_put(&w, "mom2", h + 2 * n, bytes);
-        snprintf(name, sizeof name, "server-%d.bin", s->a.id);
+        ckpt_part_file(1, s->a.id, name, sizeof name);
         rc = ckpt_commit(&w, s->a.cfg->checkpoint, step, name, ckpt_job_hash(s->a.token));
     }
     free(h);
@@ -519,7 +519,7 @@ static int server_resume_load(PsServer *s) {
     CkptPart p;
     size_t n = s->nkeys, bytes = n * sizeof(float);
     uint64_t keys;
-    snprintf(name, sizeof name, "server-%d.bin", s->a.id);
+    ckpt_part_file(1, s->a.id, name, sizeof name);
     RS_TRY(ckpt_resume_load(s->a.cfg->resume, name, &p));
     int rc = ckpt_get(&p, "keys", &keys, sizeof keys);
     if (rc == RS_OK && keys != n)
@@ -577,7 +577,7 @@ static int slice_apply(PsServer *s, PsPhase *ph, int b) {
     ph->done++;
     if (ph->done == ph->nslices) ph->active = 0;
     /* the step's last slice: its checkpoint part is durable before the reply that ends the step */
-    if (!ph->active && ph->op == WIRE_PUSH && s->a.cfg->checkpoint[0] && (ph->step + 1) % s->a.cfg->checkpoint_every == 0)
+    if (!ph->active && ph->op == WIRE_PUSH && ckpt_due(s->a.cfg, (long)ph->step + 1))
         RS_TRY(server_checkpoint(s, (long)ph->step + 1));
     double t1 = clock_now();
     if (s->a.trace && ph->op == WIRE_PUSH) /* the server's own work, on its host's trace */
