@@ -20,10 +20,14 @@ typedef struct {
     size_t off;
     size_t size;        /* for strings */
     const char *def;    /* default as text */
-    int shared;         /* 1: must agree across ranks (in the canonical text) */
+    int shared;         /* OPT_SHARED: must agree across ranks (in the canonical text); OPT_NO_RESULT: changes
+                         * nothing a run measures (where outputs go, what is printed, how long a wait
+                         * may take, checkpoints: a resumed run is the uninterrupted one, bit for bit) */
     const char *help;
 } Opt;
 
+#define OPT_SHARED 1
+#define OPT_NO_RESULT 2
 #define O(f) offsetof(Config, f)
 #define S(f) sizeof(((Config *)0)->f)
 static const Opt opts[] = {
@@ -59,7 +63,7 @@ static const Opt opts[] = {
     {"sync", 0, OPT_STR, O(sync), S(sync), "ring", 1, "gradient sync: none | ring | tree | nccl | ps | byteps (BytePS: a shard in every worker and --ps-servers k CPU servers) | student (lab 5)"},
     {"bucket-mb", 0, OPT_DBL, O(bucket_mb), 0, "25", 1, "gradient bucket size in MiB (last layer first)"},
     {"no-overlap", 0, OPT_NOFLAG, O(overlap), 0, "1", 1, "wait for the whole backward before communicating"},
-    {"timeout", 0, OPT_DBL, O(timeout), 0, "60", 1, "seconds any blocking wait may take before the job fails"},
+    {"timeout", 0, OPT_DBL, O(timeout), 0, "60", OPT_SHARED | OPT_NO_RESULT, "seconds any blocking wait may take before the job fails"},
     {"ps-placement", 0, OPT_STR, O(ps_placement), S(ps_placement), "colocated", 1, "colocated (inside rank 0) | dedicated (own process) | sharded (a server shard in every worker, 1/N of the keys each)"},
     {"ps-servers", 0, OPT_INT, O(ps_servers), 0, "1", 1, "parameter servers (dedicated placement), keys sharded by range; sharded placement: one per worker; byteps: k CPU servers, 0 <= k <= N, beside every worker's shard"},
     {"ps-partition-kb", 0, OPT_STR, O(ps_partition), S(ps_partition), "auto", 1, "ps, byteps: every bucket cut into partitions of at most K KiB on the wire, each summed and answered on its own and the partitions striped over every server (BytePS's partitions); auto: the bytes --link carries in 2 ms (64 KiB to 4 MiB), whole buckets without --link; off: whole buckets, each server its key range"},
@@ -68,9 +72,9 @@ static const Opt opts[] = {
     {"wire", 0, OPT_STR, O(wire), S(wire), "fp32", 1, "fp32, bf16, fp16, fp8e4m3 or fp8e5m2: the type gradients (and a server's parameters: bf16 under FP8) travel in; sums stay fp32; FP8 messages carry a scale each"},
     {"loss-scale", 0, OPT_DBL, O(loss_scale), 0, "1", 1, "static loss scale for a 16-bit --wire (not FP8: its messages scale themselves), a power of two: gradients x S before rounding, / S after (1: none)"},
     {"time-budget", 0, OPT_DBL, O(time_budget), 0, "0", 1, "seconds of training: every rank stops at the same moment, whatever --steps allows (0: none)"},
-    {"checkpoint", 0, OPT_STR, O(checkpoint), S(checkpoint), "", 1, "DIR: every process writes its part of a checkpoint there every --checkpoint-every steps, then rank 0 a manifest (docs/reliability.md)"},
-    {"checkpoint-every", 0, OPT_INT, O(checkpoint_every), 0, "100", 1, "steps between checkpoints (>= 1; with --checkpoint)"},
-    {"resume", 0, OPT_STR, O(resume), S(resume), "", 1, "DIR: resume from the newest complete checkpoint there, bit for bit (the options must match it but for --steps, --epochs, --warmup, --timeout, --time-budget, --straggler and the outputs)"},
+    {"checkpoint", 0, OPT_STR, O(checkpoint), S(checkpoint), "", OPT_SHARED | OPT_NO_RESULT, "DIR: every process writes its part of a checkpoint there every --checkpoint-every steps, then rank 0 a manifest (docs/reliability.md)"},
+    {"checkpoint-every", 0, OPT_INT, O(checkpoint_every), 0, "100", OPT_SHARED | OPT_NO_RESULT, "steps between checkpoints (>= 1; with --checkpoint)"},
+    {"resume", 0, OPT_STR, O(resume), S(resume), "", OPT_SHARED | OPT_NO_RESULT, "DIR: resume from the newest complete checkpoint there, bit for bit (the options must match it but for --steps, --epochs, --warmup, --timeout, --time-budget, --straggler and the outputs)"},
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
@@ -78,11 +82,11 @@ static const Opt opts[] = {
     {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message"},
     {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "threads per rank, for GEMM blocks and the elementwise ops (BLAS itself single-threaded; 0: cores / local ranks)"},
-    {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", 0, "where rank 0 writes the JSON report"},
-    {"trace", 0, OPT_STR, O(trace), S(trace), "", 0, "write Chrome trace events to this file"},
-    {"save-params", 0, OPT_STR, O(save_params), S(save_params), "", 0, "write the final parameters to this file (raw little-endian float32, layer by layer: W then b)"},
-    {"quiet", 'q', OPT_FLAG, O(quiet), 0, "0", 0, "print nothing but errors"},
-    {"verbose", 'v', OPT_FLAG, O(verbose), 0, "0", 0, "every rank prints"},
+    {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", OPT_NO_RESULT, "where rank 0 writes the JSON report"},
+    {"trace", 0, OPT_STR, O(trace), S(trace), "", OPT_NO_RESULT, "write Chrome trace events to this file"},
+    {"save-params", 0, OPT_STR, O(save_params), S(save_params), "", OPT_NO_RESULT, "write the final parameters to this file (raw little-endian float32, layer by layer: W then b)"},
+    {"quiet", 'q', OPT_FLAG, O(quiet), 0, "0", OPT_NO_RESULT, "print nothing but errors"},
+    {"verbose", 'v', OPT_FLAG, O(verbose), 0, "0", OPT_NO_RESULT, "every rank prints"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -288,7 +292,7 @@ static void opt_text(const Opt *o, const Config *c, char *buf, size_t len) {
     }
 }
 
-static int opt_shared(size_t i) { return opts[i].shared; }
+static int opt_shared(size_t i) { return (opts[i].shared & OPT_SHARED) != 0; }
 
 /* "name=value\n" for every option keep(i) selects, in the table's order, into buf (snprintf's
  * rules: the length it needs, truncated to len). */
@@ -307,19 +311,24 @@ static size_t canon_text(const Config *c, int (*keep)(size_t), char *buf, size_t
 
 size_t config_canonical(const Config *c, char *buf, size_t len) { return canon_text(c, opt_shared, buf, len); }
 
-/* The options a resume may change: how long to train, which steps are timed, how long to wait (and
- * --straggler's sleeps, which change no value), where checkpoints go. */
+int config_changes_no_result(const char *name) {
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!strcmp(opts[i].name, name)) return (opts[i].shared & OPT_NO_RESULT) != 0;
+    return 0;
+}
+
+/* The options a resume may change: those that change no result, and how long to train, which
+ * steps are timed (and --straggler's sleeps, which change no value). */
 static int resume_may_differ(const char *name) {
-    static const char *const names[] = {"steps",      "epochs",     "warmup",           "timeout",   "straggler",
-                                        "time-budget", "checkpoint", "checkpoint-every", "resume"};
+    static const char *const names[] = {"steps", "epochs", "warmup", "straggler", "time-budget"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i])) return 1;
-    return 0;
+    return config_changes_no_result(name);
 }
 
 /* Whether option i belongs to config_resume_text. */
 static int resume_keeps(size_t i) {
-    return (opts[i].shared || !strcmp(opts[i].name, "device")) && !resume_may_differ(opts[i].name);
+    return (opt_shared(i) || !strcmp(opts[i].name, "device")) && !resume_may_differ(opts[i].name);
 }
 
 size_t config_resume_text(const Config *c, char *buf, size_t len) { return canon_text(c, resume_keeps, buf, len); }

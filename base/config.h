@@ -93,6 +93,14 @@ void config_usage(FILE *f);
  * Writes into buf (NUL-terminated, truncated to len). Returns the length needed. */
 size_t config_canonical(const Config *c, char *buf, size_t len);
 
+/* 1 when option name (without "--") changes nothing a run measures: where its outputs go
+ * (--report, --trace, --save-params), what it prints (--quiet, --verbose), how long a wait may
+ * take (--timeout), and its checkpoints (--checkpoint, --checkpoint-every, --resume: a resumed run
+ * is the uninterrupted one, bit for bit). The option table's column, read by the matrix driver
+ * (which reports may stand for a cell), the claims (which runs are one configuration) and the
+ * resume check; 0 for any other name. */
+int config_changes_no_result(const char *name);
+
 /* The first option whose value differs between two canonical texts, as
  * "--bucket-mb (1 here, 25 on rank 0)"; writes into out. Returns 0 when equal. */
 int config_diff(const char *mine, const char *theirs, char *out, size_t len);

@@ -14,9 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Options that never change what is measured (left out of every key): where its outputs go, how much it says. */
-static const char *const key_ignore[] = {"report", "trace", "save-params", "quiet", "verbose", "timeout", "checkpoint",
-                                         "checkpoint-every", "resume", NULL};
 /* Options a series over N varies (left out of the family key). */
 static const char *const key_series[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", NULL};
 /* The option a series over N varies, and nothing else (the series key). */
@@ -38,13 +35,14 @@ static int load_in(const char *k, const char *const *list) {
     return 0;
 }
 
-/* "key=value;" text of config's items, less those in either list. */
+/* "key=value;" text of config's items, less the options that change no result (the option table's
+ * column, base/config.h) and those in either list. */
 static void load_key(const cJSON *config, const char *const *a, const char *const *b, char *out, size_t len) {
     size_t k = 0;
     const cJSON *e;
     out[0] = 0;
     cJSON_ArrayForEach(e, config) {
-        if (load_in(e->string, key_ignore) || (a && load_in(e->string, a)) || (b && load_in(e->string, b))) continue;
+        if (config_changes_no_result(e->string) || (a && load_in(e->string, a)) || (b && load_in(e->string, b))) continue;
         char *v = cJSON_PrintUnformatted(e);
         if (!v) continue;
         int w = snprintf(out + k, len - k, "%s=%s;", e->string, v);

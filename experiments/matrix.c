@@ -406,15 +406,9 @@ static void matrix_first_error(const char *log_path, char *out, size_t len) {
     if (lost[0] && !strstr(out, lost) && k + 16 < len) snprintf(out + k, len - k, " (srun: %s)", lost);
 }
 
-/* Options that never make a report stand for another run: the driver's own, the wait limit, and checkpoints
- * (a resumed run is the uninterrupted one, bit for bit). */
-static int matrix_noise_option(const char *key) {
-    static const char *const noise[] = {"report", "quiet", "verbose", "timeout", "checkpoint", "checkpoint-every", "resume",
-                                        NULL};
-    for (int i = 0; noise[i]; i++)
-        if (!strcmp(key, noise[i])) return 1;
-    return 0;
-}
+/* Options that never make a report stand for another run: the option table's "changes no
+ * result" column (base/config.h). */
+static int matrix_noise_option(const char *key) { return config_changes_no_result(key); }
 
 /* 1 when report was made with options other than cell c's (every resolved option but the noise
  * above, both ways: an option the report lacks, or one this build does not know, differs too);
