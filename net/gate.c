@@ -1,7 +1,6 @@
 /* gate.c - the job token checked in every handshake a context accepts: one ZAP handler thread per context (net/gate.h) */
 #include "gate.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,11 +9,11 @@
 #include "../base/err.h"
 #include "../base/log.h"
 #include "secure.h"
+#include "zap.h"
 
 /* ---- Types ---- */
 
 #define GATE_MAX 64                            /* contexts with a gate at once (a process has one; tests a few) */
-#define GATE_ENDPOINT "inproc://zeromq.zap.01" /* where libzmq asks (RFC 27) */
 
 static const char *const gate_domains[2] = {"ringside-ctrl", "ringside-data"};
 
@@ -56,33 +55,17 @@ static void gate_text(zmq_msg_t *f, int max, char *out, size_t len) {
 
 /* Answers one ZAP request: version, request id, domain, address, identity, mechanism, then the
  * mechanism's credentials (PLAIN: username, password). Admits PLAIN with the token. */
-static void gate_one(Gate *g) {
+static void gate_one(void *arg) {
+    Gate *g = arg;
     zmq_msg_t f[8];
-    int n = 0, more = 1;
-    while (more) { /* every frame of the request, the ones past 8 dropped */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        if (zmq_msg_recv(&x, g->rep, 0) < 0) {
-            zmq_msg_close(&x);
-            break;
-        }
-        more = zmq_msg_more(&x);
-        if (n < 8) f[n++] = x;
-        else zmq_msg_close(&x);
-    }
+    int n = zap_take(g->rep, f, 8);
     if (n < 2) { /* no request id to answer */
         for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
         return;
     }
     int d = n > 2 && gate_frame_is(&f[2], gate_domains[GATE_DATA]) ? GATE_DATA : GATE_CTRL;
     int ok = n == 8 && gate_frame_is(&f[5], "PLAIN") && gate_frame_is(&f[7], g->token);
-    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "not this job's token";
-    zmq_send(g->rep, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(g->rep, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-    zmq_send(g->rep, status, 3, ZMQ_SNDMORE);
-    zmq_send(g->rep, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(g->rep, "", 0, ZMQ_SNDMORE);
-    zmq_send(g->rep, "", 0, 0);
+    zap_answer(g->rep, f, ok, "not this job's token");
     if (!ok) {
         char addr[64] = "", user[48] = "", from[160];
         if (n > 3) gate_text(&f[3], 63, addr, sizeof addr);
@@ -100,12 +83,7 @@ static void gate_one(Gate *g) {
 
 static void *gate_loop(void *arg) {
     Gate *g = arg;
-    while (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
-        zmq_pollitem_t it = {g->rep, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, 100);
-        if (rc < 0 && zmq_errno() == ETERM) break;
-        if (rc > 0) gate_one(g);
-    }
+    zap_loop(g->rep, &g->stop, gate_one, g);
     return NULL;
 }
 
@@ -132,12 +110,12 @@ int gate_open(void *zctx, const char *token) {
     memset(g, 0, sizeof *g);
     int linger = 0;
     g->rep = zmq_socket(zctx, ZMQ_REP);
-    if (!g->rep || zmq_setsockopt(g->rep, ZMQ_LINGER, &linger, sizeof linger) != 0 || zmq_bind(g->rep, GATE_ENDPOINT) != 0) {
+    if (!g->rep || zmq_setsockopt(g->rep, ZMQ_LINGER, &linger, sizeof linger) != 0 || zmq_bind(g->rep, ZAP_ENDPOINT) != 0) {
         int e = zmq_errno();
         if (g->rep) zmq_close(g->rep);
         g->rep = NULL;
         pthread_mutex_unlock(&gate_mu);
-        return rs_error(RS_ERR_RUNTIME, "gate: cannot start the token check (%s): %s", GATE_ENDPOINT, zmq_strerror(e));
+        return rs_error(RS_ERR_RUNTIME, "gate: cannot start the token check (%s): %s", ZAP_ENDPOINT, zmq_strerror(e));
     }
     snprintf(g->token, sizeof g->token, "%s", token);
     if (pthread_create(&g->thread, NULL, gate_loop, g) != 0) {

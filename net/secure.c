@@ -3,6 +3,7 @@
 #include "../base/atomicfile.h"
 #include "../base/err.h"
 #include "../base/log.h"
+#include "zap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,7 @@ static struct {
     void *zap;             /* REP on inproc://zeromq.zap.01, served by the thread */
     pthread_t thread;
     int thread_started;
-    volatile int stop;
+    int stop;              /* __atomic: the thread ends at its next look (zap_loop) */
     unsigned long long accepted, refused;
     pthread_mutex_t lock;  /* guards refused_from (written by the thread) */
     char refused_from[64]; /* the address of the last peer refused */
@@ -70,25 +71,10 @@ static int secure_read(const char *path) {
 }
 
 /* One ZAP exchange (RFC 27): accept CURVE clients whose public key is the job's. */
-static void secure_zap_one(void) {
+static void secure_zap_one(void *arg) {
+    (void)arg;
     zmq_msg_t f[7];
-    int n = 0, more = 1;
-    while (more && n < 7) {
-        zmq_msg_init(&f[n]);
-        if (zmq_msg_recv(&f[n], sec.zap, 0) < 0) {
-            zmq_msg_close(&f[n]);
-            break;
-        }
-        more = zmq_msg_more(&f[n]);
-        n++;
-    }
-    while (more) { /* drain anything unexpected */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        if (zmq_msg_recv(&x, sec.zap, 0) < 0) more = 0;
-        else more = zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
+    int n = zap_take(sec.zap, f, 7);
     if (n < 2) { /* no request id: nothing can be answered */
         for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
         return;
@@ -98,13 +84,7 @@ static void secure_zap_one(void) {
     uint8_t want[32];
     zmq_z85_decode(want, sec.pub);
     int ok = curve && n == 7 && zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), want, 32);
-    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "not this job's key";
-    zmq_send(sec.zap, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(sec.zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-    zmq_send(sec.zap, status, 3, ZMQ_SNDMORE);
-    zmq_send(sec.zap, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(sec.zap, "", 0, ZMQ_SNDMORE);
-    zmq_send(sec.zap, "", 0, 0);
+    zap_answer(sec.zap, f, ok, "not this job's key");
     if (ok) sec.accepted++;
     else {
         int an = n > 3 ? (int)zmq_msg_size(&f[3]) : 0;
@@ -119,13 +99,7 @@ static void secure_zap_one(void) {
 }
 
 static void *secure_zap_loop(void *arg) {
-    (void)arg;
-    while (!sec.stop) {
-        zmq_pollitem_t it = {sec.zap, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, 100);
-        if (rc < 0 && zmq_errno() == ETERM) break;
-        if (rc > 0) secure_zap_one();
-    }
+    zap_loop(sec.zap, &sec.stop, secure_zap_one, arg);
     return NULL;
 }
 
@@ -137,12 +111,12 @@ int secure_enable(void *zctx, const char *path) {
     int linger = 0;
     if (!sec.zap) return rs_error(RS_ERR_RUNTIME, "--secure: cannot create the authentication socket");
     zmq_setsockopt(sec.zap, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(sec.zap, "inproc://zeromq.zap.01") != 0) {
+    if (zmq_bind(sec.zap, ZAP_ENDPOINT) != 0) {
         zmq_close(sec.zap);
         sec.zap = NULL;
         return rs_error(RS_ERR_RUNTIME, "--secure: cannot bind the authentication handler: %s", zmq_strerror(zmq_errno()));
     }
-    sec.stop = 0;
+    __atomic_store_n(&sec.stop, 0, __ATOMIC_RELEASE);
     if (pthread_create(&sec.thread, NULL, secure_zap_loop, NULL) != 0) {
         zmq_close(sec.zap);
         sec.zap = NULL;
@@ -172,7 +146,7 @@ int secure_socket(void *sock, SecureSide side) {
 
 void secure_disable(void) {
     if (sec.thread_started) {
-        sec.stop = 1;
+        __atomic_store_n(&sec.stop, 1, __ATOMIC_RELEASE);
         pthread_join(sec.thread, NULL);
         sec.thread_started = 0;
     }
