@@ -6,6 +6,7 @@
 #include "../base/config.h"
 #include "../base/err.h"
 #include "../base/hash.h"
+#include "../kernels/device.h"
 
 #include <cJSON.h>
 #include <dirent.h>
@@ -53,7 +54,7 @@ static void ckpt_append(CkptWriter *w, const void *data, size_t n) {
         w->buf = b;
         w->cap = cap;
     }
-    if (n) memcpy(w->buf + w->len, data, n);
+    if (n && data) memcpy(w->buf + w->len, data, n);
     w->len += n;
 }
 
@@ -65,6 +66,14 @@ void ckpt_put(CkptWriter *w, const char *tag, const void *data, size_t bytes) {
     ckpt_append(w, &n, sizeof n);
     ckpt_append(w, data, bytes);
     w->nsec++;
+}
+
+int ckpt_put_device(CkptWriter *w, Device *d, const char *tag, const void *src, size_t bytes) {
+    ckpt_put(w, tag, NULL, bytes); /* the section's room, filled from the device in place */
+    if (w->oom) return rs_error(RS_ERR_RUNTIME, "out of memory for the checkpoint's '%s' (%zu bytes)", tag, bytes);
+    int rc = bytes ? device_d2h(d, w->buf + w->len - bytes, src, bytes) : RS_OK;
+    if (rc != RS_OK) w->oom = 1; /* the part is not whole: its commit fails */
+    return rc;
 }
 
 void ckpt_step_dir(const char *dir, long step, char *out, size_t len) { snprintf(out, len, "%s/step-%06ld", dir, step); }

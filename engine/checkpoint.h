@@ -7,6 +7,8 @@
 
 #include "../base/config.h"
 
+struct Device;
+
 /* Layout of --checkpoint DIR:
  *
  *   DIR/step-000120/rank-0.bin ... rank-{N-1}.bin   each worker's part
@@ -63,6 +65,12 @@ void ckpt_writer_init(CkptWriter *w);
 
 /* Appends a section of bytes bytes at data (tag: at most CKPT_TAG - 1 characters). */
 void ckpt_put(CkptWriter *w, const char *tag, const void *data, size_t bytes);
+
+/* Appends a section of bytes bytes copied from src, device memory of d, straight into the
+ * writer's buffer (no host copy of its own): what the trainer and every server put through the
+ * host. 0, or RS_ERR_* (out of memory, the device's copy failed); after a failure the writer's
+ * commit fails too. */
+int ckpt_put_device(CkptWriter *w, struct Device *d, const char *tag, const void *src, size_t bytes);
 
 /* Writes the part as DIR/step-NNNNNN/name (the folder made where missing), atomically and
  * durably, for step step of the job whose hash is job; frees the writer's memory. 0, or

@@ -1,4 +1,4 @@
-/* backends.c - the registry of gradient-sync back ends: name, family, help, constructor and cost model, one row each */
+/* backends.c - the registry of gradient-sync back ends: name, family, help, constructor and rules, one row each */
 #include "backends.h"
 #include "../base/codec.h"
 #include "../base/err.h"
@@ -14,102 +14,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- cost models (experiments/predict.h has the derivations) ---- */
-
-static int cost_none(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    *a = *b = 0;
-    return 0;
-}
-
-/* Ring all-reduce: reduce-scatter then all-gather, N-1 steps each, n/N bytes a step. */
-static int cost_ring(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks;
-    *a = *b = 0;
-    if (nranks < 2) return 0;
-    *a = 2 * (N - 1);
-    *b = 2 * (N - 1) / N * n;
-    return 0;
-}
-
-/* Double binary trees (allreduce/tree.h): an up phase then a down phase, each as many rounds of
- * messages as the trees are deep (the first chunk's way; later chunks follow it in the pipeline),
- * and each as long as its busiest rank's link one way: a rank receives from its children what it
- * sends down to them, and sends to its parents what it receives from them, half of n per tree, so
- * a phase moves max over ranks of max(children, parents) x n/2 on the busiest link: n for large N
- * (an inner node: 2 children in one tree, a parent in both), n/2 at N = 2. */
-static int cost_tree(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    *a = *b = 0;
-    if (nranks < 2) return 0;
-    int busiest = 0;
-    for (int r = 0; r < nranks; r++) {
-        int kids = 0, parents = 0;
-        for (int t = 0; t < 2; t++) {
-            TreeLinks l;
-            tree_links(nranks, r, t, &l);
-            kids += (l.child[0] >= 0) + (l.child[1] >= 0);
-            parents += l.parent >= 0;
-        }
-        int most = kids > parents ? kids : parents;
-        if (most > busiest) busiest = most;
-    }
-    *a = 2.0 * tree_depth(nranks);
-    *b = 2.0 * busiest * n / 2;
-    return 0;
-}
-
-/* A parameter server: colocated (rank 0's link carries every other rank's push and pull), K
- * dedicated servers (a push and a pull; the busier of a worker's and a server's link bounds), or
- * sharded, a shard in every worker (each link carries the ring's 2(N-1)/N n, in N-1 messages each
- * way sent at once: a push round and a pull round). Pipelined (partitions, --ps-partition-kb:
- * every partition answered as soon as it is in, so the pulls leave while the pushes still come
- * in on a full-duplex link) the two rounds overlap and the bytes term is the busiest link's one
- * way, BytePS's Table 1: colocated (N-1) n, dedicated max(n, N n / K); sharded's push and pull
- * share each direction already, 2(N-1)/N n either way. */
-static int cost_ps(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks;
-    *a = *b = 0;
-    if (!placement || !strcmp(placement, "colocated")) {
-        if (nranks < 2) return 0;
-        *a = 2 * (N - 1);
-        *b = (pipelined ? 1 : 2) * (N - 1) * n;
-        return 0;
-    }
-    if (!strcmp(placement, "sharded")) { /* a shard in every worker: the ring's bytes, in one round each way */
-        if (nranks < 2) return 0;
-        *a = 2;
-        *b = 2 * (N - 1) / N * n;
-        return 0;
-    }
-    if (!strcmp(placement, "dedicated")) {
-        double K = servers > 0 ? servers : 1, server_link = N * n / K;
-        *a = 2;
-        *b = (pipelined ? 1 : 2) * (n > server_link ? n : server_link);
-        return 0;
-    }
-    return -1;
-}
-
-/* BytePS (OSDI'20 section 4.1): every worker's summation shard holds y = (N-k)/W of the keys and
- * each of k CPU servers x = 2(N-1)/W, W = N^2 + kN - 2k (servers is k, 0 <= k <= N). Counted as
- * cost_ps counts its servers, a push round then a pull round, each as long as its busiest link
- * one way: a worker sends (1-y) n and its shard takes in (N-1) y n, a CPU server takes in N x n
- * (and the same back in the pull round). k = 0 is the sharded ps's 2(N-1)/N n and k = N the
- * dedicated ps's 2n with N servers: the same runs, the same prediction. BytePS's Table 1 line,
- * 2N(N-1)/W n = N x n, is the limit where one bucket's pull overlaps the next one's push (both
- * directions busy at once); one bucket's rounds do not overlap. Pipelined (partitions) they do: a
- * worker's link then carries its pushes and its shard's answers, (1 - y) n + (N-1) y n, each way
- * at once, a CPU server's N x n, and the bytes term is the larger: Table 1's line. */
-static int cost_byteps(const char *placement, int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks, k = servers, W = N * N + k * N - 2 * k;
-    *a = *b = 0;
-    if (servers < 0 || servers > nranks || (nranks == 1 && servers > 0)) return -1;
-    if (nranks < 2) return 0;
-    double y = (N - k) / W, x = 2 * (N - 1) / W, worker = fmax(1 - y, (N - 1) * y), server = k > 0 ? N * x : 0;
-    *a = 2;
-    *b = pipelined ? fmax((1 - y) + (N - 1) * y, server) * n : 2 * fmax(worker, server) * n;
-    return 0;
-}
 
 /* ---- each back end's rules on the options ---------------------------------------------------- */
 
@@ -213,21 +117,21 @@ static void shape_byteps(const Config *c, BackendShape *s) {
 }
 
 static const Backend backends[] = {
-    {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none, .cost = cost_none,
+    {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none,
      .help = "no communication: one rank (the baseline every other run is held against)"},
-    {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .cost = cost_ring, .host_ring = 1,
+    {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .host_ring = 1,
      .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},
-    {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .cost = cost_tree, .check = check_no_shm,
+    {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .check = check_no_shm,
      .help = "double binary tree all-reduce in host memory over ZeroMQ (NCCL's Tree): 2 log2(N) latency steps"},
-    {.name = "nccl", .family = "allreduce", .arch = ARCH_RING, .ops = sync_nccl, .cost = cost_ring, .check = check_nccl,
+    {.name = "nccl", .family = "allreduce", .arch = ARCH_RING, .ops = sync_nccl, .check = check_nccl,
      .shape = shape_nccl, .help = "all-reduce over NCCL on GPUs: the ring, or with --nccl-algo tree its double binary trees"},
-    {.name = "ps", .family = "ps", .arch = ARCH_PS_COLOCATED, .ops = sync_ps, .cost = cost_ps, .check = check_ps,
+    {.name = "ps", .family = "ps", .arch = ARCH_PS_COLOCATED, .ops = sync_ps, .check = check_ps,
      .consistency = 1, .shape = shape_ps,
      .help = "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded"},
-    {.name = "byteps", .family = "ps", .arch = ARCH_BYTEPS, .ops = sync_byteps, .cost = cost_byteps, .check = check_byteps,
+    {.name = "byteps", .family = "ps", .arch = ARCH_BYTEPS, .ops = sync_byteps, .check = check_byteps,
      .shape = shape_byteps,
      .help = "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in the paper's optimal split"},
-    {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student, .cost = cost_ring,
+    {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student,
      .check = check_student, .help = "lab 5: the all-reduce you write in allreduce/student.c"},
 };
 #define NBACKENDS (int)(sizeof backends / sizeof backends[0])
@@ -307,26 +211,15 @@ const StepDriver *backend_driver(const Config *cfg) {
     return backend_shape(cfg, &s) == RS_OK ? s.driver : NULL;
 }
 
-const char *backend_model(const Config *cfg) {
-    BackendShape s;
-    if (backend_shape(cfg, &s) != RS_OK) return cfg->sync;
-    return s.arch == ARCH_TREE ? "tree" : s.row->name;
-}
-
 int backend_servers(const Config *cfg) {
     BackendShape s;
     return backend_shape(cfg, &s) == RS_OK ? s.servers : 0;
 }
 
-static const char *const arch_names[ARCH_COUNT] = {"none", "ring", "tree", "student", "ps-colocated", "ps-sharded", "ps-dedicated",
-                                                   "byteps"};
-
-const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_names[a] : "?"; }
-
-int arch_parse(const char *name, Arch *out) {
-    for (int i = 0; name && i < ARCH_COUNT; i++)
-        if (!strcmp(arch_names[i], name)) return *out = (Arch)i, 0;
-    return -1;
+Arch backend_arch(const Config *cfg) {
+    BackendShape s;
+    if (backend_shape(cfg, &s) == RS_OK) return s.arch;
+    return ARCH_RING; /* a --sync no row has: priced as an all-reduce */
 }
 
 cJSON *backend_json(const Config *cfg) {
@@ -350,9 +243,4 @@ cJSON *backend_env_json(void) {
         cJSON_AddStringToObject(env, "nccl_built", built);
     }
     return env;
-}
-
-double backend_wire_ratio(const char *sync, const char *wire) {
-    const Backend *b = sync ? backend_find(sync) : NULL;
-    return codec_wire_ratio(wire, b && !strcmp(b->family, "ps"));
 }

@@ -84,12 +84,12 @@ static double run_steps(const ClaimsRun *r) { return r->steps_run > 0 ? r->steps
 /* A bucket's bytes on the wire (--bucket-mb of fp32 gradients; half on a 16-bit --wire, a quarter
  * on FP8: codec_wire_ratio); 0: one bucket. */
 static double run_bucket_bytes(const ClaimsRun *r) {
-    return r->bucket_mb * 1048576.0 * backend_wire_ratio(r->sync, r->wire);
+    return r->bucket_mb * 1048576.0 * arch_wire_ratio(r->arch, r->wire);
 }
 /* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
  * over its buckets (experiments/predict.h); negative for a back end without one. */
 static double run_rounds(const ClaimsRun *r) {
-    return predict_step_comm(r->arch == ARCH_TREE ? "tree" : r->sync, r->placement[0] ? r->placement : "colocated", r->servers, r->ranks, 0, r->grad_bytes,
+    return predict_step_comm(r->arch, r->servers, r->ranks, 0, r->grad_bytes,
                              run_bucket_bytes(r), 1, 0);
 }
 
@@ -1037,8 +1037,8 @@ static void claim8(const ClaimsSet *s, Claim *c) {
 
 /* Seconds per step the model gives run r's gradient as back end sync (its buckets, its wire) on
  * emulated link l: the link's latency plus the software's per message, 1/bandwidth per byte. */
-static double tree_pred(const ClaimsRun *r, const char *sync, const LinkSpec *l) {
-    return predict_step_comm(sync, "colocated", 0, r->ranks, 0, r->grad_bytes, run_bucket_bytes(r), /* on the wire already */
+static double tree_pred(const ClaimsRun *r, Arch arch, const LinkSpec *l) {
+    return predict_step_comm(arch, 0, r->ranks, 0, r->grad_bytes, run_bucket_bytes(r), /* on the wire already */
                              l->latency_s + PREDICT_EMULATED_ALPHA_S, 1.0 / l->bytes_per_s);
 }
 
@@ -1065,7 +1065,7 @@ static void claim9(const ClaimsSet *s, Claim *c) {
             else if (strcmp(t->transport, r->transport))
                 snprintf(why, sizeof why, "the tree moved over %s, the ring over %s: --transport ipc for both",
                          t->transport[0] ? t->transport : "?", r->transport[0] ? r->transport : "?");
-            double pt = why[0] ? 0 : tree_pred(t, "tree", &l), pr = why[0] ? 0 : tree_pred(r, "ring", &l);
+            double pt = why[0] ? 0 : tree_pred(t, ARCH_TREE, &l), pr = why[0] ? 0 : tree_pred(r, ARCH_RING, &l);
             int regime = why[0] ? 0 : pt < (1 - CL_TREE_MARGIN) * pr ? 1 : pr < (1 - CL_TREE_MARGIN) * pt ? 2 : 0;
             if (!why[0] && !regime)
                 snprintf(why, sizeof why, "between the regimes: the model gives the tree %.2f ms, the ring %.2f ms", pt * 1e3, pr * 1e3);

@@ -228,7 +228,7 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
     /* a 16-bit wire moves 2 bytes per parameter, FP8 1 (a ps's bf16 replies: 1.5 averaged) */
-    r->grad_bytes *= backend_wire_ratio(r->sync, r->wire);
+    r->grad_bytes *= arch_wire_ratio(r->arch, r->wire);
     RS_TRY(load_measure(path, "summary", sum, "steps", NULL, NULL, &r->steps_run));
     double cores = load_num(cJSON_GetObjectItemCaseSensitive(rep, "env"), "cores", NULL, NULL);
     r->cores = cores >= 0 && cores <= 1e6 ? (int)cores : 0;

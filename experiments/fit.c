@@ -69,6 +69,22 @@ static int fit_grow(FitGroup *g, int more) {
     return RS_OK;
 }
 
+Arch fit_bench_arch(const cJSON *bench) {
+    const char *arch = fit_str(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "architecture");
+    Arch shape;
+    if (arch && !arch_parse(arch, &shape)) return shape;
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(bench, "config");
+    const char *sync = fit_str(cfg, "sync"), *placement = fit_str(cfg, "ps_placement");
+    Config c;
+    config_defaults(&c);
+    if (!sync || strlen(sync) >= sizeof c.sync || (placement && strlen(placement) >= sizeof c.ps_placement) ||
+        !backend_find(sync))
+        return ARCH_COUNT;
+    snprintf(c.sync, sizeof c.sync, "%s", sync);
+    if (placement) snprintf(c.ps_placement, sizeof c.ps_placement, "%s", placement);
+    return backend_arch(&c);
+}
+
 int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     const char *schema = fit_str(bench, "schema");
     if (!schema || strcmp(schema, FIT_BENCH_SCHEMA))
@@ -85,12 +101,10 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     if (n < 2) return rs_error(RS_ERR_INPUT, "%s: a bench on %d rank moves nothing: run it with -n 2 or more", name, n);
     double a, b;
     if (!placement) placement = "colocated";
-    const char *arch = fit_str(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "architecture");
-    Arch shape;
-    if (arch && !arch_parse(arch, &shape) && shape == ARCH_TREE) sync = "tree"; /* nccl's trees are priced as the tree's */
+    Arch shape = fit_bench_arch(bench);
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
     int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
-    if (predict_coeffs(sync, placement, k, n, pipelined, 1024, &a, &b) != 0)
+    if (predict_coeffs(shape, k, n, pipelined, 1024, &a, &b) != 0)
         return rs_error(RS_ERR_INPUT, "%s: --sync %s (%s): no alpha-beta model for it in experiments/predict.h", name, sync, placement);
     FitGroup *g = fit_group(set, fit_transport(bench), link ? link : "");
     if (!g) return rs_error(RS_ERR_RUNTIME, "out of memory");
@@ -104,7 +118,7 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     cJSON_ArrayForEach(row, rows) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "size_bytes"), *t = cJSON_GetObjectItemCaseSensitive(row, "time_us");
         if (!cJSON_IsNumber(s) || !cJSON_IsNumber(t) || !(t->valuedouble > 0) || !(s->valuedouble > 0)) continue;
-        predict_coeffs(sync, placement, k, n, pipelined, s->valuedouble, &g->a[g->n], &g->b[g->n]);
+        predict_coeffs(shape, k, n, pipelined, s->valuedouble, &g->a[g->n], &g->b[g->n]);
         g->t[g->n] = t->valuedouble * 1e-6;
         g->size[g->n] = s->valuedouble;
         g->source[g->n] = g->nnames;

@@ -2,6 +2,8 @@
 #ifndef RS_FIT_H
 #define RS_FIT_H
 
+#include "arch.h"
+
 struct cJSON;
 
 #define FIT_SCHEMA "ringside.fit/1"
@@ -41,6 +43,11 @@ typedef struct {
  * rank's summary.traffic[].transport; config.link). name labels it in errors and residuals.
  * 0, or RS_ERR_INPUT naming name (another schema, one rank, no model for its back end, no rows). */
 int fit_add(FitSet *set, const struct cJSON *bench, const char *name);
+
+/* The architecture a bench report prices as: its backend.architecture (nccl's trees are the
+ * tree's), or for a report without one its config's sync and ps_placement as the registry shapes
+ * them; ARCH_COUNT for a --sync no row has. */
+Arch fit_bench_arch(const struct cJSON *bench);
 
 /* Fits every link of set. 0, or RS_ERR_INPUT naming the link whose rows cannot determine a fit
  * (fewer than 2 sizes). */

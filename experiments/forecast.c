@@ -24,20 +24,19 @@
 
 /* ---- Types ---- */
 
-/* An architecture the forecast prices: its --sync row and placement (predict.h's words). */
+/* An architecture the forecast prices. */
 typedef struct {
     Arch arch;
-    const char *sync, *placement;
     int serves; /* runs --servers k server processes beside the workers */
 } FcArch;
 
 static const FcArch fc_archs[] = {
-    {ARCH_RING, "ring", "colocated", 0},
-    {ARCH_TREE, "tree", "colocated", 0},
-    {ARCH_PS_COLOCATED, "ps", "colocated", 0},
-    {ARCH_PS_SHARDED, "ps", "sharded", 0},
-    {ARCH_PS_DEDICATED, "ps", "dedicated", 1},
-    {ARCH_BYTEPS, "byteps", "colocated", 1},
+    {ARCH_RING, 0},
+    {ARCH_TREE, 0},
+    {ARCH_PS_COLOCATED, 0},
+    {ARCH_PS_SHARDED, 0},
+    {ARCH_PS_DEDICATED, 1},
+    {ARCH_BYTEPS, 1},
 };
 #define FC_NARCH (int)(sizeof fc_archs / sizeof fc_archs[0])
 
@@ -370,13 +369,13 @@ static double fc_serial_rounds(const FcArch *a, int n, int k, double a_model) {
 static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     int k = fc_servers(o, a, n), pipe = o->pipelined && a->serves;
     if (k < 0) return NAN;
-    double wire = backend_wire_ratio(a->sync, codec_name(o->wire));
+    double wire = arch_wire_ratio(a->arch, codec_name(o->wire));
     double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
-    double t = predict_step_comm(a->sync, a->placement, k, n, pipe, g, bucket, o->alpha, o->beta);
+    double t = predict_step_comm(a->arch, k, n, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;
     double am, bm;
-    if (o->serial && predict_coeffs(a->sync, a->placement, k, n, pipe, g, &am, &bm) == 0 && am > 0) {
-        double buckets = predict_step_comm(a->sync, a->placement, k, n, pipe, g, bucket, 1, 0) / am;
+    if (o->serial && predict_coeffs(a->arch, k, n, pipe, g, &am, &bm) == 0 && am > 0) {
+        double buckets = predict_step_comm(a->arch, k, n, pipe, g, bucket, 1, 0) / am;
         t += (fc_serial_rounds(a, n, k, am) - am) * buckets * o->alpha;
     }
     return t;

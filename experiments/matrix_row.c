@@ -94,13 +94,14 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
     if (used) *used = *l;
     /* the gradient and each bucket as they travel: 4 bytes a parameter, 2 on a 16-bit --wire, 1 on
      * FP8 (1.5 on the ps's: bf16 replies), codec_wire_ratio */
-    double eb = 4.0 * backend_wire_ratio(g->sync, g->wire);
+    Arch arch = backend_arch(g);
+    double eb = 4.0 * arch_wire_ratio(arch, g->wire);
     double n = eb * (double)config_param_count(g), alpha = l->alpha_s, beta = l->beta_s_per_byte;
     if (emulated) {
         alpha += emu.latency_s;
         if (1.0 / emu.bytes_per_s > beta) beta = 1.0 / emu.bytes_per_s;
     }
-    double t = predict_step_comm(backend_model(g), g->ps_placement, g->ps_servers, g->nranks, config_partition_keys(g) > 0, n,
+    double t = predict_step_comm(arch, g->ps_servers, g->nranks, config_partition_keys(g) > 0, n,
                                  g->bucket_mb * 1048576.0 * eb / 4,
                                  alpha, beta);
     if (t >= 0 && backend_driver(g) && g->global_batch > 0) { /* DataParallel's step */

@@ -215,7 +215,7 @@ static int spec_fit_rows(const cJSON *b, double *alpha, double *beta) {
         }
         const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
         int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
-        if (predict_fit(sync->valuestring, "colocated", 1, ranks->valueint, pipelined, sz, t, k, alpha, beta, NULL) == 0)
+        if (predict_fit(fit_bench_arch(b), 1, ranks->valueint, pipelined, sz, t, k, alpha, beta, NULL) == 0)
             rc = RS_OK;
     }
     free(sz);

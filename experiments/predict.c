@@ -1,41 +1,32 @@
 /* predict.c - the alpha-beta model: per-back-end coefficients, per-step predictions, least squares */
 #include "predict.h"
-#include "backends.h"
+#include "arch.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int predict_coeffs(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                   double n_bytes, double *a, double *b) {
-    *a = *b = 0;
-    if (!sync) return -1;
-    int n;
-    const Backend *all = backend_all(&n);
-    for (int i = 0; i < n; i++) /* the registry's row, whether or not this build has the back end */
-        if (!strcmp(all[i].name, sync)) return all[i].cost(placement, servers, nranks, pipelined, n_bytes, a, b);
-    return -1;
+int predict_coeffs(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b) {
+    return arch_cost(arch, servers, nranks, pipelined, n_bytes, a, b);
 }
 
-double predict_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                    double n_bytes, double alpha, double beta) {
+double predict_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double alpha, double beta) {
     double a, b;
-    if (predict_coeffs(sync, placement, servers, nranks, pipelined, n_bytes, &a, &b) != 0) return -1;
+    if (predict_coeffs(arch, servers, nranks, pipelined, n_bytes, &a, &b) != 0) return -1;
     return alpha * a + beta * b;
 }
 
-double predict_step_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                         double n_bytes, double bucket_bytes, double alpha, double beta) {
-    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes)
-        return predict_comm(sync, placement, servers, nranks, pipelined, n_bytes, alpha, beta);
+double predict_step_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double bucket_bytes,
+                         double alpha, double beta) {
+    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes) return predict_comm(arch, servers, nranks, pipelined, n_bytes, alpha, beta);
     /* DDP's buckets (engine/sync.h): the first at most 1 MiB, the others bucket_bytes */
     double first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
-    double t = predict_comm(sync, placement, servers, nranks, pipelined, first, alpha, beta);
+    double t = predict_comm(arch, servers, nranks, pipelined, first, alpha, beta);
     if (t < 0) return -1;
     double left = n_bytes - first, full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
-    if (full > 0) t += full * predict_comm(sync, placement, servers, nranks, pipelined, bucket_bytes, alpha, beta);
-    if (rest > 0) t += predict_comm(sync, placement, servers, nranks, pipelined, rest, alpha, beta);
+    if (full > 0) t += full * predict_comm(arch, servers, nranks, pipelined, bucket_bytes, alpha, beta);
+    if (rest > 0) t += predict_comm(arch, servers, nranks, pipelined, rest, alpha, beta);
     return t;
 }
 
@@ -106,9 +97,8 @@ int predict_fit_linear(const double *a, const double *b, const double *t, int k,
     return 0;
 }
 
-int predict_fit(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                const double *sizes, const double *times, int k, double *alpha, double *beta,
-                double *rms_err) {
+int predict_fit(Arch arch, int servers, int nranks, int pipelined, const double *sizes, const double *times, int k,
+                double *alpha, double *beta, double *rms_err) {
     if (k < 2) return -1;
     double *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
     int rc = -1;
@@ -118,7 +108,7 @@ int predict_fit(const char *sync, const char *placement, int servers, int nranks
     if (!one) goto out;
     /* relative residuals: row i divided by t_i, so that every size counts alike */
     for (int i = 0; i < k; i++) {
-        if (!(times[i] > 0) || predict_coeffs(sync, placement, servers, nranks, pipelined, sizes[i], &a[i], &b[i]) != 0) {
+        if (!(times[i] > 0) || predict_coeffs(arch, servers, nranks, pipelined, sizes[i], &a[i], &b[i]) != 0) {
             free(one);
             goto out;
         }

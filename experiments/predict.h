@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "arch.h"
+
 /* ---- Model ----
  * One message of m bytes costs alpha + m * beta seconds (alpha: latency in s, beta: s/byte,
  * 1/beta the link bandwidth B). For a reduction of n bytes over N ranks, every back end's cost is
@@ -48,27 +50,26 @@
 /* ---- Prototypes ---- */
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
- * nranks ranks with back end sync (its registry row's cost model: "none", "ring", "nccl",
- * "student", "ps"; placement "colocated", "dedicated" or "sharded", servers K for dedicated).
- * pipelined: the server answers partitions as they come in (--ps-partition-kb in force, as
- * config_partition_keys says), so its push and pull rounds overlap (experiments/backends.c);
- * the others ignore it. Returns 0, or -1 for an unknown sync or placement (*a = *b = 0). The
- * functions below take pipelined alike. */
-int predict_coeffs(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                   double n_bytes, double *a, double *b);
+ * nranks ranks by architecture arch (experiments/backends.h's Arch, a report's
+ * backend.architecture: ring and nccl's ring are ARCH_RING, nccl's trees ARCH_TREE), servers
+ * the dedicated ps's K or byteps's k. pipelined: the server answers partitions as they come in
+ * (--ps-partition-kb in force, as config_partition_keys says), so its push and pull rounds
+ * overlap (experiments/backends.c); the others ignore it. Returns 0, or -1 for an architecture
+ * or server count the model does not cover (*a = *b = 0). The functions below take pipelined
+ * alike. */
+int predict_coeffs(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
 
 /* Seconds one reduction of n_bytes takes under the model: alpha * A + beta * Bc (see above).
- * Returns a negative number for an unknown sync or placement. */
-double predict_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                    double n_bytes, double alpha, double beta);
+ * Returns a negative number for an architecture the model does not cover. */
+double predict_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double alpha, double beta);
 
 /* Seconds of communication per training step: the gradient (n_bytes) is reduced in DDP's
  * buckets (engine/sync.h: the first, the last layer's, at most min(1 MiB, bucket_bytes), the
  * others bucket_bytes, the last one smaller), each bucket one reduction; the sum over buckets.
- * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an unknown sync or
- * placement. The back ends' coefficients are their rows' cost models (experiments/backends.c). */
-double predict_step_comm(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                         double n_bytes, double bucket_bytes, double alpha, double beta);
+ * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an architecture the model
+ * does not cover. The coefficients are the architectures' cost models (experiments/backends.c). */
+double predict_step_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double bucket_bytes,
+                         double alpha, double beta);
 
 /* Seconds per step of DataParallel's data messages through rank 0 (see above) for a global batch
  * of global_batch rows of in_dim inputs and classes outputs on nranks ranks; 0 with one rank,
@@ -89,15 +90,14 @@ void predict_dp_shape(const char *model, int layer_in, int layer_out, int seq_le
 int predict_fit_linear(const double *a, const double *b, const double *t, int k, double *alpha,
                        double *beta, double *rms_err);
 
-/* Fits alpha and beta to a collective sweep: sizes[i] bytes reduced in times[i] seconds by back
- * end sync on nranks ranks (ring: t = 2(N-1) alpha + 2(N-1)/N * S * beta; other back ends by
+/* Fits alpha and beta to a collective sweep: sizes[i] bytes reduced in times[i] seconds by
+ * architecture arch on nranks ranks (ring: t = 2(N-1) alpha + 2(N-1)/N * S * beta; other back ends by
  * predict_coeffs). Least squares on relative residuals (t_i - model_i) / t_i, so that the small
  * sizes, which set alpha, weigh as much as the large ones, which set beta; alpha, beta >= 0.
  * Needs k >= 2 points of different sizes and times > 0. Returns 0, or -1 when the sweep cannot
- * determine the fit (fewer than 2 sizes, N = 1 ring, unknown back end, a time <= 0); *alpha,
+ * determine the fit (fewer than 2 sizes, N = 1 ring, an architecture without a model, a time <= 0); *alpha,
  * *beta and *rms_err (the RMS relative residual, 0.05 = 5%; may be NULL) are set on success only. */
-int predict_fit(const char *sync, const char *placement, int servers, int nranks, int pipelined,
-                const double *sizes, const double *times, int k, double *alpha, double *beta,
-                double *rms_err);
+int predict_fit(Arch arch, int servers, int nranks, int pipelined, const double *sizes, const double *times, int k,
+                double *alpha, double *beta, double *rms_err);
 
 #endif

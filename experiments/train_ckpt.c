@@ -38,8 +38,6 @@ int train_ckpt_save(Run *r, int step) {
     Model *m = &r->model;
     double t0 = clock_now();
     size_t bytes = m->nparams * sizeof(float);
-    float *h = malloc(bytes ? bytes : 1);
-    if (!h) return rs_error(RS_ERR_RUNTIME, "out of memory for the checkpoint of step %d", step);
     CkptWriter w;
     ckpt_writer_init(&w);
     int64_t st = step, mi = (int64_t)step * r->cfg.accum_steps;
@@ -47,11 +45,9 @@ int train_ckpt_save(Run *r, int step) {
     ckpt_put(&w, "step", &st, sizeof st);
     ckpt_put(&w, "epoch", &epoch, sizeof epoch);
     ckpt_put(&w, "position", &mi, sizeof mi); /* the next micro-batch of the sampler's order */
-    int rc = device_d2h(&r->dev, h, m->params, bytes);
-    if (rc == RS_OK) ckpt_put(&w, "params", h, bytes);
-    if (rc == RS_OK && m->mom && (rc = device_d2h(&r->dev, h, m->mom, bytes)) == RS_OK) ckpt_put(&w, "mom", h, bytes);
-    if (rc == RS_OK && m->mom2 && (rc = device_d2h(&r->dev, h, m->mom2, bytes)) == RS_OK) ckpt_put(&w, "mom2", h, bytes);
-    free(h);
+    int rc = ckpt_put_device(&w, &r->dev, "params", m->params, bytes);
+    if (rc == RS_OK && m->mom) rc = ckpt_put_device(&w, &r->dev, "mom", m->mom, bytes);
+    if (rc == RS_OK && m->mom2) rc = ckpt_put_device(&w, &r->dev, "mom2", m->mom2, bytes);
     /* the per-step records the report's loss curve is built from, so that it is the whole run's */
     ckpt_put(&w, "loss_sum", r->loss_sum, (size_t)step * sizeof *r->loss_sum);
     ckpt_put(&w, "correct", r->correct, (size_t)step * sizeof *r->correct);

@@ -489,27 +489,21 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
 /* Writes this server's part of the checkpoint of step (complete here): its keys' parameters and
  * optimizer state. 0 or RS_ERR_* naming the file. */
 static int server_checkpoint(PsServer *s, long step) {
-    size_t n = s->nkeys, bytes = n * sizeof(float);
-    float *h = malloc(bytes ? bytes * 3 : 1);
-    if (!h) return rs_error(RS_ERR_RUNTIME, "%s: out of memory for its checkpoint", s->name);
-    Device *d = s->dev;
-    int rc = device_d2h(d, h, s->params, bytes);
-    if (rc == RS_OK) rc = device_d2h(d, h + n, s->mom, bytes);
-    if (rc == RS_OK && s->mom2) rc = device_d2h(d, h + 2 * n, s->mom2, bytes);
-    if (rc == RS_OK) {
-        CkptWriter w;
-        uint64_t keys = n;
-        char name[48];
-        ckpt_writer_init(&w);
-        ckpt_put(&w, "keys", &keys, sizeof keys);
-        ckpt_put(&w, "params", h, bytes);
-        ckpt_put(&w, "mom", h + n, bytes);
-        if (s->mom2) ckpt_put(&w, "mom2", h + 2 * n, bytes);
-        ckpt_part_file(1, s->a.id, name, sizeof name);
-        rc = ckpt_commit(&w, s->a.cfg->checkpoint, step, name, ckpt_job_hash(s->a.token));
+    size_t bytes = s->nkeys * sizeof(float);
+    uint64_t keys = s->nkeys;
+    char name[48];
+    CkptWriter w;
+    ckpt_writer_init(&w);
+    ckpt_put(&w, "keys", &keys, sizeof keys);
+    int rc = ckpt_put_device(&w, s->dev, "params", s->params, bytes);
+    if (rc == RS_OK) rc = ckpt_put_device(&w, s->dev, "mom", s->mom, bytes);
+    if (rc == RS_OK && s->mom2) rc = ckpt_put_device(&w, s->dev, "mom2", s->mom2, bytes);
+    if (rc != RS_OK) {
+        ckpt_writer_free(&w);
+        return rs_error(rc, "%s: its checkpoint of step %ld: %s", s->name, step, rs_errmsg());
     }
-    free(h);
-    return rc;
+    ckpt_part_file(1, s->a.id, name, sizeof name);
+    return ckpt_commit(&w, s->a.cfg->checkpoint, step, name, ckpt_job_hash(s->a.token));
 }
 
 /* --resume: reads this server's part into host memory (put in place by on_init). 0 or

@@ -8,10 +8,10 @@ static void test_ring_formula(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
     for (int N = 2; N <= 16; N *= 2) {
         double want = 2 * (N - 1) * al + 2.0 * (N - 1) / N * n * be;
-        CHECK_MSG(near(predict_comm("ring", "colocated", 1, N, 0, n, al, be), want), "N=%d", N);
-        CHECK(near(predict_comm("nccl", NULL, 1, N, 0, n, al, be), want));
+        CHECK_MSG(near(predict_comm(ARCH_RING, 1, N, 0, n, al, be), want), "N=%d", N);
+        CHECK(near(predict_comm(ARCH_RING, 1, N, 0, n, al, be), want));
     }
-    CHECK(predict_comm("ring", NULL, 1, 1, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_RING, 1, 1, 0, n, al, be) == 0);
 }
 
 /* The double binary trees, by hand from allreduce/tree.h's shapes: N = 2 (each rank the root of
@@ -20,43 +20,43 @@ static void test_ring_formula(void) {
  * children in tree 0 and a parent in both: n per phase). */
 static void test_tree_formula(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
-    CHECK(near(predict_comm("tree", NULL, 0, 2, 0, n, al, be), 2 * al + n * be));
-    CHECK(near(predict_comm("tree", NULL, 0, 3, 0, n, al, be), 4 * al + 2 * n * be));
-    CHECK(near(predict_comm("tree", NULL, 0, 8, 0, n, al, be), 6 * al + 2 * n * be));
-    CHECK(predict_comm("tree", NULL, 0, 1, 0, n, al, be) == 0);
+    CHECK(near(predict_comm(ARCH_TREE, 0, 2, 0, n, al, be), 2 * al + n * be));
+    CHECK(near(predict_comm(ARCH_TREE, 0, 3, 0, n, al, be), 4 * al + 2 * n * be));
+    CHECK(near(predict_comm(ARCH_TREE, 0, 8, 0, n, al, be), 6 * al + 2 * n * be));
+    CHECK(predict_comm(ARCH_TREE, 0, 1, 0, n, al, be) == 0);
     /* at 1024 ranks the tree's 20 latency steps against the ring's 2046 */
     double a, b;
-    CHECK(predict_coeffs("tree", NULL, 0, 1024, 0, n, &a, &b) == 0 && a == 20 && near(b, 2 * n));
+    CHECK(predict_coeffs(ARCH_TREE, 0, 1024, 0, n, &a, &b) == 0 && a == 20 && near(b, 2 * n));
 }
 
 static void test_ps_formulas(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
     /* colocated: rank 0's link carries 2(N-1) n bytes */
-    CHECK(near(predict_comm("ps", "colocated", 1, 4, 0, n, al, be), 6 * al + 6 * n * be));
-    CHECK(predict_comm("ps", "colocated", 1, 1, 0, n, al, be) == 0);
+    CHECK(near(predict_comm(ARCH_PS_COLOCATED, 1, 4, 0, n, al, be), 6 * al + 6 * n * be));
+    CHECK(predict_comm(ARCH_PS_COLOCATED, 1, 1, 0, n, al, be) == 0);
     /* dedicated: 2 alpha + 2 max(n, N n / K) beta */
-    CHECK(near(predict_comm("ps", "dedicated", 1, 4, 0, n, al, be), 2 * al + 2 * 4 * n * be));
-    CHECK(near(predict_comm("ps", "dedicated", 2, 4, 0, n, al, be), 2 * al + 2 * 2 * n * be));
-    CHECK(near(predict_comm("ps", "dedicated", 8, 4, 0, n, al, be), 2 * al + 2 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 1, 4, 0, n, al, be), 2 * al + 2 * 4 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, n, al, be), 2 * al + 2 * 2 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 8, 4, 0, n, al, be), 2 * al + 2 * n * be));
     /* sharded: the ring's bytes per link, one push round and one pull round */
-    CHECK(near(predict_comm("ps", "sharded", 1, 4, 0, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
-    CHECK(predict_comm("ps", "sharded", 1, 1, 0, n, al, be) == 0);
-    CHECK(predict_comm("ps", "nowhere", 1, 4, 0, n, al, be) < 0);
-    CHECK(predict_comm("none", NULL, 1, 8, 0, n, al, be) == 0);
-    CHECK(predict_comm("carrier-pigeon", NULL, 1, 8, 0, n, al, be) < 0);
-    CHECK(predict_comm("ps", "orbit", 1, 8, 0, n, al, be) < 0);
+    CHECK(near(predict_comm(ARCH_PS_SHARDED, 1, 4, 0, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
+    CHECK(predict_comm(ARCH_PS_SHARDED, 1, 1, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_NONE, 1, 8, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_COUNT, 1, 8, 0, n, al, be) < 0);
+    CHECK(predict_comm((Arch)-1, 1, 8, 0, n, al, be) < 0);
+    CHECK(predict_comm(ARCH_BYTEPS, 9, 8, 0, n, al, be) < 0); /* more servers than workers */
 }
 
 static void test_step_buckets(void) {
     double al = 1e-5, be = 2e-9, MiB = 1048576.0;
     double n = 2.5 * MiB;
     /* buckets of 1 MiB: two full, one of half a MiB */
-    double want = 2 * predict_comm("ring", NULL, 1, 4, 0, MiB, al, be) +
-                  predict_comm("ring", NULL, 1, 4, 0, 0.5 * MiB, al, be);
-    CHECK(near(predict_step_comm("ring", NULL, 1, 4, 0, n, MiB, al, be), want));
+    double want = 2 * predict_comm(ARCH_RING, 1, 4, 0, MiB, al, be) +
+                  predict_comm(ARCH_RING, 1, 4, 0, 0.5 * MiB, al, be);
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, MiB, al, be), want));
     /* one bucket when the bucket is larger than the gradient, or unset */
-    CHECK(near(predict_step_comm("ring", NULL, 1, 4, 0, n, 25 * MiB, al, be), predict_comm("ring", NULL, 1, 4, 0, n, al, be)));
-    CHECK(near(predict_step_comm("ring", NULL, 1, 4, 0, n, 0, al, be), predict_comm("ring", NULL, 1, 4, 0, n, al, be)));
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, 25 * MiB, al, be), predict_comm(ARCH_RING, 1, 4, 0, n, al, be)));
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, 0, al, be), predict_comm(ARCH_RING, 1, 4, 0, n, al, be)));
 }
 
 static void test_fit_exact(void) {
@@ -67,7 +67,7 @@ static void test_fit_exact(void) {
             times[i] = 2 * (N - 1) * al + 2.0 * (N - 1) / N * sizes[i] * be;
         }
         double fa = 0, fb = 0, rms = 1;
-        CHECK(predict_fit("ring", NULL, 1, N, 0, sizes, times, 8, &fa, &fb, &rms) == 0);
+        CHECK(predict_fit(ARCH_RING, 1, N, 0, sizes, times, 8, &fa, &fb, &rms) == 0);
         CHECK_MSG(fabs(fa - al) <= 1e-9 * al, "alpha %.12g want %.12g", fa, al);
         CHECK_MSG(fabs(fb - be) <= 1e-9 * be, "beta %.12g want %.12g", fb, be);
         CHECK(rms < 1e-12);
@@ -75,30 +75,30 @@ static void test_fit_exact(void) {
     /* ps dedicated recovers the same way */
     for (int i = 0; i < 8; i++) {
         sizes[i] = 4096.0 * (i + 1);
-        times[i] = predict_comm("ps", "dedicated", 2, 4, 0, sizes[i], al, be);
+        times[i] = predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, sizes[i], al, be);
     }
     double fa, fb;
-    CHECK(predict_fit("ps", "dedicated", 2, 4, 0, sizes, times, 8, &fa, &fb, NULL) == 0);
+    CHECK(predict_fit(ARCH_PS_DEDICATED, 2, 4, 0, sizes, times, 8, &fa, &fb, NULL) == 0);
     CHECK(fabs(fa - al) <= 1e-9 * al && fabs(fb - be) <= 1e-9 * be);
 }
 
 static void test_fit_noisy_and_degenerate(void) {
     double sizes[6] = {1e3, 1e4, 1e5, 1e6, 1e7, 1e8}, times[6], al = 2e-5, be = 1e-9;
-    for (int i = 0; i < 6; i++) times[i] = predict_comm("ring", NULL, 1, 4, 0, sizes[i], al, be) * (i % 2 ? 1.01 : 0.99);
+    for (int i = 0; i < 6; i++) times[i] = predict_comm(ARCH_RING, 1, 4, 0, sizes[i], al, be) * (i % 2 ? 1.01 : 0.99);
     double fa = -1, fb = -1, rms = -1;
-    CHECK(predict_fit("ring", NULL, 1, 4, 0, sizes, times, 6, &fa, &fb, &rms) == 0);
+    CHECK(predict_fit(ARCH_RING, 1, 4, 0, sizes, times, 6, &fa, &fb, &rms) == 0);
     CHECK(fa >= 0 && fb > 0 && rms > 0);
     CHECK(fabs(fb - be) < 0.05 * be);
     /* bandwidth-only data: alpha clamps at 0 instead of going negative */
     for (int i = 0; i < 6; i++) times[i] = 1.5 * sizes[i] * be * (i == 0 ? 0.5 : 1);
-    CHECK(predict_fit("ring", NULL, 1, 4, 0, sizes, times, 6, &fa, &fb, NULL) == 0);
+    CHECK(predict_fit(ARCH_RING, 1, 4, 0, sizes, times, 6, &fa, &fb, NULL) == 0);
     CHECK(fa >= 0 && fb > 0);
     /* what cannot be fitted */
-    CHECK(predict_fit("ring", NULL, 1, 1, 0, sizes, times, 6, &fa, &fb, NULL) != 0);  /* N = 1: no comm */
-    CHECK(predict_fit("ring", NULL, 1, 4, 0, sizes, times, 1, &fa, &fb, NULL) != 0);  /* one point */
+    CHECK(predict_fit(ARCH_RING, 1, 1, 0, sizes, times, 6, &fa, &fb, NULL) != 0);  /* N = 1: no comm */
+    CHECK(predict_fit(ARCH_RING, 1, 4, 0, sizes, times, 1, &fa, &fb, NULL) != 0);  /* one point */
     double same[3] = {1e6, 1e6, 1e6};
-    CHECK(predict_fit("ring", NULL, 1, 4, 0, same, times, 3, &fa, &fb, NULL) != 0);   /* one size */
-    CHECK(predict_fit("bogus", NULL, 1, 4, 0, sizes, times, 6, &fa, &fb, NULL) != 0);
+    CHECK(predict_fit(ARCH_RING, 1, 4, 0, same, times, 3, &fa, &fb, NULL) != 0);   /* one size */
+    CHECK(predict_fit(ARCH_COUNT, 1, 4, 0, sizes, times, 6, &fa, &fb, NULL) != 0);
 }
 
 static void test_dp_data(void) {

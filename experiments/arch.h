@@ -1,0 +1,45 @@
+/* arch.h - the shapes of gradient synchronisation a report names (backend.architecture), and the cost model of each */
+#ifndef RS_ARCH_H
+#define RS_ARCH_H
+
+/* ---- Types ---- */
+
+/* The shapes of synchronisation a report names (its backend.architecture): what the claims, the
+ * plots and the validator read instead of --sync's names. ring and nccl are one shape; student is
+ * lab 5's all-reduce, held apart (it may be wrong); ps's three placements are three shapes. */
+typedef enum {
+    ARCH_NONE,          /* "none": no communication */
+    ARCH_RING,          /* "ring": ring all-reduce (ring, nccl) */
+    ARCH_TREE,          /* "tree": double binary tree all-reduce */
+    ARCH_STUDENT,       /* "student": lab 5's all-reduce */
+    ARCH_PS_COLOCATED,  /* "ps-colocated": the server in rank 0 (DataParallel's) */
+    ARCH_PS_SHARDED,    /* "ps-sharded": a shard of the server in every worker */
+    ARCH_PS_DEDICATED,  /* "ps-dedicated": K server processes of their own */
+    ARCH_BYTEPS,        /* "byteps": a shard in every worker and k CPU servers */
+    ARCH_COUNT
+} Arch;
+
+/* ---- Prototypes ---- */
+
+/* An architecture's report name ("ring", "ps-dedicated", ...; "?" out of range). */
+const char *arch_name(Arch a);
+
+/* The architecture a report names: 0 and *out set, or -1 for a name that is none. */
+int arch_parse(const char *name, Arch *out);
+
+/* Whether a is a parameter server of some kind (ps's placements, byteps): family "ps". */
+static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a == ARCH_PS_SHARDED || a == ARCH_PS_DEDICATED || a == ARCH_BYTEPS; }
+
+/* The coefficients of the alpha-beta model (experiments/predict.h has the derivations) for one
+ * reduction of n_bytes over nranks ranks by architecture arch: t = alpha * *a + beta * *b.
+ * servers: the dedicated ps's K, byteps's k (the others ignore it); pipelined: a server answers
+ * partitions as they come in. 0, or -1 for an architecture or server count the model does not
+ * cover (*a = *b = 0). */
+int arch_cost(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
+
+/* Bytes on the wire per fp32 byte of gradient for architecture arch under --wire wire (base/
+ * codec.h's codec_wire_ratio): a parameter server's replies carry the parameters in their own
+ * codec (bf16 under FP8). */
+double arch_wire_ratio(Arch arch, const char *wire);
+
+#endif
