@@ -443,10 +443,10 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
         return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt message in the shared-memory lane from rank %d", r->left);
     RS_TRY(ring_check_header(r, &h, ring_wire_bytes(r, h.kind, h.count), kind, step, off, n));
     double stamp = 0;
-    if (link_get()->bytes_per_s > 0)
+    if (link_on())
         link_stamp_decode(lane_data(l) + tail % RING_LANE_BYTES + sizeof h, LINK_STAMP_BYTES, &stamp);
     size_t bytes = ring_wire_bytes(r, kind, n), p = (size_t)((tail + RING_MSG_ALIGN) % RING_LANE_BYTES);
-    link_recv(sizeof h + bytes, stamp); /* the emulated interface (--link) */
+    link_recv(sizeof h + bytes, stamp, 1); /* the emulated interface: a lane never leaves the node */
     if (r->first_pending) {
         r->last_wait = clock_now() - t0;
         r->first_pending = 0;
@@ -480,7 +480,7 @@ static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         r->q = q;
         r->qcap = cap;
     }
-    double stamp = link_send(sizeof(RingHeader) + ring_wire_bytes(r, kind, n)); /* the emulated interface (--link) */
+    double stamp = link_send(sizeof(RingHeader) + ring_wire_bytes(r, kind, n), 1); /* a lane never leaves the node */
     r->q[r->qlen++] = (RingQueued){base, off, n, kind, step, pending, stamp};
     __atomic_add_fetch(&pending->lend.out, 1, __ATOMIC_RELAXED);
     lane_push(r);

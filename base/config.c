@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS, OPT_STRAGGLER, OPT_CONSISTENCY } OptType;
+/* OPT_COUNT: an integer of 1 or more where given; 0, its default, means not given. */
+typedef enum { OPT_INT, OPT_COUNT, OPT_DBL, OPT_I64, OPT_STR, OPT_FLAG, OPT_NOFLAG, OPT_LAYERS, OPT_STRAGGLER, OPT_CONSISTENCY } OptType;
 
 typedef struct {
     const char *name;   /* long name without "--" */
@@ -79,7 +80,9 @@ static const Opt opts[] = {
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
     {"nccl-algo", 0, OPT_STR, O(nccl_algo), S(nccl_algo), "ring", 1, "ring | tree: the all-reduce --sync nccl pins (NCCL_ALGO=Ring or Tree; NCCL_ALGO in the environment wins)"},
-    {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message"},
+    {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message; with --nodes, the node's one NIC, shared by its ranks"},
+    {"nodes", 0, OPT_COUNT, O(nodes), 0, "0", 1, "M: the ranks are M machines of N/M ranks each (rank r on node r / (N/M)): a node's ranks share one NIC (--link) for what leaves the node and talk over shared memory inside it; left out, every rank is a machine of its own"},
+    {"intra-link", 0, OPT_STR, O(intra_link), S(intra_link), "", 1, "BW[,LAT] (with --nodes): each rank's port on its node's fabric (NVLink-like), pacing messages between ranks of one node; left out, they go unpaced"},
     {"straggler", 0, OPT_STRAGGLER, O(straggler), S(straggler), "", 1, "RANK:MS: rank RANK sleeps MS milliseconds (may be a fraction) after its forward in every step; repeatable, or RANK:MS,RANK:MS"},
     {"threads", 0, OPT_INT, O(threads), 0, "0", 0, "threads per rank, for GEMM blocks and the elementwise ops (BLAS itself single-threaded; 0: cores / local ranks)"},
     {"report", 0, OPT_STR, O(report), S(report), "ringside-report.json", OPT_NO_RESULT, "where rank 0 writes the JSON report"},
@@ -177,6 +180,13 @@ static int opt_set(const Opt *o, Config *c, const char *v) {
     char *base = (char *)c + o->off, *end;
     errno = 0;
     switch (o->type) {
+    case OPT_COUNT: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno || x < 1 || x > 65536)
+            return rs_error(RS_ERR_INPUT, "--%s '%s': expected a count from 1 to 65536 (leave it out for none)", o->name, v);
+        *(int *)base = (int)x;
+        return RS_OK;
+    }
     case OPT_INT: {
         long x = strtol(v, &end, 10);
         if (!*v || *end || errno || x < -2147483647L || x > 2147483647L)
@@ -213,7 +223,8 @@ static int opt_set(const Opt *o, Config *c, const char *v) {
 
 void config_defaults(Config *c) {
     memset(c, 0, sizeof *c);
-    for (size_t i = 0; i < NOPTS; i++) opt_set(&opts[i], c, opts[i].def);
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].type != OPT_COUNT) opt_set(&opts[i], c, opts[i].def); /* a count's default: 0, not given */
 }
 
 static const Opt *opt_find(const char *name, size_t len, char shortc) {
@@ -278,7 +289,7 @@ void config_usage(FILE *f) {
 static void opt_text(const Opt *o, const Config *c, char *buf, size_t len) {
     const char *base = (const char *)c + o->off;
     switch (o->type) {
-    case OPT_INT: case OPT_FLAG: case OPT_NOFLAG: snprintf(buf, len, "%d", *(const int *)base); break;
+    case OPT_INT: case OPT_COUNT: case OPT_FLAG: case OPT_NOFLAG: snprintf(buf, len, "%d", *(const int *)base); break;
     case OPT_I64: snprintf(buf, len, "%lld", *(const long long *)base); break;
     case OPT_DBL: snprintf(buf, len, "%.17g", *(const double *)base); break;
     case OPT_STR: case OPT_STRAGGLER: case OPT_CONSISTENCY: snprintf(buf, len, "%s", base); break;
@@ -392,7 +403,7 @@ cJSON *config_json(const Config *c) {
         const Opt *op = &opts[i];
         const char *base = (const char *)c + op->off;
         switch (op->type) {
-        case OPT_INT: cJSON_AddNumberToObject(o, op->name, *(const int *)base); break;
+        case OPT_INT: case OPT_COUNT: cJSON_AddNumberToObject(o, op->name, *(const int *)base); break;
         case OPT_I64: cJSON_AddNumberToObject(o, op->name, (double)*(const long long *)base); break;
         case OPT_DBL: cJSON_AddNumberToObject(o, op->name, *(const double *)base); break;
         case OPT_STR: case OPT_STRAGGLER: case OPT_CONSISTENCY: cJSON_AddStringToObject(o, op->name, base); break;

@@ -55,7 +55,9 @@ typedef struct {
     char secure[512];         /* CURVE key file: encrypt and authenticate every socket ("": off) */
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
     /* experiments */
-    char link[64];            /* --link BW[,LAT]: an emulated network interface per process ("": none) */
+    char link[64];            /* --link BW[,LAT]: an emulated network interface per process, per node with --nodes ("": none) */
+    int nodes;                /* --nodes M: the ranks are M machines sharing a NIC each (0: every rank a machine) */
+    char intra_link[64];      /* --intra-link BW[,LAT]: a node's fabric, per rank ("": unpaced) */
     char transport[8];        /* auto | shm | ipc | tcp: how data moves between ranks of one host */
     char nccl_algo[8];        /* ring | tree: the algorithm --sync nccl pins (NCCL_ALGO) */
     char straggler[256];      /* --straggler RANK:MS[,RANK:MS...] as given (repeatable: appended) */

@@ -38,6 +38,33 @@ int config_partition_check(const Config *c, size_t nparams) {
     return RS_OK;
 }
 
+int config_nodes_check(const Config *c) {
+    ZepWant want = ZEP_AUTO;
+    LinkSpec intra;
+    RS_TRY(zep_parse(c->transport, &want));
+    if (link_parse(c->intra_link, &intra) != RS_OK) {
+        const char *why = strstr(rs_errmsg(), "': ");
+        return rs_error(RS_ERR_INPUT, "--intra-link '%s': %s", c->intra_link, why ? why + 3 : rs_errmsg());
+    }
+    if (!c->nodes) {
+        if (intra.bytes_per_s > 0)
+            return rs_error(RS_ERR_INPUT, "--intra-link %s without --nodes: a fabric joins the ranks of one node; say how many "
+                                          "nodes the ranks are (--nodes M)", c->intra_link);
+        return RS_OK;
+    }
+    if (c->nranks > 1 && (c->nodes > c->nranks || c->nranks % c->nodes))
+        return rs_error(RS_ERR_INPUT, "--nodes %d: does not divide -n %d (every node holds as many ranks)", c->nodes, c->nranks);
+    if (!strcmp(c->ps_mode, "dataparallel"))
+        return rs_error(RS_ERR_INPUT, "--nodes %d with --ps-mode dataparallel: DataParallel is one process driving the GPUs "
+                                      "of one machine; it cannot span nodes (DistributedDataParallel can: --ps-mode push, or "
+                                      "--sync ring)", c->nodes);
+    if (want != ZEP_AUTO) /* the back ends tell a node's peers from the transport they reach them by */
+        return rs_error(RS_ERR_INPUT, "--nodes %d with --transport %s: ranks of two nodes are two machines apart and talk "
+                                      "over TCP, and inside a node each back end takes its fastest (leave --transport auto)",
+                        c->nodes, c->transport);
+    return RS_OK;
+}
+
 int config_validate(const Config *c) {
     if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda") && strcmp(c->device, "cpu-async"))
         return rs_error(RS_ERR_INPUT, "--device '%s': expected auto, cpu, cuda or cpu-async", c->device);
@@ -81,6 +108,7 @@ int config_validate(const Config *c) {
     RS_TRY(zep_parse(c->transport, &want));
     LinkSpec link;
     RS_TRY(link_parse(c->link, &link));
+    RS_TRY(config_nodes_check(c));
     if (!(c->beta1 >= 0 && c->beta1 < 1)) return rs_error(RS_ERR_INPUT, "--beta1 %g: must be in [0, 1)", c->beta1);
     if (!(c->beta2 >= 0 && c->beta2 < 1)) return rs_error(RS_ERR_INPUT, "--beta2 %g: must be in [0, 1)", c->beta2);
     if (!(c->eps > 0)) return rs_error(RS_ERR_INPUT, "--eps %g: must be > 0", c->eps);

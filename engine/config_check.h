@@ -28,4 +28,10 @@ size_t config_partition_keys(const Config *c);
 /* The parameter count of c->model with its options (0 for an unknown model). */
 size_t config_param_count(const Config *c);
 
+/* --nodes and --intra-link (part of config_validate, for bench's options too): a node count that
+ * divides -n (a launcher's world is checked where it is known: net/node.h), not DataParallel's one
+ * process, TCP between nodes and the fastest inside (--transport auto), a fabric (--intra-link, parsed) only with
+ * nodes. 0, or RS_ERR_INPUT naming the option. */
+int config_nodes_check(const Config *c);
+
 #endif

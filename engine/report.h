@@ -88,7 +88,9 @@ void report_entry_timeline(struct cJSON *entry, const StepTimes *times, int n, d
 int report_phases(struct cJSON *ranks, int warmup, const double *offset, int noffset);
 
 /* This process's emulated link (net/link.h) as {"text", "bandwidth_bytes_per_s",
- * "latency_s"}, or a JSON null without one. Caller owns it. */
+ * "latency_s"}, or a JSON null without one; under --nodes also "per": "node", "ranks_per_node"
+ * (the ranks that share it) and "intra" (the node's fabric, --intra-link, the same three fields, or
+ * null: unpaced). Caller owns it. */
 struct cJSON *report_link_json(void);
 
 /* Reads a whole JSON file: a regular file (a FIFO is refused, never waited on) of at most

@@ -2,6 +2,7 @@
 #include "report.h"
 #include "../base/err.h"
 #include "../net/link.h"
+#include "../net/node.h"
 #include "../base/mem.h"
 
 #include <cJSON.h>
@@ -11,13 +12,24 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-cJSON *report_link_json(void) {
-    const LinkSpec *l = link_get();
+/* One interface as {"text", "bandwidth_bytes_per_s", "latency_s"}, or a JSON null. */
+static cJSON *report_one_link(const LinkSpec *l) {
     if (!(l->bytes_per_s > 0)) return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "text", l->text);
     cJSON_AddNumberToObject(o, "bandwidth_bytes_per_s", l->bytes_per_s);
     cJSON_AddNumberToObject(o, "latency_s", l->latency_s);
+    return o;
+}
+
+cJSON *report_link_json(void) {
+    const NodePlace *p = node_get();
+    cJSON *o = report_one_link(link_get());
+    if (p->nodes > 0 && cJSON_IsObject(o)) { /* the node's one NIC, and the fabric inside the node */
+        cJSON_AddStringToObject(o, "per", "node");
+        cJSON_AddNumberToObject(o, "ranks_per_node", p->per_node);
+        cJSON_AddItemToObject(o, "intra", report_one_link(link_get_intra()));
+    }
     return o;
 }
 
@@ -63,6 +75,7 @@ cJSON *report_entry(int rank, const char *role, Device *dev, long long samples, 
     char host[256] = ""; /* the machine (a cluster's node) this process ran on */
     gethostname(host, sizeof host - 1);
     cJSON_AddStringToObject(o, "host", host);
+    if (node_get()->nodes > 0) cJSON_AddNumberToObject(o, "node", node_get()->node); /* --nodes: its node */
     cJSON_AddNumberToObject(o, "samples", (double)samples);
     MemStats ms;
     mem_snapshot(&ms);

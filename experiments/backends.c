@@ -32,6 +32,14 @@ static int check_nccl(const Config *c) {
 }
 
 /* tree, ps and byteps: their messages go over ZeroMQ only. */
+/* none: nothing travels, so nothing crosses a node. */
+static int check_none(const Config *c) {
+    if (c->nodes)
+        return rs_error(RS_ERR_INPUT, "--nodes %d with --sync none: nothing travels between ranks, so no node has "
+                                      "anything to send (give --sync ring, tree, ps or byteps)", c->nodes);
+    return RS_OK;
+}
+
 static int check_no_shm(const Config *c) {
     ZepWant want = ZEP_AUTO;
     zep_parse(c->transport, &want);
@@ -117,7 +125,7 @@ static void shape_byteps(const Config *c, BackendShape *s) {
 }
 
 static const Backend backends[] = {
-    {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none,
+    {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none, .check = check_none,
      .help = "no communication: one rank (the baseline every other run is held against)"},
     {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .host_ring = 1,
      .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},

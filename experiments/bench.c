@@ -10,6 +10,7 @@
 #include "../base/err.h"
 #include "../net/launch.h"
 #include "../net/link.h"
+#include "../net/node.h"
 #include "../net/zendpoint.h"
 #include "../base/log.h"
 #include "../base/mem.h"
@@ -45,6 +46,8 @@ typedef struct {
     char report[512];
     char secure[512];
     char link[64];          /* --link BW[,LAT] ("": none) */
+    int nodes;              /* --nodes M (0: every rank a machine of its own) */
+    char intra_link[64];    /* --intra-link BW[,LAT] ("": unpaced) */
     char transport[8];      /* --transport auto|shm|ipc|tcp */
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
@@ -127,6 +130,9 @@ static void bench_usage(FILE *f) {
             "                         in 16 bits, and #wrong still compares bitwise with the exact sum\n"
             "      --link BW[,LAT]    every rank's data plane through an emulated interface: BW each way\n"
             "                         (1gbit, 100mbit, 125MB/s), LAT per message (50us, 1ms)\n"
+            "      --nodes M          the ranks are M machines of N/M ranks each: a node's ranks share one\n"
+            "                         NIC (--link) for what leaves the node, TCP between nodes\n"
+            "      --intra-link BW[,LAT]  with --nodes: each rank's port on its node's fabric (default unpaced)\n"
             "      --bucket-mb MB     ps, byteps: the all-reduce travels in slices of at most MB MiB, each\n"
             "                         summed and answered as soon as it is in (default 25, train's bucket);\n"
             "                         the ring and NCCL cut their own segments and ignore it\n"
@@ -207,6 +213,8 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     snprintf(c->wire, sizeof c->wire, "%s", o->wire[0] ? o->wire : "fp32");
     snprintf(c->secure, sizeof c->secure, "%s", o->secure);
     snprintf(c->link, sizeof c->link, "%s", o->link);
+    c->nodes = o->nodes;
+    snprintf(c->intra_link, sizeof c->intra_link, "%s", o->intra_link);
     snprintf(c->transport, sizeof c->transport, "%s", o->transport[0] ? o->transport : "auto");
     /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
      * in every rank (sharded: N servers, 1/N of each slice's keys each), or K server processes
@@ -218,6 +226,7 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     RS_TRY(zep_parse(c->transport, &want));
     RS_TRY(link_parse(o->link, &link));
     RS_TRY(bench_check_link(o));
+    RS_TRY(config_nodes_check(c));
     BackendShape sh;
     RS_TRY(backend_shape(c, &sh));
     int placed = sh.arch == ARCH_PS_COLOCATED || sh.arch == ARCH_PS_SHARDED || sh.arch == ARCH_PS_DEDICATED;
@@ -273,7 +282,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs",
+                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs", "--nodes", "--intra-link",
                                       "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers",
                                       "--ps-partition-kb"};
         int k = -1;
@@ -356,6 +365,11 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             LinkSpec l;
             RS_TRY(link_parse(v, &l));
             snprintf(o->link, sizeof o->link, "%s", v);
+        } else if (!strcmp(name, "--nodes")) {
+            if (bench_parse_int(v, 1, 256, &o->nodes)) return rs_error(RS_ERR_INPUT, "bench: --nodes '%s': expected 1..256 nodes", v);
+        } else if (!strcmp(name, "--intra-link")) {
+            if (strlen(v) >= sizeof o->intra_link) return rs_error(RS_ERR_INPUT, "bench: --intra-link '%s': too long", v);
+            snprintf(o->intra_link, sizeof o->intra_link, "%s", v);
         }
 #undef IS
     }
@@ -432,10 +446,12 @@ static int bench_config(Bench *b) {
     ZepWant want;
     zep_parse(b->cfg.transport, &want); /* checked by bench_fill */
     zep_set(want);
-    LinkSpec link;
-    link_parse(b->cfg.link, &link);
-    link_set(&link);
-    return RS_OK;
+    LinkSpec nic, intra; /* checked by bench_fill */
+    NodePlace place;
+    link_parse(b->cfg.link, &nic);
+    link_parse(b->cfg.intra_link, &intra);
+    RS_TRY(node_place(&b->env, b->cfg.nodes, &place));
+    return node_link_open(&place, &nic, &intra, b->env.token);
 }
 
 /* The text every member of the job must agree on: the Config's and the sweep's. */
@@ -487,7 +503,9 @@ static int bench_setup(Bench *b) {
                    .timeout = o->timeout, .trace = NULL};
     char canon[8192];
     bench_canonical(b, canon, sizeof canon);
-    RS_TRY(sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL));
+    int rc = sync_start(b->sync, &job, &b->env, canon, NULL, &b->sync_state, &b->ctrl, NULL);
+    link_share_release(); /* every member has joined: the node's NIC is mapped by all */
+    RS_TRY(rc);
     static const float zeros[256]; /* the barrier sums zeros, so its floats stay zero after the first fill */
     b->data_barrier = b->shape.row->host_ring && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
     if (b->data_barrier) {
@@ -809,6 +827,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddStringToObject(cfg, "inputs", o->random ? "random" : "exact");
         cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);
         cJSON_AddItemToObject(cfg, "link", report_link_json());
+        cJSON_AddNumberToObject(cfg, "nodes", b->cfg.nodes); /* 0: every rank a machine of its own */
         cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
         cJSON_AddStringToObject(cfg, "busbw", "algbw * 2(N-1)/N");
         cJSON_AddItemToObject(root, "backend", backend_json(&b->cfg));

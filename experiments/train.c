@@ -14,6 +14,7 @@
 #include "../kernels/device.h"
 #include "../base/err.h"
 #include "../net/link.h"
+#include "../net/node.h"
 #include "../net/zendpoint.h"
 #include "../base/log.h"
 #include "../model/model.h"
@@ -299,6 +300,18 @@ static void run_cmdline(Run *r, int argc, char **argv) {
         k += (size_t)snprintf(r->cmdline + k, sizeof r->cmdline - k, " %s", argv[i]);
 }
 
+/* This process's node (--nodes) and its emulated interfaces (--link, --intra-link): every process
+ * of the job, ranks and dedicated servers, paces through them. 0 or RS_ERR_INPUT (--nodes and the
+ * launcher disagree). */
+static int train_place(Run *r) {
+    NodePlace place;
+    LinkSpec nic, intra; /* validated by backend_validate */
+    link_parse(r->cfg.link, &nic);
+    link_parse(r->cfg.intra_link, &intra);
+    RS_TRY(node_place(&r->env, r->cfg.nodes, &place));
+    return node_link_open(&place, &nic, &intra, r->env.token);
+}
+
 /* The launcher's side of `train -n N`: checks what can be checked once, then starts the ranks. */
 static int train_launch(const Config *c, int servers, int argc, char **argv) {
     long resume_step;
@@ -331,9 +344,6 @@ int train_main(int argc, char **argv) {
         free(r);
         return rc;
     }
-    LinkSpec link; /* every process of the job (ranks, dedicated servers) paces through its own */
-    link_parse(r->cfg.link, &link); /* validated above */
-    link_set(&link);
     ZepWant want; /* validated above */
     zep_parse(r->cfg.transport, &want);
     zep_set(want);
@@ -390,6 +400,11 @@ int train_main(int argc, char **argv) {
         r->cfg.nranks = r->env.world;
         log_set_rank(r->env.member);
     }
+    if ((rc = train_place(r)) != RS_OK) {
+        log_error("%s", rs_errmsg());
+        free(r);
+        return rc;
+    }
     if (r->env.member >= r->env.world) {
         if (!shape.server_main) {
             log_error("member %d of a job of %d workers: --sync %s starts no server processes", r->env.member, r->env.world,
@@ -408,6 +423,7 @@ int train_main(int argc, char **argv) {
     r->local_world = r->env.local_world;
     r->t_start = clock_wall();
     rc = run_setup(r);
+    link_share_release(); /* every process of the job has joined: the node's NIC is mapped by all */
     if (rc == RS_OK) rc = run_train(r);
     r->t_end = clock_wall();
     if (rc == RS_OK) rc = train_hash_params(r);
@@ -416,5 +432,6 @@ int train_main(int argc, char **argv) {
     else rc = train_report(r); /* logs its own failures */
     run_free(r);
     free(r);
+    link_unshare();
     return rc;
 }

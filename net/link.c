@@ -1,4 +1,4 @@
-/* link.c - the emulated network interface: one per process, two token buckets (transmit, receive) as virtual clocks, waits that sleep */
+/* link.c - the emulated network interfaces: a NIC (a process's own, or one shared by a node's processes in shared memory) and a node's fabric, each two token buckets (transmit, receive) as virtual clocks, waits that sleep */
 /*
  * Each direction is a virtual clock: the moment the interface is free again. A send books its
  * transmission (bytes / bandwidth, starting when the previous message has left) and returns at
@@ -16,6 +16,13 @@
  * non-blocking switch), and hosts without a common clock: stamps are CLOCK_MONOTONIC, shared by
  * every process of one host (network namespaces included); a stamp from another clock is
  * ignored, and the receiver's own interface alone paces the message.
+ *
+ * Nodes (--nodes, link_set_nodes): the NIC is the node's, one per machine, shared by every process
+ * of the node: its two clocks live in a shared-memory segment every process of the node maps
+ * (link_share), advanced by compare-and-swap, so the node's ranks queue behind each other on it
+ * as a real machine's GPUs do behind its NIC. Messages between processes of one node do not touch
+ * it: they take the node's fabric (--intra-link, each process's own port, as each GPU has its own
+ * NVLink), or go unpaced without one. Without nodes, every message takes the process's own NIC.
  */
 #include "link.h"
 #include "../base/clock.h"
@@ -30,12 +37,31 @@
 #include <string.h>
 #include <stdint.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
-static LinkSpec link_spec;
+/* An interface's two clocks: clock_now() when each direction is free again. */
+typedef struct {
+    double tx_free, rx_free;
+} LinkClocks;
+
+/* What a node's processes share: the NIC's clocks, each read and advanced by compare-and-swap. */
+typedef struct {
+    uint64_t magic;
+    uint64_t tx_free, rx_free; /* doubles' bits */
+} LinkShared;
+#define LINK_SHARED_MAGIC 0x31434e4e49444953ull
+
+static LinkSpec link_spec, link_intra;      /* the NIC; the node's fabric (bytes_per_s 0: unpaced) */
+static int link_nodes;                      /* 1: node traffic takes the fabric, not the NIC */
 static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
-static double link_tx_free, link_rx_free; /* clock_now() when each direction is free */
-static double link_tx_busy, link_rx_busy; /* seconds each direction has been booked */
+static LinkClocks link_own, link_fabric;    /* the NIC's when not shared; the fabric port's */
+static LinkShared *link_shared;             /* the node's NIC (link_share), or NULL */
+static char link_shared_name[96];
+static double link_tx_busy, link_rx_busy;   /* seconds this process booked on the NIC each way */
 
 /* The multiplier of a bandwidth unit to bytes per second; 0 for an unknown unit. */
 static double link_rate_unit(const char *u) {
@@ -94,15 +120,66 @@ int link_parse(const char *text, LinkSpec *out) {
     return RS_OK;
 }
 
-void link_set(const LinkSpec *spec) {
+void link_set(const LinkSpec *spec) { link_set_nodes(spec, NULL, 0); }
+
+void link_set_nodes(const LinkSpec *nic, const LinkSpec *intra, int nodes) {
     pthread_mutex_lock(&link_mu);
-    link_spec = spec ? *spec : (LinkSpec){0};
-    link_tx_free = link_rx_free = 0;
+    link_spec = nic ? *nic : (LinkSpec){0};
+    link_intra = intra ? *intra : (LinkSpec){0};
+    link_nodes = nodes != 0;
+    link_own = link_fabric = (LinkClocks){0};
     link_tx_busy = link_rx_busy = 0;
     pthread_mutex_unlock(&link_mu);
 }
 
 const LinkSpec *link_get(void) { return &link_spec; }
+
+const LinkSpec *link_get_intra(void) { return &link_intra; }
+
+int link_on(void) { return link_spec.bytes_per_s > 0 || (link_nodes && link_intra.bytes_per_s > 0); }
+
+int link_share(const char *name) {
+    link_unshare();
+    if (!(link_spec.bytes_per_s > 0)) return RS_OK;
+    if (!name || name[0] != '/' || strchr(name + 1, '/') || strlen(name) >= sizeof link_shared_name)
+        return rs_error(RS_ERR_INPUT, "link: '%s' is not a shared-memory name", name ? name : "(null)");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return rs_error(RS_ERR_RUNTIME, "link: the node's interface %s: %s", name, strerror(errno));
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, sizeof(LinkShared)) == 0)
+        p = mmap(NULL, sizeof(LinkShared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(name);
+        return rs_error(RS_ERR_RUNTIME, "link: the node's interface %s: %s", name, strerror(e));
+    }
+    LinkShared *sh = p;
+    uint64_t zero = 0;
+    /* the first process of the node stamps it; a segment with another magic (not ours) is refused */
+    __atomic_compare_exchange_n(&sh->magic, &zero, LINK_SHARED_MAGIC, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) != LINK_SHARED_MAGIC) {
+        munmap(p, sizeof(LinkShared));
+        return rs_error(RS_ERR_RUNTIME, "link: %s holds something else than a node's interface", name);
+    }
+    pthread_mutex_lock(&link_mu);
+    link_shared = sh;
+    snprintf(link_shared_name, sizeof link_shared_name, "%s", name);
+    pthread_mutex_unlock(&link_mu);
+    return RS_OK;
+}
+
+void link_share_release(void) {
+    if (link_shared_name[0]) shm_unlink(link_shared_name); /* the mapping stays */
+}
+
+void link_unshare(void) {
+    pthread_mutex_lock(&link_mu);
+    if (link_shared) munmap(link_shared, sizeof(LinkShared));
+    link_shared = NULL;
+    link_shared_name[0] = 0;
+    pthread_mutex_unlock(&link_mu);
+}
 
 /* Sleeps until clock_now() >= t. */
 static void link_sleep_until(double t) {
@@ -114,21 +191,65 @@ static void link_sleep_until(double t) {
     }
 }
 
-double link_send(size_t bytes) {
-    if (!(link_spec.bytes_per_s > 0)) return 0;
+static uint64_t link_bits(double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    return u;
+}
+
+static double link_double(uint64_t u) {
+    double x;
+    memcpy(&x, &u, 8);
+    return x;
+}
+
+/* Books seconds on a clock from no earlier than earliest: returns the booking's start, and moves
+ * the clock to its end. A shared clock by compare-and-swap, a process's own under link_mu. */
+static double link_book_shared(uint64_t *clock, double earliest, double seconds) {
+    uint64_t old = __atomic_load_n(clock, __ATOMIC_ACQUIRE);
+    for (;;) {
+        double free_at = link_double(old), start = free_at > earliest ? free_at : earliest;
+        if (__atomic_compare_exchange_n(clock, &old, link_bits(start + seconds), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return start;
+    }
+}
+
+/* The interface a message takes: the fabric for node traffic under nodes (NULL: unpaced), else
+ * the NIC. */
+static const LinkSpec *link_which(int node) {
+    if (link_nodes && node) return link_intra.bytes_per_s > 0 ? &link_intra : NULL;
+    return link_spec.bytes_per_s > 0 ? &link_spec : NULL;
+}
+
+/* Books bytes on one direction (tx 1, rx 0) of the interface node picks, from earliest: its start. */
+static double link_book(int node, int tx, double earliest, size_t bytes) {
+    const LinkSpec *l = link_which(node);
+    double sec = (double)bytes / l->bytes_per_s, start;
     pthread_mutex_lock(&link_mu);
-    double now = clock_now(), start = link_tx_free > now ? link_tx_free : now;
-    link_tx_free = start + (double)bytes / link_spec.bytes_per_s;
-    link_tx_busy += (double)bytes / link_spec.bytes_per_s;
+    if (l == &link_spec && link_shared) {
+        start = link_book_shared(tx ? &link_shared->tx_free : &link_shared->rx_free, earliest, sec);
+    } else {
+        double *clock = l == &link_spec ? (tx ? &link_own.tx_free : &link_own.rx_free)
+                                        : (tx ? &link_fabric.tx_free : &link_fabric.rx_free);
+        start = *clock > earliest ? *clock : earliest;
+        *clock = start + sec;
+    }
+    if (l == &link_spec) *(tx ? &link_tx_busy : &link_rx_busy) += sec;
     pthread_mutex_unlock(&link_mu);
     return start;
+}
+
+double link_send(size_t bytes, int node) {
+    if (!link_which(node)) return 0;
+    return link_book(node, 1, clock_now(), bytes);
 }
 
 double link_backlog(void) {
     if (!(link_spec.bytes_per_s > 0)) return 0;
     pthread_mutex_lock(&link_mu);
-    double b = link_tx_free - clock_now();
+    double free_at = link_shared ? link_double(__atomic_load_n(&link_shared->tx_free, __ATOMIC_ACQUIRE)) : link_own.tx_free;
     pthread_mutex_unlock(&link_mu);
+    double b = free_at - clock_now();
     return b > 0 ? b : 0;
 }
 
@@ -139,24 +260,19 @@ void link_busy(double *tx_s, double *rx_s) {
     pthread_mutex_unlock(&link_mu);
 }
 
-double link_recv_book(size_t bytes, double stamp) {
-    if (!(link_spec.bytes_per_s > 0)) return 0;
-    pthread_mutex_lock(&link_mu);
-    double now = clock_now(), start = stamp > 0 && stamp < now + 60 ? stamp : now; /* a stamp from
-                                                                                 * another clock: now */
-    if (link_rx_free > start) start = link_rx_free;
-    double done = start + (double)bytes / link_spec.bytes_per_s;
-    link_rx_free = done;
-    link_rx_busy += (double)bytes / link_spec.bytes_per_s;
-    pthread_mutex_unlock(&link_mu);
-    return done + link_spec.latency_s;
+double link_recv_book(size_t bytes, double stamp, int node) {
+    const LinkSpec *l = link_which(node);
+    if (!l) return 0;
+    double now = clock_now(), earliest = stamp > 0 && stamp < now + 60 ? stamp : now; /* a stamp from
+                                                                                    * another clock: now */
+    return link_book(node, 0, earliest, bytes) + (double)bytes / l->bytes_per_s + l->latency_s;
 }
 
 void link_wait_until(double t) { link_sleep_until(t); }
 
-void link_recv(size_t bytes, double stamp) {
-    if (!(link_spec.bytes_per_s > 0)) return;
-    link_sleep_until(link_recv_book(bytes, stamp));
+void link_recv(size_t bytes, double stamp, int node) {
+    if (!link_which(node)) return;
+    link_sleep_until(link_recv_book(bytes, stamp, node));
 }
 
 #define LINK_STAMP_MAGIC 0x4b4c534b4e494c52ull /* "RLINKSLK" */

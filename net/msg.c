@@ -51,7 +51,7 @@ static int msg_payload_frame(const MsgOut *m, zmq_msg_t *f) {
 int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start) {
     int has_payload = m->codec || m->payload;
     size_t bytes = m->codec ? (m->count ? codec_bytes(m->codec->type, m->count) : 0) : m->payload ? m->bytes + m->tail_bytes : 0;
-    double stamp = m->local ? 0 : link_send(m->head_bytes + bytes); /* the emulated interface (--link) */
+    double stamp = m->local ? 0 : link_send(m->head_bytes + bytes, m->node); /* the emulated interface (--link) */
     int last = stamp > 0 ? ZMQ_SNDMORE : 0;
     unsigned char sb[LINK_STAMP_BYTES];
     if (start) *start = stamp;
@@ -107,7 +107,7 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
         }
     }
     /* under --link every message ends in its stamp: take it off where the frames were fewer */
-    if (!m->extra && m->n > 1 + with_id && link_get()->bytes_per_s > 0 && m->stamp == 0 &&
+    if (!m->extra && m->n > 1 + with_id && link_on() && m->stamp == 0 &&
         link_stamp_decode(zmq_msg_data(&m->part[m->n - 1]), zmq_msg_size(&m->part[m->n - 1]), &m->stamp))
         zframe_close(&m->part[--m->n]);
     return m->n + m->extra;
@@ -178,8 +178,8 @@ double msg_accept(const MsgIn *m, int local, int node, int book_only, MsgCount *
 double msg_take(size_t bytes, double stamp, int local, int node, int book_only, MsgCount *c) {
     if (local) return 0;
     if (c) msg_count_received(c, bytes, node);
-    if (book_only) return link_recv_book(bytes, stamp);
-    link_recv(bytes, stamp);
+    if (book_only) return link_recv_book(bytes, stamp, node);
+    link_recv(bytes, stamp, node);
     return 0;
 }
 

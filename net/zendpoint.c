@@ -4,6 +4,7 @@
 #include "../base/log.h"
 #include "zmq_check.h"
 #include "../base/hash.h"
+#include "node.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -65,7 +66,10 @@ void zep_host_key(char *out, size_t len) {
         ns[k] = 0;
         h = hash_text(hash_text(h, "/"), ns);
     }
-    snprintf(out, len, "%016llx", (unsigned long long)h);
+    /* emulated nodes (--nodes) are machines apart: their processes reach each other over TCP and
+     * count each other as the network, as processes of real machines do */
+    if (node_get()->nodes > 0) snprintf(out, len, "%016llx-n%d", (unsigned long long)h, node_get()->node);
+    else snprintf(out, len, "%016llx", (unsigned long long)h);
 }
 
 int zep_bind(void *sock, const char *addr, const char *tag, char *text, size_t len) {

@@ -27,7 +27,9 @@ void zep_set(ZepWant want);
 ZepWant zep_get(void);
 
 /* This host's key: a hash of the kernel's boot id and this process's network and PID namespaces
- * (the scope of abstract Unix sockets and of /proc/<pid>), 16 hex digits; "" when unknown. */
+ * (the scope of abstract Unix sockets and of /proc/<pid>), 16 hex digits, and under --nodes the
+ * node's number ("-n2": processes of two emulated nodes are two machines to the data plane: TCP
+ * between them, and the network in the traffic counts); "" when unknown. */
 void zep_host_key(char *out, size_t len);
 
 /* Binds sock (a ZeroMQ socket) on tcp://addr:* (every interface when addr cannot be bound,

@@ -488,7 +488,7 @@ static int test_sendq_send(void *arg, int slice, const void *data, size_t bytes)
     SendLog *l = arg;
     (void)data;
     l->slice[l->n] = slice;
-    l->stamp[l->n++] = link_send(bytes);
+    l->stamp[l->n++] = link_send(bytes, 0);
     return RS_OK;
 }
 
@@ -506,7 +506,7 @@ static void test_sendq_order(void) {
     CHECK_MSG(log.n == 1 && sendq_waiting(&q) == 3, "%d sent, %d waiting: one push goes, three wait", log.n,
               sendq_waiting(&q));
     CHECK(sendq_due_in(&q, credit) > 0.05);  /* the head waits for most of the first push's 0.1 s */
-    double reply = link_send(sizeof buf);    /* the process's server answers meanwhile */
+    double reply = link_send(sizeof buf, 0);    /* the process's server answers meanwhile */
     CHECK(reply < log.stamp[0] + 0.1 + 1e-6); /* right behind the push on the wire, not behind the queue */
     link_set(NULL); /* no link: the rest go at once, in order */
     CHECK(sendq_flush(&q, 0, test_sendq_send, &log) == 0 && log.n == 4 && sendq_waiting(&q) == 0);
@@ -521,7 +521,7 @@ static void test_sendq_order(void) {
     log.n = 0;
     for (int j = 0; j < 4; j++) CHECK(sendq_put(&q, j, buf, sizeof buf) == 0);
     CHECK(sendq_flush(&q, credit, test_sendq_send, &log) == 0 && log.n == 1);
-    reply = link_send(sizeof buf);
+    reply = link_send(sizeof buf, 0);
     CHECK(sendq_flush(&q, 1e9, test_sendq_send, &log) == 0 && log.n == 4); /* credit given: all go, after it */
     for (int j = 1; j < 4; j++) CHECK_MSG(log.stamp[j] > reply, "push %d starts at %.3f, before the reply's %.3f", j,
                                           log.stamp[j], reply);

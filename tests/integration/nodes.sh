@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# nodes.sh - --nodes M: ranks on M machines that share a NIC each; the flat algorithms give the same bits, each node's NIC carries the formula's bytes, and bad values are exit 2
+. "$(dirname "$0")/lib.sh"
+SMALL="--layers 784,64,10 --train-samples 1024 --eval-samples 128 --steps 6 --quiet --timeout 30"
+
+# nic_bytes REPORT: per node, the bytes its ranks put on the network ("node:sent:received ..."), and
+# every rank's bytes checked to add up (node + network = all)
+nic_bytes() {
+    $PY - "$1" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+per = {}
+for x in r["ranks"]:
+    if x.get("role") != "worker":
+        continue
+    t, by = x["traffic"], x["traffic"]["by_link"]
+    assert by["node"]["bytes_sent"] + by["network"]["bytes_sent"] == t["bytes_sent"], x
+    s = per.setdefault(x["node"], [0, 0])
+    s[0] += by["network"]["bytes_sent"]
+    s[1] += by["network"]["bytes_received"]
+print(" ".join("%d:%d:%d" % (k, v[0], v[1]) for k, v in sorted(per.items())))
+EOF
+}
+
+# 1. the flat ring over 2 nodes of 2: the same bits as on 4 machines; each node's NIC carries the
+#    ring's 2(N-1)/N of the gradient each way (one rank of each node sends across, one receives)
+check "ring -n 4 flat" $BIN train -n 4 --sync ring $SMALL --link 1gbit --report $T/flat.json
+check "ring -n 4 --nodes 2" $BIN train -n 4 --nodes 2 --sync ring $SMALL --link 1gbit --report $T/nodes.json
+if $PY - $T/flat.json $T/nodes.json <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+ha = {x["params_hash"] for x in a["ranks"]}; hb = {x["params_hash"] for x in b["ranks"]}
+assert len(ha) == 1 and ha == hb, (ha, hb)
+assert b["config"]["nodes"] == 2 and [x["node"] for x in b["ranks"]] == [0, 0, 1, 1], [x.get("node") for x in b["ranks"]]
+assert "node" not in a["ranks"][0]
+EOF
+then ok "--nodes 2 trains the flat ring to the same parameters, each rank named with its node"; else bad "--nodes 2 bits" "see above"; fi
+grad=$((4 * (784 * 64 + 64 + 64 * 10 + 10)))
+got=$(nic_bytes $T/nodes.json)
+$PY - "$got" $grad <<'EOF' && ok "each node's NIC carries the ring's 2(N-1)/N of the gradient a step each way ($got)" || bad "NIC bytes" "$got"
+import sys
+n, grad, steps = 4, int(sys.argv[2]), 6
+want = 2 * (n - 1) / n * grad * steps
+for part in sys.argv[1].split():
+    node, sent, recv = map(int, part.split(":"))
+    # headers ride on top of the payload (under 1%); the initial parameters' broadcast passes the
+    # whole gradient once along the chain 0 -> 1 -> 2 -> 3: across node 0's NIC out, node 1's in
+    extra = grad if node == 0 else 0
+    assert want + extra <= sent <= 1.01 * want + extra, ("sent", node, sent, want + extra)
+    extra = grad if node == 1 else 0
+    assert want + extra <= recv <= 1.01 * want + extra, ("received", node, recv, want + extra)
+EOF
+[ -z "$(ls /dev/shm 2>/dev/null | grep '^ringside-nic-')" ] && ok "no shared NIC left behind in /dev/shm" \
+    || bad "shared NIC left behind" "$(ls /dev/shm | grep ringside-nic-)"
+
+# 2. the other back ends under nodes: every rank's bytes split by link, the parameters agreeing
+for sync in tree ps byteps; do
+    extra=""
+    [ $sync = byteps ] && extra="--ps-servers 1"
+    if $BIN train -n 4 --nodes 2 --sync $sync $extra $SMALL --link 1gbit --intra-link 10gbit --report $T/$sync.json >$T/$sync.log 2>&1 \
+        && $PY tests/validate_report.py $T/$sync.json >>$T/$sync.log 2>&1 && bytes=$(nic_bytes $T/$sync.json) \
+        && $PY - $T/$sync.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["summary"]["params_agree"], "params disagree"
+servers = [x for x in r["ranks"] if x.get("role") != "worker"]
+assert all(x["node"] >= 2 for x in servers), [x.get("node") for x in servers]  # servers: nodes of their own
+EOF
+    then ok "--sync $sync over 2 nodes with a fabric: parameters agree, bytes split by link ($bytes)"
+    else bad "--sync $sync over nodes" "$(tail -n 5 $T/$sync.log)"; fi
+done
+
+# 3. bench: the ring's bus bandwidth over 2 nodes of 2 is the NIC's (each NIC carries what a
+#    rank's own would)
+if timeout 300 $BIN bench -n 4 --nodes 2 --sync ring --link 1gbit -b 4M -e 8M -f 2 -w 1 -i 3 --timeout 60 \
+    --report $T/bench.json >$T/bench.log 2>&1; then
+    $PY - $T/bench.json <<'EOF' && ok "bench --nodes 2: the flat ring's busbw within 15% of the NIC's 1 Gbit/s" || bad "bench busbw" "$(tail -n 4 $T/bench.log)"
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"]["nodes"] == 2, r["config"]
+bw = statistics.median(x["busbw_gbps"] for x in r["rows"])
+assert abs(bw - 0.125) <= 0.15 * 0.125, bw
+EOF
+else bad "bench --nodes 2" "$(tail -n 4 $T/bench.log)"; fi
+
+# 4. bad values: exit 2, naming the option, nothing started
+expect_status "--nodes 0" 2 $BIN train -n 4 --nodes 0 $SMALL --report $T/bad.json
+expect_status "--nodes -1" 2 $BIN train -n 4 --nodes -1 $SMALL --report $T/bad.json
+expect_status "--nodes 3 with -n 4" 2 $BIN train -n 4 --nodes 3 $SMALL --report $T/bad.json
+grep -q "does not divide -n 4" $T/last.log && ok "a count that does not divide is named" || bad "--nodes 3 message" "$(cat $T/last.log)"
+expect_status "--nodes with --sync none" 2 $BIN train -n 4 --nodes 2 --sync none $SMALL --report $T/bad.json
+expect_status "--nodes with DataParallel" 2 $BIN train -n 4 --nodes 2 --sync ps --ps-mode dataparallel --global-batch 64 $SMALL --report $T/bad.json
+expect_status "--intra-link without --nodes" 2 $BIN train -n 4 --intra-link 10gbit $SMALL --report $T/bad.json
+expect_status "--intra-link malformed" 2 $BIN train -n 4 --nodes 2 --intra-link fast $SMALL --report $T/bad.json
+grep -q -- "--intra-link 'fast'" $T/last.log && ok "a malformed --intra-link is named" || bad "--intra-link message" "$(cat $T/last.log)"
+expect_status "--nodes with --transport shm" 2 $BIN train -n 4 --nodes 2 --transport shm $SMALL --report $T/bad.json
+expect_status "bench --nodes 3 -n 4" 2 $BIN bench -n 4 --nodes 3 --sync ring -b 1K -e 1K
+[ ! -e $T/bad.json ] && ok "no report from a refused run" || bad "refused runs" "a report was written"
+# a launcher that placed 2 ranks on this host, against --nodes 1 (4 a node): refused naming both
+RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) \
+    expect_status "--nodes against torchrun's LOCAL_WORLD_SIZE" 2 $BIN train --nodes 1 $SMALL --report $T/bad.json
+grep -q "torchrun placed 2 on this one" $T/last.log && grep -q -- "give --nodes 2" $T/last.log \
+    && ok "the disagreement names --nodes and the launcher's count" || bad "launcher disagreement" "$(cat $T/last.log)"
+finish
