@@ -2,7 +2,6 @@
 #include "mesh.h"
 #include "../net/zendpoint.h"
 #include "../net/gate.h"
-#include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/config.h"
 #include "../kernels/device.h"
@@ -10,7 +9,6 @@
 #include "../net/msg.h"
 #include "../base/log.h"
 #include "../base/mem.h"
-#include "../net/zframe.h"
 #include "../net/zmq_check.h"
 
 #include <errno.h>
@@ -40,7 +38,7 @@ typedef struct {
 
 struct MeshPending {
     MeshHeader h;
-    zmq_msg_t data;
+    MsgFrame data;
 };
 
 static const Codec mesh_fp32 = {CODEC_F32, 1.0f}; /* the parameter broadcast's: exact */
@@ -58,7 +56,7 @@ static int mesh_put(Mesh *m, int peer, int tag, const float *data, size_t count)
     MsgOut out = {.head = &h, .head_bytes = sizeof h, .codec = c, .src = data, .count = count,
                   .node = m->peer_node && m->peer_node[peer]};
     if (msg_send(m->push[peer], &out, &m->count, NULL) == 0) return RS_OK;
-    if (zmq_errno() == EAGAIN)
+    if (msg_errno() == EAGAIN)
         return rs_error(RS_ERR_PEER, "%s: rank %d took no data for %.0f s (is it alive?)", m->name, peer, m->job.timeout);
     return zmqCheck(-1);
 }
@@ -71,11 +69,11 @@ int mesh_send(Mesh *m, int peer, int tag, const float *data, size_t count) {
 /* Reads one whole message from the mailbox (header + data), waiting until deadline.
  * 0 with *h and *data set (caller closes data); 1 on timeout; RS_ERR_* on a library error.
  * Strays (wrong magic or token, wrong shape) are dropped and counted. */
-static int mesh_next(Mesh *m, MeshHeader *h, zmq_msg_t *data, double deadline) {
+static int mesh_next(Mesh *m, MeshHeader *h, MsgFrame *data, double deadline) {
     for (;;) {
         MsgIn in;
         if (msg_recv(m->pull, &in, ZMQ_DONTWAIT, 0) < 0) {
-            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR) return zmqCheck(-1);
+            if (msg_errno() != EAGAIN && msg_errno() != EINTR) return zmqCheck(-1);
             int rc = msg_wait(m->pull, deadline);
             if (rc < 0) return zmqCheck(-1);
             if (rc == 0) return 1;
@@ -94,37 +92,37 @@ static int mesh_next(Mesh *m, MeshHeader *h, zmq_msg_t *data, double deadline) {
             continue;
         }
         msg_accept(&in, 0, m->peer_node && m->peer_node[h->from], 0, &m->count);
-        zframe_close(&in.part[0]);
-        zmq_msg_init(data);
-        zmq_msg_move(data, &in.part[1]); /* the caller closes it (zframe_close) */
+        msg_frame_init(data);
+        msg_frame_take(&in, data); /* the caller closes it (msg_frame_close) */
+        msg_close(&in);
         return RS_OK;
     }
 }
 
 /* Decodes (and adds, or copies) a message asked for into dst; closes data. */
-static int mesh_take(Mesh *m, const MeshHeader *h, zmq_msg_t *data, float *dst, size_t count, int op) {
+static int mesh_take(Mesh *m, const MeshHeader *h, MsgFrame *data, float *dst, size_t count, int op) {
     const Codec *c = mesh_codec(m, h->tag);
     if (h->count != count || h->dtype != (uint32_t)c->type) {
         int from = (int)h->from, tag = h->tag;
         size_t got = (size_t)h->count;
         const char *how = codec_name((CodecType)h->dtype);
-        zframe_close(data);
+        msg_frame_close(data);
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d expected %zu %s elements from rank %d (tag %d), got %zu %s", m->name,
                         m->rank, count, codec_name(c->type), from, tag, got, how);
     }
-    if (op == MESH_COPY) codec_decode(c, zmq_msg_data(data), dst, count);
-    else codec_decode_add(c, zmq_msg_data(data), dst, count);
-    zframe_close(data);
+    if (op == MESH_COPY) codec_decode(c, msg_frame_data(data), dst, count);
+    else codec_decode_add(c, msg_frame_data(data), dst, count);
+    msg_frame_close(data);
     return RS_OK;
 }
 
 /* Keeps a message nobody asked for yet, its bytes under MEM_COMM. */
-static int mesh_keep(Mesh *m, const MeshHeader *h, zmq_msg_t *data) {
+static int mesh_keep(Mesh *m, const MeshHeader *h, MsgFrame *data) {
     if (m->nkept == m->capkept) {
         int cap = m->capkept ? 2 * m->capkept : 16;
         struct MeshPending *k = realloc(m->kept, (size_t)cap * sizeof *k);
         if (!k) {
-            zframe_close(data);
+            msg_frame_close(data);
             return rs_error(RS_ERR_RUNTIME, "%s: out of memory", m->name);
         }
         m->kept = k;
@@ -132,31 +130,31 @@ static int mesh_keep(Mesh *m, const MeshHeader *h, zmq_msg_t *data) {
     }
     struct MeshPending *k = &m->kept[m->nkept++];
     k->h = *h;
-    zmq_msg_init(&k->data);
-    zmq_msg_move(&k->data, data);
-    zframe_close(data);
-    long long b = (long long)zmq_msg_size(&k->data);
+    msg_frame_init(&k->data);
+    msg_frame_move(&k->data, data);
+    msg_frame_close(data);
+    long long b = (long long)msg_frame_size(&k->data);
     m->kept_bytes += b;
     mem_account(MEM_COMM, b);
     return RS_OK;
 }
 
 /* Takes kept message i out of the list into *h and *data (the last one fills the gap). */
-static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, zmq_msg_t *data) {
+static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, MsgFrame *data) {
     struct MeshPending *p = &m->kept[i];
-    long long b = (long long)zmq_msg_size(&p->data);
+    long long b = (long long)msg_frame_size(&p->data);
     m->kept_bytes -= b;
     mem_account(MEM_COMM, -b);
     *h = p->h;
-    zmq_msg_init(data);
-    zmq_msg_move(data, &p->data);
-    zframe_close(&p->data);
+    msg_frame_init(data);
+    msg_frame_move(data, &p->data);
+    msg_frame_close(&p->data);
     struct MeshPending *last = &m->kept[--m->nkept];
     if (last != p) {
         p->h = last->h;
-        zmq_msg_init(&p->data);
-        zmq_msg_move(&p->data, &last->data);
-        zframe_close(&last->data);
+        msg_frame_init(&p->data);
+        msg_frame_move(&p->data, &last->data);
+        msg_frame_close(&last->data);
     }
 }
 
@@ -166,7 +164,7 @@ static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d cannot receive from rank %d (world %d)", m->name, m->rank, peer,
                         m->world);
     MeshHeader h;
-    zmq_msg_t data;
+    MsgFrame data;
     for (int i = 0; i < m->nkept; i++) /* asked for at last */
         if ((int)m->kept[i].h.from == peer && m->kept[i].h.tag == tag && m->kept[i].h.seq == m->seq) {
             mesh_unkeep(m, i, &h, &data);
@@ -181,7 +179,7 @@ static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op
         if (rc != RS_OK) return rc;
         if ((int)h.from == peer && h.tag == tag && h.seq == m->seq) return mesh_take(m, &h, &data, dst, count, op);
         if (h.seq < m->seq) { /* from a finished collective: sent, but nobody asked for it */
-            zframe_close(&data);
+            msg_frame_close(&data);
             return rs_error(RS_ERR_RUNTIME, "%s: rank %d sent rank %d a message (tag %d) that rank %d never received in that "
                             "collective", m->name, (int)h.from, m->rank, h.tag, m->rank);
         }
@@ -244,15 +242,14 @@ static int mesh_on_device(Mesh *m, float *buf, size_t count, int bcast) {
 void mesh_destroy(void *state) {
     Mesh *m = state;
     if (!m) return;
-    for (int i = 0; i < m->nkept; i++) zframe_close(&m->kept[i].data);
+    for (int i = 0; i < m->nkept; i++) msg_frame_close(&m->kept[i].data);
     mem_account(MEM_COMM, -m->kept_bytes);
     free(m->kept);
     if (m->push)
-        for (int p = 0; p < m->world; p++)
-            if (m->push[p]) zmq_close(m->push[p]); /* lingers: what was queued is still delivered */
+        for (int p = 0; p < m->world; p++) msg_close_socket(m->push[p], 0); /* lingers: what was queued is still delivered */
     free(m->push);
     free(m->peer_node);
-    if (m->pull) zmq_close(m->pull);
+    msg_close_socket(m->pull, 0);
     device_host_free(m->job.dev, m->stage, m->stage_bytes, MEM_COMM);
     free(m);
 }
@@ -267,25 +264,28 @@ static size_t mesh_largest_frame(const Mesh *m) {
     return most ? most * sizeof(float) + 64 : 0;
 }
 
+/* The mailbox's queue bound (net/msg.h: four times what a peer has in flight in one step): a
+ * peer's collective sends this rank one message a tag, and the heaviest algorithm written on the
+ * mesh, a ring, tags 2 (N-1) of them (the tree: one up, one down); a peer is at most one
+ * collective ahead (it cannot finish one without this rank's messages), so 4 (N-1) messages are
+ * in flight, and the bound 16 (N-1), at least MSG_QUEUE_FLOOR. An algorithm that sends more only
+ * keeps them in its sender's queue until this rank reads: the mesh lends nothing and never waits
+ * for a send to leave, so nothing waits on that. */
+static int mesh_queue(const Mesh *m) { return msg_queue_bound(4 * (size_t)(m->world - 1)); }
+
 /* Binds the mailbox: TCP only, or as zep_bind does (TCP and this host's Unix socket); a frame
- * larger than the job can send ends its sender's connection unread (msg_bound). */
+ * larger than the job can send ends its sender's connection unread (msg_bound), a peer's
+ * messages beyond mesh_queue wait in the peer's queue. */
 static int mesh_bind(Mesh *m, char *endpoint, size_t len) {
     const char *addr = m->job.addr && *m->job.addr ? m->job.addr : "127.0.0.1";
-    int zero = 0;
-    if (!(m->pull = zmq_socket(m->job.zctx, ZMQ_PULL))) return zmqCheck(-1);
-    RS_TRY(secure_socket(m->pull, SECURE_BINDS));
+    MsgSocketSpec pull = {.type = ZMQ_PULL, .binds = 1, .max_frame = mesh_largest_frame(m), .rcv_queue = mesh_queue(m)};
     m->gated = gate_on(m->job.zctx); /* decided once, with the mailbox: the PUSHes come later */
-    RS_TRY(gate_socket(m->job.zctx, m->pull, 1, GATE_DATA, NULL));
-    RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_LINGER, &zero, sizeof zero)));
-    RS_TRY(zmqCheck(zmq_setsockopt(m->pull, ZMQ_RCVHWM, &zero, sizeof zero)));
-    RS_TRY(zmqCheck(msg_bound(m->pull, mesh_largest_frame(m))));
+    RS_TRY(msg_socket(m->job.zctx, &pull, &m->pull));
     if (m->flags & MESH_IPC) return zep_bind(m->pull, addr, m->name, endpoint, len);
     char where[300], ep[512];
-    size_t eplen = sizeof ep;
     snprintf(where, sizeof where, "tcp://%s:*", addr);
-    if (zmq_bind(m->pull, where) != 0)
-        return rs_error(RS_ERR_INPUT, "%s: cannot bind the data plane on %s: %s", m->name, where, zmq_strerror(zmq_errno()));
-    RS_TRY(zmqCheck(zmq_getsockopt(m->pull, ZMQ_LAST_ENDPOINT, ep, &eplen)));
+    if (msg_bind(m->pull, where, ep, sizeof ep) != 0)
+        return rs_error(RS_ERR_INPUT, "%s: cannot bind the data plane on %s: %s", m->name, where, msg_strerror(msg_errno()));
     if (strlen(ep) + 1 > len) return rs_error(RS_ERR_RUNTIME, "%s: endpoint %s does not fit %zu bytes", m->name, ep, len);
     memcpy(endpoint, ep, strlen(ep) + 1);
     return RS_OK;
@@ -328,17 +328,13 @@ int mesh_connect(void *state, char *const *endpoints, int nmembers) {
     /* over a Unix socket a peer is on this host, over TCP on another, unless --transport tcp (or
      * lab 5's TCP-only mailbox) sends this host's ranks over TCP too: then nobody can tell */
     m->tr.split = (m->flags & MESH_IPC) && zep_get() != ZEP_TCP;
-    int zero = 0, tmo = (int)(m->job.timeout * 1000.0);
+    int tmo = (int)(m->job.timeout * 1000.0);
+    MsgSocketSpec push = {.type = ZMQ_PUSH, .user = m->name, .ungated = !m->gated, .linger_ms = tmo, .sndtimeo_ms = tmo};
     for (int p = 0; p < m->world; p++) {
         if (p == m->rank) continue;
         if (!endpoints[p] || strncmp(endpoints[p], "tcp://", 6))
             return rs_error(RS_ERR_INPUT, "%s: rank %d published no data-plane endpoint", m->name, p);
-        if (!(m->push[p] = zmq_socket(m->job.zctx, ZMQ_PUSH))) return zmqCheck(-1);
-        RS_TRY(secure_socket(m->push[p], SECURE_CONNECTS));
-        if (m->gated) RS_TRY(gate_socket(m->job.zctx, m->push[p], 0, GATE_DATA, m->name));
-        RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_LINGER, &tmo, sizeof tmo)));
-        RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_SNDHWM, &zero, sizeof zero)));
-        RS_TRY(zmqCheck(zmq_setsockopt(m->push[p], ZMQ_SNDTIMEO, &tmo, sizeof tmo)));
+        RS_TRY(msg_socket(m->job.zctx, &push, &m->push[p]));
         if (m->flags & MESH_IPC) {
             char who[32];
             const char *via = "tcp";
@@ -347,7 +343,9 @@ int mesh_connect(void *state, char *const *endpoints, int nmembers) {
             m->tcp_peers += !strcmp(via, "tcp");
             m->peer_node[p] = !strcmp(via, "ipc");
         } else {
-            RS_TRY(zmqCheck(zmq_connect(m->push[p], endpoints[p])));
+            if (msg_connect(m->push[p], endpoints[p]) != 0)
+                return rs_error(RS_ERR_RUNTIME, "%s: cannot connect to rank %d at %s: %s", m->name, p, endpoints[p],
+                                msg_strerror(msg_errno()));
             m->tcp_peers++;
         }
     }

@@ -2,8 +2,6 @@
 #define _GNU_SOURCE /* memfd_create */
 #include "ring.h"
 #include "allreduce.h"
-#include "../net/gate.h"
-#include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
 #include "../base/config.h"
@@ -16,7 +14,6 @@
 #include "../engine/sync.h"
 #include "../engine/trace.h"
 #include "../net/zendpoint.h"
-#include "../net/zmq_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -233,21 +230,17 @@ __attribute__((format(printf, 3, 4))) static int ring_fail(Ring *r, int code, co
     r->broken = code ? code : RS_ERR_RUNTIME;
     for (size_t i = r->qhead; i < r->qlen; i++) __atomic_sub_fetch(&r->q[i].pending->lend.out, 1, __ATOMIC_RELAXED);
     r->qhead = r->qlen = 0;
-    if (r->push) {
-        int zero = 0;
-        zmq_setsockopt(r->push, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_close(r->push);
-        r->push = NULL;
-    }
+    msg_close_socket(r->push, 1);
+    r->push = NULL;
     if (ring_drain_all(r, 2.0) != 0)
         log_warn("ring: ZeroMQ still holds data frames 2 s after an error (rank %d)", r->rank);
     return rs_error(r->broken, "%s", r->why);
 }
 
-/* Breaks the ring after a failed ZeroMQ call (errno holds its error), with zmq_check's
- * "file:line: call: error (rank r)" text. */
+/* Breaks the ring after a failed call of the message layer (msg_errno() holds its error):
+ * "ring: call: error (rank r)". */
 #define ring_fail_zmq(r, what) \
-    ring_fail((r), RS_ERR_RUNTIME, "%s", (zmq_check_at(-1, (what), __FILE__, __LINE__), rs_errmsg()))
+    ring_fail((r), RS_ERR_RUNTIME, "ring: %s: %s (rank %d)", (what), msg_strerror(msg_errno()), (r)->rank)
 
 static const char *ring_kind_name(uint32_t kind) {
     return kind == RING_KIND_RS   ? "reduce-scatter"
@@ -511,9 +504,9 @@ static int ring_send(Ring *r, uint32_t kind, uint32_t step, const float *base, s
         m.count = n;
     }
     if (msg_send(r->push, &m, &r->c, NULL) == 0) return RS_OK;
-    if (zmq_errno() == EAGAIN)
+    if (msg_errno() == EAGAIN)
         return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
-    return ring_fail_zmq(r, "zmq_msg_send");
+    return ring_fail_zmq(r, "msg_send");
 }
 
 /* Receives segment (kind, step, off, n) from the left neighbour into buf + off, added to it
@@ -527,9 +520,9 @@ static int ring_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     for (;;) {
         MsgIn in;
         if (msg_recv(r->pull, &in, ZMQ_DONTWAIT, 0) < 0) {
-            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR) return ring_fail_zmq(r, "zmq_msg_recv");
+            if (msg_errno() != EAGAIN && msg_errno() != EINTR) return ring_fail_zmq(r, "msg_recv");
             int w = msg_wait(r->pull, deadline);
-            if (w < 0) return ring_fail_zmq(r, "zmq_poll");
+            if (w < 0) return ring_fail_zmq(r, "msg_wait");
             if (w == 0)
                 return ring_fail(r, RS_ERR_PEER, "ring: no data from rank %d for %.0f s (is it alive?)", r->left, r->timeout);
             continue;
@@ -588,6 +581,18 @@ static size_t ring_segment(const Ring *r, size_t count) {
     size_t seg = (chunk + RING_SEG_PER_CHUNK - 1) / RING_SEG_PER_CHUNK, mn = lo / sizeof(float), mx = hi / sizeof(float);
     return seg < mn ? mn : seg > mx ? mx : seg;
 }
+
+/* The PULL's queue bound (net/msg.h: four times what a peer has in flight in one step): the left
+ * neighbour is this PULL's one peer. The two-rank exchange sends every segment before it reads
+ * one, at most RING_EX_SEGS; a ring step sends one chunk, RING_SEG_PER_CHUNK segments under the
+ * default cut and no more than RING_EX_SEGS while a chunk is at most RING_EX_SEGS segments of
+ * RING_SEG_BYTES (256 MiB): RING_EX_SEGS it is, 1024 messages. A sender further ahead (tiny
+ * segments from ring_set_segment, a larger chunk) keeps the rest in its own queue until this rank
+ * reads them. That cannot deadlock the ring: a rank waits for ZeroMQ to let its lent frames go
+ * only after receiving everything of their step, and its right neighbour reads them before it
+ * waits for anything of its own (over two ranks, the rank behind reads on while the one ahead
+ * waits), so a queue in between only delays what it holds. */
+static int ring_queue(void) { return msg_queue_bound(RING_EX_SEGS); }
 
 /* --transport (net/zendpoint.h) as what this rank offers: 2 shm and a Unix socket (auto,
  * shm), 1 a Unix socket (ipc), 0 TCP only (tcp). */
@@ -731,47 +736,33 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     int rc = RS_OK;
     r->zctx = zctx;
     if (!r->zctx) {
-        r->zctx = zmq_ctx_new();
+        r->zctx = msg_context();
         r->own_ctx = 1;
         if (!r->zctx) {
-            rc = rs_error(RS_ERR_RUNTIME, "ring: cannot create a ZeroMQ context: %s", zmq_strerror(zmq_errno()));
+            rc = rs_error(RS_ERR_RUNTIME, "ring: cannot create a ZeroMQ context: %s", msg_strerror(msg_errno()));
             goto err;
         }
     }
     /* the PUSH lingers up to the timeout: a rank that returns from its last collective and
-     * closes at once must still deliver its last segments (ring_fail drops them instead) */
-    int zero = 0, tmo = (int)(r->timeout * 1000.0);
-    int64_t maxmsg = RING_SEG_MAX;
-    r->pull = zmq_socket(r->zctx, ZMQ_PULL);
-    r->push = zmq_socket(r->zctx, ZMQ_PUSH);
-    if (!r->pull || !r->push) {
-        rc = zmq_check_at(-1, "zmq_socket", __FILE__, __LINE__);
-        goto err;
-    }
-    /* --secure: CURVE on both sockets (shared-memory lanes never leave the host) */
-    if ((rc = secure_socket(r->pull, SECURE_BINDS)) || (rc = secure_socket(r->push, SECURE_CONNECTS))) goto err;
-    /* without --secure, the job token in both sockets' handshakes where the context has a gate */
-    if ((rc = gate_socket(r->zctx, r->pull, 1, GATE_DATA, NULL)) || (rc = gate_socket(r->zctx, r->push, 0, GATE_DATA, "ring")))
-        goto err;
-    if ((rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero))) ||
-        (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_RCVHWM, &zero, sizeof zero))) ||
-        (rc = zmqCheck(zmq_setsockopt(r->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg))) ||
-        (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_LINGER, &tmo, sizeof tmo))) ||
-        (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_SNDHWM, &zero, sizeof zero))) ||
-        (rc = zmqCheck(zmq_setsockopt(r->push, ZMQ_SNDTIMEO, &tmo, sizeof tmo))))
-        goto err;
-    char where[300];
+     * closes at once must still deliver its last segments (ring_fail drops them instead); the
+     * PULL takes frames of at most a segment, and holds at most ring_queue() messages from a
+     * peer (the rest wait in the sender's queue) */
+    int tmo = (int)(r->timeout * 1000.0);
+    MsgSocketSpec pull = {.type = ZMQ_PULL, .binds = 1, .max_frame = RING_SEG_MAX, .rcv_queue = ring_queue()};
+    MsgSocketSpec push = {.type = ZMQ_PUSH, .user = "ring", .linger_ms = tmo, .sndtimeo_ms = tmo};
+    /* --secure: CURVE on both sockets (shared-memory lanes never leave the host); without it,
+     * the job token in both sockets' handshakes where the context has a gate */
+    if ((rc = msg_socket(r->zctx, &pull, &r->pull)) || (rc = msg_socket(r->zctx, &push, &r->push))) goto err;
+    char where[300], ep[512];
     snprintf(where, sizeof where, "tcp://%s:*", addr);
-    if (zmq_bind(r->pull, where) != 0) {
-        int e = zmq_errno();
+    if (msg_bind(r->pull, where, ep, sizeof ep) != 0) {
+        int e = msg_errno();
         rc = rs_error(e == EADDRINUSE || e == EADDRNOTAVAIL || e == ENODEV || e == EINVAL ? RS_ERR_INPUT : RS_ERR_RUNTIME,
                       "ring: cannot bind the data plane on %s: %s (the address must be one of this host's)", where,
-                      zmq_strerror(e));
+                      msg_strerror(e));
         goto err;
     }
-    char ep[512], ipc[400] = "", shm[80] = "", host[40] = "";
-    size_t eplen = sizeof ep;
-    if ((rc = zmqCheck(zmq_getsockopt(r->pull, ZMQ_LAST_ENDPOINT, ep, &eplen)))) goto err;
+    char ipc[400] = "", shm[80] = "", host[40] = "";
     int policy = ring_policy();
     if (policy > 0) zep_host_key(host, sizeof host);
     if (host[0]) {
@@ -779,8 +770,8 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
         static unsigned serial;
         snprintf(where, sizeof where, "ipc://@ringside-ring-%s-%ld-%d-%u", host, (long)getpid(), rank,
                  __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
-        if (zmq_bind(r->pull, where) == 0) snprintf(ipc, sizeof ipc, "|%s", where);
-        else log_warn("ring: no Unix-socket endpoint (%s: %s); TCP only", where, zmq_strerror(zmq_errno()));
+        if (msg_bind(r->pull, where, NULL, 0) == 0) snprintf(ipc, sizeof ipc, "|%s", where);
+        else log_warn("ring: no Unix-socket endpoint (%s: %s); TCP only", where, msg_strerror(msg_errno()));
         if (policy > 1 && ring_make_lane(r) == 0)
             snprintf(shm, sizeof shm, "|shm=%ld.%d.%llx", (long)getpid(), r->lane_fd, (unsigned long long)r->lane_nonce);
     }
@@ -835,7 +826,7 @@ int ring_connect(Ring *r, char *const *endpoints) {
     if (rc == RS_OK) {
         r->shm_in = shm_in;
         if (shm_in && r->pull) { /* nobody pushes to our sockets: refuse strangers too */
-            zmq_close(r->pull);
+            msg_close_socket(r->pull, 0);
             r->pull = NULL;
         }
         if (!shm_in) heap_keep_frames(RING_HEAP_FRAME); /* frames from warm heap pages (base/heap.h) */
@@ -849,10 +840,11 @@ int ring_connect(Ring *r, char *const *endpoints) {
             rc = rs_error(RS_ERR_INPUT, "--transport ipc: rank %d is on another host than rank %d (or offers no Unix socket)",
                           r->right, r->rank);
         if (shm_out) {
-            zmq_close(r->push);
+            msg_close_socket(r->push, 0);
             r->push = NULL;
-        } else if (rc == RS_OK) {
-            rc = zmqCheck(zmq_connect(r->push, use_ipc ? e[2].ipc : e[2].tcp));
+        } else if (rc == RS_OK && msg_connect(r->push, use_ipc ? e[2].ipc : e[2].tcp) != 0) {
+            rc = rs_error(RS_ERR_RUNTIME, "ring: cannot connect to rank %d at %s: %s", r->right, use_ipc ? e[2].ipc : e[2].tcp,
+                          msg_strerror(msg_errno()));
         }
     }
     free(e);
@@ -978,8 +970,8 @@ void ring_counters(const Ring *r, RingCounters *out) { msg_count_read(&r->c, out
 
 void ring_destroy(Ring *r) {
     if (!r) return;
-    if (r->pull) zmq_close(r->pull);
-    if (r->push) zmq_close(r->push);
+    msg_close_socket(r->pull, 0);
+    msg_close_socket(r->push, 0);
     r->pull = r->push = NULL;
     size_t lane = RING_LANE_HEAD + RING_LANE_BYTES;
     if (r->map_right) munmap(r->map_right, lane), mem_account(MEM_COMM, -(long long)lane);
@@ -987,7 +979,7 @@ void ring_destroy(Ring *r) {
     if (r->own) munmap(r->own, lane), mem_account(MEM_COMM, -(long long)lane);
     if (r->lane_fd >= 0) close(r->lane_fd);
     free(r->q);
-    if (r->own_ctx && r->zctx) zmq_ctx_term(r->zctx); /* delivers what is queued (linger: the timeout) */
+    if (r->own_ctx && r->zctx) msg_context_end(r->zctx); /* delivers what is queued (linger: the timeout) */
     else if (ring_drain_all(r, 2.0) != 0) {
         /* ZeroMQ may still call ring_release on r->pending: leak r rather than free it under it */
         log_warn("ring: ZeroMQ still holds data frames at shutdown (rank %d)", r->rank);

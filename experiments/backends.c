@@ -2,6 +2,7 @@
 #include "backends.h"
 #include "../base/codec.h"
 #include "../base/err.h"
+#include "../base/log.h"
 #include "../engine/config_check.h"
 #include "../net/link.h"
 #include "../net/zendpoint.h"
@@ -115,6 +116,14 @@ static void shape_ps(const Config *c, BackendShape *s) {
 }
 
 /* nccl: ring all-reduce unless --nccl-algo tree. */
+/* The ring's machine-aware form: --hierarchical over nodes of more than one rank, at least two. */
+static void shape_ring(const Config *c, BackendShape *s) {
+    if (c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1) {
+        s->arch = ARCH_RING_HIER;
+        s->ops = sync_ring_hierarchical();
+    }
+}
+
 static void shape_nccl(const Config *c, BackendShape *s) {
     if (!strcmp(c->nccl_algo, "tree")) s->arch = ARCH_TREE;
 }
@@ -127,7 +136,7 @@ static void shape_byteps(const Config *c, BackendShape *s) {
 static const Backend backends[] = {
     {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none, .check = check_none,
      .help = "no communication: one rank (the baseline every other run is held against)"},
-    {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .host_ring = 1,
+    {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .host_ring = 1, .hierarchical = 1, .shape = shape_ring,
      .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},
     {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .check = check_no_shm,
      .help = "double binary tree all-reduce in host memory over ZeroMQ (NCCL's Tree): 2 log2(N) latency steps"},
@@ -189,6 +198,15 @@ int backend_check(const Config *cfg) {
         if (b->ops != sync_nccl && strcmp(cfg->nccl_algo, "ring"))
             return rs_error(RS_ERR_INPUT, "--nccl-algo %s with --sync %s: the algorithm is --sync nccl's (use --sync tree "
                                           "for the host tree)", cfg->nccl_algo, b->name);
+        if (cfg->hierarchical && !b->hierarchical)
+            return rs_error(RS_ERR_INPUT, "--hierarchical with --sync %s: %s has no machine-aware form here (--sync ring "
+                                          "has: Horovod's hierarchical all-reduce)", b->name, b->name);
+        if (cfg->hierarchical && !cfg->nodes)
+            return rs_error(RS_ERR_INPUT, "--hierarchical without --nodes: the machine-aware algorithm needs machines; "
+                                          "say how many the ranks are (--nodes M)");
+        if (cfg->hierarchical && (cfg->nodes == 1 || cfg->nranks == cfg->nodes) && cfg->nranks > 1)
+            log_info("# --hierarchical on %d node%s of %d rank%s: that is the flat %s, which runs", cfg->nodes,
+                     cfg->nodes == 1 ? "" : "s", cfg->nranks / cfg->nodes, cfg->nranks == cfg->nodes ? "" : "s", b->name);
         if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))
             return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a "
                                           "consistency model (%s exchanges in lockstep)", cfg->ps_consistency, b->name,
@@ -210,6 +228,7 @@ int backend_shape(const Config *cfg, BackendShape *out) {
     out->row = b;
     out->arch = b->arch;
     out->lockstep = config_lockstep(cfg);
+    out->ops = b->ops();
     if (b->shape) b->shape(cfg, out);
     return RS_OK;
 }

@@ -26,6 +26,7 @@ typedef struct {
     int (*server_main)(const Config *, const RankEnv *, size_t nparams, const char *job);
     int lockstep;                                       /* not --ps-consistency async or ssp:S */
     const StepDriver *driver;                           /* DataParallel's for --ps-mode dataparallel */
+    const SyncOps *ops;                                 /* what runs it: the row's, or its hierarchical form's */
 } BackendShape;
 
 typedef struct Backend {
@@ -38,6 +39,7 @@ typedef struct Backend {
     int (*check)(const Config *cfg);
     int consistency;          /* 1: has --ps-consistency's asynchronous models (else sync only) */
     Arch arch;                /* its architecture (shape may say otherwise for a configuration) */
+    int hierarchical;         /* has a machine-aware form under --nodes (--hierarchical): the shape picks it */
     int host_ring;            /* the ring in host memory: its lanes spin, so bench binds its ranks to cores and
                                * aligns them with an all-reduce of N floats before each call */
     /* The row's say on a configuration's shape, after backend_shape filled the defaults (arch,

@@ -47,6 +47,7 @@ typedef struct {
     char secure[512];
     char link[64];          /* --link BW[,LAT] ("": none) */
     int nodes;              /* --nodes M (0: every rank a machine of its own) */
+    int hierarchical;       /* --hierarchical: the machine-aware form of the algorithm */
     char intra_link[64];    /* --intra-link BW[,LAT] ("": unpaced) */
     char transport[8];      /* --transport auto|shm|ipc|tcp */
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
@@ -133,6 +134,8 @@ static void bench_usage(FILE *f) {
             "      --nodes M          the ranks are M machines of N/M ranks each: a node's ranks share one\n"
             "                         NIC (--link) for what leaves the node, TCP between nodes\n"
             "      --intra-link BW[,LAT]  with --nodes: each rank's port on its node's fabric (default unpaced)\n"
+            "      --hierarchical     with --nodes: the algorithm's machine-aware form (ring: Horovod's\n"
+            "                         hierarchical all-reduce)\n"
             "      --bucket-mb MB     ps, byteps: the all-reduce travels in slices of at most MB MiB, each\n"
             "                         summed and answered as soon as it is in (default 25, train's bucket);\n"
             "                         the ring and NCCL cut their own segments and ignore it\n"
@@ -214,6 +217,7 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     snprintf(c->secure, sizeof c->secure, "%s", o->secure);
     snprintf(c->link, sizeof c->link, "%s", o->link);
     c->nodes = o->nodes;
+    c->hierarchical = o->hierarchical;
     snprintf(c->intra_link, sizeof c->intra_link, "%s", o->intra_link);
     snprintf(c->transport, sizeof c->transport, "%s", o->transport[0] ? o->transport : "auto");
     /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
@@ -271,6 +275,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             *help = 1;
             return RS_OK;
+        }
+        if (!strcmp(a, "--hierarchical")) { /* a flag: no value */
+            o->hierarchical = 1;
+            continue;
         }
         const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
         if (eq) {
@@ -467,8 +475,8 @@ static void bench_canonical(const Bench *b, char *out, size_t len) {
 static int bench_setup(Bench *b) {
     BenchOpts *o = &b->o;
     RS_TRY(bench_config(b));
-    if (!(b->sync = sync_find(o->sync))) return RS_ERR_INPUT;
     RS_TRY(backend_shape(&b->cfg, &b->shape));
+    if (!(b->sync = b->shape.ops)) return rs_error(RS_ERR_INPUT, "--sync %s: not in this build", o->sync);
     if (o->bind < 0) o->bind = b->shape.row->host_ring;
     if (o->bind) bench_bind(b->env.local_rank); /* before any thread starts: they inherit it */
     int fell_back = 0;
@@ -828,6 +836,7 @@ static int bench_finish(Bench *b) {
         cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);
         cJSON_AddItemToObject(cfg, "link", report_link_json());
         cJSON_AddNumberToObject(cfg, "nodes", b->cfg.nodes); /* 0: every rank a machine of its own */
+        cJSON_AddBoolToObject(cfg, "hierarchical", b->cfg.hierarchical);
         cJSON_AddStringToObject(cfg, "time", "median of each rank's timed iterations, maximum over ranks");
         cJSON_AddStringToObject(cfg, "busbw", "algbw * 2(N-1)/N");
         cJSON_AddItemToObject(root, "backend", backend_json(&b->cfg));

@@ -197,8 +197,11 @@ static int run_setup(Run *r) {
         kernels_cpu_set_threads(th);
     }
     /* the back end (--sync) and the step driver (DataParallel's for --ps-mode dataparallel) */
-    if (!(r->backend = backend_find(c->sync))) return RS_ERR_INPUT;
-    r->driver = backend_driver(c);
+    BackendShape shape;
+    RS_TRY(backend_shape(c, &shape));
+    r->backend = shape.row;
+    r->ops = shape.ops;
+    r->driver = shape.driver;
     for (int i = 0; i < c->nstragglers; i++)
         if (c->straggler_rank[i] >= r->world)
             return rs_error(RS_ERR_INPUT, "--straggler %d:%g: rank %d does not exist in a job of %d ranks",
@@ -207,7 +210,7 @@ static int run_setup(Run *r) {
     /* DataParallel: rank 0 stages the whole global batch on the host */
     int staged = r->driver && r->driver->scatter && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
     /* the optimizer's state lives where the update runs: here, unless a server returns parameters */
-    RS_TRY(model_create(&r->model, &r->dev, c, max_batch, r->backend->ops()->result == SYNC_SUMS));
+    RS_TRY(model_create(&r->model, &r->dev, c, max_batch, r->ops->result == SYNC_SUMS));
     if (model_in_width(&r->model) != r->data.train.dim)
         return rs_error(RS_ERR_INPUT, "--data %s: samples of %d values, --model %s takes %d", c->data, r->data.train.dim,
                         c->model, model_in_width(&r->model));
@@ -237,7 +240,7 @@ static int run_setup(Run *r) {
     EngineArgs ea = {.cfg = c, .model = &r->model, .dev = &r->dev, .env = &r->env, .rank = r->rank,
                      .world = r->world, .local_rank = r->local_rank, .local_world = r->local_world,
                      .zctx = r->zctx, .trace = r->trace, .wall_offset = r->wall_offset,
-                     .ops = r->backend->ops(), .driver = r->driver, .steps = S};
+                     .ops = r->ops, .driver = r->driver, .steps = S};
     RS_TRY(engine_create(&r->engine, &ea));
     return c->resume[0] ? train_ckpt_restore(r) : RS_OK;
 }

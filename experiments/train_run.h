@@ -27,6 +27,7 @@ typedef struct {
     Sampler sampler;
     Model model;
     const Backend *backend;
+    const SyncOps *ops;         /* what runs the back end: its row's, or its hierarchical form's (backend_shape) */
     const StepDriver *driver;
     Engine *engine;
     int steps, steps_per_epoch;

@@ -48,12 +48,23 @@ typedef struct {
     double tx_free, rx_free;
 } LinkClocks;
 
-/* What a node's processes share: the NIC's clocks, each read and advanced by compare-and-swap. */
+/* What a node's processes share: the NIC's transmit clock, read and advanced by compare-and-swap
+ * (a node's sends are booked in the order they are made, which is the order they leave in), and
+ * its receive calendar: the spans it is busy receiving, kept sorted and merged where they touch,
+ * under a spin lock. Several processes take their messages in in whatever order their threads get
+ * to them, not in the order the messages reached the NIC; a FIFO clock would book a message sent
+ * early after one sent later and taken in first, leaving the NIC idle in between, so a message
+ * takes the earliest gap of its length from its sender's start on, as a NIC takes packets in as
+ * they arrive. */
+#define LINK_SPANS 64
 typedef struct {
     uint64_t magic;
-    uint64_t tx_free, rx_free; /* doubles' bits */
+    uint64_t tx_free;          /* a double's bits */
+    unsigned char lock;        /* the calendar's */
+    int nspans;
+    double span[LINK_SPANS][2]; /* [start, end), sorted, disjoint */
 } LinkShared;
-#define LINK_SHARED_MAGIC 0x31434e4e49444953ull
+#define LINK_SHARED_MAGIC 0x32434e4e49444953ull
 
 static LinkSpec link_spec, link_intra;      /* the NIC; the node's fabric (bytes_per_s 0: unpaced) */
 static int link_nodes;                      /* 1: node traffic takes the fabric, not the NIC */
@@ -214,6 +225,47 @@ static double link_book_shared(uint64_t *clock, double earliest, double seconds)
     }
 }
 
+/* Books seconds in the shared receive calendar from no earlier than earliest: the earliest gap
+ * that long; returns its start. */
+static double link_book_calendar(LinkShared *sh, double earliest, double seconds) {
+    while (__atomic_test_and_set(&sh->lock, __ATOMIC_ACQUIRE))
+        ;
+    int n = sh->nspans, i = 0;
+    double (*sp)[2] = sh->span, s = earliest;
+    while (i < n && sp[i][1] <= s) i++; /* spans over before earliest */
+    for (; i < n && sp[i][0] < s + seconds; i++) s = sp[i][1] > s ? sp[i][1] : s;
+    double e = s + seconds;
+    /* insert [s, e) before span i, merging with the spans it touches */
+    int at = i;
+    if (at > 0 && sp[at - 1][1] >= s) {
+        at--;
+        if (sp[at][1] < e) sp[at][1] = e;
+    } else {
+        if (n == LINK_SPANS) { /* full: the two oldest spans become one (their gap is given up) */
+            sp[0][1] = sp[1][1];
+            memmove(sp[1], sp[2], (size_t)(n - 2) * sizeof sp[0]);
+            sh->nspans = --n;
+            if (at == 1) { /* [s, e) was that gap: inside the merged span already */
+                __atomic_clear(&sh->lock, __ATOMIC_RELEASE);
+                return s;
+            }
+            if (at > 1) at--;
+        }
+        memmove(sp[at + 1], sp[at], (size_t)(n - at) * sizeof sp[0]);
+        sp[at][0] = s;
+        sp[at][1] = e;
+        n++;
+    }
+    if (at + 1 < n && sp[at + 1][0] <= sp[at][1]) { /* it reaches the next span */
+        if (sp[at][1] < sp[at + 1][1]) sp[at][1] = sp[at + 1][1];
+        memmove(sp[at + 1], sp[at + 2], (size_t)(n - at - 2) * sizeof sp[0]);
+        n--;
+    }
+    sh->nspans = n;
+    __atomic_clear(&sh->lock, __ATOMIC_RELEASE);
+    return s;
+}
+
 /* The interface a message takes: the fabric for node traffic under nodes (NULL: unpaced), else
  * the NIC. */
 static const LinkSpec *link_which(int node) {
@@ -227,7 +279,7 @@ static double link_book(int node, int tx, double earliest, size_t bytes) {
     double sec = (double)bytes / l->bytes_per_s, start;
     pthread_mutex_lock(&link_mu);
     if (l == &link_spec && link_shared) {
-        start = link_book_shared(tx ? &link_shared->tx_free : &link_shared->rx_free, earliest, sec);
+        start = tx ? link_book_shared(&link_shared->tx_free, earliest, sec) : link_book_calendar(link_shared, earliest, sec);
     } else {
         double *clock = l == &link_spec ? (tx ? &link_own.tx_free : &link_own.rx_free)
                                         : (tx ? &link_fabric.tx_free : &link_fabric.rx_free);

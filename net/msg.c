@@ -87,12 +87,12 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
     m->with_id = with_id;
     int more = 1;
     while (more) {
-        zmq_msg_t spare, *p = m->n < 3 ? &m->part[m->n] : &spare;
+        zmq_msg_t spare, *p = m->n < 3 ? &m->part[m->n].z : &spare;
         zmq_msg_init(p);
         if (zframe_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
             int e = zmq_errno();
             zframe_close(p);
-            for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
+            for (int i = 0; i < m->n; i++) zframe_close(&m->part[i].z);
             m->n = 0;
             errno = e;
             return -1;
@@ -108,8 +108,8 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
     }
     /* under --link every message ends in its stamp: take it off where the frames were fewer */
     if (!m->extra && m->n > 1 + with_id && link_on() && m->stamp == 0 &&
-        link_stamp_decode(zmq_msg_data(&m->part[m->n - 1]), zmq_msg_size(&m->part[m->n - 1]), &m->stamp))
-        zframe_close(&m->part[--m->n]);
+        link_stamp_decode(msg_frame_data(&m->part[m->n - 1]), msg_frame_size(&m->part[m->n - 1]), &m->stamp))
+        msg_frame_close(&m->part[--m->n]);
     return m->n + m->extra;
 }
 
@@ -144,25 +144,25 @@ double msg_backlog(void) { return link_backlog(); }
 
 void msg_wait_until(double t) { link_wait_until(t); }
 
-const void *msg_head(const MsgIn *m, size_t *bytes) {
-    int i = m->with_id ? 1 : 0;
+/* Frame i of m (the identity counted), or NULL and 0 when m has fewer. */
+static const void *msg_part(const MsgIn *m, int i, size_t *bytes) {
     if (m->n <= i) {
         *bytes = 0;
         return NULL;
     }
-    *bytes = zmq_msg_size((zmq_msg_t *)&m->part[i]);
-    return zmq_msg_data((zmq_msg_t *)&m->part[i]);
+    *bytes = msg_frame_size(&m->part[i]);
+    return msg_frame_data(&m->part[i]);
 }
 
-const void *msg_payload(const MsgIn *m, size_t *bytes) {
-    int i = m->with_id ? 2 : 1;
-    if (m->n <= i) {
-        *bytes = 0;
-        return NULL;
-    }
-    *bytes = zmq_msg_size((zmq_msg_t *)&m->part[i]);
-    return zmq_msg_data((zmq_msg_t *)&m->part[i]);
+const void *msg_id(const MsgIn *m, size_t *bytes) {
+    if (m->with_id) return msg_part(m, 0, bytes);
+    *bytes = 0;
+    return NULL;
 }
+
+const void *msg_head(const MsgIn *m, size_t *bytes) { return msg_part(m, m->with_id ? 1 : 0, bytes); }
+
+const void *msg_payload(const MsgIn *m, size_t *bytes) { return msg_part(m, m->with_id ? 2 : 1, bytes); }
 
 size_t msg_bytes(const MsgIn *m) {
     size_t h, p;
@@ -191,8 +191,37 @@ void msg_drop(MsgIn *m, MsgCount *c) {
 void msg_count_dropped(MsgCount *c) { msg_add(&c->dropped, 1); }
 
 void msg_close(MsgIn *m) {
-    for (int i = 0; i < m->n; i++) zframe_close(&m->part[i]);
+    for (int i = 0; i < m->n; i++) zframe_close(&m->part[i].z);
     m->n = 0;
+}
+
+void msg_move(MsgIn *dst, MsgIn *src) {
+    *dst = (MsgIn){.n = src->n, .extra = src->extra, .with_id = src->with_id, .stamp = src->stamp};
+    for (int i = 0; i < src->n; i++) {
+        msg_frame_init(&dst->part[i]);
+        msg_frame_move(&dst->part[i], &src->part[i]);
+    }
+    src->n = 0;
+}
+
+/* ---- Frames ---- */
+
+void msg_frame_init(MsgFrame *f) { zmq_msg_init(&f->z); }
+
+void msg_frame_take(MsgIn *m, MsgFrame *f) {
+    int i = m->with_id ? 2 : 1;
+    if (m->n > i) msg_frame_move(f, &m->part[i]);
+}
+
+void msg_frame_move(MsgFrame *dst, MsgFrame *src) { zmq_msg_move(&dst->z, &src->z); }
+
+const void *msg_frame_data(const MsgFrame *f) { return zmq_msg_data((zmq_msg_t *)&f->z); }
+
+size_t msg_frame_size(const MsgFrame *f) { return zmq_msg_size(&f->z); }
+
+void msg_frame_close(MsgFrame *f) {
+    zframe_close(&f->z);
+    zmq_msg_init(&f->z);
 }
 
 /* ---- Counting ---- */

@@ -19,6 +19,26 @@
  * (msg_accept: paces the receiving interface, counts) or drops it (msg_drop: counts a stray).
  * What the ring's shared-memory lanes move (the ring's own transport on one host) is counted by
  * the ring with the same rule, through msg_count_sent / msg_count_received.
+ *
+ * Sockets are set up here too (msg_socket: CURVE under --secure, the job token's gate, every
+ * option), bound and connected here (msg_bind, msg_connect) and closed here; a back end reads
+ * a message's frames through msg_id / msg_head / msg_payload and keeps a payload past its
+ * message as a MsgFrame. No back end calls ZeroMQ itself (tests/transport_rules.py).
+ *
+ * Queues. A sender never waits for room: every socket sends with no high-water mark
+ * (ZMQ_SNDHWM 0). Every receiving socket bounds what one peer may make this process hold
+ * (ZMQ_RCVHWM: msg_queue_bound's messages a peer, one pipe each): beyond it ZeroMQ stops
+ * reading that peer's connection, the kernel's buffers fill and the rest waits in the sender's
+ * own queue, which has no bound, so a full receiver never blocks a sender or fails its send
+ * (over TCP and ipc each process's pipe has its own side's mark; inproc pipes, within one
+ * process, have none when either side's is 0, as every sender's is). The bound is four times
+ * what a legitimate peer can have in flight to this socket in one step of its protocol (each
+ * back end derives that figure where it creates the socket), and never below MSG_QUEUE_FLOOR:
+ * a peer of the job does not reach it in the steps the figure counts, and where one can (a
+ * large ps allreduce, the ring's tiny segments) the rest only waits in its own queue until
+ * read, which no back end's progress depends on (each says why where it derives its bound);
+ * a peer that floods small messages (with the job token: the gate admits it) grows this
+ * process by at most the bound's messages, the frame bound (msg_bound) capping each.
  */
 
 #include <stddef.h>
@@ -32,6 +52,11 @@
  * MsgLend (docs/benchmarks.md, "Zero-copy threshold"): below it a copy costs less than the
  * release the sender must then wait for. */
 #define MSG_ZEROCOPY_MIN (32u * 1024u)
+
+/* The smallest receiving queue (msg_queue_bound): a few dozen small messages, nothing to a
+ * process, enough that ZeroMQ reads on (it resumes a stopped connection at half the bound)
+ * while the back end takes a burst. */
+#define MSG_QUEUE_FLOOR 64
 
 /* ---- Types ---- */
 
@@ -73,48 +98,127 @@ typedef struct {
     int node;                /* to a process of this host: counted in the node share too */
 } MsgOut;
 
-/* One message received: up to three frames ([identity] header [payload]), frames beyond
- * discarded and counted in extra; the stamp taken off. */
+/* One received frame, held (its bytes count under MEM_COMM while it is): what a back end keeps of
+ * a message past the message itself (msg_frame_take). Its insides are the layer's; an empty one
+ * (msg_frame_init, or after msg_frame_close) has size 0. */
 typedef struct {
-    zmq_msg_t part[3];
+    zmq_msg_t z;
+} MsgFrame;
+
+/* One message received: up to three frames ([identity] header [payload]), frames beyond
+ * discarded and counted in extra; the stamp taken off. Read its frames with msg_id, msg_head and
+ * msg_payload. */
+typedef struct {
+    MsgFrame part[3];
     int n, extra;
     int with_id;             /* part[0] is a routing identity (not counted) */
     double stamp;            /* the sender's emulated-link stamp, 0 without one */
 } MsgIn;
 
+/* One data-plane socket as msg_socket sets it up. */
+typedef struct {
+    int type;            /* ZMQ_PUSH, ZMQ_PULL, ZMQ_DEALER or ZMQ_ROUTER */
+    int binds;           /* 1: it binds (--secure's server side; the gate checks the token); 0: it connects */
+    const char *user;    /* connecting: the name it presents at the job's gate (NULL: "member") */
+    int ungated;         /* 1: not put behind the job's gate even where the context has one */
+    int linger_ms;       /* how long closing it still delivers what is queued (0: drops it) */
+    int sndtimeo_ms;     /* a send's longest wait (0: ZeroMQ's, none; a send never waits for room) */
+    size_t max_frame;    /* the frame bound (msg_bound; 0: none) */
+    int rcv_queue;       /* the queue bound (msg_queue_bound): messages one peer may make this
+                          * process hold; required (>= 1) of every type but ZMQ_PUSH */
+    const void *id;      /* its routing identity (what a ROUTER knows it by), or NULL */
+    size_t idlen;
+    int mandatory;       /* a ROUTER: a send to an identity not connected fails (EHOSTUNREACH) */
+} MsgSocketSpec;
+
 /* ---- Prototypes ---- */
+
+/* A ZeroMQ context of its own (for a back end created without the process's: a unit test's), or
+ * NULL (msg_errno()). End it with msg_context_end once its sockets are closed: that delivers what
+ * they queued, for at most their linger. */
+void *msg_context(void);
+void msg_context_end(void *zctx);
+
+/* Creates a socket of zctx as s says: CURVE under --secure (net/secure.h), behind the job token's
+ * gate where zctx has one and s->ungated is 0 (net/gate.h), no send high-water mark, s's queue
+ * bound, frame bound, linger, send timeout, identity and ROUTER_MANDATORY; bind or connect it
+ * next. 0 with *sock set, or RS_ERR_* (rs_errmsg(); *sock NULL, nothing left open). */
+int msg_socket(void *zctx, const MsgSocketSpec *s, void **sock);
+
+/* Closes sock (NULL: nothing): what it queued is still delivered for its linger, or with drop 1
+ * dropped at once (a lent payload let go: msg_lend_drain then returns soon). */
+void msg_close_socket(void *sock, int drop);
+
+/* Binds sock to endpoint ("tcp://A:*", "ipc://@NAME", "inproc://NAME"); where bound is not NULL,
+ * writes the endpoint it got (the port ':*' chose) into bound[0..len). 0, or -1 (msg_errno()). */
+int msg_bind(void *sock, const char *endpoint, char *bound, size_t len);
+
+/* Connects sock to endpoint. 0, or -1 (msg_errno()). */
+int msg_connect(void *sock, const char *endpoint);
+
+/* The error of the layer's last failed call in this thread (an errno value: EAGAIN, a timeout or
+ * nothing there; EHOSTUNREACH, a ROUTER's peer gone), and its text. */
+int msg_errno(void);
+const char *msg_strerror(int e);
+
+/* The queue bound of a receiving socket whose every peer has at most in_flight messages in
+ * flight to it in one step of the back end's protocol: 4 * in_flight, at least MSG_QUEUE_FLOOR
+ * (the head comment). */
+int msg_queue_bound(size_t in_flight);
 
 /* Sends m on sock (its frames; the link's booking and stamp unless local; the counts into c
  * unless local, c may be NULL). *start (may be NULL) gets when the message starts on this
  * process's interface (clock_now seconds; 0 without a link or when local). Blocks at most the
- * socket's ZMQ_SNDTIMEO. 0, or -1 with zmq_errno() set (EAGAIN: the peer took nothing for that
+ * socket's ZMQ_SNDTIMEO. 0, or -1 with msg_errno() set (EAGAIN: the peer took nothing for that
  * long); nothing is counted then. */
 int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start);
 
 /* Receives one whole message (flags 0 or ZMQ_DONTWAIT) with_id or not; its frames count under
  * MEM_COMM while held (net/zframe.h). Returns the frame count (0 never), or -1 with
- * zmq_errno() set (EAGAIN: nothing there). Close with msg_close. */
+ * msg_errno() set (EAGAIN: nothing there). Close with msg_close. */
 int msg_recv(void *sock, MsgIn *m, int flags, int with_id);
 
 /* Waits until sock has a message or the clock reaches deadline (clock_now seconds), retrying
- * after signals: 1 ready, 0 timed out, -1 on a library error (zmq_errno()). */
+ * after signals: 1 ready, 0 timed out, -1 on a library error (msg_errno()). */
 int msg_wait(void *sock, double deadline);
 
 /* Waits up to wait_ms (0: not at all) for any of n sockets to have a message: ready[i] (may be
  * NULL, for one socket) set to 1 for each that has. Returns how many have (0: none, also after
- * a signal), or -1 on a library error (zmq_errno()). At most 64 sockets are watched: with more,
+ * a signal), or -1 on a library error (msg_errno()). At most 64 sockets are watched: with more,
  * the rest are reported ready (their receives simply find nothing). */
 int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready);
 
 /* Bounds what a peer may make this process hold on receiving socket sock: a frame larger than
  * max_frame bytes (0: no bound) ends the sender's connection before its bytes are read
  * (ZMQ_MAXMSGSIZE), so a stray or hostile peer cannot grow the rank by sending one. Set before
- * bind or connect. 0, or -1 (zmq_errno()). */
+ * bind or connect. 0, or -1 (msg_errno()). */
 int msg_bound(void *sock, size_t max_frame);
 
-/* The header and payload frames of m (the identity skipped): NULL and 0 when absent. */
+/* The routing identity (with_id), header and payload frames of m: NULL and 0 when absent. */
+const void *msg_id(const MsgIn *m, size_t *bytes);
 const void *msg_head(const MsgIn *m, size_t *bytes);
 const void *msg_payload(const MsgIn *m, size_t *bytes);
+
+/* Moves m's payload frame into f (empty before; m's payload is then empty, and closing m leaves
+ * f as it is): the payload outlives its message. f stays empty where m has none. */
+void msg_frame_take(MsgIn *m, MsgFrame *f);
+
+/* Moves src into dst (empty before); src is left empty. */
+void msg_frame_move(MsgFrame *dst, MsgFrame *src);
+
+/* An empty frame (size 0), to take into or close. */
+void msg_frame_init(MsgFrame *f);
+
+/* The bytes of f and their count (NULL-safe to read only when the size is not 0). */
+const void *msg_frame_data(const MsgFrame *f);
+size_t msg_frame_size(const MsgFrame *f);
+
+/* Lets f's bytes go (off MEM_COMM); f is left empty, to be used again. */
+void msg_frame_close(MsgFrame *f);
+
+/* Moves the whole message src into dst (its frames and fields; a message kept for later); src
+ * is left with no frames. */
+void msg_move(MsgIn *dst, MsgIn *src);
 
 /* The counted bytes of m: its header and payload. */
 size_t msg_bytes(const MsgIn *m);

@@ -7,7 +7,6 @@
 #include "shard.h"
 #include "wire.h"
 #include "../net/gate.h"
-#include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
 #include "../base/err.h"
@@ -129,9 +128,9 @@ static void client_trace(PsClient *c, const char *name, double t0, double t1) {
 static int client_send(PsClient *c, int k, const WireHeader *h, const void *payload, size_t bytes) {
     double stamp = 0; /* when it starts on the emulated interface (--link) */
     if (ps_send(c->sock[k], NULL, 0, h, payload, bytes, &c->zc, c->local[k], c->node && c->node[k], &c->count, &stamp) < 0) {
-        int e = zmq_errno();
+        int e = msg_errno();
         return rs_error(RS_ERR_PEER, "ps: rank %d cannot send %s to server %d: %s", c->rank, wire_op_name(h->op), k,
-                        e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
+                        e == EAGAIN ? "it takes no messages (timeout)" : msg_strerror(e));
     }
     if (h->op == WIRE_PUSH && !c->local[k]) {
         double bps = link_get()->bytes_per_s, t0 = stamp > 0 ? stamp : clock_now();
@@ -264,11 +263,11 @@ static int client_handle(PsClient *c, int k, MsgIn *m, int *applied) {
     *applied = 0;
     if (m->extra || m->n < 1 || m->n > 2) return client_drop(c);
     WireHeader h;
-    WireErr e = wire_decode(zmq_msg_data(&m->part[0]), zmq_msg_size(&m->part[0]), &h);
-    size_t pb = m->n == 2 ? zmq_msg_size(&m->part[1]) : 0;
+    size_t hb, pb;
+    const void *head = msg_head(m, &hb), *data = msg_payload(m, &pb);
+    WireErr e = wire_decode(head, hb, &h);
     if (e == WIRE_OK) e = wire_check(&h, c->token, m->n == 2, pb);
     if (e != WIRE_OK || h.sender != k) return client_drop(c);
-    const void *data = m->n == 2 ? zmq_msg_data(&m->part[1]) : NULL;
     if (h.op == WIRE_ABORT) {
         int len = (int)(pb > 400 ? 400 : pb);
         char name[64];
@@ -357,7 +356,7 @@ static int client_poll(PsClient *c, int wait_ms, int *got) {
         for (;;) {
             MsgIn m;
             if (msg_recv(c->sock[k], &m, ZMQ_DONTWAIT, 0) < 0) {
-                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                if (msg_errno() == EAGAIN || msg_errno() == EINTR) break;
                 return zmqCheck(-1);
             }
             int applied;
@@ -573,6 +572,13 @@ static int client_init(const SyncJob *job, void **state, char *endpoint, size_t 
     return RS_OK;
 }
 
+/* The queue bound of the socket to each server (net/msg.h: four times what a peer has in flight
+ * in one step): a server answers a step with one message a slice it holds, at most the plan's
+ * slices, and may end the job with one more. The allreduce's replies (one a chunk of the call)
+ * can outnumber them in a large call; the rest wait in the server's queue until this worker
+ * reads them. */
+static int client_queue(const PsClient *c) { return msg_queue_bound((size_t)c->plan.nslices + 1); }
+
 static int ps_connect(void *state, char *const *endpoints, int nmembers) {
     PsClient *c = state;
     if (c->byteps && nmembers != c->N + c->K - c->nlocal)
@@ -590,7 +596,10 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
                                       "the workers: start none)", nmembers - c->N < 0 ? 0 : nmembers - c->N);
     if (c->nlocal > 0 && (nmembers < 1 || !endpoints[0] || !endpoints[0][0]))
         return rs_error(RS_ERR_PEER, "ps: rank 0 published no server endpoint");
-    int linger = 1000, sndtimeo = (int)(c->job.timeout * 1000), zero = 0;
+    /* a server's messages to this worker beyond client_queue wait in the server's queue */
+    MsgSocketSpec spec = {.type = ZMQ_DEALER, .user = "ps worker", .ungated = !c->gated, .linger_ms = 1000,
+                          .sndtimeo_ms = (int)(c->job.timeout * 1000), .rcv_queue = client_queue(c), .id = c->id,
+                          .idlen = c->idlen};
     /* links told apart: a Unix socket to a server of this host, TCP to one of another (unless
      * --transport tcp sends this host's over TCP too); a server in this rank learns below which
      * workers share its host */
@@ -600,20 +609,14 @@ static int ps_connect(void *state, char *const *endpoints, int nmembers) {
         c->local[k] = c->server && k == c->rank; /* this process's own server */
         if (c->local[k]) ep = ps_server_inproc(c->server);
         if (!ep || !*ep) return rs_error(RS_ERR_PEER, "ps: server %d published no endpoint", k);
-        if (!(c->sock[k] = zmq_socket(c->job.zctx, ZMQ_DEALER))) return zmqCheck(-1);
+        RS_TRY(msg_socket(c->job.zctx, &spec, &c->sock[k]));
         if (!c->local[k] && zep_get() == ZEP_SHM)
             return rs_error(RS_ERR_INPUT, "--transport shm: ps has no shared-memory path (use auto, ipc or tcp)");
-        RS_TRY(secure_socket(c->sock[k], SECURE_CONNECTS));
-        if (c->gated) RS_TRY(gate_socket(c->job.zctx, c->sock[k], 0, GATE_DATA, "ps worker"));
-        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_ROUTING_ID, c->id, c->idlen)));
-        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_LINGER, &linger, sizeof linger)));
-        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
-        RS_TRY(zmqCheck(zmq_setsockopt(c->sock[k], ZMQ_RCVHWM, &zero, sizeof zero))); /* see server_bind */
         const char *via = "inproc";
         if (c->local[k]) {
-            if (zmq_connect(c->sock[k], ep) != 0)
+            if (msg_connect(c->sock[k], ep) != 0)
                 return rs_error(RS_ERR_PEER, "ps: rank %d cannot connect to its server at %s: %s", c->rank, ep,
-                                zmq_strerror(zmq_errno()));
+                                msg_strerror(msg_errno()));
         } else {
             char who[48];
             snprintf(who, sizeof who, "ps: rank %d's server %d", c->rank, k);
@@ -1001,8 +1004,7 @@ static void ps_destroy(void *state) {
     if (!c) return;
     if (c->sock) {
         client_bye(c);
-        for (int k = 0; k < c->K; k++)
-            if (c->sock[k]) zmq_close(c->sock[k]);
+        for (int k = 0; k < c->K; k++) msg_close_socket(c->sock[k], 0);
     }
     ps_server_destroy(c->server);
     int drained = msg_lend_drain(&c->zc, 2.0);

@@ -22,8 +22,6 @@
 #include "../model/model.h"
 #include "server.h"
 #include "wire.h"
-#include "../net/gate.h"
-#include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
 #include "../data/data.h"
@@ -118,10 +116,10 @@ static WireHeader dp_header(const DpChannel *ch, WireOp op, uint32_t step) {
 }
 
 static int dp_send_failed(const DpChannel *ch, const WireHeader *h, int r) {
-    int e = zmq_errno();
+    int e = msg_errno();
     return rs_error(RS_ERR_PEER, "ps dataparallel: rank %d cannot send %s of step %u to rank %d: %s", ch->rank,
                     wire_op_name(h->op), h->step, r,
-                    e == EHOSTUNREACH ? "it is gone" : e == EAGAIN ? "it takes no messages (timeout)" : zmq_strerror(e));
+                    e == EHOSTUNREACH ? "it is gone" : e == EAGAIN ? "it takes no messages (timeout)" : msg_strerror(e));
 }
 
 /* Sends h with bytes of payload (none when 0) to rank r (rank 0), or to rank 0 (others). */
@@ -240,8 +238,8 @@ static int dp_handle(DpChannel *ch, MsgIn *m, int *applied) {
     *applied = 0;
     if (m->extra || m->n < base + 1 || m->n > base + 2) return dp_drop(ch, "not [identity][header][payload?]");
     if (base) {
-        const char *id = zmq_msg_data(&m->part[0]);
-        size_t len = zmq_msg_size(&m->part[0]);
+        size_t len;
+        const char *id = msg_id(m, &len);
         r = -1;
         if (len >= 2 && len < 8 && id[0] == 'w') {
             r = 0;
@@ -250,13 +248,13 @@ static int dp_handle(DpChannel *ch, MsgIn *m, int *applied) {
         if (r < 1 || r >= ch->N) return dp_drop(ch, "a peer that is not another rank of this job");
     }
     WireHeader h;
-    WireErr e = wire_decode(zmq_msg_data(&m->part[base]), zmq_msg_size(&m->part[base]), &h);
+    size_t hb, pb;
+    const void *head = msg_head(m, &hb), *data = msg_payload(m, &pb);
     int has = m->n == base + 2;
-    size_t pb = has ? zmq_msg_size(&m->part[base + 1]) : 0;
+    WireErr e = wire_decode(head, hb, &h);
     if (e == WIRE_OK) e = wire_check(&h, ch->token, has, pb);
     if (e != WIRE_OK) return dp_drop(ch, wire_strerror(e));
     if (h.sender != r) return dp_drop(ch, "sender field differs from the peer");
-    const void *data = has ? zmq_msg_data(&m->part[base + 1]) : NULL;
     RS_TRY(base ? dp_on_rank0(ch, r, &h, data, applied) : dp_on_worker(ch, &h, data, applied));
     if (*applied) msg_accept(m, 0, 0, 0, &ch->count); /* the emulated interface (--link), the counts */
     return RS_OK;
@@ -293,7 +291,7 @@ static int dp_wait(DpChannel *ch, const char *what, double *blocked) {
         for (int k = 0; n > 0 && k < 4096; k++) {
             MsgIn m;
             if (msg_recv(ch->sock, &m, ZMQ_DONTWAIT, ch->rank == 0) < 0) {
-                if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                if (msg_errno() == EAGAIN || msg_errno() == EINTR) break;
                 return zmqCheck(-1);
             }
             int applied = 0, rc = dp_handle(ch, &m, &applied);
@@ -468,35 +466,31 @@ static int dp_bind(DpChannel *ch) {
     return zep_bind(ch->sock, ch->job.addr, "dp", ch->endpoint, sizeof ch->endpoint);
 }
 
-/* Opens the socket with its options; rank 0 binds. */
+/* The queue bound (net/msg.h: four times what a peer has in flight in one step): a step is rank
+ * 0's replicate, batch and output gradient to each rank, and a rank's logits (or its hello) to
+ * rank 0: at most 3 messages from a peer, and the floor. */
+#define DP_STEP_MESSAGES 3
+
+/* Opens the socket with its options; rank 0 binds. Rank 0's ROUTER, as the server's, sends to a
+ * rank that is not connected as a failure instead of dropping it (mandatory); no socket has a send
+ * high-water mark (msg_socket: what is queued is bounded by one step's messages). */
 static int dp_open_socket(DpChannel *ch) {
     const Model *m = ch->model;
-    int linger = 1000, sndtimeo = (int)(ch->job.timeout * 1000), zero = 0, one = 1;
     size_t chunk = (size_t)m->max_batch, most = chunk * (size_t)ch->per * (size_t)ch->classes * sizeof(float);
     if (ch->rank != 0) { /* parameters, a batch chunk or an output gradient */
         size_t batch = chunk * (size_t)(ch->dim + ch->per) * sizeof(float), params = m->nparams * sizeof(float);
         if (batch > most) most = batch;
         if (params > most) most = params;
     }
-    int64_t maxsz = (int64_t)(most + 4096);
     heap_keep_frames(most); /* gathers and scatters in warm heap pages (base/heap.h) */
-    if (!(ch->sock = zmq_socket(ch->job.zctx, ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER))) return zmqCheck(-1);
-    RS_TRY(secure_socket(ch->sock, ch->rank == 0 ? SECURE_BINDS : SECURE_CONNECTS));
-    RS_TRY(gate_socket(ch->job.zctx, ch->sock, ch->rank == 0, GATE_DATA, "dataparallel"));
-    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger)));
-    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
-    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));
-    if (ch->rank != 0) {
-        char id[16];
-        size_t idlen = ps_identity(ch->rank, id, sizeof id);
-        RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_ROUTING_ID, id, idlen)));
-        return zmqCheck(zmq_setsockopt(ch->sock, ZMQ_RCVHWM, &zero, sizeof zero));
-    }
-    /* as the server's: no send high-water mark (what is queued is bounded by one step's
-     * messages), and a send to a rank that is not connected fails instead of vanishing */
-    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
-    RS_TRY(zmqCheck(zmq_setsockopt(ch->sock, ZMQ_SNDHWM, &zero, sizeof zero)));
-    return dp_bind(ch);
+    char id[16];
+    size_t idlen = ch->rank != 0 ? ps_identity(ch->rank, id, sizeof id) : 0;
+    MsgSocketSpec spec = {.type = ch->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER, .binds = ch->rank == 0, .user = "dataparallel",
+                          .linger_ms = 1000, .sndtimeo_ms = (int)(ch->job.timeout * 1000), .max_frame = most + 4096,
+                          .rcv_queue = msg_queue_bound(DP_STEP_MESSAGES), .id = idlen ? id : NULL, .idlen = idlen,
+                          .mandatory = ch->rank == 0};
+    RS_TRY(msg_socket(ch->job.zctx, &spec, &ch->sock));
+    return ch->rank == 0 ? dp_bind(ch) : RS_OK;
 }
 
 /* Rank 0's gathered outputs (MEM_GATHER) and every rank's host staging. */
@@ -606,7 +600,7 @@ static void dp_traffic(void *state, SyncTraffic *out) {
 static void dp_destroy(void *state) {
     DpChannel *ch = state;
     if (!ch) return;
-    if (ch->sock) zmq_close(ch->sock);
+    msg_close_socket(ch->sock, 0);
     if (!msg_lend_drain(&ch->zc, 2.0 + ch->job.timeout)) {
         log_warn("ps dataparallel: rank %d: sends still in flight at exit; leaving its buffers allocated", ch->rank);
         return;

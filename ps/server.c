@@ -1,9 +1,6 @@
 /* server.c - the parameter server's loop: a ROUTER, per-step contribution tracking, the rank-order sum, the update rule, the replies */
 #include "server.h"
-#include "../net/zframe.h"
 #include "shard.h"
-#include "../net/gate.h"
-#include "../net/secure.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
 #include "../base/err.h"
@@ -49,7 +46,7 @@ typedef struct {
     unsigned char *enc;      /* a 16-bit wire: the replies encoded (cap elements, host, MEM_SERVER) */
     float *dec;              /* a 16-bit wire on a device that is not host memory: one contribution
                               * decoded on its way to recv (cap, host, MEM_SERVER) */
-    zmq_msg_t *held;         /* [cap_chunks * nworkers] where the device is host memory: each
+    MsgFrame *held;          /* [cap_chunks * nworkers] where the device is host memory: each
                               * contribution's payload, kept until its slice is summed straight
                               * from them (recv stays unused); empty messages otherwise */
     long long samples;       /* the step's global samples (-1: not known yet) */
@@ -92,7 +89,7 @@ struct PsServer {
     MsgIn batch[PS_REORDER];  /* the messages drained at once (ps_server_run) */
     int nbye, warned;
     size_t cur_bytes;        /* payload bytes of the message being handled */
-    zmq_msg_t *cur_payload;  /* its payload frame (NULL: none), which a contribution may keep */
+    MsgIn *cur;              /* it, whose payload frame a contribution may keep (msg_frame_take) */
     double cur_stamp;        /* its sender's emulated-link stamp (0: none) */
     double cur_in;           /* --link: when it is in on this process's interface (server_accept) */
     double t_last;
@@ -187,7 +184,7 @@ static void server_accept_as(PsServer *s, int r, int defer) {
 static void server_accept(PsServer *s, int r) { server_accept_as(s, r, 0); }
 
 /* Sends h (and payload) to worker r through the message layer: paced on the emulated link and
- * counted unless r is this process's own worker (colocated). 0 or -1 (zmq_errno()). */
+ * counted unless r is this process's own worker (colocated). 0 or -1 (msg_errno()). */
 static int server_send(PsServer *s, int r, const WireHeader *h, const void *payload, size_t bytes, MsgLend *zc) {
     char id[16];
     size_t idlen = ps_identity(r, id, sizeof id);
@@ -228,17 +225,14 @@ static void phase_release(PsServer *s, PsPhase *ph) {
     if (!ph->held) return;
     size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
     for (size_t i = 0; i < n; i++)
-        if (zmq_msg_size(&ph->held[i])) {
-            zframe_close(&ph->held[i]);
-            zmq_msg_init(&ph->held[i]);
-        }
+        if (msg_frame_size(&ph->held[i])) msg_frame_close(&ph->held[i]);
 }
 
 /* Closes and frees held[]. */
 static void phase_free_held(PsServer *s, PsPhase *ph) {
     if (!ph->held) return;
     size_t n = (size_t)ph->cap_chunks * (size_t)s->a.nworkers;
-    for (size_t i = 0; i < n; i++) zframe_close(&ph->held[i]);
+    for (size_t i = 0; i < n; i++) msg_frame_close(&ph->held[i]);
     free(ph->held);
     ph->held = NULL;
 }
@@ -309,7 +303,7 @@ static int phase_reserve(PsServer *s, PsPhase *ph, size_t keys, int chunks) {
         ph->in = calloc((size_t)chunks, sizeof *ph->in);
         ph->due = calloc((size_t)chunks, 1);
         if (s->host_visible && (ph->held = malloc((size_t)chunks * N * sizeof *ph->held)))
-            for (size_t i = 0; i < (size_t)chunks * N; i++) zmq_msg_init(&ph->held[i]);
+            for (size_t i = 0; i < (size_t)chunks * N; i++) msg_frame_init(&ph->held[i]);
         ph->cap_chunks = ph->count && ph->seen && ph->waiting && ph->in && ph->due && (ph->held || !s->host_visible)
                              ? chunks
                              : 0;
@@ -424,9 +418,9 @@ static int server_reply_all(PsServer *s, const WireHeader *h, const void *payloa
         int r = s->a.colocated ? (s->a.local_rank + 1 + i) % s->a.nworkers : (s->a.id + i) % s->a.nworkers;
         if (s->a.dataparallel && h->op == WIRE_PARAMS && r != 0) continue;
         if (server_send(s, r, h, payload, bytes, &s->zc) < 0) {
-            int e = zmq_errno();
+            int e = msg_errno();
             return rs_error(RS_ERR_PEER, "%s: cannot send %s of step %u to rank %d: %s", s->name, wire_op_name(h->op),
-                            h->step, r, e == EHOSTUNREACH ? "it is gone" : zmq_strerror(e));
+                            h->step, r, e == EHOSTUNREACH ? "it is gone" : msg_strerror(e));
         }
     }
     return RS_OK;
@@ -460,7 +454,7 @@ static void sum_pair(float *restrict y, const unsigned char *restrict a, const u
  * keys at a time; then lets the messages go. */
 static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n) {
     size_t N = (size_t)s->a.nworkers;
-    zmq_msg_t *m = ph->held + (size_t)b * N;
+    MsgFrame *m = ph->held + (size_t)b * N;
     const Codec *c = ph->op == WIRE_PUSH ? &s->gc : &s->sc;
     size_t el = codec_elem_bytes(c->type), head = codec_head_bytes(c->type); /* FP8: each message's scale ahead */
     for (size_t i = 0; i < n; i += PS_TILE) {
@@ -468,20 +462,17 @@ static void slice_sum_held(PsServer *s, PsPhase *ph, int b, float *sum, size_t n
         float *y = sum + i;
         size_t r = 0;
         if (c->type == CODEC_F32 && N >= 2) { /* fp32: the first two in one pass */
-            sum_pair(y, (const unsigned char *)zmq_msg_data(&m[0]) + i * el,
-                     (const unsigned char *)zmq_msg_data(&m[1]) + i * el, k);
+            sum_pair(y, (const unsigned char *)msg_frame_data(&m[0]) + i * el,
+                     (const unsigned char *)msg_frame_data(&m[1]) + i * el, k);
             r = 2;
         }
         for (; r < N; r++) {
-            const unsigned char *x = zmq_msg_data(&m[r]);
+            const unsigned char *x = msg_frame_data(&m[r]);
             Codec f = head ? codec_head_get(c->type, x) : *c;
             codec_decode_elems(&f, x + head + i * el, y, k, r > 0);
         }
     }
-    for (size_t r = 0; r < N; r++) {
-        zframe_close(&m[r]);
-        zmq_msg_init(&m[r]);
-    }
+    for (size_t r = 0; r < N; r++) msg_frame_close(&m[r]);
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
@@ -656,7 +647,7 @@ static int server_send_slices(PsServer *s, int r, const float *src, uint32_t ste
         }
         if (server_send(s, r, &h, payload, bytes, zc) < 0)
             return rs_error(RS_ERR_PEER, "%s: cannot send the parameters to rank %d: %s", s->name, r,
-                            zmq_strerror(zmq_errno()));
+                            msg_strerror(msg_errno()));
     }
     return RS_OK;
 }
@@ -834,7 +825,7 @@ static int on_contribution(PsServer *s, PsPhase *ph, int r, const WireHeader *h,
     if (s->cur_in > ph->in[b]) ph->in[b] = s->cur_in;
     if (ph->held) { /* host memory: the payload (n elements of the wire, wire_check saw to it) is
                      * kept and summed from where it is (slice_apply) */
-        zmq_msg_move(&ph->held[(size_t)b * (size_t)s->a.nworkers + (size_t)r], s->cur_payload);
+        msg_frame_take(s->cur, &ph->held[(size_t)b * (size_t)s->a.nworkers + (size_t)r]);
     } else {
         /* complete before the message (a received buffer, or a worker's staging lent zero-copy) is released */
         size_t at = phase_at(s, ph, b, off);
@@ -925,15 +916,7 @@ static int on_pull(PsServer *s, int r, const WireHeader *h) {
  * empty); dropped when one step's worth is already kept. */
 static int server_keep(PsServer *s, MsgIn *m) {
     if (s->nearly >= s->early_cap) return server_drop(s, "a push before the initial parameters");
-    MsgIn *k = &s->early[s->nearly++];
-    k->n = m->n;
-    k->extra = 0;
-    k->with_id = m->with_id;
-    k->stamp = m->stamp;
-    for (int i = 0; i < m->n; i++) {
-        zmq_msg_init(&k->part[i]);
-        zmq_msg_move(&k->part[i], &m->part[i]);
-    }
+    msg_move(&s->early[s->nearly++], m);
     return RS_OK;
 }
 
@@ -957,8 +940,8 @@ static int server_handle(PsServer *s, MsgIn *m) {
     if (m->extra || m->n < 2) return server_drop(s, "not [identity][header][payload?]");
     int r = -1;
     {
-        const char *id = zmq_msg_data(&m->part[0]);
-        size_t len = zmq_msg_size(&m->part[0]);
+        size_t len;
+        const char *id = msg_id(m, &len);
         if (len >= 2 && len < 8 && id[0] == 'w') {
             r = 0;
             for (size_t i = 1; i < len && r >= 0; i++) r = id[i] >= '0' && id[i] <= '9' ? r * 10 + (id[i] - '0') : -1;
@@ -967,15 +950,15 @@ static int server_handle(PsServer *s, MsgIn *m) {
     }
     if (r < 0) return server_drop(s, "a peer that is not a worker of this job");
     WireHeader h;
-    WireErr e = wire_decode(zmq_msg_data(&m->part[1]), zmq_msg_size(&m->part[1]), &h);
-    size_t pb = m->n == 3 ? zmq_msg_size(&m->part[2]) : 0;
+    size_t hb, pb;
+    const void *head = msg_head(m, &hb), *data = msg_payload(m, &pb);
+    WireErr e = wire_decode(head, hb, &h);
     if (e == WIRE_OK) e = wire_check(&h, s->token, m->n == 3, pb);
     if (e != WIRE_OK) return server_drop(s, wire_strerror(e));
     if (h.sender != r) return server_drop(s, "sender field differs from the peer's identity");
     if (h.op == WIRE_PUSH && s->params && s->init_left > 0) return server_keep(s, m);
-    const void *data = m->n == 3 ? zmq_msg_data(&m->part[2]) : NULL;
     s->cur_bytes = pb;
-    s->cur_payload = m->n == 3 ? &m->part[2] : NULL;
+    s->cur = m;
     s->cur_stamp = m->stamp;
     int rc;
     if (r >= 0 && s->async) s->t_seen[r] = clock_now();
@@ -1113,13 +1096,13 @@ int ps_server_run(PsServer *s) {
             int got = 0;
             while (got < PS_REORDER) {
                 if (msg_recv(s->router, &s->batch[got], ZMQ_DONTWAIT, 1) < 0) {
-                    if (zmq_errno() == EAGAIN || zmq_errno() == EINTR) break;
+                    if (msg_errno() == EAGAIN || msg_errno() == EINTR) break;
                     for (int i = 0; i < got; i++) msg_close(&s->batch[i]);
                     return server_fail(s, zmqCheck(-1));
                 }
                 got++;
             }
-            if (got > 1 && link_get()->bytes_per_s > 0) server_sort_stamped(s->batch, got);
+            if (got > 1 && link_on()) server_sort_stamped(s->batch, got);
             int rc = 0;
             for (int i = 0; i < got; i++) {
                 if (!rc) rc = server_handle(s, &s->batch[i]);
@@ -1211,7 +1194,7 @@ void ps_server_destroy(PsServer *s) {
         pthread_join(s->thread, NULL);
         s->started = 0;
     }
-    if (s->router) zmq_close(s->router);
+    msg_close_socket(s->router, 0);
     phase_release(s, &s->train); /* contributions kept by a step that did not end */
     phase_release(s, &s->sum);
     for (int i = 0; i < s->nearly; i++) msg_close(&s->early[i]); /* pushes kept for a start that did not come */
@@ -1248,22 +1231,22 @@ void ps_server_destroy(PsServer *s) {
     free(s);
 }
 
+/* The ROUTER's queue bound (net/msg.h: four times what a peer has in flight in one step): a
+ * worker sends this server in one step at most a push a bucket (of the server's buckets) and a
+ * STEP, and at the start, rank 0 the initial parameters (an INIT a bucket) and a PULL ahead of
+ * the first step's pushes: 2 nbuckets + 2, and a goodbye. An allreduce's contributions (one a
+ * chunk of the call) can outnumber them in a large call; the rest wait in the worker's queue until
+ * the server reads them. */
+static int server_queue(const PsServer *s) { return msg_queue_bound(2 * (size_t)s->a.nbuckets + 3); }
+
 /* Binds the ROUTER on tcp://addr:* (or, where addr is a name ZeroMQ does not bind to, on every
- * interface, advertising addr) and, colocated, on inproc. */
+ * interface, advertising addr) and, colocated, on inproc. No send high-water mark (msg_socket):
+ * a server blocked on a worker that is itself blocked pushing to the server would deadlock; what
+ * is queued is bounded by one step's replies. */
 static int server_bind(PsServer *s, size_t maxmsg) {
-    int one = 1, linger = 1000, sndtimeo = (int)(s->a.timeout * 1000);
-    int64_t maxsz = (int64_t)maxmsg;
-    if (!(s->router = zmq_socket(s->a.zctx, ZMQ_ROUTER))) return zmqCheck(-1);
-    RS_TRY(secure_socket(s->router, SECURE_BINDS));
-    RS_TRY(gate_socket(s->a.zctx, s->router, 1, GATE_DATA, NULL)); /* the job token in every worker's handshake */
-    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one)));
-    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger)));
-    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)));
-    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz)));
-    /* no send high-water mark: a server blocked on a worker that is itself blocked pushing to
-     * the server would deadlock; what is queued is bounded by one step's replies */
-    int zero = 0;
-    RS_TRY(zmqCheck(zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero)));
+    MsgSocketSpec spec = {.type = ZMQ_ROUTER, .binds = 1, .linger_ms = 1000, .sndtimeo_ms = (int)(s->a.timeout * 1000),
+                          .max_frame = maxmsg, .rcv_queue = server_queue(s), .mandatory = 1};
+    RS_TRY(msg_socket(s->a.zctx, &spec, &s->router)); /* the job token in every worker's handshake */
     /* TCP, and a Unix socket for workers on this host (--transport auto or ipc) */
     RS_TRY(zep_bind(s->router, s->a.addr, "ps", s->endpoint, sizeof s->endpoint));
     if (s->a.colocated) {
@@ -1271,7 +1254,8 @@ static int server_bind(PsServer *s, size_t maxmsg) {
          * its address while the old socket's endpoint is still being closed (EADDRINUSE) */
         static atomic_uint serial;
         snprintf(s->inproc, sizeof s->inproc, "inproc://ringside-ps-%u", atomic_fetch_add(&serial, 1));
-        RS_TRY(zmqCheck(zmq_bind(s->router, s->inproc)));
+        if (msg_bind(s->router, s->inproc, NULL, 0) != 0)
+            return rs_error(RS_ERR_RUNTIME, "%s: cannot bind %s: %s", s->name, s->inproc, msg_strerror(msg_errno()));
     }
     return RS_OK;
 }

@@ -1,10 +1,13 @@
 /* test_link.c - the emulated interfaces: a node's NIC shared by its processes (each of two senders gets half its rate), node traffic on the fabric, placement by --nodes */
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../net/ctrl.h"
 #include "../net/link.h"
 #include "../net/node.h"
 #include "test.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -68,6 +71,20 @@ static void test_shared_nic(void) {
     CHECK_MSG(rx == 0, "%d of %d receives overlap on the shared NIC", rx, 2 * MSGS);
     CHECK_MSG(apart > MSGS / 2, "NICs of their own: only %d of %d sends overlap (they should run side by side)", apart,
               2 * MSGS);
+    /* the receive side takes a message in at its sender's start where the NIC is free then, even
+     * after a later one was taken in first (several processes take theirs in any order) */
+    LinkSpec one = {.bytes_per_s = RATE};
+    link_set(&one);
+    CHECK(link_share(name) == RS_OK);
+    double t = clock_now() + 1, d = (double)BYTES / RATE;
+    double late = link_recv_book(BYTES, t + 10 * d, 0) - d, early = link_recv_book(BYTES, t, 0) - d,
+           clash = link_recv_book(BYTES, t + 9.5 * d, 0) - d, wide = link_recv_book(3 * BYTES, t + 0.5 * d, 0) - 3 * d;
+    CHECK_MSG(fabs(late - (t + 10 * d)) < 1e-9 && fabs(early - t) < 1e-9, "late %g early %g (from %g)", late - t, early - t, t);
+    CHECK_MSG(fabs(clash - (t + 11 * d)) < 1e-9, "a message whose span is taken goes after it: %g", (clash - t) / d);
+    CHECK_MSG(fabs(wide - (t + d)) < 1e-9, "the first gap it fits: %g", (wide - t) / d);
+    link_share_release();
+    link_unshare();
+    link_set(NULL);
     /* a name that is not a shared-memory name is refused */
     LinkSpec l = {.bytes_per_s = RATE};
     link_set(&l);

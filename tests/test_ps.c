@@ -618,10 +618,10 @@ static void fake_send(Fake *f, uint64_t token, int op, uint32_t step, int bucket
 static int fake_recv(Fake *f, WireHeader *h, float *out, size_t cap) {
     MsgIn m;
     if (msg_recv(f->sock, &m, 0, 0) < 0) return 0;
-    int ok = m.n >= 1 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK;
+    int ok = m.n >= 1 && wire_decode(msg_frame_data(&m.part[0]), msg_frame_size(&m.part[0]), h) == WIRE_OK;
     if (ok && m.n == 2 && out) {
-        size_t n = zmq_msg_size(&m.part[1]);
-        memcpy(out, zmq_msg_data(&m.part[1]), n < cap * sizeof(float) ? n : cap * sizeof(float));
+        size_t n = msg_frame_size(&m.part[1]);
+        memcpy(out, msg_frame_data(&m.part[1]), n < cap * sizeof(float) ? n : cap * sizeof(float));
     }
     msg_close(&m);
     return ok;
@@ -927,10 +927,10 @@ static void fake_send_coded(Fake *f, uint64_t token, int op, uint32_t step, int 
 static int fake_recv_coded(Fake *f, WireHeader *h, float *out, size_t cap, const Codec *c) {
     MsgIn m;
     if (msg_recv(f->sock, &m, 0, 0) < 0) return 0;
-    int ok = m.n == 2 && wire_decode(zmq_msg_data(&m.part[0]), zmq_msg_size(&m.part[0]), h) == WIRE_OK &&
+    int ok = m.n == 2 && wire_decode(msg_frame_data(&m.part[0]), msg_frame_size(&m.part[0]), h) == WIRE_OK &&
              h->dtype == wire_dtype_of(c->type) && h->offset + h->count <= cap &&
-             zmq_msg_size(&m.part[1]) == h->count * codec_elem_bytes(c->type);
-    if (ok) codec_decode(c, zmq_msg_data(&m.part[1]), out + h->offset, (size_t)h->count);
+             msg_frame_size(&m.part[1]) == h->count * codec_elem_bytes(c->type);
+    if (ok) codec_decode(c, msg_frame_data(&m.part[1]), out + h->offset, (size_t)h->count);
     msg_close(&m);
     return ok;
 }
@@ -1408,20 +1408,20 @@ static void *script_server(void *p) {
     WireHeader h;
     ss->ok = 0;
     if (msg_recv(ss->router, &m, 0, 1) != 2) return NULL; /* [w1][pull] */
-    int pull = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK && h.op == WIRE_PULL;
+    int pull = wire_decode(msg_frame_data(&m.part[1]), msg_frame_size(&m.part[1]), &h) == WIRE_OK && h.op == WIRE_PULL;
     msg_close(&m);
     if (!pull || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &ss->pc) || !script_reply(ss, WIRE_STEP_INIT, ss->p0, &f32))
         return NULL;
     if (msg_recv(ss->router, &m, 0, 1) != 3) return NULL; /* [w1][push][payload] */
     float got[16];
-    int push = wire_decode(zmq_msg_data(&m.part[1]), zmq_msg_size(&m.part[1]), &h) == WIRE_OK &&
+    int push = wire_decode(msg_frame_data(&m.part[1]), msg_frame_size(&m.part[1]), &h) == WIRE_OK &&
                h.op == WIRE_PUSH && h.dtype == wire_dtype_of(ss->gc.type) && h.count == ss->P &&
-               zmq_msg_size(&m.part[2]) == 2 * ss->P;
+               msg_frame_size(&m.part[2]) == 2 * ss->P;
     if (push) {
         unsigned char want[32];
         codec_encode(&ss->gc, ss->g, want, ss->P);
-        push = !memcmp(zmq_msg_data(&m.part[2]), want, 2 * ss->P);
-        codec_decode(&ss->gc, zmq_msg_data(&m.part[2]), got, ss->P);
+        push = !memcmp(msg_frame_data(&m.part[2]), want, 2 * ss->P);
+        codec_decode(&ss->gc, msg_frame_data(&m.part[2]), got, ss->P);
         push = push && !memcmp(got, ss->g, ss->P * sizeof(float)); /* g is exact in 16 bits */
     }
     msg_close(&m);

@@ -178,26 +178,28 @@ static void test_chunks_partition(void) {
 typedef struct {
     size_t seg_bytes;   /* 0: default */
     const char *policy; /* RINGSIDE_RING_TRANSPORT, NULL: default (shared memory on one host) */
+    size_t extra;       /* a seventh count after exact_counts (0: none) */
 } ExactArg;
 
 static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 1000, 1048576 + 3};
 
-/* Every count: all-reduce of exact inputs, checked bitwise against the exact sum; then a
- * broadcast of rank 0's values. Reports the hash of each result. */
+/* Every count (and arg->extra): all-reduce of exact inputs, checked bitwise against the exact
+ * sum; then a broadcast of rank 0's values. Reports the hash of each result. */
 static int rank_exact(Child *c, void *argp) {
     ExactArg *arg = argp;
     if (arg->policy) setenv("RINGSIDE_RING_TRANSPORT", arg->policy, 1);
     Ring *r = child_ring(c, 20);
     if (!r) return 10;
     if (arg->seg_bytes) ring_set_segment(r, arg->seg_bytes);
-    size_t counts[6];
-    memcpy(counts, exact_counts, sizeof counts);
+    size_t counts[7];
+    memcpy(counts, exact_counts, sizeof exact_counts);
     counts[1] = (size_t)c->world - 1;
     counts[2] = (size_t)c->world;
     counts[3] = (size_t)c->world + 1;
-    float *buf = malloc((1048576 + 3) * sizeof(float));
+    counts[6] = arg->extra;
+    float *buf = malloc((arg->extra > 1048576 + 3 ? arg->extra : 1048576 + 3) * sizeof(float));
     int fails = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < (arg->extra ? 7 : 6); k++) {
         size_t n = counts[k];
         for (size_t i = 0; i < n; i++) buf[i] = exact_input(i, c->rank);
         int rc = ring_allreduce(r, buf, n);
@@ -250,9 +252,9 @@ static void check_job(int world, RankFn fn, void *arg, int nreports, int want_eq
 }
 
 static void test_ring_exact_1_to_5(void) {
-    ExactArg a = {0, NULL};
+    ExactArg a = {0, NULL, 0};
     for (int n = 1; n <= 5; n++) check_job(n, rank_exact, &a, 6, 1);
-    ExactArg t = {0, "tcp"}, i = {0, "ipc"};
+    ExactArg t = {0, "tcp", 0}, i = {0, "ipc", 0};
     for (int n = 2; n <= 4; n++) check_job(n, rank_exact, &t, 6, 1);
     check_job(3, rank_exact, &i, 6, 1);
 }
@@ -260,13 +262,17 @@ static void test_ring_exact_1_to_5(void) {
 static void test_ring_exact_small_segments(void) {
     const char *policies[2] = {NULL, "tcp"};
     for (int k = 0; k < 2; k++) {
-        ExactArg a = {64, policies[k]}; /* 16 floats: many segments per chunk, every frame copied */
+        ExactArg a = {64, policies[k], 0}; /* 16 floats: many segments per chunk, every frame copied */
         check_job(3, rank_exact, &a, 6, 1);
-        ExactArg b = {40000, policies[k]}; /* just over the zero-copy threshold, odd segment ends */
+        ExactArg b = {40000, policies[k], 0}; /* just over the zero-copy threshold, odd segment ends */
         check_job(4, rank_exact, &b, 6, 1);
         check_job(2, rank_exact, &a, 6, 1); /* over tcp: more segments than one exchange takes */
         check_job(2, rank_exact, &b, 6, 1); /* over tcp: one exchange of many zero-copy segments */
     }
+    /* over tcp: a step of 1100 zero-copy segments, more than the receiving PULL holds (ring.c's
+     * ring_queue, 1024): the rest wait in the sender's queue, and the ring still completes */
+    ExactArg q = {40000, "tcp", 2 * 1100 * 10000};
+    check_job(2, rank_exact, &q, 7, 1);
 }
 
 /* Inexact sums (random floats): every rank must still end with the same bits. Repeated

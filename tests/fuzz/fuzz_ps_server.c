@@ -85,13 +85,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t flen;
         if ((flags & 3) == 3) f = fz_take(&p, &left, &flen);
         else f = (const uint8_t *)ids[flags & 3], flen = 2;
-        zmq_msg_init_size(&m.part[m.n], flen);
-        if (flen) memcpy(zmq_msg_data(&m.part[m.n]), f, flen);
+        zmq_msg_init_size(&m.part[m.n].z, flen);
+        if (flen) memcpy(zmq_msg_data(&m.part[m.n].z), f, flen);
         m.n++;
         for (int i = 0; i < (frames < 3 ? frames : 2); i++) {
             f = fz_take(&p, &left, &flen);
-            zmq_msg_init_size(&m.part[m.n], flen);
-            if (flen) memcpy(zmq_msg_data(&m.part[m.n]), f, flen);
+            zmq_msg_init_size(&m.part[m.n].z, flen);
+            if (flen) memcpy(zmq_msg_data(&m.part[m.n].z), f, flen);
             m.n++;
         }
         int rc = server_handle(s, &m);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hostile.sh - processes without the job token at rank 0's control port (a flood does not grow rank 0, a squatter does not keep a rank out) and at a rank's data plane (frames larger than the job sends are cut off unread)
+# hostile.sh - processes without the job token at rank 0's control port (a flood does not grow rank 0, a squatter does not keep a rank out) and at a rank's data plane (frames larger than the job sends are cut off unread), and one with the token flooding a rank's data mailbox with small messages (its queue bound keeps the rank's memory flat)
 . "$(dirname "$0")/lib.sh"
 BIN=$(readlink -f "$BIN")
 SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
@@ -10,9 +10,13 @@ SMALL="--layers 784,32,10 --train-samples 512 --eval-samples 64 --quiet"
 #   plain PORT SECONDS   connect with PLAIN as "member 1" with a wrong password, and hold it
 #   push PORT N MIB      as a PUSH (what a data mailbox takes): N two-frame messages, the second
 #                        of MIB MiB, reconnecting whenever the rank cuts it off
+#   tokenpush PORT N TOKEN SECONDS
+#                        as a PUSH with PLAIN and the job's token (the gate admits it): N small
+#                        two-frame messages (16 bytes), as fast as the rank's socket takes them,
+#                        for at most SECONDS; says how many it wrote whole
 # Every connection is retried until the port opens (20 s) and again whenever rank 0 closes it.
 cat > $T/peer.py <<'PY'
-import socket, struct, sys, time
+import select, socket, struct, sys, time
 mode, port = sys.argv[1], int(sys.argv[2])
 def connect():
     end = time.time() + 20
@@ -27,17 +31,44 @@ def cmd(name, body):
     return (b"\x04" + bytes([len(data)]) if len(data) < 256 else b"\x06" + struct.pack(">Q", len(data))) + data
 def prop(name, value):
     return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
-def hello(mech, identity=b"", kind=b"DEALER"):
+def hello(mech, identity=b"", kind=b"DEALER", user=b"member 1", password=b"wrong"):
     s = connect()
     s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x00" + mech.ljust(20, b"\0") + b"\0" * 32)
-    if mech == b"PLAIN":
-        s.sendall(cmd(b"HELLO", b"\x08member 1" + b"\x05wrong"))  # INITIATE follows rank 0's WELCOME
+    if mech == b"PLAIN":  # INITIATE follows the rank's WELCOME
+        s.sendall(cmd(b"HELLO", bytes([len(user)]) + user + bytes([len(password)]) + password))
     else:
         s.sendall(cmd(b"READY", prop(b"Socket-Type", kind) + prop(b"Identity", identity)))
     return s
 def frame(data, more=False):
     return bytes([0x02 | (1 if more else 0)]) + struct.pack(">Q", len(data)) + data
-if mode == "push":
+def small(data, more=False):
+    return bytes([1 if more else 0, len(data)]) + data
+if mode == "tokenpush":
+    n, token, secs = int(sys.argv[3]), sys.argv[4].encode(), float(sys.argv[5])
+    s, got = hello(b"PLAIN", user=b"member 9", password=token), b""
+    while b"WELCOME" not in got and b"ERROR" not in got:
+        more = s.recv(4096)
+        if not more: break
+        got += more
+    if b"WELCOME" not in got:
+        print("tokenpush: refused in the handshake (%r)" % got[-40:])
+        sys.exit(0)
+    s.sendall(cmd(b"INITIATE", prop(b"Socket-Type", b"PUSH")))
+    msg = small(b"stray!!!", True) + small(b"12345678")
+    buf, total, done, t0 = msg * 4096, n * len(msg), 0, time.time()
+    s.setblocking(False)
+    while done < total and time.time() < t0 + secs:
+        select.select([], [s], [], 0.2)
+        off = done % len(buf)
+        try:
+            done += s.send(buf[off:off + min(len(buf) - off, total - done)])
+        except BlockingIOError:
+            pass
+        except OSError:
+            break
+    print("tokenpush: %d messages written whole in %.1f s" % (done // len(msg), time.time() - t0))
+    sys.stdout.flush()
+elif mode == "push":
     n, size = int(sys.argv[3]), int(sys.argv[4]) << 20
     big, s, sent, closed = b"x" * size, None, 0, 0
     for k in range(n):
@@ -123,15 +154,14 @@ grep -q "cut off by rank 0" $T/peer.log && ! grep -q "^flood: [1-9][0-9]* messag
 #    the sender's connection unread (net/msg.h's msg_bound), so 20 messages of 50 MiB pushed at
 #    rank 1 while it trains leave its peak RSS where it was, and the job succeeds; a PLAIN peer with
 #    a wrong token is refused in its handshake
-drank() { # RANK PORT NAME: one rank of a 2-rank tree job over TCP (rank 1 sleeps 100 ms a step)
+drank() { # RANK PORT NAME [SYNC]: one rank of a 2-rank job over TCP, the tree's unless SYNC (rank 1 sleeps 100 ms a step)
     RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$2 RINGSIDE_JOB_TOKEN=ab12ab12ab12ab12 \
-        $BIN train --sync tree --transport tcp $SMALL --steps 40 --straggler 1:100 --timeout 20 --report $T/$3.json >$T/$3$1.log 2>&1 &
+        $BIN train --sync ${4:-tree} --transport tcp $SMALL --steps 40 --straggler 1:100 --timeout 20 --report $T/$3.json >$T/$3$1.log 2>&1 &
 }
-port=$(free_port)
-drank 1 $port data; d1=$!; drank 0 $port data; d0=$!
-dport=""
-for _ in $(seq 100); do # rank 1's listening TCP port: its mailbox (its control socket connects out)
-    dport=$($PY - $d1 <<'PY'
+listen_port() { # PID: the TCP port the process listens on (a rank other than 0: its data mailbox, its control socket connects out)
+    local port=""
+    for _ in $(seq 100); do
+        port=$($PY - $1 <<'PY'
 import os, sys
 pid = sys.argv[1]
 try:
@@ -145,15 +175,24 @@ for line in open("/proc/net/tcp").readlines()[1:]:
         print(int(f[1].split(":")[1], 16)); break
 PY
 )
-    [ -n "$dport" ] && break; sleep 0.1
-done
+        [ -n "$port" ] && break; sleep 0.1
+    done
+    echo "$port"
+}
+peak_rss() { # PID: its VmHWM in KiB, watched until it exits
+    local hwm=0 v
+    while kill -0 $1 2>/dev/null; do
+        v=$(awk '/^VmHWM/ {print $2}' /proc/$1/status 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
+        sleep 0.1
+    done
+    echo $hwm
+}
+port=$(free_port)
+drank 1 $port data; d1=$!; drank 0 $port data; d0=$!
+dport=$(listen_port $d1)
 [ -n "$dport" ] && $PY $T/peer.py push $dport 20 50 >$T/push.log 2>&1 & pp=$!
 [ -n "$dport" ] && $PY $T/peer.py plain $dport 2 >$T/dplain.log 2>&1 & pq=$!
-hwm=0
-while kill -0 $d1 2>/dev/null; do
-    v=$(awk '/^VmHWM/ {print $2}' /proc/$d1/status 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
-    sleep 0.1
-done
+hwm=$(peak_rss $d1)
 wait $d0; e0=$?; wait $d1; e1=$?
 kill $pp $pq 2>/dev/null; wait $pp $pq 2>/dev/null
 echo "data-plane push at rank 1's port ${dport:-?}: exit $e0/$e1, rank 1 VmHWM $hwm KiB; $(cat $T/push.log 2>/dev/null)"
@@ -170,6 +209,31 @@ grep -q "^push: 0 messages sent whole" $T/push.log && ok "every oversized messag
 grep -q "data plane: refused a connection from 127.0.0.1 as member 1: not this job's token" $T/data1.log \
     && ok "rank 1's data port refuses a wrong token in the handshake, named" \
     || bad "the data port's token check" "$(cat $T/dplain.log 2>/dev/null; grep -i refused $T/data1.log)"
+
+# 4. a rank's data mailbox (the tree's, and the ring's over TCP) flooded with small messages by a
+#    peer that holds the job token, so that the gate lets it in: 2,000,000 messages of 16 bytes,
+#    far below the frame bound, are strays the rank drops as it reads them; its queue holds at
+#    most msg_queue_bound's messages from the peer (net/msg.h), the rest wait in the peer's socket,
+#    so its peak RSS stays near a quiet run's (without the bound ZeroMQ reads the flood in as fast
+#    as it comes: some 128 bytes a message, hundreds of MiB) and the job succeeds
+for sync in tree ring; do
+    port=$(free_port)
+    drank 1 $port tflood$sync $sync; d1=$!; drank 0 $port tflood$sync $sync; d0=$!
+    dport=$(listen_port $d1)
+    [ -n "$dport" ] && $PY $T/peer.py tokenpush $dport 2000000 ab12ab12ab12ab12 60 >$T/tpush$sync.log 2>&1 & pp=$!
+    hwm=$(peak_rss $d1)
+    wait $d0; e0=$?; wait $d1; e1=$?
+    kill $pp 2>/dev/null; wait $pp 2>/dev/null
+    dropped=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"][1]["traffic"]["dropped"])' $T/tflood$sync.json 2>/dev/null)
+    echo "$sync: small messages with the token at rank 1's port ${dport:-?}: exit $e0/$e1, rank 1 VmHWM $hwm KiB, dropped ${dropped:-?}; $(cat $T/tpush$sync.log 2>/dev/null)"
+    [ -n "$dport" ] && [ $e0 = 0 ] && [ $e1 = 0 ] && [ -s $T/tflood$sync.json ] \
+        && ok "a $sync job whose data mailbox a peer with the token floods with small messages still succeeds" \
+        || bad "$sync job flooded with the token" "port ${dport:-none}, exit $e0/$e1: $(tail -n 3 $T/tflood${sync}0.log $T/tflood${sync}1.log)"
+    [ "$hwm" -gt 0 ] && [ "$hwm" -lt 65536 ] && ok "$sync: rank 1's peak RSS stays under 64 MiB under the small-message flood ($((hwm / 1024)) MiB)" \
+        || bad "$sync: rank 1's memory under the small-message flood" "VmHWM $hwm KiB"
+    [ "${dropped:-0}" -gt 0 ] && ok "$sync: the flood got in (the token) and rank 1 dropped its messages as strays (${dropped})" \
+        || bad "$sync: the flood's strays" "dropped ${dropped:-?}: $(cat $T/tpush$sync.log 2>/dev/null)"
+done
 
 # 2. squatters connect first, as identity m1 without a token and with a wrong one; then rank 1 comes
 port=$(free_port)

@@ -70,6 +70,40 @@ EOF
     else bad "--sync $sync over nodes" "$(tail -n 5 $T/$sync.log)"; fi
 done
 
+# 2b. the hierarchical ring (Horovod's): at M x G = 2x2, 3x2 and 2x3 it computes what one rank
+#     computes on the whole batch (another order of the same sums: within 1e-5), every rank the
+#     same bits; each node's NIC carries 2(M-1)/M of the gradient a step each way (against the
+#     flat ring's 2(N-1)/N), counted as the difference of a 12-step and a 6-step run
+M1="--layers 784,64,10 --train-samples 2048 --eval-samples 64 --seed 3 --quiet --timeout 30"
+$BIN train --sync none --batch 96 $M1 --steps 12 --report $T/one.json --save-params $T/one.bin >$T/one.log 2>&1 || bad "N=1 baseline" "$(tail -n 3 $T/one.log)"
+for mg in 2x2 3x2 2x3; do
+    m=${mg%x*}; g=${mg#*x}; n=$((m * g))
+    if $BIN train -n $n --nodes $m --hierarchical --sync ring --global-batch 96 $M1 --steps 12 --report $T/h12.json --save-params $T/h.bin >$T/h.log 2>&1 \
+        && $BIN train -n $n --nodes $m --hierarchical --sync ring --global-batch 96 $M1 --steps 6 --report $T/h6.json >>$T/h.log 2>&1; then
+        check "ring --hierarchical ${m}x$g == one rank" $PY tests/compare_runs.py $T/one.json $T/h12.json --params $T/one.bin $T/h.bin --tol 1e-5
+        a=$(nic_bytes $T/h12.json) b=$(nic_bytes $T/h6.json)
+        $PY - "$a" "$b" $m $grad <<'EOF' && ok "ring --hierarchical ${m}x$g: each NIC carries 2(M-1)/M of the gradient a step each way" || bad "hierarchical NIC bytes ${m}x$g" "$a / $b"
+import sys
+a, b = ({int(k): (int(s), int(r)) for k, s, r in (p.split(":") for p in x.split())} for x in sys.argv[1:3])
+m, grad = int(sys.argv[3]), int(sys.argv[4])
+want = 6 * 2 * (m - 1) / m * grad
+for node in a:
+    for d in (0, 1):
+        got = a[node][d] - b[node][d]
+        assert want <= got <= 1.01 * want, (node, d, got, want)
+EOF
+        $PY -c "import json,sys; r=json.load(open('$T/h12.json')); sys.exit(r['backend']['architecture'] != 'ring-hierarchical')" \
+            && ok "the report names the architecture ring-hierarchical" || bad "architecture ${m}x$g" "$(grep -o '"architecture": *"[^"]*"' $T/h12.json)"
+    else
+        bad "ring --hierarchical ${m}x$g" "$(tail -n 3 $T/h.log)"
+    fi
+done
+# on one node, or one rank a node, it is the flat ring, said so
+$BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.json >$T/flat1.log 2>&1 \
+    && grep -q "that is the flat ring, which runs" $T/flat1.log \
+    && $PY -c "import json,sys; sys.exit(json.load(open('$T/flat1.json'))['backend']['architecture'] != 'ring')" \
+    && ok "--hierarchical at one rank a node runs the flat ring and says so" || bad "--hierarchical at G = 1" "$(tail -n 3 $T/flat1.log)"
+
 # 3. bench: the ring's bus bandwidth over 2 nodes of 2 is the NIC's (each NIC carries what a
 #    rank's own would)
 if timeout 300 $BIN bench -n 4 --nodes 2 --sync ring --link 1gbit -b 4M -e 8M -f 2 -w 1 -i 3 --timeout 60 \
@@ -93,6 +127,9 @@ expect_status "--nodes with DataParallel" 2 $BIN train -n 4 --nodes 2 --sync ps 
 expect_status "--intra-link without --nodes" 2 $BIN train -n 4 --intra-link 10gbit $SMALL --report $T/bad.json
 expect_status "--intra-link malformed" 2 $BIN train -n 4 --nodes 2 --intra-link fast $SMALL --report $T/bad.json
 grep -q -- "--intra-link 'fast'" $T/last.log && ok "a malformed --intra-link is named" || bad "--intra-link message" "$(cat $T/last.log)"
+expect_status "--hierarchical without --nodes" 2 $BIN train -n 4 --hierarchical --sync ring $SMALL --report $T/bad.json
+expect_status "--hierarchical with --sync ps" 2 $BIN train -n 4 --nodes 2 --hierarchical --sync ps $SMALL --report $T/bad.json
+grep -q "no machine-aware form" $T/last.log && ok "a back end without a hierarchical form is named" || bad "--hierarchical ps" "$(cat $T/last.log)"
 expect_status "--nodes with --transport shm" 2 $BIN train -n 4 --nodes 2 --transport shm $SMALL --report $T/bad.json
 expect_status "bench --nodes 3 -n 4" 2 $BIN bench -n 4 --nodes 3 --sync ring -b 1K -e 1K
 [ ! -e $T/bad.json ] && ok "no report from a refused run" || bad "refused runs" "a report was written"
