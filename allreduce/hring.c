@@ -27,9 +27,12 @@
  * same bits, not the flat ring's (another order of the same sum).
  */
 
-/* A piece's largest size on the wire: small enough that the node's phases of one piece hide under
- * the network's of the one before, large enough that a message's fixed cost stays small. */
-#define HRING_PIECE_BYTES (1u << 20)
+/* A piece's largest size on the wire. Smaller pieces hide more of the node's phases under the
+ * network's, but interleave the node's ranks' messages on its one NIC, so that each waits on the
+ * other's: training a 784-1024-10 MLP on 2 nodes of 2 ranks behind 200 Mbit/s NICs took 206 ms a
+ * step with 256 KiB pieces, 188 with 1 MiB, 147-176 with 4 MiB and 158-168 with one piece
+ * (docs/benchmarks.md, "Nodes"). */
+#define HRING_PIECE_BYTES (4u << 20)
 #define HRING_MAX_PIECES 65536
 
 /* A message's tag: the phase (0 node reduce-scatter, 1 network reduce-scatter, 2 network

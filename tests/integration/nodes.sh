@@ -104,6 +104,15 @@ $BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.js
     && $PY -c "import json,sys; sys.exit(json.load(open('$T/flat1.json'))['backend']['architecture'] != 'ring')" \
     && ok "--hierarchical at one rank a node runs the flat ring and says so" || bad "--hierarchical at G = 1" "$(tail -n 3 $T/flat1.log)"
 
+# the hierarchical ring's pieces (4 MiB each on the wire): sums exact at every size from one float
+# to several pieces, at 2x2 and 3x2
+for nm in "4 2" "6 3"; do
+    set -- $nm
+    $BIN bench -n $1 --nodes $2 --sync ring --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
+        && grep -q "wrong elements : 0 OK" $T/hb.log && ok "bench ring --hierarchical -n $1 --nodes $2: every element exact up to 16 MiB" \
+        || bad "bench ring --hierarchical -n $1 --nodes $2" "$(tail -n 4 $T/hb.log)"
+done
+
 # 3. bench: the ring's bus bandwidth over 2 nodes of 2 is the NIC's (each NIC carries what a
 #    rank's own would)
 if timeout 300 $BIN bench -n 4 --nodes 2 --sync ring --link 1gbit -b 4M -e 8M -f 2 -w 1 -i 3 --timeout 60 \
