@@ -3,7 +3,7 @@
 
 usage: python3 tests/labs_check.py LAB DIR [LOG]
 
-LAB is 1..6, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
+LAB is 1..7, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
 lab's output (lab 5 looks for the skeleton's message in it). Prints one line per check,
 "ok - ..." or "not ok - ...", and exits 1 when any check failed. tests/integration/labs.sh
 runs it after each lab; the numbers checked are the machine-independent ones the pages quote.
@@ -335,12 +335,39 @@ def lab6(d, log):
             check(0.8 <= x <= 1.25, f"lab 6: {v} on one core: comm {x:.2f}x the run on every core (0.8-1.25)")
 
 
+def lab7(d, log):
+    n = 4 * params([784, 1024, 10])
+    bw = 25e6  # --link 200mbit, bytes per second
+    runs = {k: load(d, f"results/lab7/{k}.json") for k in ("machines-4", "flat-2x2", "hier-2x2", "flat-3x2", "hier-3x2")}
+    r = runs["machines-4"]
+    if r:
+        S = r["summary"]["steps"]
+        last = workers(r)[-1]["traffic"]["bytes_sent"] / S  # rank 3 forwards none of the start-up broadcast
+        check(1.5 * n <= last <= 1.01 * 1.5 * n, f"lab 7: 4 machines: rank 3's NIC {last:,.0f} B a step = 2(N-1)/N n = {1.5 * n:,.0f} (+ headers)")
+    for name, M, ratio in (("flat-2x2", 2, 1.5), ("hier-2x2", 2, 1.0), ("flat-3x2", 3, 5 / 3), ("hier-3x2", 3, 4 / 3)):
+        r = runs[name]
+        if not r:
+            continue
+        S = r["summary"]["steps"]
+        want_arch = "ring-hierarchical" if name.startswith("hier") else "ring"
+        check(r["backend"]["architecture"] == want_arch and r["config"]["nodes"] == M, f"lab 7: {name}: {want_arch} on {M} nodes")
+        last = sum(k["traffic"]["by_link"]["network"]["bytes_sent"] for k in workers(r) if k["node"] == M - 1) / S
+        check(ratio * n <= last <= 1.01 * ratio * n, f"lab 7: {name}: the last node's NIC {last:,.0f} B a step = {ratio:.3g} n = {ratio * n:,.0f} (+ headers)")
+    f, h = runs["flat-2x2"], runs["hier-2x2"]
+    if f:
+        t, bound = f["summary"]["step_time_s"], 1.5 * n / bw
+        check(abs(t - bound) <= 0.15 * bound, f"lab 7: flat ring on 2 nodes: {t * 1e3:.1f} ms a step, within 15% of its NIC bound {bound * 1e3:.1f} ms")
+    if f and h:
+        tf, th = f["summary"]["step_time_s"], h["summary"]["step_time_s"]
+        check(th < tf, f"lab 7: on 2 nodes the hierarchical ring ({th * 1e3:.1f} ms) is faster than the flat ring ({tf * 1e3:.1f} ms)")
+
+
 def main(argv):
-    if len(argv) < 2 or argv[0] not in "123456" or len(argv[0]) != 1:
+    if len(argv) < 2 or argv[0] not in "1234567" or len(argv[0]) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     d, log = argv[1], argv[2] if len(argv) > 2 else None
-    [lab1, lab2, lab3, lab4, lab5, lab6][int(argv[0]) - 1](d, log)
+    [lab1, lab2, lab3, lab4, lab5, lab6, lab7][int(argv[0]) - 1](d, log)
     bad = results.count(False)
     print(f"# lab {argv[0]}: {len(results) - bad} checks ok, {bad} not ok")
     return 1 if bad else 0

@@ -4,8 +4,9 @@
 usage: python3 docs/labs/show.py REPORT.json [REPORT.json ...]
 
 Train reports (schema ringside.report/1): a summary line, then per rank (workers, then any
-dedicated servers) three tables: memory (peak bytes per tag), traffic (bytes and messages over
-the whole run, and bytes per step) and time (milliseconds per timed step, by phase). Bench reports
+dedicated servers) four tables: memory (peak bytes per tag), traffic (bytes and messages over
+the whole run, and bytes per step), the network per machine (a node's ranks under --nodes share
+one NIC; without it every process is a machine) and time (milliseconds per timed step, by phase). Bench reports
 (ringside.bench/1): the sweep's rows. Bytes are printed exactly, so that they can be held
 against the formulas in the labs. Plain python3, no packages needed.
 """
@@ -56,6 +57,25 @@ def show_train(path, r):
         print("   " + f"{who(k):>12} {b(t['bytes_sent']):>14} {b(t['bytes_received']):>14} "
               f"{t['messages_sent']:>10} {t['messages_received']:>10} "
               f"{t['bytes_sent'] / steps:>14,.1f} {t['bytes_received'] / steps:>14,.1f}")
+    # the machines' network interfaces: under --nodes one NIC per node, shared by its ranks (the
+    # bytes that left or entered the node: traffic.by_link.network); without it every process is a
+    # machine of its own, and its NIC carries everything it sent and received
+    nodes = r["config"].get("nodes", 0)
+    nic = {}
+    for k in ranks:
+        t, by = k["traffic"], k["traffic"].get("by_link")
+        m = k.get("node", k["rank"]) if nodes else (k["rank"] if k.get("role", "worker") == "worker" else f"s{k.get('server', '')}")
+        out, inn = (by["network"]["bytes_sent"], by["network"]["bytes_received"]) if nodes and by else (t["bytes_sent"], t["bytes_received"])
+        e = nic.setdefault(m, [[], 0, 0])
+        e[0].append(str(k["rank"]))
+        e[1] += out
+        e[2] += inn
+    link = (r.get("env", {}).get("link") or {}).get("text", "none")
+    print(f"   network, per machine ({'node' if nodes else 'process'}; NIC --link {link}; bytes per step include the")
+    print("   start-up broadcast's share):")
+    print("   " + f"{'machine':>8} {'ranks':>10} {'NIC bytes sent':>16} {'received':>14} {'sent/step':>14} {'received/step':>14}")
+    for m, (who_, out, inn) in nic.items():
+        print("   " + f"{m!s:>8} {','.join(who_):>10} {b(out):>16} {b(inn):>14} {out / steps:>14,.1f} {inn / steps:>14,.1f}")
     print("   time, ms per timed step:")
     print("   " + f"{'rank':>12} {'step':>8} {'busy':>8} " + " ".join(f"{p:>12}" for p in PHASES))
     for k in ranks:
