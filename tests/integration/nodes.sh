@@ -104,8 +104,7 @@ $BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.js
     && $PY -c "import json,sys; sys.exit(json.load(open('$T/flat1.json'))['backend']['architecture'] != 'ring')" \
     && ok "--hierarchical at one rank a node runs the flat ring and says so" || bad "--hierarchical at G = 1" "$(tail -n 3 $T/flat1.log)"
 
-# the hierarchical ring's pieces (4 MiB each on the wire): sums exact at every size from one float
-# to several pieces, at 2x2 and 3x2
+# the hierarchical ring's sums exact at every size from one float to 16 MiB, at 2x2 and 3x2
 for nm in "4 2" "6 3"; do
     set -- $nm
     $BIN bench -n $1 --nodes $2 --sync ring --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
