@@ -12,6 +12,7 @@ const SyncOps *sync_none(void);
 const SyncOps *sync_ring(void);
 const SyncOps *sync_ring_hierarchical(void); /* allreduce/hring.c: --sync ring --hierarchical under --nodes */
 const SyncOps *sync_tree(void);    /* allreduce/tree.c: double binary trees on the mesh */
+const SyncOps *sync_tree_hierarchical(void); /* allreduce/tree.c: NCCL's trees over nodes, chains inside (--hierarchical) */
 const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA (allreduce/nccl_none.c) */
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
 

@@ -5,6 +5,7 @@
 #include "../base/codec.h"
 #include "../base/err.h"
 #include "../base/split.h"
+#include "../net/node.h"
 
 #include <stddef.h>
 
@@ -43,6 +44,17 @@ void tree_links(int nranks, int rank, int t, TreeLinks *out) {
     out->child[0] = BACK(l.child[0]);
     out->child[1] = BACK(l.child[1]);
 #undef BACK
+}
+
+void tree_links_nodes(int nodes, int per_node, int rank, int t, TreeLinks *out) {
+    int G = per_node, node = rank / G, local = rank % G;
+    TreeLinks nl;
+    tree_links(nodes, node, t, &nl);
+    out->parent = local > 0 ? rank - 1 : nl.parent >= 0 ? nl.parent * G + G - 1 : -1;
+    out->child[0] = out->child[1] = -1;
+    if (local + 1 < G) out->child[0] = rank + 1;
+    else /* the tail: the child nodes' heads */
+        for (int c = 0; c < 2; c++) out->child[c] = nl.child[c] >= 0 ? nl.child[c] * G : -1;
 }
 
 int tree_depth(int nranks) {
@@ -111,15 +123,10 @@ static int tree_down(Mesh *m, const TreeLinks *l, int t, size_t k, float *buf, s
  * sends go one chunk ahead of the other tree's (the inner node they feed never waits a chunk for
  * them) and its copies one chunk behind (they never hold back a forward). The adds into a chunk
  * are the same, in the same order, whatever the schedule. */
-static int tree_allreduce(Mesh *m, float *buf, size_t count) {
-    const int N = m->world;
-    if (N == 1 || count == 0) return RS_OK;
+static int tree_run(Mesh *m, const TreeLinks L[2], float *buf, size_t count) {
     size_t chunk = tree_chunk_elems(count, codec_elem_bytes(m->wire.type)), half = (count + 1) / 2;
     size_t nk = (half + chunk - 1) / chunk; /* chunks of the larger half */
     if (nk > TREE_MAX_CHUNKS) return rs_error(RS_ERR_INPUT, "tree: %zu floats in one call: too many chunks", count);
-    TreeLinks L[2];
-    tree_links(N, m->rank, 0, &L[0]);
-    tree_links(N, m->rank, 1, &L[1]);
     int leaf = tree_kids(&L[0]) == 0 ? 0 : tree_kids(&L[1]) == 0 ? 1 : -1, other = leaf == 0 ? 1 : 0;
     if (leaf >= 0) RS_TRY(tree_up(m, &L[leaf], leaf, 0, buf, count, chunk));
     for (size_t k = 0; k < nk; k++) {
@@ -135,6 +142,27 @@ static int tree_allreduce(Mesh *m, float *buf, size_t count) {
     return leaf >= 0 ? tree_down(m, &L[leaf], leaf, nk - 1, buf, count, chunk) : RS_OK;
 }
 
+static int tree_allreduce(Mesh *m, float *buf, size_t count) {
+    if (m->world == 1 || count == 0) return RS_OK;
+    TreeLinks L[2];
+    tree_links(m->world, m->rank, 0, &L[0]);
+    tree_links(m->world, m->rank, 1, &L[1]);
+    return tree_run(m, L, buf, count);
+}
+
+/* NCCL's trees over nodes (tree_links_nodes), on the nodes of net/node.h. */
+static int tree_nodes_allreduce(Mesh *m, float *buf, size_t count) {
+    const NodePlace *p = node_get();
+    if (m->world == 1 || count == 0) return RS_OK;
+    if (p->nodes < 2 || p->per_node < 2 || p->nodes * p->per_node != m->world)
+        return rs_error(RS_ERR_RUNTIME, "tree --hierarchical: %d nodes of %d ranks for a world of %d", p->nodes, p->per_node,
+                        m->world);
+    TreeLinks L[2];
+    tree_links_nodes(p->nodes, p->per_node, m->rank, 0, &L[0]);
+    tree_links_nodes(p->nodes, p->per_node, m->rank, 1, &L[1]);
+    return tree_run(m, L, buf, count);
+}
+
 /* ---- the back end (engine/sync.h) ------------------------------------------------------------ */
 
 /* Binds this rank's mailbox (TCP, and a Unix socket for the ranks of this host unless
@@ -146,3 +174,12 @@ static int tree_init(const SyncJob *job, void **state, char *endpoint, size_t le
 static const SyncOps tree_ops = MESH_OPS("tree", tree_init);
 
 const SyncOps *sync_tree(void) { return &tree_ops; }
+
+/* The trees over nodes: the same mailbox and messages, NCCL's shape over the nodes. */
+static int tree_nodes_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    return mesh_init(job, state, endpoint, len, "tree --hierarchical", tree_nodes_allreduce, MESH_IPC | MESH_CODED);
+}
+
+static const SyncOps tree_nodes_ops = MESH_OPS("tree", tree_nodes_init);
+
+const SyncOps *sync_tree_hierarchical(void) { return &tree_nodes_ops; }

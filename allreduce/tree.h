@@ -55,6 +55,15 @@ typedef struct {
 /* Rank rank's neighbours in tree t (0 or 1) over nranks ranks (every field -1 for one rank). */
 void tree_links(int nranks, int rank, int t, TreeLinks *out);
 
+/* Rank rank's neighbours in tree t of NCCL's trees over nodes (--sync tree --hierarchical): the
+ * double binary tree above over the M nodes, and inside each node of G ranks (rank = node * G +
+ * local) a chain. A node's head (local 0) sends up to its parent node's tail (local G-1); the
+ * tail takes in its child nodes' heads; up the chain, local i sends to local i-1. So every rank
+ * has at most two children, only heads and tails touch the network, and a node's NIC carries
+ * what a rank of the flat tree over M ranks would: n each way on 2 nodes, whatever G (the flat
+ * ring's NIC: 2(N-1)/N n). G = 1 is tree_links over M. */
+void tree_links_nodes(int nodes, int per_node, int rank, int t, TreeLinks *out);
+
 /* The elements of one chunk of a call of count elements of elem_bytes each (tree.h's rule). */
 size_t tree_chunk_elems(size_t count, size_t elem_bytes);
 

@@ -127,6 +127,7 @@ static const struct {
     {"ps-dedicated", cost_ps_dedicated},
     {"byteps", cost_byteps},
     {"ring-hierarchical", cost_unmodelled},
+    {"tree-hierarchical", cost_unmodelled},
 };
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_rows[a].name : "?"; }

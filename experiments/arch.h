@@ -17,6 +17,7 @@ typedef enum {
     ARCH_PS_DEDICATED,  /* "ps-dedicated": K server processes of their own */
     ARCH_BYTEPS,        /* "byteps": a shard in every worker and k CPU servers */
     ARCH_RING_HIER,     /* "ring-hierarchical": reduce-scatter in the node, a ring over nodes, all-gather (Horovod's) */
+    ARCH_TREE_HIER,     /* "tree-hierarchical": double binary trees over the nodes, a chain inside each (NCCL's) */
     ARCH_COUNT
 } Arch;
 

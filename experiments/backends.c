@@ -124,6 +124,14 @@ static void shape_ring(const Config *c, BackendShape *s) {
     }
 }
 
+/* The tree's machine-aware form: NCCL's trees over nodes, under the same conditions. */
+static void shape_tree(const Config *c, BackendShape *s) {
+    if (c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1) {
+        s->arch = ARCH_TREE_HIER;
+        s->ops = sync_tree_hierarchical();
+    }
+}
+
 static void shape_nccl(const Config *c, BackendShape *s) {
     if (!strcmp(c->nccl_algo, "tree")) s->arch = ARCH_TREE;
 }
@@ -138,7 +146,7 @@ static const Backend backends[] = {
      .help = "no communication: one rank (the baseline every other run is held against)"},
     {.name = "ring", .family = "allreduce", .arch = ARCH_RING, .ops = sync_ring, .host_ring = 1, .hierarchical = 1, .shape = shape_ring,
      .help = "ring all-reduce in host memory over shared memory or ZeroMQ (DDP's algorithm)"},
-    {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .check = check_no_shm,
+    {.name = "tree", .family = "allreduce", .arch = ARCH_TREE, .ops = sync_tree, .check = check_no_shm, .hierarchical = 1, .shape = shape_tree,
      .help = "double binary tree all-reduce in host memory over ZeroMQ (NCCL's Tree): 2 log2(N) latency steps"},
     {.name = "nccl", .family = "allreduce", .arch = ARCH_RING, .ops = sync_nccl, .check = check_nccl,
      .shape = shape_nccl, .help = "all-reduce over NCCL on GPUs: the ring, or with --nccl-algo tree its double binary trees"},
@@ -200,7 +208,8 @@ int backend_check(const Config *cfg) {
                                           "for the host tree)", cfg->nccl_algo, b->name);
         if (cfg->hierarchical && !b->hierarchical)
             return rs_error(RS_ERR_INPUT, "--hierarchical with --sync %s: %s has no machine-aware form here (--sync ring "
-                                          "has: Horovod's hierarchical all-reduce)", b->name, b->name);
+                                          "has: Horovod's hierarchical all-reduce; --sync tree: NCCL's trees over nodes)",
+                            b->name, b->name);
         if (cfg->hierarchical && !cfg->nodes)
             return rs_error(RS_ERR_INPUT, "--hierarchical without --nodes: the machine-aware algorithm needs machines; "
                                           "say how many the ranks are (--nodes M)");

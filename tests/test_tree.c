@@ -77,8 +77,57 @@ static void test_tree_known(void) {
     CHECK(tree_depth(1) == 0 && tree_depth(2) == 1 && tree_depth(8) == 3);
 }
 
+/* NCCL's trees over nodes: for M nodes of G ranks, each tree spans every rank with parents and
+ * children that agree, only a node's head and tail have links to other nodes, and a node's links
+ * to other nodes are those of its node in the trees over M ranks (so its NIC carries what a rank of
+ * the flat trees over M would). */
+static void test_tree_nodes(void) {
+    for (int M = 1; M <= 9; M++)
+        for (int G = 1; G <= 4; G++) {
+            int N = M * G, bad = 0;
+            for (int t = 0; t < 2; t++) {
+                int roots = 0;
+                for (int r = 0; r < N; r++) {
+                    TreeLinks l;
+                    tree_links_nodes(M, G, r, t, &l);
+                    roots += l.parent < 0;
+                    if (l.parent >= 0) { /* r is one of its parent's children */
+                        TreeLinks p;
+                        tree_links_nodes(M, G, l.parent, t, &p);
+                        bad += p.child[0] != r && p.child[1] != r;
+                    }
+                    int net = 0, node = r / G;
+                    if (l.parent >= 0 && l.parent / G != node) net++;
+                    for (int c = 0; c < 2; c++) {
+                        if (l.child[c] < 0) continue;
+                        TreeLinks k;
+                        tree_links_nodes(M, G, l.child[c], t, &k);
+                        bad += k.parent != r;
+                        if (l.child[c] / G != node) net++;
+                    }
+                    if (net) bad += r % G != 0 && r % G != G - 1; /* only heads and tails cross */
+                }
+                bad += roots != 1;
+                for (int k = 0; k < M; k++) { /* a node's network links are its node's in the trees over M */
+                    TreeLinks nl;
+                    tree_links(M, k, t, &nl);
+                    int want = (nl.parent >= 0) + (nl.child[0] >= 0) + (nl.child[1] >= 0), got = 0;
+                    for (int r = k * G; r < (k + 1) * G; r++) {
+                        TreeLinks l;
+                        tree_links_nodes(M, G, r, t, &l);
+                        got += l.parent >= 0 && l.parent / G != k;
+                        for (int c = 0; c < 2; c++) got += l.child[c] >= 0 && l.child[c] / G != k;
+                    }
+                    bad += got != want;
+                }
+            }
+            CHECK_MSG(bad == 0, "M %d G %d: %d broken links", M, G, bad);
+        }
+}
+
 int main(void) {
     RUN(test_tree_shapes);
     RUN(test_tree_known);
+    RUN(test_tree_nodes);
     return test_summary("test_tree");
 }

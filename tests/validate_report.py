@@ -28,7 +28,7 @@ DIST = ["median", "p95", "min", "max", "mean"]
 # backend.architecture and its family, as train's registry names them (experiments/backends.c)
 ARCHITECTURES = {"none": "none", "ring": "allreduce", "tree": "allreduce", "student": "allreduce", "ps-colocated": "ps",
                  "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps",
-                 "ring-hierarchical": "allreduce"}
+                 "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 

@@ -70,33 +70,42 @@ EOF
     else bad "--sync $sync over nodes" "$(tail -n 5 $T/$sync.log)"; fi
 done
 
-# 2b. the hierarchical ring (Horovod's): at M x G = 2x2, 3x2 and 2x3 it computes what one rank
-#     computes on the whole batch (another order of the same sums: within 1e-5), every rank the
-#     same bits; each node's NIC carries 2(M-1)/M of the gradient a step each way (against the
-#     flat ring's 2(N-1)/N), counted as the difference of a 12-step and a 6-step run
+# 2b. the hierarchical ring (Horovod's) and NCCL's trees over nodes: at M x G = 2x2, 3x2 and 2x3
+#     each computes what one rank computes on the whole batch (another order of the same sums:
+#     within 1e-5), every rank the same bits; each node's NIC carries its formula's bytes a step
+#     each way, counted as the difference of a 12-step and a 6-step run
 M1="--layers 784,64,10 --train-samples 2048 --eval-samples 64 --seed 3 --quiet --timeout 30"
 $BIN train --sync none --batch 96 $M1 --steps 12 --report $T/one.json --save-params $T/one.bin >$T/one.log 2>&1 || bad "N=1 baseline" "$(tail -n 3 $T/one.log)"
+for sync in ring tree; do
 for mg in 2x2 3x2 2x3; do
     m=${mg%x*}; g=${mg#*x}; n=$((m * g))
-    if $BIN train -n $n --nodes $m --hierarchical --sync ring --global-batch 96 $M1 --steps 12 --report $T/h12.json --save-params $T/h.bin >$T/h.log 2>&1 \
-        && $BIN train -n $n --nodes $m --hierarchical --sync ring --global-batch 96 $M1 --steps 6 --report $T/h6.json >>$T/h.log 2>&1; then
-        check "ring --hierarchical ${m}x$g == one rank" $PY tests/compare_runs.py $T/one.json $T/h12.json --params $T/one.bin $T/h.bin --tol 1e-5
+    if $BIN train -n $n --nodes $m --hierarchical --sync $sync --global-batch 96 $M1 --steps 12 --report $T/h12.json --save-params $T/h.bin >$T/h.log 2>&1 \
+        && $BIN train -n $n --nodes $m --hierarchical --sync $sync --global-batch 96 $M1 --steps 6 --report $T/h6.json >>$T/h.log 2>&1; then
+        check "$sync --hierarchical ${m}x$g == one rank" $PY tests/compare_runs.py $T/one.json $T/h12.json --params $T/one.bin $T/h.bin --tol 1e-5
         a=$(nic_bytes $T/h12.json) b=$(nic_bytes $T/h6.json)
-        $PY - "$a" "$b" $m $grad <<'EOF' && ok "ring --hierarchical ${m}x$g: each NIC carries 2(M-1)/M of the gradient a step each way" || bad "hierarchical NIC bytes ${m}x$g" "$a / $b"
+        # the ring: 2(M-1)/M of the gradient each way; the trees over nodes: what a rank of the flat
+        # trees over M ranks carries, half the gradient a tree for each neighbour (n on 2 nodes)
+        $PY - "$a" "$b" $m $grad $sync <<'EOF' && ok "$sync --hierarchical ${m}x$g: each NIC carries its formula's bytes a step each way ($a)" || bad "hierarchical NIC bytes $sync ${m}x$g" "$a / $b"
 import sys
+sys.path.insert(0, "tests")
+from validate_report import tree_links
 a, b = ({int(k): (int(s), int(r)) for k, s, r in (p.split(":") for p in x.split())} for x in sys.argv[1:3])
-m, grad = int(sys.argv[3]), int(sys.argv[4])
-want = 6 * 2 * (m - 1) / m * grad
+m, grad, sync = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 for node in a:
+    if sync == "ring":
+        want = 2 * (m - 1) / m * grad
+    else:
+        want = sum((tree_links(m, node, t)[0] >= 0) + len(tree_links(m, node, t)[1]) for t in (0, 1)) * grad / 2
     for d in (0, 1):
-        got = a[node][d] - b[node][d]
+        got = (a[node][d] - b[node][d]) / 6
         assert want <= got <= 1.01 * want, (node, d, got, want)
 EOF
-        $PY -c "import json,sys; r=json.load(open('$T/h12.json')); sys.exit(r['backend']['architecture'] != 'ring-hierarchical')" \
-            && ok "the report names the architecture ring-hierarchical" || bad "architecture ${m}x$g" "$(grep -o '"architecture": *"[^"]*"' $T/h12.json)"
+        $PY -c "import json,sys; r=json.load(open('$T/h12.json')); sys.exit(r['backend']['architecture'] != '$sync-hierarchical')" \
+            && ok "the report names the architecture $sync-hierarchical" || bad "architecture $sync ${m}x$g" "$(grep -o '"architecture": *"[^"]*"' $T/h12.json)"
     else
-        bad "ring --hierarchical ${m}x$g" "$(tail -n 3 $T/h.log)"
+        bad "$sync --hierarchical ${m}x$g" "$(tail -n 3 $T/h.log)"
     fi
+done
 done
 # on one node, or one rank a node, it is the flat ring, said so
 $BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.json >$T/flat1.log 2>&1 \
@@ -104,13 +113,13 @@ $BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.js
     && $PY -c "import json,sys; sys.exit(json.load(open('$T/flat1.json'))['backend']['architecture'] != 'ring')" \
     && ok "--hierarchical at one rank a node runs the flat ring and says so" || bad "--hierarchical at G = 1" "$(tail -n 3 $T/flat1.log)"
 
-# the hierarchical ring's sums exact at every size from one float to 16 MiB, at 2x2 and 3x2
-for nm in "4 2" "6 3"; do
+# the hierarchical forms' sums exact at every size from one float to 16 MiB, at 2x2, 3x2 and 4x2
+for sync in ring tree; do for nm in "4 2" "6 3" "8 4"; do
     set -- $nm
-    $BIN bench -n $1 --nodes $2 --sync ring --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
-        && grep -q "wrong elements : 0 OK" $T/hb.log && ok "bench ring --hierarchical -n $1 --nodes $2: every element exact up to 16 MiB" \
-        || bad "bench ring --hierarchical -n $1 --nodes $2" "$(tail -n 4 $T/hb.log)"
-done
+    $BIN bench -n $1 --nodes $2 --sync $sync --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
+        && grep -q "wrong elements : 0 OK" $T/hb.log && ok "bench $sync --hierarchical -n $1 --nodes $2: every element exact up to 16 MiB" \
+        || bad "bench $sync --hierarchical -n $1 --nodes $2" "$(tail -n 4 $T/hb.log)"
+done; done
 
 # 3. bench: the ring's bus bandwidth over 2 nodes of 2 is the NIC's (each NIC carries what a
 #    rank's own would)
