@@ -254,6 +254,12 @@ static void claim1(const ClaimsSet *s, Claim *c) {
             cJSON_AddNumberToObject(o, "max_other_peak_bytes", mo);
             claim_line(c, "ps   N=%-3d rank 0 %.2f MiB vs max other %.2f MiB (%.2fx)%s  [%s]", r->ranks, r->peak[0] / MiB,
                        mo / MiB, mo > 0 ? r->peak[0] / mo : INFINITY, ok ? "" : "  <- not above", r->label);
+        } else if ((is_ring(r) || is_ps_sharded(r)) && r->nodes > 0) {
+            /* on nodes a rank's edges take different transports (the ring's shared-memory lanes,
+             * a fixed 16 MiB of comm, inside a node; TCP's buffers across): rank 0's memory then
+             * says which edges it sends on, not what the algorithm puts on it */
+            claim_line(c, "%s N=%-3d on %d nodes: left out (its ranks' edges mix transports, whose buffers differ)  [%s]",
+                       is_ps_sharded(r) ? "ps sharded" : "ring", r->ranks, r->nodes, r->label);
         } else if (is_ring(r) || is_ps_sharded(r)) {
             double mean = run_mean(r->peak, r->nw), dev = mean > 0 ? fabs(r->peak[0] - mean) / mean : 0;
             int ok = dev <= CL_RING_MEM_TOL, sh = is_ps_sharded(r);

@@ -264,6 +264,8 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     if (isnan(r->pred_comm_s) && summary) r->pred_comm_s = load_summary_pred(summary, name);
     const cJSON *emu = cJSON_GetObjectItemCaseSensitive(config, "link"), *how = cJSON_GetObjectItemCaseSensitive(sum, "transport");
     snprintf(r->emulated, sizeof r->emulated, "%s", cJSON_IsString(emu) ? emu->valuestring : "");
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(config, "nodes");
+    r->nodes = cJSON_IsNumber(nodes) ? nodes->valueint : 0;
     snprintf(r->transport, sizeof r->transport, "%s", cJSON_IsString(how) ? how->valuestring : "");
     r->repeats = 1;
     return RS_OK;

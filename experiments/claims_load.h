@@ -42,6 +42,7 @@ typedef struct {
     double pred_alpha;        /* the prediction's alpha_s (NAN when none) */
     int pred_given;           /* its constants are the matrix file's own (source "matrix file"), not fitted on this machine */
     char emulated[64];        /* config.link: the emulated network interface it ran over ("": none) */
+    int nodes;                /* config.nodes: machines of several ranks (0 or absent: every rank a machine) */
     char transport[16];       /* summary.transport: how its data moved ("" unknown) */
     char hash[CLAIMS_MAX_RANKS][20]; /* each worker's params_hash ("" when the report has none) */
     int cores;                /* the host's cores (env.cores; 0 when unknown) */

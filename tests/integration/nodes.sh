@@ -53,6 +53,11 @@ EOF
 [ -z "$(ls /dev/shm 2>/dev/null | grep '^ringside-nic-')" ] && ok "no shared NIC left behind in /dev/shm" \
     || bad "shared NIC left behind" "$(ls /dev/shm | grep ringside-nic-)"
 
+# claim 1 leaves a ring run on nodes out of its memory rule (its ranks' edges mix transports), saying so
+mkdir -p $T/cl && cp $T/nodes.json $T/cl/ && $BIN claims $T/cl >$T/cl.log 2>&1
+grep -q "on 2 nodes: left out" $T/cl.log && ! grep -q "^1 .*FAIL" $T/cl.log \
+    && ok "claim 1 leaves the ring on nodes out, named" || bad "claim 1 on nodes" "$(grep -A3 '^1 ' $T/cl.log)"
+
 # 2. the other back ends under nodes: every rank's bytes split by link, the parameters agreeing
 for sync in tree ps byteps; do
     extra=""
