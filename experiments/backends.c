@@ -116,17 +116,21 @@ static void shape_ps(const Config *c, BackendShape *s) {
 }
 
 /* nccl: ring all-reduce unless --nccl-algo tree. */
-/* The ring's machine-aware form: --hierarchical over nodes of more than one rank, at least two. */
+/* Whether --hierarchical changes anything: at least two nodes of more than one rank each (on one
+ * node, or one rank a node, the machine-aware form is the flat one). */
+static int hierarchy_applies(const Config *c) { return c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1; }
+
+/* The ring's machine-aware form: Horovod's hierarchical all-reduce. */
 static void shape_ring(const Config *c, BackendShape *s) {
-    if (c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1) {
+    if (hierarchy_applies(c)) {
         s->arch = ARCH_RING_HIER;
         s->ops = sync_ring_hierarchical();
     }
 }
 
-/* The tree's machine-aware form: NCCL's trees over nodes, under the same conditions. */
+/* The tree's machine-aware form: NCCL's trees over nodes. */
 static void shape_tree(const Config *c, BackendShape *s) {
-    if (c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1) {
+    if (hierarchy_applies(c)) {
         s->arch = ARCH_TREE_HIER;
         s->ops = sync_tree_hierarchical();
     }
@@ -213,7 +217,7 @@ int backend_check(const Config *cfg) {
         if (cfg->hierarchical && !cfg->nodes)
             return rs_error(RS_ERR_INPUT, "--hierarchical without --nodes: the machine-aware algorithm needs machines; "
                                           "say how many the ranks are (--nodes M)");
-        if (cfg->hierarchical && (cfg->nodes == 1 || cfg->nranks == cfg->nodes) && cfg->nranks > 1)
+        if (cfg->hierarchical && cfg->nodes && cfg->nranks > 1 && !hierarchy_applies(cfg))
             log_info("# --hierarchical on %d node%s of %d rank%s: that is the flat %s, which runs", cfg->nodes,
                      cfg->nodes == 1 ? "" : "s", cfg->nranks / cfg->nodes, cfg->nranks == cfg->nodes ? "" : "s", b->name);
         if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))

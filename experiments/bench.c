@@ -454,12 +454,7 @@ static int bench_config(Bench *b) {
     ZepWant want;
     zep_parse(b->cfg.transport, &want); /* checked by bench_fill */
     zep_set(want);
-    LinkSpec nic, intra; /* checked by bench_fill */
-    NodePlace place;
-    link_parse(b->cfg.link, &nic);
-    link_parse(b->cfg.intra_link, &intra);
-    RS_TRY(node_place(&b->env, b->cfg.nodes, &place));
-    return node_link_open(&place, &nic, &intra, b->env.token);
+    return node_link_open(&b->env, &b->cfg); /* --link and --intra-link checked by bench_fill */
 }
 
 /* The text every member of the job must agree on: the Config's and the sweep's. */

@@ -306,14 +306,7 @@ static void run_cmdline(Run *r, int argc, char **argv) {
 /* This process's node (--nodes) and its emulated interfaces (--link, --intra-link): every process
  * of the job, ranks and dedicated servers, paces through them. 0 or RS_ERR_INPUT (--nodes and the
  * launcher disagree). */
-static int train_place(Run *r) {
-    NodePlace place;
-    LinkSpec nic, intra; /* validated by backend_validate */
-    link_parse(r->cfg.link, &nic);
-    link_parse(r->cfg.intra_link, &intra);
-    RS_TRY(node_place(&r->env, r->cfg.nodes, &place));
-    return node_link_open(&place, &nic, &intra, r->env.token);
-}
+static int train_place(Run *r) { return node_link_open(&r->env, &r->cfg); }
 
 /* The launcher's side of `train -n N`: checks what can be checked once, then starts the ranks. */
 static int train_launch(const Config *c, int servers, int argc, char **argv) {

@@ -38,12 +38,17 @@ void node_set(const NodePlace *p) { node_here = p ? *p : (NodePlace){0}; }
 
 const NodePlace *node_get(void) { return &node_here; }
 
-int node_link_open(const NodePlace *p, const LinkSpec *nic, const LinkSpec *intra, const char *token) {
-    node_set(p);
-    link_set_nodes(nic, intra, p->nodes);
-    if (p->nodes > 0 && p->per_node > 1 && p->node < p->nodes) {
+int node_link_open(const RankEnv *e, const Config *c) {
+    NodePlace p;
+    LinkSpec nic, intra;
+    RS_TRY(node_place(e, c->nodes, &p));
+    link_parse(c->link, &nic); /* validated with the options */
+    link_parse(c->intra_link, &intra);
+    node_set(&p);
+    link_set_nodes(&nic, &intra, p.nodes);
+    if (p.nodes > 0 && p.per_node > 1 && p.node < p.nodes) {
         char name[96];
-        node_nic_name(token, name, sizeof name);
+        node_nic_name(e->token, name, sizeof name);
         RS_TRY(link_share(name));
     }
     return RS_OK;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "link.h"
+#include "../base/config.h"
 
 struct RankEnv;
 
@@ -33,12 +34,14 @@ int node_place(const struct RankEnv *e, int nodes, NodePlace *out);
 void node_set(const NodePlace *p);
 const NodePlace *node_get(void);
 
-/* Sets this process's place (node_set) and its interfaces for it (net/link.h): without nodes,
- * nic its own; with nodes, nic for what leaves the node (the node's one NIC, shared through
- * link_share with every worker of the node when it holds more than one) and intra for what stays
- * in it. Call before any data-plane socket; link_share_release once every process of the node
- * has joined. 0, or RS_ERR_RUNTIME naming the shared interface. */
-int node_link_open(const NodePlace *p, const LinkSpec *nic, const LinkSpec *intra, const char *token);
+/* Places this process for c's --nodes in the job e describes (node_place, node_set) and sets its
+ * interfaces for it (net/link.h) from c's --link and --intra-link (already validated): without
+ * nodes, the NIC its own; with nodes, the NIC for what leaves the node (the node's one NIC, shared
+ * through link_share with every worker of the node when it holds more than one) and the fabric
+ * for what stays in it. What train and bench run on every process, ranks and servers, before any
+ * data-plane socket; link_share_release once every process of the node has joined. 0,
+ * RS_ERR_INPUT (node_place's refusal) or RS_ERR_RUNTIME naming the shared interface. */
+int node_link_open(const struct RankEnv *e, const Config *c);
 
 /* The POSIX shared-memory name of this process's node's NIC for the job whose token is token
  * ("/ringside-nic-HASH-nNODE"), written into out. */
