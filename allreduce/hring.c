@@ -1,7 +1,6 @@
 /* hring.c - "ring --hierarchical": Horovod's hierarchical all-reduce on the mesh (reduce-scatter inside the node, a ring over the nodes per local index, all-gather inside the node) */
 #include "allreduce.h"
 #include "mesh.h"
-#include "../base/codec.h"
 #include "../base/err.h"
 #include "../base/split.h"
 #include "../net/node.h"
@@ -35,33 +34,6 @@
 
 static int mod(int x, int p) { return ((x % p) + p) % p; }
 
-/* A ring over P members, this one at index i, its neighbours the ranks right and left, on the
- * P segments of [lo, lo + len) (split_even): a reduce-scatter (tags of phase rs; none where rs <
- * 0), after which member i holds the sum of segment (i + 1) mod P, then an all-gather of those
- * segments (phase ag; none where ag < 0). With round, the owner's segment is rounded to the wire
- * between the two, so that every member copies the same bits the owner keeps. */
-static int hring_ring(Mesh *m, float *buf, size_t lo, size_t len, int P, int i, int right, int left, int rs, int ag,
-                      int round) {
-    size_t a, b;
-    for (int s = 0; rs >= 0 && s < P - 1; s++) {
-        split_even(len, P, mod(i - s, P), &a, &b);
-        RS_TRY(mesh_send(m, right, HRING_TAG(rs, s), buf + lo + a, b - a));
-        split_even(len, P, mod(i - s - 1, P), &a, &b);
-        RS_TRY(mesh_recv(m, left, HRING_TAG(rs, s), buf + lo + a, b - a, MESH_ADD));
-    }
-    if (round) {
-        split_even(len, P, mod(i + 1, P), &a, &b);
-        codec_round(&m->wire, buf + lo + a, b - a);
-    }
-    for (int s = 0; ag >= 0 && s < P - 1; s++) {
-        split_even(len, P, mod(i + 1 - s, P), &a, &b);
-        RS_TRY(mesh_send(m, right, HRING_TAG(ag, s), buf + lo + a, b - a));
-        split_even(len, P, mod(i - s, P), &a, &b);
-        RS_TRY(mesh_recv(m, left, HRING_TAG(ag, s), buf + lo + a, b - a, MESH_COPY));
-    }
-    return RS_OK;
-}
-
 static int hring_allreduce(Mesh *m, float *buf, size_t count) {
     const NodePlace *p = node_get();
     int G = p->per_node, M = p->nodes;
@@ -71,13 +43,14 @@ static int hring_allreduce(Mesh *m, float *buf, size_t count) {
     int node = m->rank / G, local = m->rank % G, base = node * G, right = base + mod(local + 1, G),
         left = base + mod(local - 1, G);
     /* 1. inside the node: this rank ends with the node's sum of chunk (local + 1) mod G */
-    RS_TRY(hring_ring(m, buf, 0, count, G, local, right, left, 0, -1, 0));
+    RS_TRY(mesh_ring(m, buf, count, G, local, right, left, HRING_TAG(0, 0), -1, 0));
     /* 2. that chunk all-reduced across the nodes, among the ranks of this local index */
     size_t lo, hi;
     split_even(count, G, mod(local + 1, G), &lo, &hi);
-    RS_TRY(hring_ring(m, buf, lo, hi - lo, M, node, mod(node + 1, M) * G + local, mod(node - 1, M) * G + local, 1, 2, 1));
+    RS_TRY(mesh_ring(m, buf + lo, hi - lo, M, node, mod(node + 1, M) * G + local, mod(node - 1, M) * G + local,
+                     HRING_TAG(1, 0), HRING_TAG(2, 0), 1));
     /* 3. inside the node: every chunk from its owner along the node's ring (rounded already) */
-    return hring_ring(m, buf, 0, count, G, local, right, left, -1, 3, 0);
+    return mesh_ring(m, buf, count, G, local, right, left, -1, HRING_TAG(3, 0), 0);
 }
 
 /* ---- the back end (engine/sync.h) ------------------------------------------------------------ */

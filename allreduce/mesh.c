@@ -6,6 +6,7 @@
 #include "../base/config.h"
 #include "../kernels/device.h"
 #include "../base/err.h"
+#include "../base/split.h"
 #include "../net/msg.h"
 #include "../base/log.h"
 #include "../base/mem.h"
@@ -158,8 +159,10 @@ static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, MsgFrame *data) {
     }
 }
 
-/* mesh_recv for any tag, the broadcast's among them. */
-static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op) {
+/* mesh_recv for any tag, the broadcast's among them, waiting until deadline (clock_now()'s
+ * seconds): 0 with the message taken, 1 when none came by then (*timed_out set, nothing
+ * reported), or RS_ERR_*. */
+static int mesh_get_until(Mesh *m, int peer, int tag, float *dst, size_t count, int op, double deadline) {
     if (peer < 0 || peer >= m->world || peer == m->rank)
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d cannot receive from rank %d (world %d)", m->name, m->rank, peer,
                         m->world);
@@ -170,12 +173,8 @@ static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op
             mesh_unkeep(m, i, &h, &data);
             return mesh_take(m, &h, &data, dst, count, op);
         }
-    double deadline = clock_now() + m->job.timeout;
     for (;;) {
         int rc = mesh_next(m, &h, &data, deadline);
-        if (rc == 1)
-            return rs_error(RS_ERR_PEER, "%s: rank %d got nothing from rank %d (tag %d) for %.0f s (is it alive? did it send?)",
-                            m->name, m->rank, peer, tag, m->job.timeout);
         if (rc != RS_OK) return rc;
         if ((int)h.from == peer && h.tag == tag && h.seq == m->seq) return mesh_take(m, &h, &data, dst, count, op);
         if (h.seq < m->seq) { /* from a finished collective: sent, but nobody asked for it */
@@ -187,9 +186,47 @@ static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op
     }
 }
 
+/* mesh_get_until the job's timeout from now: 0, or RS_ERR_PEER naming the peer that sent nothing. */
+static int mesh_get(Mesh *m, int peer, int tag, float *dst, size_t count, int op) {
+    int rc = mesh_get_until(m, peer, tag, dst, count, op, clock_now() + m->job.timeout);
+    if (rc == 1)
+        return rs_error(RS_ERR_PEER, "%s: rank %d got nothing from rank %d (tag %d) for %.0f s (is it alive? did it send?)",
+                        m->name, m->rank, peer, tag, m->job.timeout);
+    return rc;
+}
+
 int mesh_recv(Mesh *m, int peer, int tag, float *dst, size_t count, int op) {
     if (tag < 0) return rs_error(RS_ERR_RUNTIME, "%s: tag %d: tags are 0..2^31-1", m->name, tag);
     return mesh_get(m, peer, tag, dst, count, op);
+}
+
+int mesh_recv_within(Mesh *m, int peer, int tag, float *dst, size_t count, int op, int wait_ms) {
+    if (tag < 0) return rs_error(RS_ERR_RUNTIME, "%s: tag %d: tags are 0..2^31-1", m->name, tag);
+    int rc = mesh_get_until(m, peer, tag, dst, count, op, clock_now() + (wait_ms > 0 ? wait_ms : 0) / 1000.0);
+    return rc == 1 ? 0 : rc == RS_OK ? 1 : -rc;
+}
+
+static int mesh_mod(int x, int p) { return ((x % p) + p) % p; }
+
+int mesh_ring(Mesh *m, float *buf, size_t len, int P, int i, int right, int left, int rs_tag, int ag_tag, int round) {
+    size_t a, b;
+    for (int s = 0; rs_tag >= 0 && s < P - 1; s++) {
+        split_even(len, P, mesh_mod(i - s, P), &a, &b);
+        RS_TRY(mesh_send(m, right, rs_tag + s, buf + a, b - a));
+        split_even(len, P, mesh_mod(i - s - 1, P), &a, &b);
+        RS_TRY(mesh_recv(m, left, rs_tag + s, buf + a, b - a, MESH_ADD));
+    }
+    if (round) {
+        split_even(len, P, mesh_mod(i + 1, P), &a, &b);
+        codec_round(&m->wire, buf + a, b - a);
+    }
+    for (int s = 0; ag_tag >= 0 && s < P - 1; s++) {
+        split_even(len, P, mesh_mod(i + 1 - s, P), &a, &b);
+        RS_TRY(mesh_send(m, right, ag_tag + s, buf + a, b - a));
+        split_even(len, P, mesh_mod(i - s, P), &a, &b);
+        RS_TRY(mesh_recv(m, left, ag_tag + s, buf + a, b - a, MESH_COPY));
+    }
+    return RS_OK;
 }
 
 /* One collective: numbers it, runs the all-reduce (or the broadcast) on host memory. Leftover

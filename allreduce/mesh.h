@@ -89,6 +89,19 @@ int mesh_send(Mesh *m, int peer, int tag, const float *data, size_t count);
  * on a length mismatch or a library error. */
 int mesh_recv(Mesh *m, int peer, int tag, float *dst, size_t count, int op);
 
+/* mesh_recv waiting at most wait_ms (0: only what is already here): 1 with the message taken, 0
+ * when it has not come yet (ask again), or a negative RS_ERR_* (rs_errmsg() set). For an
+ * algorithm that must not block on one peer while others wait on it (a poll op). */
+int mesh_recv_within(Mesh *m, int peer, int tag, float *dst, size_t count, int op, int wait_ms);
+
+/* A ring over P members in which this rank is member i, its neighbours the ranks right and left,
+ * on the P segments of buf[0, len) (split_even): a reduce-scatter, tags rs_tag + step (none where
+ * rs_tag < 0), after which member i holds the sum of segment (i + 1) mod P; then an all-gather of
+ * those segments, tags ag_tag + step (none where ag_tag < 0). With round, member i's segment is
+ * rounded to m->wire between the two, so that every member copies the bits its owner keeps.
+ * Tags must leave room for P - 1 steps. 0, or the failed mesh call's status. */
+int mesh_ring(Mesh *m, float *buf, size_t len, int P, int i, int right, int left, int rs_tag, int ag_tag, int round);
+
 /* ---- Prototypes: the back end's ops (engine/sync.h) ---- */
 
 /* init for a back end called name whose all-reduce is fn: binds this rank's mailbox (flags:

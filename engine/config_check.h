@@ -34,4 +34,11 @@ size_t config_param_count(const Config *c);
  * nodes. 0, or RS_ERR_INPUT naming the option. */
 int config_nodes_check(const Config *c);
 
+/* Whether --hierarchical changes anything: at least two nodes of more than one rank each (on one
+ * node, or one rank a node, the machine-aware form is the flat one). The registry's shapes and a
+ * server that must know its workers' count (byteps's: one a machine) read the same rule. */
+static inline int config_hierarchy_applies(const Config *c) {
+    return c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1;
+}
+
 #endif

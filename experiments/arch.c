@@ -128,6 +128,7 @@ static const struct {
     {"byteps", cost_byteps},
     {"ring-hierarchical", cost_unmodelled},
     {"tree-hierarchical", cost_unmodelled},
+    {"byteps-hierarchical", cost_unmodelled},
 };
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_rows[a].name : "?"; }

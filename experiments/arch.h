@@ -18,6 +18,7 @@ typedef enum {
     ARCH_BYTEPS,        /* "byteps": a shard in every worker and k CPU servers */
     ARCH_RING_HIER,     /* "ring-hierarchical": reduce-scatter in the node, a ring over nodes, all-gather (Horovod's) */
     ARCH_TREE_HIER,     /* "tree-hierarchical": double binary trees over the nodes, a chain inside each (NCCL's) */
+    ARCH_BYTEPS_HIER,   /* "byteps-hierarchical": a machine reduces, then pushes as one worker (BytePS's) */
     ARCH_COUNT
 } Arch;
 
@@ -30,7 +31,11 @@ const char *arch_name(Arch a);
 int arch_parse(const char *name, Arch *out);
 
 /* Whether a is a parameter server of some kind (ps's placements, byteps): family "ps". */
-static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a == ARCH_PS_SHARDED || a == ARCH_PS_DEDICATED || a == ARCH_BYTEPS; }
+static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a == ARCH_PS_SHARDED || a == ARCH_PS_DEDICATED || a == ARCH_BYTEPS ||
+                                             a == ARCH_BYTEPS_HIER; }
+
+/* Whether a is BytePS's (flat, or a machine a worker). */
+static inline int arch_is_byteps(Arch a) { return a == ARCH_BYTEPS || a == ARCH_BYTEPS_HIER; }
 
 /* The coefficients of the alpha-beta model (experiments/predict.h has the derivations) for one
  * reduction of n_bytes over nranks ranks by architecture arch: t = alpha * *a + beta * *b.

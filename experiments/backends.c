@@ -91,7 +91,7 @@ static int check_byteps(const Config *c) {
     if (c->ps_servers < 0)
         return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d: the formulas cover 0 <= k <= n CPU servers",
                         c->ps_servers);
-    return c->nranks > 1 ? ps_byteps_check(c, c->nranks) : RS_OK;
+    return c->nranks > 1 ? ps_byteps_check(c, ps_byteps_machines(c, c->nranks)) : RS_OK;
 }
 
 static int check_student(const Config *c) {
@@ -116,13 +116,10 @@ static void shape_ps(const Config *c, BackendShape *s) {
 }
 
 /* nccl: ring all-reduce unless --nccl-algo tree. */
-/* Whether --hierarchical changes anything: at least two nodes of more than one rank each (on one
- * node, or one rank a node, the machine-aware form is the flat one). */
-static int hierarchy_applies(const Config *c) { return c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1; }
 
 /* The ring's machine-aware form: Horovod's hierarchical all-reduce. */
 static void shape_ring(const Config *c, BackendShape *s) {
-    if (hierarchy_applies(c)) {
+    if (config_hierarchy_applies(c)) {
         s->arch = ARCH_RING_HIER;
         s->ops = sync_ring_hierarchical();
     }
@@ -130,7 +127,7 @@ static void shape_ring(const Config *c, BackendShape *s) {
 
 /* The tree's machine-aware form: NCCL's trees over nodes. */
 static void shape_tree(const Config *c, BackendShape *s) {
-    if (hierarchy_applies(c)) {
+    if (config_hierarchy_applies(c)) {
         s->arch = ARCH_TREE_HIER;
         s->ops = sync_tree_hierarchical();
     }
@@ -140,7 +137,12 @@ static void shape_nccl(const Config *c, BackendShape *s) {
     if (!strcmp(c->nccl_algo, "tree")) s->arch = ARCH_TREE;
 }
 
+/* byteps's machine-aware form: the machine reduces, then pushes as one worker (BytePS's own). */
 static void shape_byteps(const Config *c, BackendShape *s) {
+    if (config_hierarchy_applies(c)) {
+        s->arch = ARCH_BYTEPS_HIER;
+        s->ops = sync_byteps_hierarchical();
+    }
     s->servers = c->ps_servers > 0 ? c->ps_servers : 0;
     if (s->servers) s->server_main = ps_byteps_server_main;
 }
@@ -158,7 +160,7 @@ static const Backend backends[] = {
      .consistency = 1, .shape = shape_ps,
      .help = "a ZeroMQ parameter server: colocated in rank 0 (DataParallel), dedicated or sharded"},
     {.name = "byteps", .family = "ps", .arch = ARCH_BYTEPS, .ops = sync_byteps, .check = check_byteps,
-     .shape = shape_byteps,
+     .hierarchical = 1, .shape = shape_byteps,
      .help = "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in the paper's optimal split"},
     {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student,
      .check = check_student, .help = "lab 5: the all-reduce you write in allreduce/student.c"},
@@ -212,12 +214,13 @@ int backend_check(const Config *cfg) {
                                           "for the host tree)", cfg->nccl_algo, b->name);
         if (cfg->hierarchical && !b->hierarchical)
             return rs_error(RS_ERR_INPUT, "--hierarchical with --sync %s: %s has no machine-aware form here (--sync ring "
-                                          "has: Horovod's hierarchical all-reduce; --sync tree: NCCL's trees over nodes)",
+                                          "has: Horovod's hierarchical all-reduce; --sync tree: NCCL's trees over nodes; --sync byteps: BytePS's "
+                                          "machine-level reduce)",
                             b->name, b->name);
         if (cfg->hierarchical && !cfg->nodes)
             return rs_error(RS_ERR_INPUT, "--hierarchical without --nodes: the machine-aware algorithm needs machines; "
                                           "say how many the ranks are (--nodes M)");
-        if (cfg->hierarchical && cfg->nodes && cfg->nranks > 1 && !hierarchy_applies(cfg))
+        if (cfg->hierarchical && cfg->nodes && cfg->nranks > 1 && !config_hierarchy_applies(cfg))
             log_info("# --hierarchical on %d node%s of %d rank%s: that is the flat %s, which runs", cfg->nodes,
                      cfg->nodes == 1 ? "" : "s", cfg->nranks / cfg->nodes, cfg->nranks == cfg->nodes ? "" : "s", b->name);
         if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))

@@ -237,17 +237,18 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     if (o->placement[0] && !placed)
         return rs_error(RS_ERR_INPUT, "bench: --ps-placement %s with --sync %s: the placement is --sync ps's (byteps "
                                       "has a shard in every rank already)", o->placement, o->sync);
-    int serving = sh.arch == ARCH_PS_DEDICATED || sh.arch == ARCH_BYTEPS;
+    int byteps = arch_is_byteps(sh.arch), serving = sh.arch == ARCH_PS_DEDICATED || byteps;
+    int machines = ps_byteps_machines(c, world); /* byteps's n: a machine a worker under --hierarchical */
     if (o->servers_set && !serving)
         return rs_error(RS_ERR_INPUT, "bench: --ps-servers %d: server processes are --ps-placement dedicated's and "
                                       "--sync byteps's", o->servers);
     if (sh.arch == ARCH_PS_DEDICATED && o->servers_set && o->servers == 0)
         return rs_error(RS_ERR_INPUT, "bench: --ps-placement dedicated --ps-servers 0: at least one server process");
-    c->ps_servers = o->servers_set ? o->servers : sh.arch == ARCH_BYTEPS ? 0 : 1;
-    if (sh.arch == ARCH_BYTEPS && c->ps_servers > world)
-        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with %d workers: 0 <= k <= n CPU servers",
-                        c->ps_servers, world);
-    if (sh.arch == ARCH_BYTEPS && c->ps_servers > 0 && world == 1)
+    c->ps_servers = o->servers_set ? o->servers : byteps ? 0 : 1;
+    if (byteps && c->ps_servers > machines)
+        return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with %d %s: 0 <= k <= n CPU servers",
+                        c->ps_servers, machines, machines == world ? "workers" : "machines (--hierarchical)");
+    if (byteps && c->ps_servers > 0 && world == 1)
         return rs_error(RS_ERR_INPUT, "bench: --sync byteps --ps-servers %d with one worker: one worker needs no "
                                       "summation service (--ps-servers 0)", c->ps_servers);
     RS_TRY(backend_check(c)); /* the back end's own rules, as train's (experiments/backends.c) */
@@ -641,6 +642,10 @@ static void bench_print_header(Bench *b) {
     if (arch == ARCH_BYTEPS)
         printf("# byteps: a summation shard in every rank and %d CPU server process%s (--ps-servers)\n",
                b->cfg.ps_servers, b->cfg.ps_servers == 1 ? "" : "es");
+    if (arch == ARCH_BYTEPS_HIER)
+        printf("# byteps --hierarchical: each node's ranks reduce to its first, which pushes as one of %d workers to a "
+               "summation shard in every node's first rank and %d CPU server process%s, then sends the result to its "
+               "node\n", b->cfg.nodes, b->cfg.ps_servers, b->cfg.ps_servers == 1 ? "" : "es");
     size_t pk = config_partition_keys(&b->cfg);
     if (arch_is_server(arch) && pk)
         printf("# the all-reduce travels in partitions of %zu keys (--ps-partition-kb %s), each wholly on one server, "
@@ -821,8 +826,8 @@ static int bench_finish(Bench *b) {
             cJSON_AddStringToObject(cfg, "ps_partition_kb", b->cfg.ps_partition);
             cJSON_AddNumberToObject(cfg, "ps_partition_keys", (double)config_partition_keys(&b->cfg));
         }
-        if (arch_is_server(arch) && arch != ARCH_BYTEPS) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
-        if (arch == ARCH_BYTEPS || arch == ARCH_PS_DEDICATED)
+        if (arch_is_server(arch) && !arch_is_byteps(arch)) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
+        if (arch_is_byteps(arch) || arch == ARCH_PS_DEDICATED)
             cJSON_AddNumberToObject(cfg, "ps_servers", b->cfg.ps_servers);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);

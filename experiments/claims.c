@@ -179,7 +179,7 @@ static int series_keys(const ClaimsSet *s, const char *family, int (*pred)(const
  * dataparallel, global batch 512, mlp, --wire bf16, link 1gbit"), into buf. */
 static const char *series_name(const ClaimsRun *r, char *buf, size_t len) {
     size_t k = (size_t)snprintf(buf, len, "%s", r->sync);
-    if (is_server(r) && r->arch != ARCH_BYTEPS) {
+    if (is_server(r) && !arch_is_byteps(r->arch)) {
         k += (size_t)snprintf(buf + k, len - k, " %s %s", r->placement, r->mode[0] ? r->mode : "push");
         if (r->arch == ARCH_PS_DEDICATED) k += (size_t)snprintf(buf + k, len - k, " x%d", r->servers);
     }
@@ -927,7 +927,7 @@ static int table1_outside(const ClaimsRun *r, const LinkSpec *l, double line_s, 
  * outnumber its host's cores: then a step also waits for a core, which Table 1 leaves out. 0 where
  * every process had a core, or the cores are unknown. */
 static int run_crowded(const ClaimsRun *r) {
-    int procs = r->ranks + (r->arch == ARCH_PS_DEDICATED || r->arch == ARCH_BYTEPS ? r->servers : 0);
+    int procs = r->ranks + (r->arch == ARCH_PS_DEDICATED || arch_is_byteps(r->arch) ? r->servers : 0);
     return r->cores > 0 && procs > r->cores ? procs : 0;
 }
 

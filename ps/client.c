@@ -416,8 +416,10 @@ static int ps_health(void *state) {
 int ps_byteps_check(const Config *cfg, int world) {
     int k = cfg->ps_servers;
     if (k < 0 || k > world)
-        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with %d workers: the formulas cover 0 <= k <= n "
-                                      "CPU servers", k, world);
+        return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with %d %s: the formulas cover 0 <= k <= n "
+                                      "CPU servers", k, world,
+                        cfg->hierarchical && cfg->nodes == world ? "machines (a worker each under --hierarchical)"
+                                                                  : "workers");
     if (world == 1 && k > 0)
         return rs_error(RS_ERR_INPUT, "--sync byteps --ps-servers %d with one worker: the split's n^2 + kn - 2k is 0 at "
                                       "n = k = 1 (one worker needs no summation service: --ps-servers 0)", k);

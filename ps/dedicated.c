@@ -62,9 +62,10 @@ static int server_run(const Config *cfg, const RankEnv *env, size_t nparams, con
         goto err;
     }
     /* byteps: the workers' shards come first (none at k = n), this process's after them */
-    ShardWeights w = byteps ? shard_byteps(env->world, K) : shard_even(K);
+    int nworkers = byteps ? ps_byteps_machines(cfg, env->world) : env->world; /* byteps: one worker a machine */
+    ShardWeights w = byteps ? shard_byteps(nworkers, K) : shard_even(K);
     int sid = id + (byteps ? w.lead : 0);
-    if (byteps && (rc = ps_byteps_check(cfg, env->world)) != RS_OK) goto err;
+    if (byteps && (rc = ps_byteps_check(cfg, nworkers)) != RS_OK) goto err;
     if (!byteps && nparams && (rc = shard_weighted_check(nparams, &w)) != RS_OK) goto err; /* byteps: per bucket */
     if ((rc = device_open(&dev, "cpu", 0, NULL)) != RS_OK) goto err;
     kernels_cpu_set_threads(1);
@@ -95,7 +96,7 @@ static int server_run(const Config *cfg, const RankEnv *env, size_t nparams, con
     }
     PsServerArgs a = {.cfg = cfg, .dev = &dev, .zctx = zctx, .addr = addr, .token = env->token, .id = sid,
                       .nservers = w.K, .weights = w, .per_bucket = byteps, .striped = part_keys > 0,
-                      .nworkers = env->world, .nparams = nparams, .buckets = buckets, .nbuckets = np, .colocated = 0,
+                      .nworkers = nworkers, .nparams = nparams, .buckets = buckets, .nbuckets = np, .colocated = 0,
                       .timeout = cfg->timeout, .trace = trace};
     if ((rc = ps_server_create(&s, &a)) != RS_OK) goto err;
     size_t need = job ? strlen(job) + 1 : config_canonical(cfg, NULL, 0) + 1;

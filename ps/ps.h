@@ -9,6 +9,7 @@
 /* The back ends of this floor, as the registry (experiments/backends.c) finds them. */
 const SyncOps *sync_ps(void);     /* ps/client.c (rank 0 may host the colocated server) */
 const SyncOps *sync_byteps(void); /* ps/client.c: BytePS's split over worker shards and k servers */
+const SyncOps *sync_byteps_hierarchical(void); /* ps/hbyteps.c: the same, one worker a machine (--hierarchical) */
 
 /* The "ps" back end is sync_ps() (ps/client.c): with --ps-placement colocated
  * rank 0 also runs the server in a thread of its own; with --ps-placement sharded every rank runs
@@ -23,6 +24,11 @@ const SyncOps *sync_byteps(void); /* ps/client.c: BytePS's split over worker sha
  * refuses the same where -n gives the world; the launcher, every worker and server re-check with
  * the job's). */
 int ps_byteps_check(const Config *cfg, int world);
+
+/* BytePS's n for a job of world workers: the machines (--nodes M) under --hierarchical, where M
+ * nodes of more than one rank each make the machine-level reduce (ps/hbyteps.c) the back end;
+ * else world (every rank a worker). What the workers' split and every CPU server count by. */
+int ps_byteps_machines(const Config *cfg, int world);
 
 /* DataParallel's step (--ps-mode dataparallel, ps/dataparallel.c): rank 0 scatters the global
  * batch and its parameters, gathers the logits, computes the loss and scatters its gradient,

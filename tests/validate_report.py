@@ -28,7 +28,7 @@ DIST = ["median", "p95", "min", "max", "mean"]
 # backend.architecture and its family, as train's registry names them (experiments/backends.c)
 ARCHITECTURES = {"none": "none", "ring": "allreduce", "tree": "allreduce", "student": "allreduce", "ps-colocated": "ps",
                  "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps",
-                 "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce"}
+                 "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce", "byteps-hierarchical": "ps"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 
@@ -283,7 +283,7 @@ def check_backend(c, rep, cfg, key="sync"):
     c.expect(fam == ARCHITECTURES.get(arch, fam), "backend.family", "%r for architecture %r (expected %r)"
              % (fam, arch, ARCHITECTURES.get(arch)))
     k = c.nonneg(b, "servers", "backend", "int")
-    c.expect(k == 0 or arch in ("ps-dedicated", "byteps"), "backend.servers", "%s server processes for architecture %r"
+    c.expect(k == 0 or arch in ("ps-dedicated", "byteps", "byteps-hierarchical"), "backend.servers", "%s server processes for architecture %r"
              % (k, arch))
     ls = c.get(b, "lockstep", "backend", "bool")
     how = cfg.get("ps-consistency", "sync")
@@ -569,6 +569,12 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
         k = b.get("servers", 0)
         per = 2 * n * (n - 1) / (n * n + k * n - 2 * k) * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
+    elif arch == "byteps-hierarchical" and n > 1:
+        # one worker a machine: each node's first rank carries BytePS's figures for n = M machines;
+        # the node's other ranks only the node's own messages
+        m, k = cfg.get("nodes") or 1, b.get("servers", 0)
+        per = 2 * m * (m - 1) / (m * m + k * m - 2 * k) * G * steps if m > 1 else 0
+        floors = {e.get("rank"): (per, per) for e in workers if isinstance(e.get("rank"), int) and e["rank"] % (n // m) == 0}
     elif arch == "ps-colocated" and cfg.get("ps-mode") == "dataparallel":
         # every other rank pushes its gradient and receives the replicate each step; rank 0 the rest
         floors = {e.get("rank"): (G * steps, G * steps) for e in workers if e.get("rank") != 0}
@@ -590,8 +596,9 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
             t = e.get("_traffic")
             if t:
                 floor = n * G * steps / K
-                if arch == "byteps":
-                    floor = n * 2 * (n - 1) / (n * n + K * n - 2 * K) * G * steps
+                if arch in ("byteps", "byteps-hierarchical"):
+                    m = (cfg.get("nodes") or n) if arch == "byteps-hierarchical" else n
+                    floor = m * 2 * (m - 1) / (m * m + K * m - 2 * K) * G * steps
                 for key in ("bytes_sent", "bytes_received"):
                     c.expect(t[key] >= 0.9 * floor, "ranks[server %s].traffic.%s" % (e.get("server"), key),
                              "%d bytes, below its shard of every worker's gradient over %d steps (%d)"

@@ -81,15 +81,17 @@ done
 #     each way, counted as the difference of a 12-step and a 6-step run
 M1="--layers 784,64,10 --train-samples 2048 --eval-samples 64 --seed 3 --quiet --timeout 30"
 $BIN train --sync none --batch 96 $M1 --steps 12 --report $T/one.json --save-params $T/one.bin >$T/one.log 2>&1 || bad "N=1 baseline" "$(tail -n 3 $T/one.log)"
-for sync in ring tree; do
+for sync in ring tree byteps; do
 for mg in 2x2 3x2 2x3; do
-    m=${mg%x*}; g=${mg#*x}; n=$((m * g))
-    if $BIN train -n $n --nodes $m --hierarchical --sync $sync --global-batch 96 $M1 --steps 12 --report $T/h12.json --save-params $T/h.bin >$T/h.log 2>&1 \
-        && $BIN train -n $n --nodes $m --hierarchical --sync $sync --global-batch 96 $M1 --steps 6 --report $T/h6.json >>$T/h.log 2>&1; then
+    m=${mg%x*}; g=${mg#*x}; n=$((m * g)) extra=""
+    [ $sync = byteps ] && extra="--ps-servers 1"
+    if $BIN train -n $n --nodes $m --hierarchical --sync $sync $extra --global-batch 96 $M1 --steps 12 --report $T/h12.json --save-params $T/h.bin >$T/h.log 2>&1 \
+        && $BIN train -n $n --nodes $m --hierarchical --sync $sync $extra --global-batch 96 $M1 --steps 6 --report $T/h6.json >>$T/h.log 2>&1; then
         check "$sync --hierarchical ${m}x$g == one rank" $PY tests/compare_runs.py $T/one.json $T/h12.json --params $T/one.bin $T/h.bin --tol 1e-5
         a=$(nic_bytes $T/h12.json) b=$(nic_bytes $T/h6.json)
         # the ring: 2(M-1)/M of the gradient each way; the trees over nodes: what a rank of the flat
-        # trees over M ranks carries, half the gradient a tree for each neighbour (n on 2 nodes)
+        # trees over M ranks carries, half the gradient a tree for each neighbour (n on 2 nodes);
+        # byteps: BytePS's worker link with n = M machines and k = 1, 2M(M-1)/(M^2 + M - 2)
         $PY - "$a" "$b" $m $grad $sync <<'EOF' && ok "$sync --hierarchical ${m}x$g: each NIC carries its formula's bytes a step each way ($a)" || bad "hierarchical NIC bytes $sync ${m}x$g" "$a / $b"
 import sys
 sys.path.insert(0, "tests")
@@ -99,6 +101,8 @@ m, grad, sync = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 for node in a:
     if sync == "ring":
         want = 2 * (m - 1) / m * grad
+    elif sync == "byteps":
+        want = 2 * m * (m - 1) / (m * m + m - 2) * grad
     else:
         want = sum((tree_links(m, node, t)[0] >= 0) + len(tree_links(m, node, t)[1]) for t in (0, 1)) * grad / 2
     for d in (0, 1):
@@ -119,9 +123,11 @@ $BIN train -n 2 --nodes 2 --hierarchical --sync ring $SMALL --report $T/flat1.js
     && ok "--hierarchical at one rank a node runs the flat ring and says so" || bad "--hierarchical at G = 1" "$(tail -n 3 $T/flat1.log)"
 
 # the hierarchical forms' sums exact at every size from one float to 16 MiB, at 2x2, 3x2 and 4x2
-for sync in ring tree; do for nm in "4 2" "6 3" "8 4"; do
+for sync in ring tree byteps; do for nm in "4 2" "6 3" "8 4"; do
     set -- $nm
-    $BIN bench -n $1 --nodes $2 --sync $sync --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
+    extra=""
+    [ $sync = byteps ] && extra="--ps-servers $(($2 / 2))"   # k = 1, 1, 2 CPU servers beside the shards
+    $BIN bench -n $1 --nodes $2 --sync $sync $extra --hierarchical -b 4 -e 16M -f 16 -w 0 -i 1 --report $T/hb.json >$T/hb.log 2>&1 \
         && grep -q "wrong elements : 0 OK" $T/hb.log && ok "bench $sync --hierarchical -n $1 --nodes $2: every element exact up to 16 MiB" \
         || bad "bench $sync --hierarchical -n $1 --nodes $2" "$(tail -n 4 $T/hb.log)"
 done; done
@@ -152,6 +158,8 @@ grep -q -- "--intra-link 'fast'" $T/last.log && ok "a malformed --intra-link is 
 expect_status "--hierarchical without --nodes" 2 $BIN train -n 4 --hierarchical --sync ring $SMALL --report $T/bad.json
 expect_status "--hierarchical with --sync ps" 2 $BIN train -n 4 --nodes 2 --hierarchical --sync ps $SMALL --report $T/bad.json
 grep -q "no machine-aware form" $T/last.log && ok "a back end without a hierarchical form is named" || bad "--hierarchical ps" "$(cat $T/last.log)"
+expect_status "byteps --hierarchical with more CPU servers than machines" 2 $BIN train -n 4 --nodes 2 --hierarchical --sync byteps --ps-servers 3 $SMALL --report $T/bad.json
+grep -q -- "--ps-servers 3 with 2 machines" $T/last.log && ok "byteps --hierarchical counts its workers by machine" || bad "byteps --hierarchical k > M" "$(cat $T/last.log)"
 expect_status "--nodes with --transport shm" 2 $BIN train -n 4 --nodes 2 --transport shm $SMALL --report $T/bad.json
 expect_status "bench --nodes 3 -n 4" 2 $BIN bench -n 4 --nodes 3 --sync ring -b 1K -e 1K
 [ ! -e $T/bad.json ] && ok "no report from a refused run" || bad "refused runs" "a report was written"
