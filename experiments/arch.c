@@ -8,78 +8,100 @@
 
 /* ---- cost models (experiments/predict.h has the derivations) ---- */
 
-static int cost_none(int servers, int nranks, int pipelined, double n, double *a, double *b) {
+/* The cost models price the busiest network interface: a rank's own (every rank a machine), or
+ * under nodes (M machines of G = N / M ranks, --nodes) the node's one NIC, which all its ranks'
+ * traffic to other nodes shares. The fabric inside a node is taken as unpaced: its bytes cost
+ * nothing, its rounds of messages are counted apart (arch_node_rounds). Top is one cost call's
+ * shape of the job. */
+typedef struct {
+    int servers, N, M, G, pipelined;
+} Top;
+
+static Top top_of(int servers, int nranks, int nodes, int pipelined) {
+    Top t = {servers, nranks, nranks, 1, pipelined};
+    if (nodes > 1 && nodes < nranks && nranks % nodes == 0) t.M = nodes, t.G = nranks / nodes;
+    return t;
+}
+
+static int cost_none(const Top *t, double n, double *a, double *b) {
+    (void)t, (void)n;
     *a = *b = 0;
     return 0;
 }
 
-/* Ring all-reduce: reduce-scatter then all-gather, N-1 steps each, n/N bytes a step. */
-static int cost_ring(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks;
+/* Ring all-reduce: reduce-scatter then all-gather, N-1 steps each, n/N bytes a step. On nodes the
+ * ranks go round in order, so a node's NIC carries what one rank's own would. */
+static int cost_ring(const Top *t, double n, double *a, double *b) {
+    double N = t->N;
     *a = *b = 0;
-    if (nranks < 2) return 0;
+    if (t->N < 2) return 0;
     *a = 2 * (N - 1);
     *b = 2 * (N - 1) / N * n;
     return 0;
 }
 
-/* Double binary trees (allreduce/tree.h): an up phase then a down phase, each as many rounds of
- * messages as the trees are deep (the first chunk's way; later chunks follow it in the pipeline),
- * and each as long as its busiest rank's link one way: a rank receives from its children what it
- * sends down to them, and sends to its parents what it receives from them, half of n per tree, so
- * a phase moves max over ranks of max(children, parents) x n/2 on the busiest link: n for large N
- * (an inner node: 2 children in one tree, a parent in both), n/2 at N = 2. */
-static int cost_tree(int servers, int nranks, int pipelined, double n, double *a, double *b) {
+/* Double binary trees (allreduce/tree.h) over N ranks, ranks r on node r / G: an up phase then a
+ * down phase, each as many rounds of messages as the trees are deep (the first chunk's way; later
+ * chunks follow it in the pipeline), and each as long as its busiest NIC one way: in the up
+ * phase a node sends, half of n a tree, for each of its ranks whose parent is on another node, and
+ * receives for each child on another node (the down phase the reverse). With a node a rank, that
+ * is the busiest rank's max(children, parents) x n/2: n for large N (an inner node: 2 children
+ * in one tree, a parent in both), n/2 at N = 2. */
+static int cost_tree_over(int N, int G, double n, double *a, double *b) {
     *a = *b = 0;
-    if (nranks < 2) return 0;
-    int busiest = 0;
-    for (int r = 0; r < nranks; r++) {
-        int kids = 0, parents = 0;
-        for (int t = 0; t < 2; t++) {
-            TreeLinks l;
-            tree_links(nranks, r, t, &l);
-            kids += (l.child[0] >= 0) + (l.child[1] >= 0);
-            parents += l.parent >= 0;
-        }
-        int most = kids > parents ? kids : parents;
+    if (N < 2) return 0;
+    int busiest = 0, M = N / G;
+    for (int node = 0; node < M; node++) {
+        int out = 0, in = 0;
+        for (int r = node * G; r < (node + 1) * G; r++)
+            for (int t = 0; t < 2; t++) {
+                TreeLinks l;
+                tree_links(N, r, t, &l);
+                out += l.parent >= 0 && l.parent / G != node;
+                for (int c = 0; c < 2; c++) in += l.child[c] >= 0 && l.child[c] / G != node;
+            }
+        int most = out > in ? out : in;
         if (most > busiest) busiest = most;
     }
-    *a = 2.0 * tree_depth(nranks);
+    *a = 2.0 * tree_depth(N);
     *b = 2.0 * busiest * n / 2;
     return 0;
 }
 
-/* A parameter server: colocated (rank 0's link carries every other rank's push and pull), K
- * dedicated servers (a push and a pull; the busier of a worker's and a server's link bounds), or
- * sharded, a shard in every worker (each link carries the ring's 2(N-1)/N n, in N-1 messages each
- * way sent at once: a push round and a pull round). Pipelined (partitions, --ps-partition-kb:
- * every partition answered as soon as it is in, so the pulls leave while the pushes still come
- * in on a full-duplex link) the two rounds overlap and the bytes term is the busiest link's one
- * way, BytePS's Table 1: colocated (N-1) n, dedicated max(n, N n / K); sharded's push and pull
- * share each direction already, 2(N-1)/N n either way. */
-static int cost_ps_colocated(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks;
+static int cost_tree(const Top *t, double n, double *a, double *b) { return cost_tree_over(t->N, t->G, n, a, b); }
+
+/* A parameter server: colocated (rank 0's NIC carries every other node's ranks' push and pull,
+ * (N - G) n, and each other node's NIC its own G ranks', G n), K dedicated servers (a push and a
+ * pull; the busier of a worker node's NIC, G n, and a server's, N n / K, bounds), or sharded, a
+ * shard in every worker (each NIC carries G(N - G)/N n each way, the ring's 2(N-1)/N n at G = 1,
+ * in N-1 messages each way sent at once: a push round and a pull round). Pipelined (partitions,
+ * --ps-partition-kb: every partition answered as soon as it is in, so the pulls leave while the
+ * pushes still come in on a full-duplex link) the two rounds overlap and the bytes term is the
+ * busiest link's one way, BytePS's Table 1: colocated (N-1) n, dedicated max(n, N n/K); sharded's
+ * push and pull share each direction already, 2(N-1)/N n either way. */
+static int cost_ps_colocated(const Top *t, double n, double *a, double *b) {
+    double N = t->N, G = t->G;
     *a = *b = 0;
-    if (nranks < 2) return 0;
+    if (t->N < 2) return 0;
     *a = 2 * (N - 1);
-    *b = (pipelined ? 1 : 2) * (N - 1) * n;
+    *b = (t->pipelined ? 1 : 2) * fmax(N - G, G) * n;
     return 0;
 }
 
 /* a shard in every worker: the ring's bytes, in one round each way */
-static int cost_ps_sharded(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks;
+static int cost_ps_sharded(const Top *t, double n, double *a, double *b) {
+    double N = t->N, G = t->G;
     *a = *b = 0;
-    if (nranks < 2) return 0;
+    if (t->N < 2) return 0;
     *a = 2;
-    *b = 2 * (N - 1) / N * n;
+    *b = 2 * G * (N - G) / N * n;
     return 0;
 }
 
-static int cost_ps_dedicated(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks, K = servers > 0 ? servers : 1, server_link = N * n / K;
+static int cost_ps_dedicated(const Top *t, double n, double *a, double *b) {
+    double N = t->N, K = t->servers > 0 ? t->servers : 1, server_link = N * n / K, worker_link = t->G * n;
     *a = 2;
-    *b = (pipelined ? 1 : 2) * (n > server_link ? n : server_link);
+    *b = (t->pipelined ? 1 : 2) * fmax(worker_link, server_link);
     return 0;
 }
 
@@ -92,31 +114,47 @@ static int cost_ps_dedicated(int servers, int nranks, int pipelined, double n, d
  * 2N(N-1)/W n = N x n, is the limit where one bucket's pull overlaps the next one's push (both
  * directions busy at once); one bucket's rounds do not overlap. Pipelined (partitions) they do: a
  * worker's link then carries its pushes and its shard's answers, (1 - y) n + (N-1) y n, each way
- * at once, a CPU server's N x n, and the bytes term is the larger: Table 1's line. */
-static int cost_byteps(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    double N = nranks, k = servers, W = N * N + k * N - 2 * k;
+ * at once, a CPU server's N x n, and the bytes term is the larger: Table 1's line. On nodes of G
+ * a node's NIC carries its G workers' pushes to the shards and servers of other nodes,
+ * G((N - G) y + k x) n, and its G shards' intake from the other nodes' workers, G(N - G) y n. */
+static int cost_byteps(const Top *t, double n, double *a, double *b) {
+    double N = t->N, G = t->G, k = t->servers, W = N * N + k * N - 2 * k;
     *a = *b = 0;
-    if (servers < 0 || servers > nranks || (nranks == 1 && servers > 0)) return -1;
-    if (nranks < 2) return 0;
-    double y = (N - k) / W, x = 2 * (N - 1) / W, worker = fmax(1 - y, (N - 1) * y), server = k > 0 ? N * x : 0;
+    if (t->servers < 0 || t->servers > t->N || (t->N == 1 && t->servers > 0)) return -1;
+    if (t->N < 2) return 0;
+    double y = (N - k) / W, x = 2 * (N - 1) / W, push = G * ((N - G) * y + k * x), shard = G * (N - G) * y;
+    double server = k > 0 ? N * x : 0;
     *a = 2;
-    *b = pipelined ? fmax((1 - y) + (N - 1) * y, server) * n : 2 * fmax(worker, server) * n;
+    *b = t->pipelined ? fmax(push + shard, server) * n : 2 * fmax(fmax(push, shard), server) * n;
     return 0;
 }
 
-/* An architecture whose cost the one-link model cannot price: the hierarchical ring's steps inside
- * a node take the node's fabric and the others the NIC, two links the alpha-beta model of one
- * link does not have. */
-static int cost_unmodelled(int servers, int nranks, int pipelined, double n, double *a, double *b) {
-    *a = *b = 0;
-    return -1;
+/* The machine-aware forms (--hierarchical), priced on the NIC as their flat counterparts over the
+ * M machines are, plus their rounds inside the node (arch_node_rounds). Horovod's hierarchical
+ * ring: G rings over the M nodes on n/G each, 2(M-1) rounds, 2(M-1)/M n through each NIC. */
+static int cost_ring_hier(const Top *t, double n, double *a, double *b) {
+    Top m = *t;
+    m.N = t->M, m.G = 1;
+    return cost_ring(&m, n, a, b);
+}
+
+/* NCCL's trees over nodes: the double binary trees over the M nodes (a node's head and tail the
+ * only ranks on the network): the flat trees' figures over M. */
+static int cost_tree_hier(const Top *t, double n, double *a, double *b) { return cost_tree_over(t->M, 1, n, a, b); }
+
+/* BytePS's machine-level reduce: the flat byteps with n = M machines. */
+static int cost_byteps_hier(const Top *t, double n, double *a, double *b) {
+    Top m = *t;
+    m.N = t->M, m.G = 1;
+    if (t->servers > t->M) return *a = *b = 0, -1;
+    return cost_byteps(&m, n, a, b);
 }
 
 /* Each architecture's report name and cost model (lab 5's all-reduce is priced as the ring it
  * should be), in Arch's order. */
 static const struct {
     const char *name;
-    int (*cost)(int servers, int nranks, int pipelined, double n, double *a, double *b);
+    int (*cost)(const Top *t, double n, double *a, double *b);
 } arch_rows[ARCH_COUNT] = {
     {"none", cost_none},
     {"ring", cost_ring},
@@ -126,9 +164,9 @@ static const struct {
     {"ps-sharded", cost_ps_sharded},
     {"ps-dedicated", cost_ps_dedicated},
     {"byteps", cost_byteps},
-    {"ring-hierarchical", cost_unmodelled},
-    {"tree-hierarchical", cost_unmodelled},
-    {"byteps-hierarchical", cost_unmodelled},
+    {"ring-hierarchical", cost_ring_hier},
+    {"tree-hierarchical", cost_tree_hier},
+    {"byteps-hierarchical", cost_byteps_hier},
 };
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_rows[a].name : "?"; }
@@ -139,10 +177,23 @@ int arch_parse(const char *name, Arch *out) {
     return -1;
 }
 
-int arch_cost(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b) {
+int arch_cost(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double *a, double *b) {
     *a = *b = 0;
     if (arch < 0 || arch >= ARCH_COUNT) return -1;
-    return arch_rows[arch].cost(servers, nranks, pipelined, n_bytes, a, b);
+    Top t = top_of(servers, nranks, nodes, pipelined);
+    return arch_rows[arch].cost(&t, n_bytes, a, b);
+}
+
+int arch_node_rounds(Arch arch, int nranks, int nodes) {
+    Top t = top_of(0, nranks, nodes, 0);
+    int G = t.G;
+    if (G < 2) return 0;
+    switch (arch) {
+    case ARCH_RING_HIER: return 2 * (G - 1);     /* the reduce-scatter and the all-gather inside */
+    case ARCH_TREE_HIER: return 2 * (G - 1);     /* up the chain and down it */
+    case ARCH_BYTEPS_HIER: return (G - 1) + 2;   /* the reduce-scatter, the chunks to the root, the parameters back */
+    default: return 0;                           /* the flat forms' rounds are all the NIC's (or take its pace) */
+    }
 }
 
 double arch_wire_ratio(Arch arch, const char *wire) { return codec_wire_ratio(wire, arch_is_server(arch)); }

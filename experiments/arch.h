@@ -38,11 +38,19 @@ static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a ==
 static inline int arch_is_byteps(Arch a) { return a == ARCH_BYTEPS || a == ARCH_BYTEPS_HIER; }
 
 /* The coefficients of the alpha-beta model (experiments/predict.h has the derivations) for one
- * reduction of n_bytes over nranks ranks by architecture arch: t = alpha * *a + beta * *b.
- * servers: the dedicated ps's K, byteps's k (the others ignore it); pipelined: a server answers
- * partitions as they come in. 0, or -1 for an architecture or server count the model does not
- * cover (*a = *b = 0). */
-int arch_cost(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
+ * reduction of n_bytes over nranks ranks by architecture arch: t = alpha * *a + beta * *b, priced
+ * on the busiest network interface. nodes: the ranks are that many machines of nranks / nodes
+ * ranks behind one NIC each (--nodes; 0 or 1, or a count that does not divide: every rank a
+ * machine of its own); the fabric inside a node is taken as unpaced (arch_node_rounds counts its
+ * rounds). servers: the dedicated ps's K, byteps's k (the others ignore it); pipelined: a server
+ * answers partitions as they come in. 0, or -1 for an architecture or server count the model does
+ * not cover (*a = *b = 0). */
+int arch_cost(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double *a, double *b);
+
+/* The rounds of messages one reduction by arch takes inside the node, over the fabric, beside
+ * arch_cost's rounds on the NIC: the machine-aware forms' node phases (0 for the flat forms, and
+ * without nodes). */
+int arch_node_rounds(Arch arch, int nranks, int nodes);
 
 /* Bytes on the wire per fp32 byte of gradient for architecture arch under --wire wire (base/
  * codec.h's codec_wire_ratio): a parameter server's replies carry the parameters in their own

@@ -89,7 +89,7 @@ static double run_bucket_bytes(const ClaimsRun *r) {
 /* The rounds of messages a step takes: the alpha coefficient of the back end's cost model summed
  * over its buckets (experiments/predict.h); negative for a back end without one. */
 static double run_rounds(const ClaimsRun *r) {
-    return predict_step_comm(r->arch, r->servers, r->ranks, 0, r->grad_bytes,
+    return predict_step_comm(r->arch, r->servers, r->ranks, r->nodes, 0, r->grad_bytes,
                              run_bucket_bytes(r), 1, 0);
 }
 
@@ -1044,7 +1044,7 @@ static void claim8(const ClaimsSet *s, Claim *c) {
 /* Seconds per step the model gives run r's gradient as back end sync (its buckets, its wire) on
  * emulated link l: the link's latency plus the software's per message, 1/bandwidth per byte. */
 static double tree_pred(const ClaimsRun *r, Arch arch, const LinkSpec *l) {
-    return predict_step_comm(arch, 0, r->ranks, 0, r->grad_bytes, run_bucket_bytes(r), /* on the wire already */
+    return predict_step_comm(arch, 0, r->ranks, r->nodes, 0, r->grad_bytes, run_bucket_bytes(r), /* on the wire already */
                              l->latency_s + PREDICT_EMULATED_ALPHA_S, 1.0 / l->bytes_per_s);
 }
 

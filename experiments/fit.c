@@ -104,7 +104,9 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     Arch shape = fit_bench_arch(bench);
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cfg, "ps_partition_keys"); /* partitions: pipelined */
     int pipelined = cJSON_IsNumber(pk) && pk->valuedouble > 0;
-    if (predict_coeffs(shape, k, n, pipelined, 1024, &a, &b) != 0)
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(cfg, "nodes"); /* machines sharing a NIC each */
+    int m = cJSON_IsNumber(nodes) ? nodes->valueint : 0;
+    if (predict_coeffs(shape, k, n, m, pipelined, 1024, &a, &b) != 0)
         return rs_error(RS_ERR_INPUT, "%s: --sync %s (%s): no alpha-beta model for it in experiments/predict.h", name, sync, placement);
     FitGroup *g = fit_group(set, fit_transport(bench), link ? link : "");
     if (!g) return rs_error(RS_ERR_RUNTIME, "out of memory");
@@ -118,7 +120,7 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
     cJSON_ArrayForEach(row, rows) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "size_bytes"), *t = cJSON_GetObjectItemCaseSensitive(row, "time_us");
         if (!cJSON_IsNumber(s) || !cJSON_IsNumber(t) || !(t->valuedouble > 0) || !(s->valuedouble > 0)) continue;
-        predict_coeffs(shape, k, n, pipelined, s->valuedouble, &g->a[g->n], &g->b[g->n]);
+        predict_coeffs(shape, k, n, m, pipelined, s->valuedouble, &g->a[g->n], &g->b[g->n]);
         g->t[g->n] = t->valuedouble * 1e-6;
         g->size[g->n] = s->valuedouble;
         g->source[g->n] = g->nnames;

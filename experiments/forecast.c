@@ -371,11 +371,11 @@ static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     if (k < 0) return NAN;
     double wire = arch_wire_ratio(a->arch, codec_name(o->wire));
     double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
-    double t = predict_step_comm(a->arch, k, n, pipe, g, bucket, o->alpha, o->beta);
+    double t = predict_step_comm(a->arch, k, n, 0, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;
     double am, bm;
-    if (o->serial && predict_coeffs(a->arch, k, n, pipe, g, &am, &bm) == 0 && am > 0) {
-        double buckets = predict_step_comm(a->arch, k, n, pipe, g, bucket, 1, 0) / am;
+    if (o->serial && predict_coeffs(a->arch, k, n, 0, pipe, g, &am, &bm) == 0 && am > 0) {
+        double buckets = predict_step_comm(a->arch, k, n, 0, pipe, g, bucket, 1, 0) / am;
         t += (fc_serial_rounds(a, n, k, am) - am) * buckets * o->alpha;
     }
     return t;

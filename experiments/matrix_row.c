@@ -101,7 +101,7 @@ double matrix_row_predict(const MatrixSpec *m, const MatrixCell *c, const char *
         alpha += emu.latency_s;
         if (1.0 / emu.bytes_per_s > beta) beta = 1.0 / emu.bytes_per_s;
     }
-    double t = predict_step_comm(arch, g->ps_servers, g->nranks, config_partition_keys(g) > 0, n,
+    double t = predict_step_comm(arch, g->ps_servers, g->nranks, g->nodes, config_partition_keys(g) > 0, n,
                                  g->bucket_mb * 1048576.0 * eb / 4,
                                  alpha, beta);
     if (t >= 0 && backend_driver(g) && g->global_batch > 0) { /* DataParallel's step */

@@ -7,26 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-int predict_coeffs(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b) {
-    return arch_cost(arch, servers, nranks, pipelined, n_bytes, a, b);
+int predict_coeffs(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double *a, double *b) {
+    return arch_cost(arch, servers, nranks, nodes, pipelined, n_bytes, a, b);
 }
 
-double predict_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double alpha, double beta) {
+double predict_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double alpha, double beta) {
     double a, b;
-    if (predict_coeffs(arch, servers, nranks, pipelined, n_bytes, &a, &b) != 0) return -1;
-    return alpha * a + beta * b;
+    if (predict_coeffs(arch, servers, nranks, nodes, pipelined, n_bytes, &a, &b) != 0) return -1;
+    return alpha * a + beta * b + PREDICT_NODE_ALPHA_S * arch_node_rounds(arch, nranks, nodes);
 }
 
-double predict_step_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double bucket_bytes,
+double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double bucket_bytes,
                          double alpha, double beta) {
-    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes) return predict_comm(arch, servers, nranks, pipelined, n_bytes, alpha, beta);
+    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes) return predict_comm(arch, servers, nranks, nodes, pipelined, n_bytes, alpha, beta);
     /* DDP's buckets (engine/sync.h): the first at most 1 MiB, the others bucket_bytes */
     double first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
-    double t = predict_comm(arch, servers, nranks, pipelined, first, alpha, beta);
+    double t = predict_comm(arch, servers, nranks, nodes, pipelined, first, alpha, beta);
     if (t < 0) return -1;
     double left = n_bytes - first, full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
-    if (full > 0) t += full * predict_comm(arch, servers, nranks, pipelined, bucket_bytes, alpha, beta);
-    if (rest > 0) t += predict_comm(arch, servers, nranks, pipelined, rest, alpha, beta);
+    if (full > 0) t += full * predict_comm(arch, servers, nranks, nodes, pipelined, bucket_bytes, alpha, beta);
+    if (rest > 0) t += predict_comm(arch, servers, nranks, nodes, pipelined, rest, alpha, beta);
     return t;
 }
 
@@ -108,7 +108,7 @@ int predict_fit(Arch arch, int servers, int nranks, int pipelined, const double 
     if (!one) goto out;
     /* relative residuals: row i divided by t_i, so that every size counts alike */
     for (int i = 0; i < k; i++) {
-        if (!(times[i] > 0) || predict_coeffs(arch, servers, nranks, pipelined, sizes[i], &a[i], &b[i]) != 0) {
+        if (!(times[i] > 0) || predict_coeffs(arch, servers, nranks, 0, pipelined, sizes[i], &a[i], &b[i]) != 0) {
             free(one);
             goto out;
         }

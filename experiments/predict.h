@@ -47,6 +47,17 @@
  * machine's fits of ipc (54 us) and shm (34 us) put it, rounded (docs/matrix.md). */
 #define PREDICT_EMULATED_ALPHA_S 50e-6
 
+/* ---- Nodes ----
+ * Under --nodes (M machines of G ranks, one NIC each) the coefficients price the busiest NIC
+ * (experiments/arch.c): the flat ring's NIC carries a rank's 2(N-1)/N n; the flat trees' what
+ * their edges across nodes carry; a server's NIC G workers' pushes. The machine-aware forms are
+ * their flat counterparts over the M machines (ring-hierarchical 2(M-1) rounds and 2(M-1)/M n,
+ * tree-hierarchical the trees over M, byteps-hierarchical byteps with n = M), plus their rounds
+ * inside the node (arch_node_rounds: 2(G-1) for the ring's and the trees', G + 1 for byteps's),
+ * each at PREDICT_NODE_ALPHA_S: the fabric is taken as unpaced, so a round there costs the
+ * software's per-message time and its bytes nothing. */
+#define PREDICT_NODE_ALPHA_S PREDICT_EMULATED_ALPHA_S
+
 /* ---- Prototypes ---- */
 
 /* Fills *a and *b with the coefficients of alpha and beta for one reduction of n_bytes over
@@ -57,18 +68,18 @@
  * overlap (experiments/backends.c); the others ignore it. Returns 0, or -1 for an architecture
  * or server count the model does not cover (*a = *b = 0). The functions below take pipelined
  * alike. */
-int predict_coeffs(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double *a, double *b);
+int predict_coeffs(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double *a, double *b);
 
 /* Seconds one reduction of n_bytes takes under the model: alpha * A + beta * Bc (see above).
  * Returns a negative number for an architecture the model does not cover. */
-double predict_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double alpha, double beta);
+double predict_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double alpha, double beta);
 
 /* Seconds of communication per training step: the gradient (n_bytes) is reduced in DDP's
  * buckets (engine/sync.h: the first, the last layer's, at most min(1 MiB, bucket_bytes), the
  * others bucket_bytes, the last one smaller), each bucket one reduction; the sum over buckets.
  * With a bucket_bytes <= 0 the gradient is one bucket. Negative for an architecture the model
  * does not cover. The coefficients are the architectures' cost models (experiments/backends.c). */
-double predict_step_comm(Arch arch, int servers, int nranks, int pipelined, double n_bytes, double bucket_bytes,
+double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double bucket_bytes,
                          double alpha, double beta);
 
 /* Seconds per step of DataParallel's data messages through rank 0 (see above) for a global batch

@@ -8,10 +8,10 @@ static void test_ring_formula(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
     for (int N = 2; N <= 16; N *= 2) {
         double want = 2 * (N - 1) * al + 2.0 * (N - 1) / N * n * be;
-        CHECK_MSG(near(predict_comm(ARCH_RING, 1, N, 0, n, al, be), want), "N=%d", N);
-        CHECK(near(predict_comm(ARCH_RING, 1, N, 0, n, al, be), want));
+        CHECK_MSG(near(predict_comm(ARCH_RING, 1, N, 0, 0, n, al, be), want), "N=%d", N);
+        CHECK(near(predict_comm(ARCH_RING, 1, N, 0, 0, n, al, be), want));
     }
-    CHECK(predict_comm(ARCH_RING, 1, 1, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_RING, 1, 1, 0, 0, n, al, be) == 0);
 }
 
 /* The double binary trees, by hand from allreduce/tree.h's shapes: N = 2 (each rank the root of
@@ -20,43 +20,71 @@ static void test_ring_formula(void) {
  * children in tree 0 and a parent in both: n per phase). */
 static void test_tree_formula(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
-    CHECK(near(predict_comm(ARCH_TREE, 0, 2, 0, n, al, be), 2 * al + n * be));
-    CHECK(near(predict_comm(ARCH_TREE, 0, 3, 0, n, al, be), 4 * al + 2 * n * be));
-    CHECK(near(predict_comm(ARCH_TREE, 0, 8, 0, n, al, be), 6 * al + 2 * n * be));
-    CHECK(predict_comm(ARCH_TREE, 0, 1, 0, n, al, be) == 0);
+    CHECK(near(predict_comm(ARCH_TREE, 0, 2, 0, 0, n, al, be), 2 * al + n * be));
+    CHECK(near(predict_comm(ARCH_TREE, 0, 3, 0, 0, n, al, be), 4 * al + 2 * n * be));
+    CHECK(near(predict_comm(ARCH_TREE, 0, 8, 0, 0, n, al, be), 6 * al + 2 * n * be));
+    CHECK(predict_comm(ARCH_TREE, 0, 1, 0, 0, n, al, be) == 0);
     /* at 1024 ranks the tree's 20 latency steps against the ring's 2046 */
     double a, b;
-    CHECK(predict_coeffs(ARCH_TREE, 0, 1024, 0, n, &a, &b) == 0 && a == 20 && near(b, 2 * n));
+    CHECK(predict_coeffs(ARCH_TREE, 0, 1024, 0, 0, n, &a, &b) == 0 && a == 20 && near(b, 2 * n));
 }
 
 static void test_ps_formulas(void) {
     double al = 5e-6, be = 1e-9, n = 4e6;
     /* colocated: rank 0's link carries 2(N-1) n bytes */
-    CHECK(near(predict_comm(ARCH_PS_COLOCATED, 1, 4, 0, n, al, be), 6 * al + 6 * n * be));
-    CHECK(predict_comm(ARCH_PS_COLOCATED, 1, 1, 0, n, al, be) == 0);
+    CHECK(near(predict_comm(ARCH_PS_COLOCATED, 1, 4, 0, 0, n, al, be), 6 * al + 6 * n * be));
+    CHECK(predict_comm(ARCH_PS_COLOCATED, 1, 1, 0, 0, n, al, be) == 0);
     /* dedicated: 2 alpha + 2 max(n, N n / K) beta */
-    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 1, 4, 0, n, al, be), 2 * al + 2 * 4 * n * be));
-    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, n, al, be), 2 * al + 2 * 2 * n * be));
-    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 8, 4, 0, n, al, be), 2 * al + 2 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 1, 4, 0, 0, n, al, be), 2 * al + 2 * 4 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, 0, n, al, be), 2 * al + 2 * 2 * n * be));
+    CHECK(near(predict_comm(ARCH_PS_DEDICATED, 8, 4, 0, 0, n, al, be), 2 * al + 2 * n * be));
     /* sharded: the ring's bytes per link, one push round and one pull round */
-    CHECK(near(predict_comm(ARCH_PS_SHARDED, 1, 4, 0, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
-    CHECK(predict_comm(ARCH_PS_SHARDED, 1, 1, 0, n, al, be) == 0);
-    CHECK(predict_comm(ARCH_NONE, 1, 8, 0, n, al, be) == 0);
-    CHECK(predict_comm(ARCH_COUNT, 1, 8, 0, n, al, be) < 0);
-    CHECK(predict_comm((Arch)-1, 1, 8, 0, n, al, be) < 0);
-    CHECK(predict_comm(ARCH_BYTEPS, 9, 8, 0, n, al, be) < 0); /* more servers than workers */
+    CHECK(near(predict_comm(ARCH_PS_SHARDED, 1, 4, 0, 0, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
+    CHECK(predict_comm(ARCH_PS_SHARDED, 1, 1, 0, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_NONE, 1, 8, 0, 0, n, al, be) == 0);
+    CHECK(predict_comm(ARCH_COUNT, 1, 8, 0, 0, n, al, be) < 0);
+    CHECK(predict_comm((Arch)-1, 1, 8, 0, 0, n, al, be) < 0);
+    CHECK(predict_comm(ARCH_BYTEPS, 9, 8, 0, 0, n, al, be) < 0); /* more servers than workers */
+}
+
+/* Under --nodes the models price the busiest node's NIC: the flat ring as a rank's own, a server's
+ * worker NIC its G ranks' pushes, the machine-aware forms their flat counterparts over the M
+ * machines plus their rounds inside the node at the software's per-message cost. */
+static void test_nodes_formulas(void) {
+    double al = 5e-6, be = 1e-9, n = 4e6, a, b, nal = PREDICT_NODE_ALPHA_S;
+    /* every rank a node, or no nodes: the flat figures */
+    for (Arch x = ARCH_RING; x < ARCH_COUNT; x++)
+        CHECK_MSG(near(predict_comm(x, 2, 4, 4, 0, n, al, be), predict_comm(x, 2, 4, 0, 0, n, al, be)), "arch %s", arch_name(x));
+    CHECK(near(predict_comm(ARCH_RING, 0, 8, 2, 0, n, al, be), predict_comm(ARCH_RING, 0, 8, 0, 0, n, al, be)));
+    /* Horovod's: 2(M-1) rounds and 2(M-1)/M n on the NIC, 2(G-1) rounds inside */
+    CHECK(near(predict_comm(ARCH_RING_HIER, 0, 8, 2, 0, n, al, be), 2 * al + n * be + 6 * nal));
+    CHECK(near(predict_comm(ARCH_RING_HIER, 0, 12, 3, 0, n, al, be), 4 * al + 4.0 / 3 * n * be + 6 * nal));
+    CHECK(arch_node_rounds(ARCH_RING_HIER, 8, 2) == 6 && arch_node_rounds(ARCH_RING, 8, 2) == 0);
+    /* NCCL's trees over 2 nodes: n each way on the NIC, the chain of G inside */
+    CHECK(near(predict_comm(ARCH_TREE_HIER, 0, 8, 2, 0, n, al, be), 2 * al + n * be + 6 * nal));
+    /* BytePS at the machines: byteps with n = M, then G + 1 rounds inside */
+    for (int k = 0; k <= 4; k++)
+        CHECK_MSG(near(predict_comm(ARCH_BYTEPS_HIER, k, 8, 4, 0, n, al, be), predict_comm(ARCH_BYTEPS, k, 4, 0, 0, n, al, be) + 3 * nal),
+                  "k=%d", k);
+    CHECK(predict_comm(ARCH_BYTEPS_HIER, 5, 8, 4, 0, n, al, be) < 0); /* more CPU servers than machines */
+    /* flat servers on nodes: a worker node's NIC carries its G ranks' pushes */
+    CHECK(predict_coeffs(ARCH_PS_DEDICATED, 8, 8, 2, 0, n, &a, &b) == 0 && near(b, 2 * 4 * n));
+    CHECK(predict_coeffs(ARCH_PS_SHARDED, 0, 4, 2, 0, n, &a, &b) == 0 && near(b, 2 * n));
+    CHECK(predict_coeffs(ARCH_PS_COLOCATED, 1, 6, 3, 0, n, &a, &b) == 0 && near(b, 2 * 4 * n));
+    /* byteps flat on 2 nodes of 2, k = 0: the sharded figures (every rank a shard) */
+    CHECK(predict_coeffs(ARCH_BYTEPS, 0, 4, 2, 0, n, &a, &b) == 0 && near(b, 2 * n));
 }
 
 static void test_step_buckets(void) {
     double al = 1e-5, be = 2e-9, MiB = 1048576.0;
     double n = 2.5 * MiB;
     /* buckets of 1 MiB: two full, one of half a MiB */
-    double want = 2 * predict_comm(ARCH_RING, 1, 4, 0, MiB, al, be) +
-                  predict_comm(ARCH_RING, 1, 4, 0, 0.5 * MiB, al, be);
-    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, MiB, al, be), want));
+    double want = 2 * predict_comm(ARCH_RING, 1, 4, 0, 0, MiB, al, be) +
+                  predict_comm(ARCH_RING, 1, 4, 0, 0, 0.5 * MiB, al, be);
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, 0, n, MiB, al, be), want));
     /* one bucket when the bucket is larger than the gradient, or unset */
-    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, 25 * MiB, al, be), predict_comm(ARCH_RING, 1, 4, 0, n, al, be)));
-    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, n, 0, al, be), predict_comm(ARCH_RING, 1, 4, 0, n, al, be)));
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, 0, n, 25 * MiB, al, be), predict_comm(ARCH_RING, 1, 4, 0, 0, n, al, be)));
+    CHECK(near(predict_step_comm(ARCH_RING, 1, 4, 0, 0, n, 0, al, be), predict_comm(ARCH_RING, 1, 4, 0, 0, n, al, be)));
 }
 
 static void test_fit_exact(void) {
@@ -75,7 +103,7 @@ static void test_fit_exact(void) {
     /* ps dedicated recovers the same way */
     for (int i = 0; i < 8; i++) {
         sizes[i] = 4096.0 * (i + 1);
-        times[i] = predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, sizes[i], al, be);
+        times[i] = predict_comm(ARCH_PS_DEDICATED, 2, 4, 0, 0, sizes[i], al, be);
     }
     double fa, fb;
     CHECK(predict_fit(ARCH_PS_DEDICATED, 2, 4, 0, sizes, times, 8, &fa, &fb, NULL) == 0);
@@ -84,7 +112,7 @@ static void test_fit_exact(void) {
 
 static void test_fit_noisy_and_degenerate(void) {
     double sizes[6] = {1e3, 1e4, 1e5, 1e6, 1e7, 1e8}, times[6], al = 2e-5, be = 1e-9;
-    for (int i = 0; i < 6; i++) times[i] = predict_comm(ARCH_RING, 1, 4, 0, sizes[i], al, be) * (i % 2 ? 1.01 : 0.99);
+    for (int i = 0; i < 6; i++) times[i] = predict_comm(ARCH_RING, 1, 4, 0, 0, sizes[i], al, be) * (i % 2 ? 1.01 : 0.99);
     double fa = -1, fb = -1, rms = -1;
     CHECK(predict_fit(ARCH_RING, 1, 4, 0, sizes, times, 6, &fa, &fb, &rms) == 0);
     CHECK(fa >= 0 && fb > 0 && rms > 0);
@@ -119,6 +147,7 @@ int main(void) {
     RUN(test_ring_formula);
     RUN(test_tree_formula);
     RUN(test_ps_formulas);
+    RUN(test_nodes_formulas);
     RUN(test_step_buckets);
     RUN(test_fit_exact);
     RUN(test_fit_noisy_and_degenerate);

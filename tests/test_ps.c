@@ -534,30 +534,30 @@ static void test_byteps_cost(void) {
     CHECK(bp && !strcmp(bp->family, "ps") && bp->arch == ARCH_BYTEPS && arch_is_server(ARCH_BYTEPS));
     double a, b, a2, b2, n = 1e6;
     for (int N = 2; N <= 6; N++) {
-        CHECK(arch_cost(ARCH_BYTEPS, 0, N, 0, n, &a, &b) == 0 && arch_cost(ARCH_PS_SHARDED, 1, N, 0, n, &a2, &b2) == 0);
+        CHECK(arch_cost(ARCH_BYTEPS, 0, N, 0, 0, n, &a, &b) == 0 && arch_cost(ARCH_PS_SHARDED, 1, N, 0, 0, n, &a2, &b2) == 0);
         CHECK_MSG(a == 2 && fabs(b - b2) < 1e-6 * b2, "N %d k 0: %g, sharded %g", N, b, b2);
-        CHECK(arch_cost(ARCH_BYTEPS, N, N, 0, n, &a, &b) == 0 && arch_cost(ARCH_PS_DEDICATED, N, N, 0, n, &a2, &b2) == 0);
+        CHECK(arch_cost(ARCH_BYTEPS, N, N, 0, 0, n, &a, &b) == 0 && arch_cost(ARCH_PS_DEDICATED, N, N, 0, 0, n, &a2, &b2) == 0);
         CHECK_MSG(a == a2 && fabs(b - b2) < 1e-6 * b2, "N %d k N: %g, dedicated %g", N, b, b2);
-        CHECK(arch_cost(ARCH_BYTEPS, N + 1, N, 0, n, &a, &b) == -1 && arch_cost(ARCH_BYTEPS, -1, N, 0, n, &a, &b) == -1);
+        CHECK(arch_cost(ARCH_BYTEPS, N + 1, N, 0, 0, n, &a, &b) == -1 && arch_cost(ARCH_BYTEPS, -1, N, 0, 0, n, &a, &b) == -1);
     }
     /* n = 3, k = 1: y = 2/10, x = 4/10; the CPU server's 3 x 0.4 n each round */
-    CHECK(arch_cost(ARCH_BYTEPS, 1, 3, 0, n, &a, &b) == 0 && fabs(b - 2 * 1.2 * n) < 1e-6 * n);
-    CHECK(arch_cost(ARCH_BYTEPS, 0, 1, 0, n, &a, &b) == 0 && a == 0 && b == 0); /* one worker: nothing moves */
-    CHECK(arch_cost(ARCH_BYTEPS, 1, 1, 0, n, &a, &b) == -1);
+    CHECK(arch_cost(ARCH_BYTEPS, 1, 3, 0, 0, n, &a, &b) == 0 && fabs(b - 2 * 1.2 * n) < 1e-6 * n);
+    CHECK(arch_cost(ARCH_BYTEPS, 0, 1, 0, 0, n, &a, &b) == 0 && a == 0 && b == 0); /* one worker: nothing moves */
+    CHECK(arch_cost(ARCH_BYTEPS, 1, 1, 0, 0, n, &a, &b) == -1);
     /* pipelined (partitions): the rounds overlap and the bytes term is BytePS's Table 1 line,
      * 2N(N-1)/W n for byteps, max(n, N n / K) dedicated, (N-1) n colocated, the ring's sharded */
     for (int N = 2; N <= 6; N++)
         for (int k = 0; k <= N; k++) {
             double W = N * N + k * N - 2 * k;
-            CHECK(arch_cost(ARCH_BYTEPS, k, N, 1, n, &a, &b) == 0);
+            CHECK(arch_cost(ARCH_BYTEPS, k, N, 0, 1, n, &a, &b) == 0);
             CHECK_MSG(a == 2 && fabs(b - 2.0 * N * (N - 1) / W * n) < 1e-6 * n, "byteps N %d k %d: %g, line %g", N, k, b,
                       2.0 * N * (N - 1) / W * n);
             if (k == 0) continue;
-            CHECK(arch_cost(ARCH_PS_DEDICATED, k, N, 1, n, &a, &b) == 0);
+            CHECK(arch_cost(ARCH_PS_DEDICATED, k, N, 0, 1, n, &a, &b) == 0);
             CHECK_MSG(fabs(b - fmax(1.0, (double)N / k) * n) < 1e-6 * n, "dedicated N %d K %d: %g", N, k, b);
         }
-    CHECK(arch_cost(ARCH_PS_COLOCATED, 1, 4, 1, n, &a, &b) == 0 && fabs(b - 3 * n) < 1e-6 * n && a == 6);
-    CHECK(arch_cost(ARCH_PS_SHARDED, 1, 4, 1, n, &a, &b) == 0 && arch_cost(ARCH_PS_SHARDED, 1, 4, 0, n, &a2, &b2) == 0 && b == b2);
+    CHECK(arch_cost(ARCH_PS_COLOCATED, 1, 4, 0, 1, n, &a, &b) == 0 && fabs(b - 3 * n) < 1e-6 * n && a == 6);
+    CHECK(arch_cost(ARCH_PS_SHARDED, 1, 4, 0, 1, n, &a, &b) == 0 && arch_cost(ARCH_PS_SHARDED, 1, 4, 0, 0, n, &a2, &b2) == 0 && b == b2);
 }
 
 /* ---- rules ------------------------------------------------------------------------------------- */
