@@ -71,6 +71,16 @@ struct cJSON *report_entry(int rank, const char *role, Device *dev, long long sa
  * "transport", "measured"[, "algorithm"]} of a SyncTraffic (engine/sync.h). */
 struct cJSON *report_traffic_json(const SyncTraffic *traffic);
 
+/* Rank 0, once every entry is in: each entry's traffic.transport_received, what the member
+ * received over (its "transport" names what it sent over: a ring rank's right-hand link). "tcp"
+ * where any byte came over the network (by_link.network); where all came on its node, its own
+ * transport unless that is tcp, else the transport its node's members sent on the node with (a
+ * ring rank whose right neighbour is on another node hears from its left one over shared
+ * memory); without by_link, its transport (its links carry both ways: a ps worker's server, a
+ * tree's edges); "" where it received nothing. A node is a host (ranks[].host), and under
+ * --nodes an emulated node (ranks[].node). */
+void report_transport_received(struct cJSON *ranks);
+
 /* Adds a worker's per-step timeline (StepTimes[0..n), engine/engine.h) to its entry as
  * "_timeline", which report_phases turns into time_s on rank 0; wall_offset maps its clock to
  * the wall clock (trace spans). server_busy_s and server_steps: a server it hosts (0, 0: none). */

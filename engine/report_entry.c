@@ -66,6 +66,50 @@ cJSON *report_traffic_json(const SyncTraffic *tr) {
     return t;
 }
 
+static const char *entry_str(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double entry_num(const cJSON *o, const char *a, const char *b) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* 1 when entries a and b ran on one node: the same host and, under --nodes, the same node. */
+static int entry_same_node(const cJSON *a, const cJSON *b) {
+    const cJSON *na = cJSON_GetObjectItemCaseSensitive(a, "node"), *nb = cJSON_GetObjectItemCaseSensitive(b, "node");
+    if (strcmp(entry_str(a, "host"), entry_str(b, "host"))) return 0;
+    return !na || !nb || (cJSON_IsNumber(na) && cJSON_IsNumber(nb) && na->valuedouble == nb->valuedouble);
+}
+
+void report_transport_received(cJSON *ranks) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, ranks) {
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "traffic");
+        if (!cJSON_IsObject(t) || cJSON_GetObjectItemCaseSensitive(t, "transport_received")) continue;
+        const char *sent = entry_str(t, "transport"), *got = sent;
+        const cJSON *by = cJSON_GetObjectItemCaseSensitive(t, "by_link"), *rx = cJSON_GetObjectItemCaseSensitive(t, "bytes_received");
+        if (!cJSON_IsNumber(rx) || rx->valuedouble == 0)
+            got = "";
+        else if (by && entry_num(by, "network", "bytes_received") > 0)
+            got = "tcp";
+        else if (by && !strcmp(sent, "tcp")) { /* all on its node, though it sends across: how its node sends inside */
+            const cJSON *o;
+            got = "";
+            cJSON_ArrayForEach(o, ranks) {
+                const cJSON *ot = cJSON_GetObjectItemCaseSensitive(o, "traffic");
+                const char *how = entry_str(ot, "transport");
+                if (o != e && entry_same_node(o, e) && strcmp(how, "tcp") &&
+                    entry_num(cJSON_GetObjectItemCaseSensitive(ot, "by_link"), "node", "bytes_sent") > 0)
+                    got = sync_transport_slower(got, how);
+            }
+            if (!got[0]) got = sent;
+        }
+        cJSON_AddStringToObject(t, "transport_received", got);
+    }
+}
+
 cJSON *report_entry(int rank, const char *role, Device *dev, long long samples, const SyncTraffic *traffic) {
     cJSON *o = cJSON_CreateObject();
     char buf[64];

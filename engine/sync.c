@@ -2,6 +2,9 @@
 #include "sync.h"
 #include "../net/ctrl.h"
 #include "../base/err.h"
+#include "../base/log.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,46 @@ static char *sync_split(char *text) {
     return tab + 1;
 }
 
+/* The "host=KEY" of an endpoint text (net/zendpoint.h) into key ("" without one). */
+static void sync_text_host(const char *text, char *key, size_t len) {
+    const char *h = text ? strstr(text, "host=") : NULL;
+    key[0] = 0;
+    if (h) snprintf(key, len, "%.*s", (int)strcspn(h + 5, "|\t"), h + 5);
+}
+
+/* Member 0, with dedicated servers on a job of several hosts: a server whose host also runs
+ * workers was not given a host of its own (srun's block distribution put it with the last
+ * node's workers), and those workers reach it over a Unix socket, not the network. Warns
+ * naming the server, its address and the workers. */
+static void sync_check_servers(const struct RankEnv *env, char *const *eps, int n) {
+    char key[64], other[64];
+    for (int s = env->world; s < n; s++) {
+        sync_text_host(eps[s], key, sizeof key);
+        if (!key[0]) continue;
+        char with[256] = "";
+        int shared = 0, apart = 0;
+        for (int m = 0; m < n; m++) {
+            if (m == s) continue;
+            sync_text_host(eps[m], other, sizeof other);
+            if (!other[0] || strcmp(other, key)) {
+                apart += other[0] != 0;
+                continue;
+            }
+            if (m >= env->world) continue;
+            size_t k = strlen(with);
+            if (k < sizeof with - 16) snprintf(with + k, sizeof with - k, "%s%d", shared ? ", " : "", m);
+            shared++;
+        }
+        if (!shared || !apart) continue; /* a host of its own, or a job on one host */
+        const char *tcp = strstr(eps[s], "tcp://");
+        int alen = tcp ? (int)strcspn(tcp + 6, ":|\t") : 0;
+        log_warn("dedicated server %d (task %d%s%.*s) shares its host with worker%s %s, which reach it over a Unix socket, "
+                 "not the network: the job spans several hosts but the placement did not give the server one of its own "
+                 "(under Slurm: srun --distribution=arbitrary with SLURM_HOSTFILE, as experiments/slurm/ringside.sbatch does)",
+                 s - env->world, s, tcp ? ", at " : "", alen, tcp ? tcp + 6 : "", shared > 1 ? "s" : "", with);
+    }
+}
+
 int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env, const char *canonical,
                const char *extra, void **state, struct Ctrl **ctrl, char ***extras) {
     char endpoint[2048] = "";
@@ -53,6 +96,7 @@ int sync_start(const SyncOps *ops, const SyncJob *job, const struct RankEnv *env
         RS_TRY(ctrl_join(ctrl, env, job->zctx, canonical, endpoint, job->timeout));
         eps = ctrl_endpoints(*ctrl);
         n = ctrl_members(*ctrl);
+        if (env->member == 0 && env->servers > 0) sync_check_servers(env, eps, n);
     }
     /* every member's text, split into the back end's and the extra one */
     char **mine = calloc((size_t)n, sizeof *mine), **theirs = extra ? calloc((size_t)n, sizeof *theirs) : NULL;

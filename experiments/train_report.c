@@ -199,6 +199,7 @@ static cJSON *run_report_json(Run *r, cJSON *ranks) {
     cJSON_AddItemToObject(root, "env", env);
     cJSON_AddItemToObject(root, "config", config_json(&r->cfg));
     cJSON_AddItemToObject(root, "backend", backend_json(&r->cfg));
+    report_transport_received(ranks); /* each member's received side, from its node's */
     cJSON_AddItemToObject(root, "ranks", ranks);
 
     /* global loss curve: sample-weighted over ranks; under async a local step counts at the

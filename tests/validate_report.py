@@ -225,6 +225,15 @@ def check_traffic(c, e, path):
         c.expect(how in TRANSPORTS, p + ".transport", "%r, expected one of %s" % (how, ", ".join(map(repr, TRANSPORTS))))
         c.expect(how != "" or (v["bytes_sent"] == 0 and v["bytes_received"] == 0), p + ".transport",
                  "'' (nothing moved), but the rank sent %s and received %s bytes" % (v["bytes_sent"], v["bytes_received"]))
+    got = tr.get("transport_received")
+    if got is not None:  # what it received over (reports before it had none)
+        c.expect(got in TRANSPORTS, p + ".transport_received",
+                 "%r, expected one of %s" % (got, ", ".join(map(repr, TRANSPORTS))))
+        c.expect((got == "") == (v["bytes_received"] == 0), p + ".transport_received",
+                 "%r, but the rank received %s bytes ('' is nothing received)" % (got, v["bytes_received"]))
+        net = ((tr.get("by_link") or {}).get("network") or {}).get("bytes_received")
+        c.expect(not (isinstance(net, (int, float)) and net > 0) or got == "tcp", p + ".transport_received",
+                 "%r, but %s bytes came over the network (by_link): tcp" % (got, net))
     measured = c.get(tr, "measured", p, "bool")
     if measured is not None and how is not None:
         c.expect(measured == (how != "nccl"), p + ".measured",

@@ -5,8 +5,9 @@ usage: python3 docs/labs/show.py REPORT.json [REPORT.json ...]
 
 Train reports (schema ringside.report/1): a summary line, then per rank (workers, then any
 dedicated servers) four tables: memory (peak bytes per tag), traffic (bytes and messages over
-the whole run, and bytes per step), the network per machine (a node's ranks under --nodes share
-one NIC; without it every process is a machine) and time (milliseconds per timed step, by phase). Bench reports
+the whole run, and bytes per step), the network per machine (a cluster's host, from ranks[].host,
+or a node under --nodes: its ranks share one NIC, and the bytes that stayed on it are shown beside;
+without either every process is a machine) and time (milliseconds per timed step, by phase). Bench reports
 (ringside.bench/1): the sweep's rows. Bytes are printed exactly, so that they can be held
 against the formulas in the labs. Plain python3, no packages needed.
 """
@@ -57,25 +58,41 @@ def show_train(path, r):
         print("   " + f"{who(k):>12} {b(t['bytes_sent']):>14} {b(t['bytes_received']):>14} "
               f"{t['messages_sent']:>10} {t['messages_received']:>10} "
               f"{t['bytes_sent'] / steps:>14,.1f} {t['bytes_received'] / steps:>14,.1f}")
-    # the machines' network interfaces: under --nodes one NIC per node, shared by its ranks (the
-    # bytes that left or entered the node: traffic.by_link.network); without it every process is a
-    # machine of its own, and its NIC carries everything it sent and received
+    # the machines' network interfaces: on a cluster (ranks on several hosts, ranks[].host) one per
+    # host, under --nodes one per node, shared by its ranks (the bytes that left or entered the
+    # machine: traffic.by_link.network, the rest stayed on it: by_link.node); without either every
+    # process is a machine of its own, and its NIC carries everything it sent and received
     nodes = r["config"].get("nodes", 0)
+    hosts = len({k.get("host", "") for k in ranks}) > 1
     nic = {}
     for k in ranks:
         t, by = k["traffic"], k["traffic"].get("by_link")
-        m = k.get("node", k["rank"]) if nodes else (k["rank"] if k.get("role", "worker") == "worker" else f"s{k.get('server', '')}")
-        out, inn = (by["network"]["bytes_sent"], by["network"]["bytes_received"]) if nodes and by else (t["bytes_sent"], t["bytes_received"])
-        e = nic.setdefault(m, [[], 0, 0])
-        e[0].append(str(k["rank"]))
+        if hosts:
+            m = k.get("host", "")
+        elif nodes:
+            m = k.get("node", k["rank"])
+        else:
+            m = k["rank"] if k.get("role", "worker") == "worker" else f"s{k.get('server', '')}"
+        split = (hosts or nodes) and by
+        out, inn = (by["network"]["bytes_sent"], by["network"]["bytes_received"]) if split else (t["bytes_sent"], t["bytes_received"])
+        e = nic.setdefault(m, [[], 0, 0, 0, 0, set()])
+        e[0].append(str(k["rank"]) + ("" if split or not (hosts or nodes) else "*"))
         e[1] += out
         e[2] += inn
+        if split:
+            e[3] += by["node"]["bytes_sent"]
+            e[4] += by["node"]["bytes_received"]
+        e[5].add(f"{t['transport'] or '-'}/{t.get('transport_received', t['transport']) or '-'}")
     link = (r.get("env", {}).get("link") or {}).get("text", "none")
-    print(f"   network, per machine ({'node' if nodes else 'process'}; NIC --link {link}; bytes per step include the")
-    print("   start-up broadcast's share):")
-    print("   " + f"{'machine':>8} {'ranks':>10} {'NIC bytes sent':>16} {'received':>14} {'sent/step':>14} {'received/step':>14}")
-    for m, (who_, out, inn) in nic.items():
-        print("   " + f"{m!s:>8} {','.join(who_):>10} {b(out):>16} {b(inn):>14} {out / steps:>14,.1f} {inn / steps:>14,.1f}")
+    kind = "host" if hosts else "node" if nodes else "process"
+    print(f"   network, per machine ({kind}; NIC --link {link}; bytes per step include the start-up broadcast's")
+    print("   share; on-node: what stayed on the machine; transports sent/received; * a member whose bytes are not")
+    print("   split by link, all counted as the network's):")
+    print("   " + f"{'machine':>8} {'ranks':>10} {'NIC bytes sent':>16} {'received':>14} {'sent/step':>14} {'received/step':>14} "
+          f"{'on-node sent':>14} {'received':>14}  transports")
+    for m, (who_, out, inn, nout, ninn, how) in nic.items():
+        print("   " + f"{m!s:>8} {','.join(who_):>10} {b(out):>16} {b(inn):>14} {out / steps:>14,.1f} {inn / steps:>14,.1f} "
+              f"{b(nout):>14} {b(ninn):>14}  {' '.join(sorted(how))}")
     print("   time, ms per timed step:")
     print("   " + f"{'rank':>12} {'step':>8} {'busy':>8} " + " ".join(f"{p:>12}" for p in PHASES))
     for k in ranks:

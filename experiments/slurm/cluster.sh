@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # cluster.sh - a Slurm cluster of several nodes on one machine: each node a network and UTS namespace on a bridge, with its own address, hostname and slurmd; slurmctld and munge beside them
 #
-#   sudo experiments/slurm/cluster.sh up DIR [NODES]     # NODES nodes (default 3): node0 .. node{N-1}
-#   sudo experiments/slurm/cluster.sh run DIR CMD...     # CMD where the controller is: srun, sbatch, sinfo, ringside matrix
-#   sudo experiments/slurm/cluster.sh exec DIR NODE CMD... # CMD inside node NODE's namespaces (its hostname, its address)
-#   sudo experiments/slurm/cluster.sh kill DIR NODE      # NODE lost: SIGKILL to its slurmd and everything it runs
-#   sudo experiments/slurm/cluster.sh revive DIR NODE    # NODE back: its slurmd started again, idle once it registers
-#   sudo experiments/slurm/cluster.sh shape DIR RATE|off # every node's link to the bridge limited to RATE each way (tc tbf: 100mbit, 1gbit)
-#   sudo experiments/slurm/cluster.sh bytes DIR NODE     # bytes NODE's link has sent and received (the kernel's counters): "SENT RECEIVED"
-#   sudo experiments/slurm/cluster.sh down DIR           # every process of the cluster stopped, the namespaces gone
+#   experiments/slurm/cluster.sh up DIR [NODES]     # NODES nodes (default 3): node0 .. node{N-1}
+#   experiments/slurm/cluster.sh run DIR CMD...     # CMD where the controller is: srun, sbatch, sinfo, ringside matrix
+#   experiments/slurm/cluster.sh exec DIR NODE CMD... # CMD inside node NODE's namespaces (its hostname, its address)
+#   experiments/slurm/cluster.sh kill DIR NODE      # NODE lost: SIGKILL to its slurmd and everything it runs
+#   experiments/slurm/cluster.sh revive DIR NODE    # NODE back: its slurmd started again, idle once it registers
+#   experiments/slurm/cluster.sh shape DIR RATE|off # every node's link to the bridge limited to RATE each way (tc tbf: 100mbit, 1gbit)
+#   experiments/slurm/cluster.sh mark DIR [NAME]    # every node's link counters now, kept as NAME (default job) for bytes
+#   experiments/slurm/cluster.sh bytes DIR NODE [NAME] # bytes NODE's link has sent and received since mark NAME (without one: since up): "SENT RECEIVED"
+#   experiments/slurm/cluster.sh down DIR           # every process of the cluster stopped, the namespaces gone
 #
-# Needs root (namespaces, a bridge), iproute2, util-linux's unshare, Slurm (slurmctld, slurmd,
-# srun...) and munge: `make deps-slurm`. Everything lives in DIR (configuration, keys, spool, state,
-# logs: `DIR/log/slurmd-node1.log` and so on) and on a bridge of its own with addresses 10.79.S.x
+# Run it as root, or with sudo in front of each line above (root: namespaces, a bridge). Needs
+# iproute2, util-linux's unshare, Slurm (slurmctld, slurmd, srun...) and munge: `make deps-slurm`.
+# Everything lives in DIR (configuration, keys, spool, state, marks, logs:
+# `DIR/log/slurmd-node1.log` and so on) and on a bridge of its own with addresses 10.79.S.x
 # (S from DIR's name), so that the cluster sends traffic only to addresses it made; `down` removes
 # it all. The controller (slurmctld, and the commands `run` starts) lives in a namespace of its own
 # on the same bridge, at 10.79.S.1; node i is at 10.79.S.(i+2). Every node shares this machine's
@@ -24,11 +26,11 @@
 set -uo pipefail
 
 die() { echo "cluster.sh: error: $*" >&2; exit "${2:-2}"; }
-usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
 op=$1 D=$2; shift 2
-case "$op" in up|down|run|exec|kill|revive|shape|bytes) ;; *) usage ;; esac
-[ "$(id -u)" = 0 ] || die "needs root (network namespaces and a bridge)"
+case "$op" in up|down|run|exec|kill|revive|shape|mark|bytes) ;; *) usage ;; esac
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces and a bridge): run it as root, or with sudo"
 
 sbin() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; }; }
 tag() { echo "rsc$(basename "$D" | cksum | cut -c1-5)"; }   # the namespaces' and links' prefix: short, per DIR
@@ -105,11 +107,38 @@ if [ "$op" = shape ]; then
     exit 0
 fi
 
-# A node's link counters (its end of the veth: what it sent to the bridge, what it got from it).
+# A node's link counters (its end of the veth: what it sent to the bridge, what it got from it), as
+# the kernel counts them since `up`, or since a mark: `mark` keeps every node's, so that one job's
+# bytes are the difference (DIR/marks/NAME: a line "nodeK SENT RECEIVED" per node).
+counters() { # NAMESPACE: "SENT RECEIVED"
+    echo "$(ip netns exec "$1" cat "/sys/class/net/${1}e/statistics/tx_bytes") $(ip netns exec "$1" cat "/sys/class/net/${1}e/statistics/rx_bytes")"
+}
+if [ "$op" = mark ]; then
+    [ -f "$D/slurm.conf" ] || die "$D: no cluster here (cluster.sh up $D first)"
+    name=${1:-job}
+    [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || die "mark NAME '$name': letters, digits, '_', '.' and '-' only"
+    mkdir -p "$D/marks" || die "cannot make $D/marks"
+    t=$(tag)
+    for ns in $(ip netns list | awk '{print $1}' | grep "^${t}n[0-9]*$" | sort -V); do
+        echo "node${ns##*n} $(counters "$ns")"
+    done >"$D/marks/$name.tmp" && mv "$D/marks/$name.tmp" "$D/marks/$name" || die "cannot write $D/marks/$name"
+    echo "mark $name: $(wc -l <"$D/marks/$name") nodes' link counters"
+    exit 0
+fi
 if [ "$op" = bytes ]; then
     [ $# -ge 1 ] || usage
     node_ns "$1"
-    echo "$(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/tx_bytes") $(ip netns exec "$ns" cat "/sys/class/net/${ns}e/statistics/rx_bytes")"
+    now=$(counters "$ns")
+    if [ $# -ge 2 ]; then
+        [ -f "$D/marks/$2" ] || die "no mark '$2' in $D (cluster.sh mark $D $2 first)"
+        read -r s0 r0 < <(awk -v n="node${ns##*n}" '$1 == n {print $2, $3}' "$D/marks/$2")
+        [ -n "${s0:-}" ] || die "mark '$2' has no counters of node${ns##*n} (taken before it was there?)"
+        read -r s1 r1 <<<"$now"
+        [ "$s1" -ge "$s0" ] && [ "$r1" -ge "$r0" ] || die "node${ns##*n}'s counters went back since mark '$2' (the cluster came up again?)" 3
+        echo "$((s1 - s0)) $((r1 - r0))"
+    else
+        echo "$now"
+    fi
     exit 0
 fi
 

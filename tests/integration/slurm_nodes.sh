@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_nodes.sh - a Slurm cluster of 3 nodes on this machine (experiments/slurm/cluster.sh): jobs whose ranks span the nodes (shm inside a node, tcp across), servers on nodes of their own, the sbatch script, a matrix spread over the nodes, a node lost mid-job
+# slurm_nodes.sh - a Slurm cluster of 3 nodes on this machine (experiments/slurm/cluster.sh): jobs whose ranks span the nodes (shm inside a node, tcp across), the flat and the hierarchical ring over shaped links held to the links' counters, servers on nodes of their own (and a warning where Slurm put one beside workers), the sbatch script, a matrix spread over the nodes, a node lost mid-job
 # Prints SKIP <reason> as its last line (exit 0) where namespaces, Slurm or the cluster are not to be had.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -49,7 +49,7 @@ else bad "ring over 3 nodes" "$tr $(tail -n 2 "$T/py.log")"; fi
 check "ring: the report validates" $PY tests/validate_report.py --expect world=6 "$T/ring.json"
 # the bytes by the links they took: a ring rank sends to rank r+1 and hears from r-1, so its bytes go
 # over the network exactly where a neighbour is on another node (ranks 1, 3, 5 send across, 0, 2, 4 hear across)
-check "ring: by_link puts each rank's bytes on the node or the network, as its neighbours' nodes say" $PY - "$T/ring.json" <<'EOF'
+check "ring: by_link puts each rank's bytes on the node or the network, transport and transport_received name its right and left links" $PY - "$T/ring.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 ranks = {e["rank"]: e for e in r["ranks"]}
@@ -58,26 +58,53 @@ for k, e in ranks.items():
     by = t["by_link"]
     assert by["node"]["bytes_sent"] == (t["bytes_sent"] if node(k + 1) else 0), (k, by)
     assert by["network"]["bytes_received"] == (0 if node(k - 1) else t["bytes_received"]), (k, by)
+    # what it sent over names its right-hand link, what it received over its left-hand one
+    assert (t["transport"], t["transport_received"]) == ("shm" if node(k + 1) else "tcp", "shm" if node(k - 1) else "tcp"), (k, t)
 EOF
 # the network between nodes made slow (cluster.sh shape: tc tbf on every node's link): what the
 # report puts on the network is what the kernel counted on the nodes' links (plus TCP/IP headers,
 # acknowledgements and the control plane's messages), and what it keeps on a node never got there
-if bash $CL shape "$D" 100mbit >"$T/shape.log" 2>&1; then
-    for n in 0 1 2; do before[$n]=$(bash $CL bytes "$D" node$n); done
-    check "ring over links of 100 Mbit/s between nodes (tc tbf)" srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh \
-        "$BIN" train --sync ring "${TRAIN[@]}" --report "$T/slow.json"
-    for n in 0 1 2; do after[$n]=$(bash $CL bytes "$D" node$n); done
-    bash $CL shape "$D" off >/dev/null 2>&1
-    check "  ... each node's link carried the bytes its ranks' by_link put on the network: no more than 10% and 256 KB over, never less" \
-        $PY - "$T/slow.json" "${before[*]}" "${after[*]}" <<'EOF2'
+# netlink NAME REPORT: every node's link carried, since the mark, what its ranks' by_link put on the network
+netlink() {
+    local a=() n
+    for n in 0 1 2; do a+=("$(bash $CL bytes "$D" node$n job)"); done
+    check "  ... $1: each node's link carried the bytes its ranks' by_link put on the network: no more than 10% and 256 KB over, never less" \
+        $PY - "$2" "${a[*]}" <<'EOF2'
 import json, sys
-r = json.load(open(sys.argv[1])); b = [int(x) for x in sys.argv[2].split()]; a = [int(x) for x in sys.argv[3].split()]
+r = json.load(open(sys.argv[1])); a = [int(x) for x in sys.argv[2].split()]
 for n in range(3):
     es = [e for e in r["ranks"] if e["host"] == "node%d" % n]
     for i, way in enumerate(("bytes_sent", "bytes_received")):
-        want = sum(e["traffic"]["by_link"]["network"][way] for e in es); got = a[2 * n + i] - b[2 * n + i]
+        want = sum(e["traffic"]["by_link"]["network"][way] for e in es); got = a[2 * n + i]
         assert want <= got <= 1.10 * want + 262144, ("node%d" % n, way, "report", want, "link", got)
 EOF2
+}
+step_ms() { $PY -c 'import json, sys; print("%.1f" % (json.load(open(sys.argv[1]))["summary"]["step_time_s"] * 1e3))' "$1" 2>/dev/null || echo "?"; }
+if bash $CL shape "$D" 100mbit >"$T/shape.log" 2>&1; then
+    bash $CL mark "$D" job >/dev/null
+    check "ring over links of 100 Mbit/s between nodes (tc tbf)" srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh \
+        "$BIN" train --sync ring "${TRAIN[@]}" --report "$T/slow.json"
+    netlink "the flat ring" "$T/slow.json"
+    # Horovod's hierarchical ring on the real nodes (--nodes 3 agrees with srun's 2 tasks a node):
+    # inside each node first, so a third fewer bytes cross the network; the links hold it to that too
+    bash $CL mark "$D" job >/dev/null
+    check "hierarchical ring (--nodes 3 --hierarchical) over the same links" srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh \
+        "$BIN" train --sync ring --nodes 3 --hierarchical "${TRAIN[@]}" --report "$T/hslow.json"
+    check "  ... architecture ring-hierarchical, ranks on nodes 0,0,1,1,2,2 of node0..node2" $PY -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['backend']['architecture'] == 'ring-hierarchical', r['backend']
+assert [(e['host'], e['node']) for e in r['ranks']] == [('node%d' % (i // 2), i // 2) for i in range(6)], [(e['host'], e.get('node')) for e in r['ranks']]" "$T/hslow.json"
+    netlink "the hierarchical ring" "$T/hslow.json"
+    bash $CL shape "$D" off >/dev/null 2>&1
+    # the same two on one host, the nodes emulated (--nodes 3 --link 100mbit): printed, not held to
+    # anything (experiments/benchmarks/nodes_cluster.sh measures it with repeats)
+    for h in flat hier; do
+        "$BIN" train -n 6 --nodes 3 --link 100mbit --sync ring $([ $h = hier ] && echo --hierarchical) "${TRAIN[@]}" \
+            --report "$T/emu-$h.json" >"$T/emu.log" 2>&1 || bad "--nodes 3 --link 100mbit ($h) on one host" "$(tail -n 2 "$T/emu.log")"
+    done
+    echo "# ms a step (rank 0's median, 784,32,10): flat ring $(step_ms "$T/slow.json") on the cluster, $(step_ms "$T/emu-flat.json") emulated;" \
+        "hierarchical $(step_ms "$T/hslow.json") on the cluster, $(step_ms "$T/emu-hier.json") emulated"
 else echo "# no slow network between the nodes: $(tail -n 1 "$T/shape.log")"; fi
 check "srun -N 3 train --sync ps (rank 0's server reached over ipc inside node0, tcp from the others)" \
     srun_job -N 3 --ntasks-per-node 2 experiments/slurm/task.sh "$BIN" train --sync ps "${TRAIN[@]}" --report "$T/ps.json"
@@ -110,6 +137,15 @@ check "srun -N 3 -n 5 task.sh byteps --ps-servers 1: the CPU server on node2" \
     --ps-servers 1 "${TRAIN[@]}" --report "$T/byteps.json"
 placed "$T/byteps.json" 4 1 "node0 node0 node1 node1 node2" >/dev/null 2>"$T/py.log" && ok "  ... byteps's server on node2" \
     || bad "  ... byteps placement" "$(tail -n 2 "$T/py.log")"
+# srun's even spread puts a server beside workers (-N 2 -n 4: 2 and 2, the server with worker 2):
+# rank 0 says so, naming the server and the worker
+check "srun -N 2 -n 4 task.sh ps dedicated (Slurm's spread: the server beside worker 2)" \
+    srun_job -N 2 -n 4 --export=ALL,RINGSIDE_SERVERS=1 experiments/slurm/task.sh "$BIN" train --sync ps \
+    --ps-placement dedicated "${TRAIN[@]}" --report "$T/shared.json"
+if grep -q "warning: dedicated server 0 (task 3, at 10\.79\.[0-9]*\.3) shares its host with worker 2," "$T/last.log" &&
+    placed "$T/shared.json" 3 1 "node0 node0 node1 node1" >/dev/null 2>"$T/py.log"; then
+    ok "  ... rank 0 warns that server 0 (node1's address) shares its host with worker 2"
+else bad "  ... the shared host named" "$(grep -i warn "$T/last.log" | head -n 2) $(tail -n 1 "$T/py.log")"; fi
 
 # ---- 2. equivalence: 6 ranks on 3 nodes with a scattered global batch compute what one rank does ---
 M=(--device cpu --layers 784,64,10 --train-samples 2048 --eval-samples 64 --steps 12 --seed 3 --quiet)
@@ -132,6 +168,22 @@ else
         placed "$T/sbatch.json" 6 0 "node0 node0 node1 node1 node2 node2" >/dev/null 2>"$T/py.log"; then
         ok "sbatch --nodes=3: 6 tasks, rank 0 at node0's address, the report names every rank's node"
     else bad "sbatch over 3 nodes" "$(tail -n 3 "$T/sbatch.out" 2>/dev/null) $(tail -n 1 "$T/py.log")"; fi
+fi
+
+# the sbatch script with a dedicated server: --nodes=3 --ntasks=9 is 3/3/3 by Slurm's spread; the
+# script places it itself (--distribution=arbitrary), the server alone on the third node
+JOB=$(run sbatch --parsable --nodes=3 --ntasks=9 --overcommit --time=5 --output="$T/sbded.out" \
+    --export=ALL,RINGSIDE_BIN="$BIN" experiments/slurm/ringside.sbatch --sync ps --ps-placement dedicated --ps-servers 1 \
+    "${TRAIN[@]}" --report "$T/sbded.json" 2>"$T/sbatch.err")
+if [ -z "$JOB" ]; then bad "sbatch ringside.sbatch dedicated" "$(cat "$T/sbatch.err")"
+else
+    t0=$SECONDS
+    while [ $((SECONDS - t0)) -lt $RUN_S ] && [ -n "$(run squeue -h -j "$JOB" 2>/dev/null)" ]; do sleep 0.5; done
+    if grep -q "placement (srun --distribution=arbitrary): workers 0-3 on node0, workers 4-7 on node1, server 0 (task 8) on node2" \
+        "$T/sbded.out" && ! grep -q "can't honor\|shares its host" "$T/sbded.out" &&
+        placed "$T/sbded.json" 8 1 "node0 node0 node0 node0 node1 node1 node1 node1 node2" >/dev/null 2>"$T/py.log"; then
+        ok "sbatch --nodes=3 --ntasks=9 dedicated: the server's host (node2) holds no worker"
+    else bad "sbatch dedicated placement" "$(tail -n 3 "$T/sbded.out" 2>/dev/null) $(tail -n 1 "$T/py.log")"; fi
 fi
 
 # ---- 4. a matrix whose cells are jobs over the nodes --------------------------------------------------
