@@ -1,4 +1,4 @@
-/* claims.c - `ringside claims DIR`: decides the design's nine claims on measured reports, prints the table */
+/* claims.c - `ringside claims DIR`: decides the design's eleven claims on measured reports, prints the table */
 #include "backends.h"
 #include "claims.h"
 #include "claims_load.h"
@@ -35,6 +35,10 @@
 #define CL_TABLE1_LAT_MAX    0.10   /* claim 8: the per-message term at most 10% of the line (bandwidth-bound) */
 #define CL_TREE_MARGIN       0.20   /* claim 9: a regime is one where the model puts one all-reduce 20% ahead */
 #define CL_TREE_TOL          0.05   /* claim 9: "at least as fast": the ring within 5% of the tree (noise) */
+#define CL_NODES_LAT_MAX     0.10   /* claims 10, 11: a bench size is bandwidth-bound where the rounds' time is <= 10% of the bytes' */
+#define CL_NIC_RING_TOL      0.15   /* claim 10: the flat ring's bus bandwidth within 15% of the NIC's */
+#define CL_NIC_TREE_TOL      0.20   /* claim 10: the trees over nodes' and the hierarchical ring's within 20% of 2(N-1)/N x it */
+#define CL_HIER_TOL          0.20   /* claim 11: flat / hierarchical time within 20% of the NIC bytes' ratio */
 
 #define MiB (1048576.0)
 
@@ -868,14 +872,27 @@ static void claim7(const ClaimsSet *s, Claim *c) {
 
 /* ---- claim 8: BytePS's Table 1 ---------------------------------------------------------------- */
 
+/* Runs on machines of several ranks each (--nodes M, M < N): Table 1 counts machines there. */
+static int run_on_machines(const ClaimsRun *r) {
+    return r->nodes > 1 && r->ranks % r->nodes == 0 && r->ranks / r->nodes > 1;
+}
+
 /* The run's line of BytePS's Table 1 (Jiang et al., OSDI 2020, §4.1) in units of M / B, M the
  * gradient on the wire and B the emulated link's rate, n workers, k CPU servers: ring and
  * colocated sharded ps 2(n-1)/n, k non-colocated servers max(1, n/k), BytePS 2n(n-1)/(n^2+kn-2k).
  * DataParallel's server in rank 0 is not in the table: (n-1), shown beside. *arch names it; -1
  * for a run the table does not cover. */
 static double table1_line(const ClaimsRun *r, const char **arch, int *in_table) {
-    double n = r->ranks, k = r->servers;
+    double n = r->ranks, k = r->servers, m = r->nodes;
     *in_table = 1;
+    if (run_on_machines(r)) { /* the paper's topology: n machines of G ranks, one NIC each */
+        if (r->arch == ARCH_RING_HIER) return *arch = "all-reduce (hierarchical ring, n machines)", 2 * (m - 1) / m;
+        if (r->arch == ARCH_BYTEPS_HIER && k >= 0 && k <= m)
+            return *arch = "BytePS (n machines)", 2 * m * (m - 1) / (m * m + k * m - 2 * k);
+        if (is_ring(r)) return *arch = "all-reduce (flat ring over the ranks)", 2 * (n - 1) / n;
+        *in_table = 0;
+        return *arch = "", -1;
+    }
     if (is_ring(r)) return *arch = "all-reduce (ring)", 2 * (n - 1) / n;
     if (is_ps_sharded(r)) return *arch = "colocated PS (sharded)", 2 * (n - 1) / n;
     if (r->arch == ARCH_PS_DEDICATED && k >= 1)
@@ -944,6 +961,10 @@ static void claim8(const ClaimsSet *s, Claim *c) {
                   "latency + %.0f us a message) x the rounds of messages a step takes, plus a server's pipeline fill and "
                   "drain (2 partitions on the link), at most %.0f%% of the line; the others are named as left out",
                PREDICT_EMULATED_ALPHA_S * 1e6, 100 * CL_TABLE1_LAT_MAX);
+    claim_line(c, "      at the paper's topology (--nodes M, machines of G >= 2 ranks, one NIC each) n counts machines: the "
+                  "hierarchical ring 2(n-1)M/(nB), byteps --hierarchical BytePS's line with n = M, the flat ring over the N "
+                  "ranks 2(N-1)M/(NB) (each NIC a rank's), and k = n CPU servers (byteps --hierarchical) against the flat "
+                  "ring; a flat server on nodes is left out (its NIC carries G workers' pushes)");
     int out = 0;
     for (int i = 0; i < s->nruns; i++) {
         const ClaimsRun *r = &s->runs[i];
@@ -951,6 +972,15 @@ static void claim8(const ClaimsSet *s, Claim *c) {
         if (r->ranks < 2 || !r->emulated[0] || link_parse(r->emulated, &l) != RS_OK || !(l.bytes_per_s > 0)) continue;
         const char *arch;
         int in_table;
+        if (run_on_machines(r) && is_server(r) && r->arch != ARCH_BYTEPS_HIER) {
+            out++;
+            cJSON *o = num_item(left, r);
+            const char *why = "a flat server on machines of several ranks: each NIC carries its node's G workers' pushes, "
+                              "where Table 1 counts machines (byteps --hierarchical pushes one sum a machine)";
+            cJSON_AddStringToObject(o, "why", why);
+            claim_line(c, "left out %s n=%d on %d nodes: %s  [%s]", arch_name(r->arch), r->ranks, r->nodes, why, r->label);
+            continue;
+        }
         double units = table1_line(r, &arch, &in_table);
         if (units < 0) continue;
         double line = units * r->grad_bytes / l.bytes_per_s, meas = run_mean(r->comm_total, r->nw), ratio = meas / line;
@@ -991,13 +1021,17 @@ static void claim8(const ClaimsSet *s, Claim *c) {
         char why[400];
         const char *arch;
         int in_table;
-        if (p->arch != ARCH_PS_DEDICATED || p->servers != p->ranks || p->ranks < 2 ||
+        /* k = n: n dedicated servers for n workers, or (at the paper's topology) n CPU servers for n machines */
+        int kn = run_on_machines(p) ? p->arch == ARCH_BYTEPS_HIER && p->servers == p->nodes
+                                    : p->arch == ARCH_PS_DEDICATED && p->servers == p->ranks;
+        if (!kn || p->ranks < 2 ||
             !p->emulated[0] || link_parse(p->emulated, &l) != RS_OK || !(l.bytes_per_s > 0) ||
             table1_outside(p, &l, table1_line(p, &arch, &in_table) * p->grad_bytes / l.bytes_per_s, why, sizeof why))
             continue;
         for (int j = 0; j < s->nruns; j++) {
             const ClaimsRun *r = &s->runs[j];
-            if (!is_ring(r) || r->ranks != p->ranks || strcmp(r->emulated, p->emulated) || strcmp(r->math, p->math) ||
+            if (!is_ring(r) || r->ranks != p->ranks || r->nodes != p->nodes || strcmp(r->emulated, p->emulated) ||
+                strcmp(r->math, p->math) ||
                 table1_outside(r, &l, table1_line(r, &arch, &in_table) * r->grad_bytes / l.bytes_per_s, why, sizeof why))
                 continue;
             double mp = run_mean(p->comm_total, p->nw), mr = run_mean(r->comm_total, r->nw);
@@ -1014,7 +1048,9 @@ static void claim8(const ClaimsSet *s, Claim *c) {
             cJSON_AddNumberToObject(o, "ps_comm_s", mp);
             cJSON_AddNumberToObject(o, "ring_comm_s", mr);
             cJSON_AddBoolToObject(o, "tie", tie);
-            claim_line(c, "k = n = %d dedicated servers %.2f ms vs ring %.2f ms per step (x%.2f) on link %s%s  [%s vs %s]", p->ranks,
+            claim_line(c, "k = n = %d %s %.2f ms vs ring %.2f ms per step (x%.2f) on link %s%s  [%s vs %s]",
+                       run_on_machines(p) ? p->nodes : p->ranks,
+                       run_on_machines(p) ? "CPU servers for as many machines (byteps --hierarchical)" : "dedicated servers",
                        mp * 1e3, mr * 1e3, mr > 0 ? mp / mr : NAN, p->emulated,
                        tie ? (ok ? "  (lines tie at n = 2)" : "  <- the lines tie at n = 2, the runs do not")
                            : (ok ? "" : "  <- not faster"),
@@ -1111,9 +1147,173 @@ static void claim9(const ClaimsSet *s, Claim *c) {
                        small, small > 1 ? "s" : "", large, large > 1 ? "s" : "");
 }
 
+/* ---- claims 10 and 11: machines of several ranks (bench reports) ----------------------------- */
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The alpha-beta model's seconds for one all-reduce of bench b at row i on its emulated NIC, split
+ * into the per-message part (*lat: the NIC's rounds at its latency plus the software's, and the
+ * rounds inside the node) and the bytes' (*bw); 0, or -1 where the model has no form for it. */
+static int bench_model(const ClaimsBench *b, int i, double *lat, double *bw) {
+    double a, c, n = b->size[i] * arch_wire_ratio(b->arch, b->wire);
+    if (arch_cost(b->arch, b->servers, b->ranks, b->nodes, 0, n, &a, &c) != 0) return -1;
+    *lat = a * (b->latency_s + PREDICT_EMULATED_ALPHA_S) + PREDICT_NODE_ALPHA_S * arch_node_rounds(b->arch, b->ranks, b->nodes);
+    *bw = c / b->bytes_per_s;
+    return 0;
+}
+
+/* Whether bench b's row i is bandwidth-bound: the per-message part at most CL_NODES_LAT_MAX of
+ * the bytes' part. */
+static int bench_bw_bound(const ClaimsBench *b, int i) {
+    double lat, bw;
+    return bench_model(b, i, &lat, &bw) == 0 && bw > 0 && lat <= CL_NODES_LAT_MAX * bw;
+}
+
+/* Machines of several ranks behind an emulated NIC: the bench claims' common ground. */
+static int bench_on_nodes(const ClaimsBench *b) {
+    return b->nodes > 1 && b->ranks % b->nodes == 0 && b->ranks / b->nodes > 1 && b->bytes_per_s > 0;
+}
+
+static cJSON *bench_item(cJSON *arr, const ClaimsBench *b) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "bench", b->label);
+    cJSON_AddStringToObject(o, "architecture", arch_name(b->arch));
+    cJSON_AddNumberToObject(o, "ranks", b->ranks);
+    cJSON_AddNumberToObject(o, "nodes", b->nodes);
+    cJSON_AddStringToObject(o, "link", b->link);
+    cJSON_AddNumberToObject(o, "repeats", b->repeats);
+    cJSON_AddItemToArray(arr, o);
+    return o;
+}
+
+/* Claim 10 (NVIDIA/nccl#946, nccl-tests#22): on 2 nodes of G ranks behind one NIC each, the
+ * flat ring's bus bandwidth is about the NIC's (each NIC carries a rank's 2(N-1)/N n), the trees
+ * over nodes' and the hierarchical ring's near 2(N-1)/N x the NIC's (each NIC carries n: the bus
+ * bandwidth's 2(N-1)/N n over n / B). */
+static void claim10(const ClaimsSet *s, Claim *c) {
+    int have[ARCH_COUNT] = {0}, bad = 0, out = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "benches"), *left = cJSON_AddArrayToObject(c->numbers, "left_out");
+    claim_line(c, "rule: bench reports on 2 nodes of G >= 2 ranks behind an emulated --link of B bytes/s, at the sizes where "
+                  "the model's per-message time (the rounds x the link's latency + %.0f us, and the rounds inside the node) "
+                  "is at most %.0f%% of the bytes' time: the median bus bandwidth (size / time x 2(N-1)/N) of the flat ring "
+                  "within %.0f%% of B, of the trees over nodes (tree --hierarchical) and the hierarchical ring within %.0f%% "
+                  "of 2(N-1)/N B", PREDICT_EMULATED_ALPHA_S * 1e6, 100 * CL_NODES_LAT_MAX, 100 * CL_NIC_RING_TOL,
+               100 * CL_NIC_TREE_TOL);
+    for (int i = 0; i < s->nbenches; i++) {
+        const ClaimsBench *b = &s->benches[i];
+        if (b->nodes != 2 || (b->arch != ARCH_RING && b->arch != ARCH_TREE_HIER && b->arch != ARCH_RING_HIER)) continue;
+        double N = b->ranks, target = b->arch == ARCH_RING ? b->bytes_per_s : 2 * (N - 1) / N * b->bytes_per_s;
+        double tol = b->arch == ARCH_RING ? CL_NIC_RING_TOL : CL_NIC_TREE_TOL, bus[256];
+        int k = 0;
+        for (int r = 0; bench_on_nodes(b) && r < b->nrows && k < 256; r++)
+            if (bench_bw_bound(b, r))
+                bus[k++] = b->size[r] * arch_wire_ratio(b->arch, b->wire) / b->time_s[r] * 2 * (N - 1) / N;
+        if (!k) {
+            out++;
+            cJSON *o = bench_item(left, b);
+            const char *why = !bench_on_nodes(b) ? "no emulated --link, or one rank a node" : "no bandwidth-bound size";
+            cJSON_AddStringToObject(o, "why", why);
+            claim_line(c, "left out %s N=%d on 2 nodes: %s  [%s]", arch_name(b->arch), b->ranks, why, b->label);
+            continue;
+        }
+        qsort(bus, (size_t)k, sizeof *bus, cmp_double);
+        double med = k % 2 ? bus[k / 2] : (bus[k / 2 - 1] + bus[k / 2]) / 2, ratio = med / target;
+        int ok = fabs(ratio - 1) <= tol;
+        have[b->arch]++;
+        bad += !ok;
+        cJSON *o = bench_item(arr, b);
+        cJSON_AddNumberToObject(o, "busbw_bytes_per_s", med);
+        cJSON_AddNumberToObject(o, "target_bytes_per_s", target);
+        cJSON_AddNumberToObject(o, "ratio", ratio);
+        cJSON_AddNumberToObject(o, "sizes", k);
+        claim_line(c, "%-18s N=%-2d G=%-2d %-10s busbw %.1f MB/s = %.2f x %s (%.1f MB/s) over %d size%s%s  [%s]", arch_name(b->arch),
+                   b->ranks, b->ranks / 2, b->link, med / 1e6, ratio, b->arch == ARCH_RING ? "the NIC's" : "2(N-1)/N x the NIC's",
+                   target / 1e6, k, k > 1 ? "s" : "", ok ? "" : "  <- off the claim", b->label);
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d of %d bench configurations off their bus bandwidth", bad,
+                           have[ARCH_RING] + have[ARCH_TREE_HIER] + have[ARCH_RING_HIER]);
+    else if (!have[ARCH_RING] || !have[ARCH_TREE_HIER] || !have[ARCH_RING_HIER])
+        claim_verdict(c, "NOT-RUN", "needs bench reports of the flat ring, tree --hierarchical and ring --hierarchical on "
+                                    "--nodes 2 under an emulated --link, bandwidth-bound (experiments/benchmarks/nodes_claims.sh; "
+                                    "have %d, %d, %d; %d left out)", have[ARCH_RING], have[ARCH_TREE_HIER], have[ARCH_RING_HIER], out);
+    else claim_verdict(c, "PASS", "on 2 nodes the flat ring at the NIC's bus bandwidth, the trees over nodes and the hierarchical "
+                                  "ring at 2(N-1)/N of it (%d configurations)", have[ARCH_RING] + have[ARCH_TREE_HIER] + have[ARCH_RING_HIER]);
+}
+
+/* Claim 11: the hierarchical ring buys the NIC bytes' ratio, (N-1)M / (N(M-1)) (each NIC 2(M-1)/M
+ * n against the flat ring's 2(N-1)/N n), fading as M grows at a fixed G; where messages are small
+ * the rounds decide instead (2(N-1) on the NIC for the flat ring, 2(M-1) and 2(G-1) inside the
+ * node for the hierarchical one), held against the model's order as claim 9 holds the tree's. */
+static void claim11(const ClaimsSet *s, Claim *c) {
+    int pairs = 0, bad = 0, lat_pairs = 0, out = 0;
+    cJSON *arr = cJSON_AddArrayToObject(c->numbers, "pairs"), *left = cJSON_AddArrayToObject(c->numbers, "left_out");
+    claim_line(c, "rule: a flat ring and a hierarchical ring bench of one configuration (N ranks on M nodes, the same "
+                  "--link and wire): at the sizes bandwidth-bound for both (as claim 10), the median of the flat ring's time "
+                  "over the hierarchical one's within %.0f%% of (N-1)M/(N(M-1)); at sizes where the model puts one %.0f%% "
+                  "ahead on its rounds (latency-bound), that one measured no slower", 100 * CL_HIER_TOL, 100 * CL_TREE_MARGIN);
+    for (int i = 0; i < s->nbenches; i++) {
+        const ClaimsBench *h = &s->benches[i];
+        if (h->arch != ARCH_RING_HIER || !bench_on_nodes(h)) continue;
+        for (int j = 0; j < s->nbenches; j++) {
+            const ClaimsBench *f = &s->benches[j];
+            if (f->arch != ARCH_RING || f->ranks != h->ranks || f->nodes != h->nodes || strcmp(f->link, h->link) ||
+                strcmp(f->wire, h->wire))
+                continue;
+            double N = h->ranks, M = h->nodes, want = (N - 1) * M / (N * (M - 1)), ratio[256];
+            int k = 0, lat_bad = 0, lat_n = 0;
+            for (int r = 0; r < h->nrows; r++)
+                for (int q = 0; q < f->nrows; q++) {
+                    if (f->size[q] != h->size[r]) continue;
+                    if (bench_bw_bound(h, r) && bench_bw_bound(f, q) && k < 256) ratio[k++] = f->time_s[q] / h->time_s[r];
+                    double lh, bh, lf, bf;
+                    if (bench_model(h, r, &lh, &bh) || bench_model(f, q, &lf, &bf)) continue;
+                    double ph = lh + bh, pf = lf + bf;
+                    int regime = ph < (1 - CL_TREE_MARGIN) * pf ? 1 : pf < (1 - CL_TREE_MARGIN) * ph ? 2 : 0;
+                    if (!regime || bench_bw_bound(h, r)) continue; /* the bandwidth-bound end is decided above */
+                    lat_n++;
+                    lat_bad += regime == 1 ? h->time_s[r] > (1 + CL_TREE_TOL) * f->time_s[q]
+                                           : f->time_s[q] > (1 + CL_TREE_TOL) * h->time_s[r];
+                }
+            if (!k) {
+                out++;
+                cJSON *o = bench_item(left, h);
+                cJSON_AddStringToObject(o, "flat", f->label);
+                cJSON_AddStringToObject(o, "why", "no size bandwidth-bound for both");
+                claim_line(c, "left out N=%d M=%d: no size bandwidth-bound for both  [%s vs %s]", h->ranks, h->nodes, f->label, h->label);
+                continue;
+            }
+            qsort(ratio, (size_t)k, sizeof *ratio, cmp_double);
+            double med = k % 2 ? ratio[k / 2] : (ratio[k / 2 - 1] + ratio[k / 2]) / 2;
+            int ok = fabs(med / want - 1) <= CL_HIER_TOL && !lat_bad;
+            pairs++;
+            lat_pairs += lat_n > 0;
+            bad += !ok;
+            cJSON *o = bench_item(arr, h);
+            cJSON_AddStringToObject(o, "flat", f->label);
+            cJSON_AddNumberToObject(o, "flat_over_hierarchical", med);
+            cJSON_AddNumberToObject(o, "nic_bytes_ratio", want);
+            cJSON_AddNumberToObject(o, "latency_sizes", lat_n);
+            cJSON_AddNumberToObject(o, "latency_sizes_off", lat_bad);
+            claim_line(c, "N=%-2d M=%-2d G=%-2d %-10s flat / hierarchical %.2fx, the NIC bytes' ratio %.2fx (%d size%s); %d latency-bound "
+                          "size%s, %d off the model's order%s  [%s vs %s]", h->ranks, h->nodes, h->ranks / h->nodes, h->link, med,
+                       want, k, k > 1 ? "s" : "", lat_n, lat_n == 1 ? "" : "s", lat_bad, ok ? "" : "  <- off the claim", f->label,
+                       h->label);
+        }
+    }
+    if (bad) claim_verdict(c, "FAIL", "%d of %d flat/hierarchical pairs off the claim", bad, pairs);
+    else if (!pairs)
+        claim_verdict(c, "NOT-RUN", "needs bench reports of the flat and the hierarchical ring on one --nodes M and --link, "
+                                    "bandwidth-bound sizes (experiments/benchmarks/nodes_claims.sh; %d left out)", out);
+    else claim_verdict(c, "PASS", "the hierarchical ring buys the NIC bytes' ratio in %d pair%s%s", pairs, pairs > 1 ? "s" : "",
+                       lat_pairs ? ", and the rounds decide the small sizes as the model says" : "");
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
-#define NCLAIMS 9
+#define NCLAIMS 11
 static const char *const claim_text[NCLAIMS] = {
     "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
     "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
@@ -1124,12 +1324,16 @@ static const char *const claim_text[NCLAIMS] = {
     "with a straggler, async ps's throughput exceeds the synchronous ring's, its loss against steps within 25% of the ring's",
     "each architecture's comm time per step follows its line of BytePS's Table 1 within 20%, and k = n servers beat the ring",
     "with many ranks and small messages the tree beats the ring; with large messages the ring is at least as fast",
+    "on 2 nodes behind one NIC each, the flat ring's bus bandwidth is the NIC's, the trees over nodes' and the hierarchical "
+    "ring's 2(N-1)/N of it",
+    "the hierarchical ring's gain over the flat ring follows the NIC bytes' ratio (N-1)M/(N(M-1)) as M grows",
 };
 
 int claims_main(int argc, char **argv) {
     if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         printf("usage: ringside claims DIR\n\n"
-               "Reads every report in DIR (a `ringside matrix` output folder), decides the nine claims of\n"
+               "Reads every report in DIR (a `ringside matrix` output folder, and bench reports for claims\n"
+               "10 and 11), decides the eleven claims of\n"
                "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
                "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
         return RS_OK;
@@ -1146,7 +1350,7 @@ int claims_main(int argc, char **argv) {
         return rc;
     }
     void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7, claim8,
-                                                         claim9};
+                                                         claim9, claim10, claim11};
     static Claim claims[NCLAIMS];
     int fails = 0, passes = 0;
     printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,

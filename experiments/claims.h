@@ -1,4 +1,4 @@
-/* claims.h - `ringside claims`: decides the design's six claims on a folder of measured reports */
+/* claims.h - `ringside claims`: decides the design's claims on a folder of measured reports */
 #ifndef RS_CLAIMS_H
 #define RS_CLAIMS_H
 

@@ -21,12 +21,12 @@ static const char *const key_ranks[] = {"ranks", NULL};
 /* Options that do not change the loss curve, or describe the split of one batch, or how the
  * gradient travels (claim 5 holds a 16-bit --wire run against the fp32 1-rank curve with the
  * wire's own tolerance). */
-static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "batch",
+static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "hierarchical", "nodes", "batch",
                                         "global-batch", "accum-steps", "bucket-mb", "overlap", "threads", "eval-every",
                                         "warmup", "device", "wire", "loss-scale", NULL};
 
 /* Options that name the back end and its own settings (left out of claim 7's pair key). */
-static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency",
+static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency", "hierarchical",
                                           "transport", "bucket-mb", "overlap", NULL};
 
 static int load_in(const char *k, const char *const *list) {
@@ -337,6 +337,104 @@ static int load_group(ClaimsSet *set) {
     return RS_OK;
 }
 
+/* ---- bench reports (claims 10 and 11) ---- */
+
+#define BENCH_SCHEMA_PREFIX "ringside.bench/"
+#define BENCH_SCHEMA_READ "ringside.bench/1"
+
+/* Whether a and b are repeats of one configuration (the same all-reduce, ranks, nodes, servers,
+ * link and wire, the same sizes). */
+static int bench_same(const ClaimsBench *a, const ClaimsBench *b) {
+    if (a->arch != b->arch || a->ranks != b->ranks || a->nodes != b->nodes || a->servers != b->servers ||
+        strcmp(a->link, b->link) || strcmp(a->wire, b->wire) || a->nrows != b->nrows)
+        return 0;
+    for (int i = 0; i < a->nrows; i++)
+        if (a->size[i] != b->size[i]) return 0;
+    return 1;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void bench_free(ClaimsBench *b) {
+    free(b->size);
+    free(b->time_s);
+    free(b->times);
+}
+
+/* One bench report into set->benches: a new configuration, or a repeat of one read before. */
+static int load_bench(const char *path, const char *file, const cJSON *rep, ClaimsSet *set) {
+    ClaimsBench b = {0};
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rep, "config"), *rows = cJSON_GetObjectItemCaseSensitive(rep, "rows");
+    char arch[32] = "";
+    load_str(cJSON_GetObjectItemCaseSensitive(rep, "backend"), "architecture", arch, sizeof arch);
+    if (!cJSON_IsObject(cfg) || !cJSON_IsArray(rows))
+        return rs_error(RS_ERR_INPUT, "%s: a bench report without config or rows", path);
+    if (!arch[0] || arch_parse(arch, &b.arch))
+        return rs_error(RS_ERR_INPUT, "%s: backend.architecture '%s': not one this ringside knows", path, arch);
+    snprintf(b.label, sizeof b.label, "%.*s", (int)(strlen(file) > 5 ? strlen(file) - 5 : strlen(file)), file);
+    double v = load_num(cfg, "ranks", NULL, NULL);
+    b.ranks = isfinite(v) ? (int)v : 0;
+    v = load_num(cfg, "nodes", NULL, NULL);
+    b.nodes = isfinite(v) ? (int)v : 0;
+    v = load_num(rep, "backend", "servers", NULL);
+    b.servers = isfinite(v) ? (int)v : 0;
+    v = load_num(rep, "env", "cores", NULL);
+    b.cores = isfinite(v) ? (int)v : 0;
+    load_str(cJSON_GetObjectItemCaseSensitive(cfg, "link"), "text", b.link, sizeof b.link);
+    v = load_num(cfg, "link", "bandwidth_bytes_per_s", NULL);
+    b.bytes_per_s = isfinite(v) ? v : 0;
+    v = load_num(cfg, "link", "latency_s", NULL);
+    b.latency_s = isfinite(v) ? v : 0;
+    load_str(cfg, "wire", b.wire, sizeof b.wire);
+    if (!b.wire[0]) snprintf(b.wire, sizeof b.wire, "fp32");
+    int n = cJSON_GetArraySize(rows);
+    b.size = calloc((size_t)(n ? n : 1), sizeof *b.size);
+    b.time_s = calloc((size_t)(n ? n : 1), sizeof *b.time_s);
+    b.times = calloc((size_t)(n ? n : 1) * CLAIMS_BENCH_REPEATS, sizeof *b.times);
+    if (!b.size || !b.time_s || !b.times) return bench_free(&b), rs_error(RS_ERR_RUNTIME, "out of memory");
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        double sz = load_num(row, "size_bytes", NULL, NULL), t = load_num(row, "time_us", NULL, NULL);
+        if (!(sz > 0) || !(t > 0)) continue;
+        b.size[b.nrows] = sz;
+        b.times[(size_t)b.nrows * CLAIMS_BENCH_REPEATS] = t * 1e-6;
+        b.nrows++;
+    }
+    b.repeats = 1;
+    for (int i = 0; i < set->nbenches; i++) {
+        ClaimsBench *o = &set->benches[i];
+        if (!bench_same(o, &b)) continue;
+        if (o->repeats < CLAIMS_BENCH_REPEATS) {
+            for (int r = 0; r < o->nrows; r++)
+                o->times[(size_t)r * CLAIMS_BENCH_REPEATS + (size_t)o->repeats] = b.times[(size_t)r * CLAIMS_BENCH_REPEATS];
+            o->repeats++;
+        }
+        bench_free(&b);
+        return RS_OK;
+    }
+    ClaimsBench *grown = realloc(set->benches, (size_t)(set->nbenches + 1) * sizeof *grown);
+    if (!grown) return bench_free(&b), rs_error(RS_ERR_RUNTIME, "out of memory");
+    set->benches = grown;
+    set->benches[set->nbenches++] = b;
+    return RS_OK;
+}
+
+/* Each bench configuration's median time at each size over its repeats. */
+static void load_bench_medians(ClaimsSet *set) {
+    for (int i = 0; i < set->nbenches; i++) {
+        ClaimsBench *b = &set->benches[i];
+        for (int r = 0; r < b->nrows; r++) {
+            double *t = b->times + (size_t)r * CLAIMS_BENCH_REPEATS;
+            qsort(t, (size_t)b->repeats, sizeof *t, cmp_double);
+            int k = b->repeats;
+            b->time_s[r] = k % 2 ? t[k / 2] : (t[k / 2 - 1] + t[k / 2]) / 2;
+        }
+    }
+}
+
 static int load_filter(const struct dirent *d) {
     size_t n = strlen(d->d_name);
     return n > 5 && !strcmp(d->d_name + n - 5, ".json") && strcmp(d->d_name, "summary.json") &&
@@ -369,8 +467,13 @@ int claims_load(const char *dir, ClaimsSet *set) {
         }
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(rep, "schema");
         const char *sv = cJSON_IsString(s) ? s->valuestring : "";
-        if (strncmp(sv, "ringside.report/", 16)) {
-            printf("# skipped %s: not a training report (schema %s)\n", path, sv[0] ? sv : "none");
+        if (!strncmp(sv, BENCH_SCHEMA_PREFIX, strlen(BENCH_SCHEMA_PREFIX))) {
+            if (strcmp(sv, BENCH_SCHEMA_READ))
+                rc = rs_error(RS_ERR_INPUT, "%s: bench schema %s, but this ringside reads %s", path, sv, BENCH_SCHEMA_READ);
+            else if ((rc = load_bench(path, names[i]->d_name, rep, set)) == RS_OK)
+                set->nreports++;
+        } else if (strncmp(sv, "ringside.report/", 16)) {
+            printf("# skipped %s: not a training or bench report (schema %s)\n", path, sv[0] ? sv : "none");
         } else if (strcmp(sv, REPORT_SCHEMA)) {
             rc = rs_error(RS_ERR_INPUT, "%s: report schema %s, but this ringside reads %s", path, sv, REPORT_SCHEMA);
         } else {
@@ -387,6 +490,7 @@ int claims_load(const char *dir, ClaimsSet *set) {
         cJSON_Delete(rep);
     }
     if (rc == RS_OK) rc = load_group(set);
+    if (rc == RS_OK) load_bench_medians(set);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     cJSON_Delete(summary);
@@ -397,5 +501,7 @@ int claims_load(const char *dir, ClaimsSet *set) {
 void claims_free(ClaimsSet *set) {
     for (int i = 0; i < set->nruns; i++) free(set->runs[i].loss);
     free(set->runs);
+    for (int i = 0; i < set->nbenches; i++) bench_free(&set->benches[i]);
+    free(set->benches);
     memset(set, 0, sizeof *set);
 }

@@ -54,16 +54,35 @@ typedef struct {
     char pair[4096];          /* the configuration less the back end and its options (claim 7's pairs) */
 } ClaimsRun;
 
+/* One bench configuration (schema ringside.bench/1): its rows, the median of its repeats' times
+ * at each size (claims 10 and 11 read the all-reduce itself, not a training step). */
+#define CLAIMS_BENCH_REPEATS 16
+typedef struct {
+    char label[256];          /* the first report's file name without ".json" */
+    Arch arch;                /* backend.architecture */
+    int ranks, nodes, servers, cores;
+    char link[64];            /* config.link.text: the emulated NIC ("": none) */
+    double bytes_per_s, latency_s; /* its rate and latency (0: none) */
+    char wire[8];             /* config.wire ("fp32" when absent) */
+    int nrows, repeats;
+    double *size;             /* [nrows] bytes per call */
+    double *time_s;           /* [nrows] seconds per call: the median over the repeats */
+    double *times;            /* [nrows * CLAIMS_BENCH_REPEATS] each repeat's (the loader's) */
+} ClaimsBench;
+
 typedef struct {
     ClaimsRun *runs;
     int nruns;                /* configurations */
     int nreports;             /* report files read */
+    ClaimsBench *benches;     /* bench configurations */
+    int nbenches;
 } ClaimsSet;
 
 /* ---- Prototypes ---- */
 
-/* Reads every *.json report in dir except summary.json and claims.json (files of another kind,
- * without a "ringside.report/..." schema, are skipped with a note on stdout), groups them by
+/* Reads every *.json report in dir except summary.json and claims.json (training reports, and
+ * bench reports into set->benches, repeats of one configuration merged; files of another kind
+ * are skipped with a note on stdout), groups them by
  * configuration and takes the median of repeats. Predictions come from each report's summary.prediction,
  * else from dir/summary.json's row for it. 0, or RS_ERR_INPUT with rs_errmsg() naming the file
  * (malformed JSON with line:col, another schema version with both versions, a report without

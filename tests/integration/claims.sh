@@ -21,7 +21,12 @@ def curve(sync, N, how="sync"):
     return c
 
 B = 125e6  # --link 1gbit, bytes/s each way
-def table1(sync, placement, k, N, n):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
+def table1(sync, placement, k, N, n, nodes=0, arch=""):  # claim 8: BytePS's Table 1 line, seconds per step, for n the gradient bytes
+    m = nodes
+    if arch == "ring-hierarchical":  # at the paper's topology n counts machines
+        return 2 * (m - 1) / m * n / B
+    if arch == "byteps-hierarchical":
+        return 2 * m * (m - 1) / (m * m + k * m - 2 * k) * n / B
     u = {"ring": 2 * (N - 1) / N, "sharded": 2 * (N - 1) / N, "dedicated": max(1, N / max(k, 1)),
          "byteps": 2 * N * (N - 1) / (N * N + k * N - 2 * k)}["byteps" if sync == "byteps" else placement if sync == "ps" else "ring"]
     return u * n / B
@@ -31,7 +36,9 @@ def alpha_beta(sync, N, n, link):  # claim 9: the model's comm per step, one buc
     depth = (N - 1).bit_length()  # the trees' depth at N = 4 and 8
     return 2 * (N - 1) * a + 2 * (N - 1) / N * n / B if sync == "ring" else 2 * depth * a + 2 * n / B
 
-def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated", servers=1, link="", layers=LAYERS, tag=""):
+def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated", servers=1, link="", layers=LAYERS, tag="",
+           nodes=0, arch=""):
+    hier = bool(arch)  # a machine-aware form (its architecture given)
     n = 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
     ranks = []
     chunk = -(-gb // N)
@@ -62,7 +69,9 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
         if link and tag:  # claim 9's runs: on their alpha-beta line, 5% over (the tree 3x over when broken)
             comm = alpha_beta(sync, N, n, link) * (3 if variant == "fail9" and sync == "tree" and N == 8 else 1.05)
         elif link:  # claim 8's runs: on their Table 1 line, 5% over (the ring 50% over when broken)
-            comm = table1(sync, placement, servers, N, n) * (1.5 if variant == "fail8" and sync == "ring" and N == 4 else 1.05)
+            comm = table1(sync, placement, servers, N, n, nodes, arch) * (1.5 if variant == "fail8" and sync == "ring" and N == 4 and not nodes else 1.05)
+            if variant == "fail8nodes" and arch == "byteps-hierarchical":  # k = n = 2 CPU servers slower than the flat ring
+                comm *= 1.6
             if variant == "fail8tie" and N == 2 and placement == "dedicated":  # the lines tie at n = 2: 1.5x is off
                 comm *= 1.5
             if sync != "ring":  # no server in rank 0: balanced memory; a shard in every worker moves the ring's bytes
@@ -81,6 +90,8 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
            "ps-placement": placement, "ps-servers": servers, "ps-mode": "push", "report": "x.json", "quiet": True,
            "ps-partition-kb": "16",  # claim 8: a server's fill and drain, 2 x 16 KiB at 1 Gbit/s, 4% of the k = n line
            "ps-consistency": how, "straggler": straggler, "link": link or ("1gbit" if straggler else "")}
+    if nodes:
+        cfg["nodes"], cfg["hierarchical"] = nodes, hier
     thr = 1e4
     if straggler:  # a slow rank holds the ring back, not the asynchronous server
         thr = 2e4 if how == "async" else 5e3
@@ -99,14 +110,16 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
         if variant == "crowded":
             summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
     env = {"cores": 2} if variant == "crowded" else {}
-    arch = "ps-" + placement if sync == "ps" else sync  # what train's registry writes (experiments/backends.c)
+    arch = arch or ("ps-" + placement if sync == "ps" else sync)  # what train's registry writes (experiments/backends.c)
     family = {"none": "none", "ring": "allreduce", "tree": "allreduce"}.get(sync, "ps")
-    backend = {"name": sync, "family": family, "architecture": arch, "servers": servers if arch in ("ps-dedicated", "byteps") else 0,
+    backend = {"name": sync, "family": family, "architecture": arch,
+               "servers": servers if arch in ("ps-dedicated", "byteps", "byteps-hierarchical") else 0,
                "lockstep": how == "sync"}
     r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "backend": backend, "ranks": ranks,
          "summary": summary}
-    name = "sync=%s,ranks=%d,global-batch=%d%s%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", tag,
-                                                            ",%s,k=%d,table1" % (placement, servers) if link else "", rep)
+    name = "sync=%s,ranks=%d,global-batch=%d%s%s%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", tag,
+                                                              ",%s,k=%d,table1" % (placement, servers) if link else "",
+                                                              ",nodes=%d%s" % (nodes, ",hier" if hier else "") if nodes else "", rep)
     json.dump(r, open(os.path.join(out, name), "w"))
 
 if variant == "ringonly":
@@ -131,9 +144,43 @@ report("tree", 4, gb=32, link="1gbit", tag=",large")  # claim 9: bandwidth-bound
 report("ring", 4, gb=32, link="1gbit", tag=",large")
 report("ring", 8, link="1gbit,200us", layers=[64, 16, 10], tag=",small")  # latency-bound: 14 latencies against 6
 report("tree", 8, link="1gbit,200us", layers=[64, 16, 10], tag=",small")
-# files that are not training reports: skipped
+# claim 8 at the paper's topology: 2 machines of 2 ranks, k = n = 2 CPU servers against the flat ring
+report("ring", 4, link="1gbit", nodes=2)
+report("ring", 4, link="1gbit", nodes=2, arch="ring-hierarchical")
+report("byteps", 4, servers=2, link="1gbit", nodes=2, arch="byteps-hierarchical")
+report("ps", 4, placement="dedicated", servers=2, link="1gbit", nodes=2)  # a flat server on nodes: left out of claim 8
+
+# claims 10 and 11: bench reports on nodes behind a 200 Mbit/s NIC, on their NIC bounds (the flat
+# ring 5% over, the machine-aware forms 10% over); small sizes on the model's rounds
+BN = 25e6
+def bench(arch, N, M, factor):
+    G = N // M
+    rows = []
+    for size in (1024, 4 << 20, 16 << 20):
+        a_lat = 50e-6
+        if arch == "ring":
+            t = 2 * (N - 1) * a_lat + 2 * (N - 1) / N * size / BN
+        elif arch == "ring-hierarchical":
+            t = 2 * (M - 1) * a_lat + 2 * (G - 1) * a_lat + 2 * (M - 1) / M * size / BN
+        else:  # tree-hierarchical on 2 nodes: n each way on the NIC
+            t = 2 * a_lat + 2 * (G - 1) * a_lat + size / BN
+        if size > 1024:
+            t *= factor
+        rows.append({"size_bytes": size, "count": size // 4, "type": "float", "time_us": t * 1e6})
+    b = {"schema": "ringside.bench/1", "env": {"cores": 2},
+         "config": {"collective": "allreduce", "ranks": N, "nodes": M, "hierarchical": arch != "ring", "wire": "fp32",
+                    "link": {"text": "200mbit", "bandwidth_bytes_per_s": BN, "latency_s": 0, "per": "node"}},
+         "backend": {"name": arch.split("-")[0], "architecture": arch, "servers": 0}, "rows": rows}
+    json.dump(b, open(os.path.join(out, "bench-%s-n%d-m%d.json" % (arch, N, M)), "w"))
+bench("ring", 4, 2, 1.05)
+bench("ring-hierarchical", 4, 2, 1.10)
+bench("tree-hierarchical", 4, 2, 2.1 if variant == "fail10" else 1.10)
+bench("ring", 6, 3, 1.05)
+bench("ring-hierarchical", 6, 3, 1.6 if variant == "fail11" else 1.10)
+
+# files that are neither training nor bench reports: skipped
 json.dump({"schema": "ringside.matrix/1", "runs": []}, open(os.path.join(out, "summary.json"), "w"))
-json.dump({"schema": "ringside.bench/1", "rows": []}, open(os.path.join(out, "bench.json"), "w"))
+json.dump({"schema": "ringside.predict/1", "rows": []}, open(os.path.join(out, "forecast.json"), "w"))
 EOF
 
 # verdicts DIR: prints "PASS PASS ..." from DIR/claims.json
@@ -143,20 +190,24 @@ $PY "$T/make.py" "$T/pass" pass
 expect_status "every claim passes: exit 0" 0 "$BIN" claims "$T/pass"
 cp "$T/last.log" "$T/pass.log"
 v=$(verdicts "$T/pass")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "nine PASS verdicts"; else bad "nine PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
-if grep -vE '^#|^[1-9] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-9] +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "eleven PASS verdicts"; else bad "eleven PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
+if grep -vE '^#|^[1-9][0-9]? +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-9][0-9]? +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
 else ok "every non-data line starts with #"; fi
-if grep -q "22 reports, 21 configurations" "$T/pass.log" && grep -q "skipped .*bench.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+if grep -q "31 reports, 25 configurations" "$T/pass.log" && grep -q "skipped .*forecast.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
 else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
 if $PY -c "
 import json,sys
 c=json.load(open(sys.argv[1]))
-assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8,9]
+assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8,9,10,11]
 assert sorted(p['regime'] for p in c[8]['numbers']['pairs']) == ['bandwidth', 'latency'], c[8]
-assert len(c[7]['numbers']['runs']) == 7
+assert len(c[7]['numbers']['runs']) == 10
 beat = [p for p in c[7]['numbers']['k_equals_n'] if not p['tie']]
 tie = [p for p in c[7]['numbers']['k_equals_n'] if p['tie']]
-assert len(beat) == 2 and all(b['ps_comm_s'] < b['ring_comm_s'] for b in beat) and len(tie) == 1
+assert len(beat) == 3 and all(b['ps_comm_s'] < b['ring_comm_s'] for b in beat) and len(tie) == 1
+assert len(c[9]['numbers']['benches']) == 3 and all(abs(b['ratio'] - 1) < 0.15 for b in c[9]['numbers']['benches']), c[9]
+p = sorted(c[10]['numbers']['pairs'], key=lambda x: x['nodes'])
+assert [x['nodes'] for x in p] == [2, 3] and all(x['latency_sizes'] == 1 for x in p), p
+assert abs(p[0]['nic_bytes_ratio'] - 1.5) < 1e-9 and abs(p[1]['nic_bytes_ratio'] - 1.25) < 1e-9, p
 assert c[6]['numbers']['pairs'][0]['async_throughput'] == 2e4
 for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
 assert c[1]['numbers']['ps'][0]['r2'] > 0.99
@@ -166,7 +217,8 @@ assert c[1]['numbers']['ps'][0]['r2'] > 0.99
 # parameters once in the fixture) is out of the measured figure as it is out of the formula's
 if $PY - "$T/pass.log" <<'EOF'
 import re, sys
-lines = [l for l in open(sys.argv[1]) if re.search(r"ring N=\d+ +sent per rank per step", l) and "slow]" not in l and "table1]" not in l]
+lines = [l for l in open(sys.argv[1]) if re.search(r"ring N=\d+ +sent per rank per step", l) and "slow]" not in l and "table1]" not in l
+         and "nodes=" not in l]
 assert len(lines) == 4, lines
 for l in lines:
     m = re.search(r"per step ([0-9.]+) MiB \(start-up broadcast excluded\), 2\(N-1\)/N n = ([0-9.]+) MiB", l)
@@ -175,11 +227,11 @@ EOF
 then ok "claim 2: the ring's measured bytes per step and the formula's agree to the digit (broadcast out of both)"
 else bad "claim 2's ring line" "$(grep 'ring N=' "$T/pass.log")"; fi
 
-for k in 1 2 3 4 5 6 7 8 9; do
+for k in 1 2 3 4 5 6 7 8 9 10 11; do
     $PY "$T/make.py" "$T/fail$k" "fail$k"
     expect_status "claim $k broken: exit 4" 4 "$BIN" claims "$T/fail$k"
     v=$(verdicts "$T/fail$k")
-    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,10)))" "$k")
+    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,12)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
 done
 
@@ -187,9 +239,19 @@ done
 $PY "$T/make.py" "$T/fail8tie" fail8tie
 expect_status "claim 8, k = n = 2 servers 1.5x the ring: exit 4" 4 "$BIN" claims "$T/fail8tie"
 v=$(verdicts "$T/fail8tie")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
    && grep -q "(lines tie at n = 2)" "$T/pass.log"; then ok "claim 8: the n = 2 pair is decided as the tie the table says"
 else bad "claim 8 at n = 2" "$v: $(grep -A30 '^8 ' "$T/last.log" | grep 'k = n')"; fi
+
+# claim 8 at the paper's topology: k = n CPU servers for n machines slower than the flat ring, and a
+# flat server on nodes left out, named
+$PY "$T/make.py" "$T/fail8nodes" fail8nodes
+expect_status "claim 8, byteps --hierarchical k = n behind the flat ring: exit 4" 4 "$BIN" claims "$T/fail8nodes"
+v=$(verdicts "$T/fail8nodes")
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS" ] && grep -q "k = n = 2 CPU servers for as many machines (byteps --hierarchical) .*<- not faster" "$T/last.log" \
+   && grep -q "BytePS (n machines) .*n=4 " "$T/pass.log" \
+   && grep -q "left out ps-dedicated n=4 on 2 nodes: a flat server on machines of several ranks" "$T/pass.log"; then ok "claim 8 at the paper's topology: the machines' lines and the k = n pair"
+else bad "claim 8 at the topology" "$v: $(grep -A40 '^8 ' "$T/last.log" | grep -i 'machines')"; fi
 
 # claim 6 outside the factor only where ranks outnumber the cores: the why line says so, each line names its link
 $PY "$T/make.py" "$T/crowded" crowded
@@ -202,15 +264,16 @@ else bad "claim 6 on a crowded machine" "$(grep -A12 '^6 ' "$T/last.log")"; fi
 mkdir -p "$T/empty"
 expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
 v=$(verdicts "$T/empty")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+   && grep -q "needs bench reports of the flat ring, tree --hierarchical and ring --hierarchical" "$T/last.log" \
    && grep -q "needs ps --ps-consistency async and ring runs with the same --straggler" "$T/last.log" \
    && grep -q "needs lockstep push runs without a straggler under an emulated --link, bandwidth-bound" "$T/last.log"; then
-    ok "empty folder: nine NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
+    ok "empty folder: eleven NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
 
 $PY "$T/make.py" "$T/partial" ringonly
 expect_status "partial folder (ring only): exit 0" 0 "$BIN" claims "$T/partial"
 v=$(verdicts "$T/partial")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
 
 mkdir -p "$T/future"
 cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/future/"

@@ -145,6 +145,11 @@ assert abs(bw - 0.125) <= 0.15 * 0.125, bw
 EOF
 else bad "bench --nodes 2" "$(tail -n 4 $T/bench.log)"; fi
 
+# the shipped matrix of claim 8 at the paper's topology: every cell passes its ranks' checks
+$BIN matrix experiments/matrices/nodes.json --out $T/nm --dry-run >$T/nm.log 2>&1 \
+    && grep -q "11 runs" $T/nm.log && grep -q "every cell passed its ranks' checks" $T/nm.log \
+    && ok "nodes.json: 11 cells, every one accepted" || bad "nodes.json dry run" "$(tail -n 3 $T/nm.log)"
+
 # 4. bad values: exit 2, naming the option, nothing started
 expect_status "--nodes 0" 2 $BIN train -n 4 --nodes 0 $SMALL --report $T/bad.json
 expect_status "--nodes -1" 2 $BIN train -n 4 --nodes -1 $SMALL --report $T/bad.json
