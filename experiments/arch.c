@@ -11,7 +11,7 @@
 /* The cost models price the busiest network interface: a rank's own (every rank a machine), or
  * under nodes (M machines of G = N / M ranks, --nodes) the node's one NIC, which all its ranks'
  * traffic to other nodes shares. The fabric inside a node is taken as unpaced: its bytes cost
- * nothing, its rounds of messages are counted apart (arch_node_rounds). Top is one cost call's
+ * nothing, its rounds of messages are counted apart (arch_node_cost). Top is one cost call's
  * shape of the job. */
 typedef struct {
     int servers, N, M, G, pipelined;
@@ -130,7 +130,7 @@ static int cost_byteps(const Top *t, double n, double *a, double *b) {
 }
 
 /* The machine-aware forms (--hierarchical), priced on the NIC as their flat counterparts over the
- * M machines are, plus their rounds inside the node (arch_node_rounds). Horovod's hierarchical
+ * M machines are, plus their rounds inside the node (arch_node_cost). Horovod's hierarchical
  * ring: G rings over the M nodes on n/G each, 2(M-1) rounds, 2(M-1)/M n through each NIC. */
 static int cost_ring_hier(const Top *t, double n, double *a, double *b) {
     Top m = *t;
@@ -184,16 +184,25 @@ int arch_cost(Arch arch, int servers, int nranks, int nodes, int pipelined, doub
     return arch_rows[arch].cost(&t, n_bytes, a, b);
 }
 
-int arch_node_rounds(Arch arch, int nranks, int nodes) {
+int arch_node_cost(Arch arch, int nranks, int nodes, double n_bytes, double *rounds, double *bytes) {
     Top t = top_of(0, nranks, nodes, 0);
-    int G = t.G;
-    if (G < 2) return 0;
+    double G = t.G;
+    *rounds = *bytes = 0;
+    if (t.G < 2) return 0;
     switch (arch) {
-    case ARCH_RING_HIER: return 2 * (G - 1);     /* the reduce-scatter and the all-gather inside */
-    case ARCH_TREE_HIER: return 2 * (G - 1);     /* up the chain and down it */
-    case ARCH_BYTEPS_HIER: return (G - 1) + 2;   /* the reduce-scatter, the chunks to the root, the parameters back */
-    default: return 0;                           /* the flat forms' rounds are all the NIC's (or take its pace) */
+    case ARCH_RING_HIER: /* the reduce-scatter and the all-gather inside: a ring's 2(G-1)/G n a port */
+        *rounds = 2 * (G - 1), *bytes = 2 * (G - 1) / G * n_bytes;
+        break;
+    case ARCH_TREE_HIER: /* up the chain and down it, half of n a tree each way in each phase */
+        *rounds = 2 * (G - 1), *bytes = 2 * n_bytes;
+        break;
+    case ARCH_BYTEPS_HIER: /* the reduce-scatter, the chunks to the root, the parameters from the root to G-1 ranks */
+        *rounds = (G - 1) + 2, *bytes = (G - 1) / G * n_bytes + (G - 1) * n_bytes;
+        break;
+    default: /* the flat forms' rounds are all the NIC's (or take its pace) */
+        break;
     }
+    return 0;
 }
 
 double arch_wire_ratio(Arch arch, const char *wire) { return codec_wire_ratio(wire, arch_is_server(arch)); }

@@ -41,16 +41,18 @@ static inline int arch_is_byteps(Arch a) { return a == ARCH_BYTEPS || a == ARCH_
  * reduction of n_bytes over nranks ranks by architecture arch: t = alpha * *a + beta * *b, priced
  * on the busiest network interface. nodes: the ranks are that many machines of nranks / nodes
  * ranks behind one NIC each (--nodes; 0 or 1, or a count that does not divide: every rank a
- * machine of its own); the fabric inside a node is taken as unpaced (arch_node_rounds counts its
+ * machine of its own); the fabric inside a node is taken as unpaced (arch_node_cost counts its
  * rounds). servers: the dedicated ps's K, byteps's k (the others ignore it); pipelined: a server
  * answers partitions as they come in. 0, or -1 for an architecture or server count the model does
  * not cover (*a = *b = 0). */
 int arch_cost(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double *a, double *b);
 
-/* The rounds of messages one reduction by arch takes inside the node, over the fabric, beside
- * arch_cost's rounds on the NIC: the machine-aware forms' node phases (0 for the flat forms, and
- * without nodes). */
-int arch_node_rounds(Arch arch, int nranks, int nodes);
+/* What one reduction of n_bytes by arch puts on the fabric inside a node, beside arch_cost's NIC:
+ * *rounds of messages, and *bytes through the busiest rank's fabric port one way (the machine-
+ * aware forms' node phases: ring-hierarchical 2(G-1) rounds and 2(G-1)/G n, tree-hierarchical
+ * 2(G-1) and 2n, byteps-hierarchical G+1 and (G-1)/G n + (G-1) n, the root's broadcast; 0 for the
+ * flat forms, and without nodes). 0. */
+int arch_node_cost(Arch arch, int nranks, int nodes, double n_bytes, double *rounds, double *bytes);
 
 /* Bytes on the wire per fp32 byte of gradient for architecture arch under --wire wire (base/
  * codec.h's codec_wire_ratio): a parameter server's replies carry the parameters in their own

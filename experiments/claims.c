@@ -1160,7 +1160,9 @@ static int cmp_double(const void *x, const void *y) {
 static int bench_model(const ClaimsBench *b, int i, double *lat, double *bw) {
     double a, c, n = b->size[i] * arch_wire_ratio(b->arch, b->wire);
     if (arch_cost(b->arch, b->servers, b->ranks, b->nodes, 0, n, &a, &c) != 0) return -1;
-    *lat = a * (b->latency_s + PREDICT_EMULATED_ALPHA_S) + PREDICT_NODE_ALPHA_S * arch_node_rounds(b->arch, b->ranks, b->nodes);
+    double na, nb;
+    arch_node_cost(b->arch, b->ranks, b->nodes, n, &na, &nb);
+    *lat = a * (b->latency_s + PREDICT_EMULATED_ALPHA_S) + PREDICT_NODE_ALPHA_S * na;
     *bw = c / b->bytes_per_s;
     return 0;
 }

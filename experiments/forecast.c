@@ -1,6 +1,7 @@
 /* forecast.c - `ringside predict`: the alpha-beta models of every architecture (experiments/predict.h) at N ranks past this machine, who wins where, and where that was measured */
 #include "forecast.h"
 #include "backends.h"
+#include "claims_load.h"
 #include "predict.h"
 #include "../base/atomicfile.h"
 #include "../base/codec.h"
@@ -28,15 +29,19 @@
 typedef struct {
     Arch arch;
     int serves; /* runs --servers k server processes beside the workers */
+    int machines; /* a machine-aware form: priced only with --per-node G > 1 */
 } FcArch;
 
 static const FcArch fc_archs[] = {
-    {ARCH_RING, 0},
-    {ARCH_TREE, 0},
-    {ARCH_PS_COLOCATED, 0},
-    {ARCH_PS_SHARDED, 0},
-    {ARCH_PS_DEDICATED, 1},
-    {ARCH_BYTEPS, 1},
+    {ARCH_RING, 0, 0},
+    {ARCH_TREE, 0, 0},
+    {ARCH_PS_COLOCATED, 0, 0},
+    {ARCH_PS_SHARDED, 0, 0},
+    {ARCH_PS_DEDICATED, 1, 0},
+    {ARCH_BYTEPS, 1, 0},
+    {ARCH_RING_HIER, 0, 1},
+    {ARCH_TREE_HIER, 0, 1},
+    {ARCH_BYTEPS_HIER, 1, 1},
 };
 #define FC_NARCH (int)(sizeof fc_archs / sizeof fc_archs[0])
 
@@ -54,6 +59,10 @@ typedef struct {
     CodecType wire;
     int pipelined;                /* the servers' partitions pipeline push and pull */
     int serial;                   /* a process pays alpha for every message it handles, one after another */
+    int per_node;                 /* --per-node G: machines of G ranks behind one NIC each (1: every rank a machine) */
+    double fabric_alpha, fabric_beta; /* --intra-link: the fabric inside a machine (0, 0: unpaced) */
+    char fabric_source[96];
+    const char *check;            /* --check DIR: bench reports to hold the models against */
     const char *report, *csv;
     int quiet;
 } FcOpts;
@@ -83,13 +92,22 @@ static void fc_usage(FILE *f) {
             "  --wire W           fp32 | bf16 | fp16 | fp8e4m3 | fp8e5m2: the gradient on the wire (default fp32;\n"
             "                     FP8: the ps family's parameter replies in bf16)\n"
             "  --pipelined        the servers answer partitions as they land (BytePS's; default off)\n"
+            "  --per-node G       machines of G ranks (GPUs) behind one NIC each (the link is the NIC):\n"
+            "                     every N a multiple of G with 2 or more machines; adds the machine-aware\n"
+            "                     forms (ring-, tree-, byteps-hierarchical; byteps's k = machines by default)\n"
+            "  --intra-link BW[,LAT]  with --per-node: the fabric inside a machine (default unpaced: a\n"
+            "                     message there costs the software's %.0f us, its bytes nothing)\n"
+            "  --check DIR        bench reports (ringside bench --report, under --link, --nodes where they\n"
+            "                     had them) to hold the models against: the geometric mean of each size's\n"
+            "                     |model - measured| / measured, per N and architecture, printed after the\n"
+            "                     forecast and written to --report\n"
             "  --serial           every message a process handles costs alpha, one after another (the\n"
             "                     models count a round of messages sent at once as one alpha: at large N\n"
             "                     a server's or a shard's N messages are where that stops holding)\n"
             "  --report FILE      also write the forecast as JSON (%s)\n"
             "  --csv FILE         and as CSV, one row per N and architecture\n"
             "  -q, --quiet        print nothing but errors\n",
-            PREDICT_EMULATED_ALPHA_S * 1e6, FORECAST_MAX_RANKS, FORECAST_SCHEMA);
+            PREDICT_EMULATED_ALPHA_S * 1e6, FORECAST_MAX_RANKS, PREDICT_NODE_ALPHA_S * 1e6, FORECAST_SCHEMA);
 }
 
 static int fc_size(const char *s, double *out) {
@@ -247,6 +265,8 @@ static int fc_load_model(FcOpts *o, const char *path) {
 static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
     memset(o, 0, sizeof *o);
     o->bucket_mb = 25;
+    o->per_node = 1;
+    const char *intra = NULL;
     o->alpha = o->beta = NAN;
     const char *links = NULL, *transport = NULL, *model = NULL, *link = NULL, *ranks = "2..1024";
     double grad = 0, compute_ms = 0;
@@ -264,7 +284,7 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         }
         static const char *const valued[] = {"--links", "--transport", "--link", "--alpha", "--beta", "--model",
                                              "--grad-bytes", "--compute-ms", "--ranks", "--servers", "--bucket-mb",
-                                             "--wire", "--report", "--csv", NULL};
+                                             "--wire", "--report", "--csv", "--per-node", "--intra-link", "--check", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
         if (!known) return rs_error(RS_ERR_INPUT, "predict: unknown option '%s'", a);
@@ -279,6 +299,13 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--ranks")) ranks = v;
         else if (!strcmp(a, "--report")) o->report = v;
         else if (!strcmp(a, "--csv")) o->csv = v;
+        else if (!strcmp(a, "--intra-link")) intra = v;
+        else if (!strcmp(a, "--check")) o->check = v;
+        else if (!strcmp(a, "--per-node")) {
+            if (fc_int(v, &n) || n < 1 || n > FORECAST_MAX_RANKS / 2)
+                return rs_error(RS_ERR_INPUT, "predict: --per-node '%s': expected ranks a machine, 1..%d", v, FORECAST_MAX_RANKS / 2);
+            o->per_node = (int)n;
+        }
         else if (!strcmp(a, "--alpha") || !strcmp(a, "--beta")) {
             char *end;
             d = strtod(v, &end);
@@ -315,6 +342,25 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         return rs_error(RS_ERR_INPUT, "predict: one model: --model REPORT.json (a train report) or --grad-bytes SIZE");
     if (model && compute_ms > 0) return rs_error(RS_ERR_INPUT, "predict: --compute-ms is --grad-bytes's (a --model report has its own)");
     RS_TRY(fc_parse_ranks(o, ranks));
+    if (intra && o->per_node < 2)
+        return rs_error(RS_ERR_INPUT, "predict: --intra-link %s without --per-node G > 1: a fabric joins the ranks of one machine", intra);
+    if (intra) {
+        LinkSpec l;
+        if (link_parse(intra, &l) != RS_OK || !(l.bytes_per_s > 0))
+            return rs_error(RS_ERR_INPUT, "predict: --intra-link %s: %s", intra, rs_errmsg());
+        o->fabric_alpha = l.latency_s, o->fabric_beta = 1.0 / l.bytes_per_s;
+        snprintf(o->fabric_source, sizeof o->fabric_source, "--intra-link %s", intra);
+    } else snprintf(o->fabric_source, sizeof o->fabric_source, "unpaced");
+    if (o->per_node > 1) { /* N: whole machines, two or more */
+        int kept = 0;
+        for (int k = 0; k < o->nranks; k++)
+            if (o->ranks[k] % o->per_node == 0 && o->ranks[k] / o->per_node >= 2) o->ranks[kept++] = o->ranks[k];
+            else if (!o->quiet) printf("# --per-node %d: N = %d left out (not 2 or more machines of %d)\n", o->per_node, o->ranks[k], o->per_node);
+        if (!kept)
+            return rs_error(RS_ERR_INPUT, "predict: --per-node %d: no N of --ranks %s is 2 or more machines of %d ranks", o->per_node,
+                            ranks, o->per_node);
+        o->nranks = kept;
+    }
     if (links) RS_TRY(fc_load_fit(o, links, transport));
     else if (link) {
         LinkSpec l;
@@ -347,20 +393,28 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
  * model does not cover it (byteps's k > n). */
 static int fc_servers(const FcOpts *o, const FcArch *a, int n) {
     if (!a->serves) return 0;
-    int k = o->servers ? o->servers : n;
-    return a->arch == ARCH_BYTEPS && k > n ? -1 : k;
+    int m = a->machines ? n / o->per_node : n; /* byteps --hierarchical: one worker a machine */
+    int k = o->servers ? o->servers : m;
+    return arch_is_byteps(a->arch) && k > m ? -1 : k;
 }
+
+/* The machines N ranks are (0: every rank a machine of its own). */
+static int fc_nodes(const FcOpts *o, int n) { return o->per_node > 1 ? n / o->per_node : 0; }
+
+/* Whether the forecast prices architecture a: the machine-aware forms only on machines. */
+static int fc_shown(const FcOpts *o, const FcArch *a) { return !a->machines || o->per_node > 1; }
 
 /* The rounds of messages a bucket costs when the busiest process pays alpha for each message it
  * handles one after another (--serial), where the models count messages sent at once as one
  * round: a sharded worker's N-1 pushes and answers, a dedicated server's N pushes and a worker's k,
- * byteps's N-1 shards and k servers. The ring's and the tree's rounds are already one message each
+ * byteps's N-1 shards and k servers (byteps --hierarchical's: its machines' n, passed as n). The ring's and the tree's rounds are already one message each
  * way per rank (at most three at once in the tree). a_model: the model's own rounds. */
 static double fc_serial_rounds(const FcArch *a, int n, int k, double a_model) {
     switch (a->arch) {
     case ARCH_PS_SHARDED: return 2.0 * (n - 1);
     case ARCH_PS_DEDICATED: return 2.0 * (n > k ? n : k);
-    case ARCH_BYTEPS: return 2.0 * (n - 1 + k > n ? n - 1 + k : n);
+    case ARCH_BYTEPS:
+    case ARCH_BYTEPS_HIER: return 2.0 * (n - 1 + k > n ? n - 1 + k : n);
     default: return a_model;
     }
 }
@@ -371,12 +425,16 @@ static double fc_comm(const FcOpts *o, const FcArch *a, int n, double grad) {
     if (k < 0) return NAN;
     double wire = arch_wire_ratio(a->arch, codec_name(o->wire));
     double g = grad * wire, bucket = o->bucket_mb * MiB * wire;
-    double t = predict_step_comm(a->arch, k, n, 0, pipe, g, bucket, o->alpha, o->beta);
+    if (!fc_shown(o, a)) return NAN;
+    int m = fc_nodes(o, n);
+    double t = predict_step_comm(a->arch, k, n, m, pipe, g, bucket, o->alpha, o->beta);
     if (t < 0) return NAN;
+    t += predict_step_fabric(a->arch, n, m, g, bucket, o->fabric_alpha, o->fabric_beta);
     double am, bm;
-    if (o->serial && predict_coeffs(a->arch, k, n, 0, pipe, g, &am, &bm) == 0 && am > 0) {
-        double buckets = predict_step_comm(a->arch, k, n, 0, pipe, g, bucket, 1, 0) / am;
-        t += (fc_serial_rounds(a, n, k, am) - am) * buckets * o->alpha;
+    if (o->serial && predict_coeffs(a->arch, k, n, m, pipe, g, &am, &bm) == 0 && am > 0) {
+        double buckets = (predict_step_comm(a->arch, k, n, m, pipe, g, bucket, 1, 0) -
+                          predict_step_fabric(a->arch, n, m, g, bucket, PREDICT_NODE_ALPHA_S, 0)) / am;
+        t += (fc_serial_rounds(a, a->machines ? m : n, k, am) - am) * buckets * o->alpha;
     }
     return t;
 }
@@ -440,6 +498,8 @@ static cJSON *fc_json(const FcOpts *o) {
     cJSON_AddStringToObject(op, "wire", codec_name(o->wire));
     cJSON_AddBoolToObject(op, "pipelined", o->pipelined);
     cJSON_AddBoolToObject(op, "serial", o->serial);
+    cJSON_AddNumberToObject(op, "per_node", o->per_node);
+    cJSON_AddStringToObject(op, "intra_link", o->fabric_source);
     cJSON *rows = cJSON_AddArrayToObject(root, "rows");
     for (int k = 0; k < o->nranks; k++)
         for (int i = 0; i < FC_NARCH; i++) {
@@ -470,6 +530,7 @@ static cJSON *fc_json(const FcOpts *o) {
         }
     cJSON *cross = cJSON_AddObjectToObject(root, "crossovers"); /* at the model's gradient: the first N each beats the ring */
     for (int i = 1; i < FC_NARCH; i++) {
+        if (!fc_shown(o, &fc_archs[i])) continue;
         int n = fc_crossing(o, i, o->grad_bytes);
         if (n) cJSON_AddNumberToObject(cross, arch_name(fc_archs[i].arch), n);
         else cJSON_AddNullToObject(cross, arch_name(fc_archs[i].arch));
@@ -504,16 +565,21 @@ static void fc_print(const FcOpts *o) {
     for (int i = 0; i < FC_NASSUME; i++) printf("# assumes: %s\n", fc_assumptions[i]);
     if (o->measured_lo) printf("# measured: the link at N = %d..%d (rows marked *); elsewhere the forecast extrapolates\n", o->measured_lo, o->measured_hi);
     else printf("# measured: nowhere here (a link given, or a fit without its ranks): every row extrapolates\n");
+    if (o->per_node > 1)
+        printf("# machines: %d ranks each behind one NIC (the link above); inside a machine: %s\n", o->per_node, o->fabric_source);
     printf("%8s", "N");
-    for (int i = 0; i < FC_NARCH; i++) printf(" %13s", arch_name(fc_archs[i].arch));
+    for (int i = 0; i < FC_NARCH; i++)
+        if (fc_shown(o, &fc_archs[i])) printf(" %*s", fc_archs[i].machines ? 19 : 13, arch_name(fc_archs[i].arch));
     printf("  %-13s %s\n", "fastest", "its step (ms)");
     for (int k = 0; k < o->nranks; k++) {
         int n = o->ranks[k];
         printf("%7d%s", n, fc_measured(o, n) ? "*" : " ");
         for (int i = 0; i < FC_NARCH; i++) {
+            if (!fc_shown(o, &fc_archs[i])) continue;
+            int w = fc_archs[i].machines ? 19 : 13;
             double t = fc_comm(o, &fc_archs[i], n, o->grad_bytes);
-            if (isnan(t)) printf(" %13s", "-");
-            else printf(" %13.4g", t * 1e3);
+            if (isnan(t)) printf(" %*s", w, "-");
+            else printf(" %*.4g", w, t * 1e3);
         }
         double best;
         int w = fc_winner(o, n, o->grad_bytes, &best);
@@ -533,11 +599,95 @@ static void fc_print(const FcOpts *o) {
     }
     printf("# crossovers at the model's gradient (the first N of --ranks where each beats the ring):");
     for (int i = 1; i < FC_NARCH; i++) {
+        if (!fc_shown(o, &fc_archs[i])) continue;
         int n = fc_crossing(o, i, o->grad_bytes);
         if (n) printf(" %s N=%d;", arch_name(fc_archs[i].arch), n);
         else printf(" %s never;", arch_name(fc_archs[i].arch));
     }
     printf("\n");
+}
+
+/* ---- --check: the models against bench reports --------------------------------------------- */
+
+/* One (architecture, N, machines) of --check's table. */
+typedef struct {
+    Arch arch;
+    int ranks, nodes, sizes;
+    double log_err, worst; /* the sum of ln(error) over sizes, and the largest error */
+} FcCheck;
+
+#define FC_CHECK_MAX 256
+#define FC_CHECK_FLOOR 1e-3 /* an error below 0.1% counts as 0.1%: the geometric mean of exact zeros is no mean */
+
+/* Each bench configuration of dir under an emulated link, every size priced by the model on that
+ * link (alpha its latency + the software's, beta 1/its rate, its nodes, the fabric unpaced): the
+ * geometric mean over sizes of |model - measured| / measured. *out (malloc'd), *n rows. */
+static int fc_check_load(const char *dir, FcCheck **out, int *n) {
+    ClaimsSet set;
+    *out = NULL, *n = 0;
+    RS_TRY(claims_load(dir, &set));
+    FcCheck *c = calloc(FC_CHECK_MAX, sizeof *c);
+    if (!c) return claims_free(&set), rs_error(RS_ERR_RUNTIME, "predict: out of memory");
+    int skipped = 0;
+    for (int i = 0; i < set.nbenches; i++) {
+        const ClaimsBench *b = &set.benches[i];
+        if (!(b->bytes_per_s > 0)) {
+            skipped++;
+            continue;
+        }
+        int j = 0;
+        while (j < *n && !(c[j].arch == b->arch && c[j].ranks == b->ranks && c[j].nodes == b->nodes)) j++;
+        if (j == *n) {
+            if (*n == FC_CHECK_MAX) continue;
+            c[j] = (FcCheck){.arch = b->arch, .ranks = b->ranks, .nodes = b->nodes};
+            (*n)++;
+        }
+        for (int r = 0; r < b->nrows; r++) {
+            double g = b->size[r] * arch_wire_ratio(b->arch, b->wire);
+            double t = predict_comm(b->arch, b->servers, b->ranks, b->nodes, 0, g, b->latency_s + PREDICT_EMULATED_ALPHA_S,
+                                    1.0 / b->bytes_per_s);
+            if (t < 0 || !(b->time_s[r] > 0)) continue;
+            double e = fabs(t - b->time_s[r]) / b->time_s[r];
+            c[j].log_err += log(e > FC_CHECK_FLOOR ? e : FC_CHECK_FLOOR);
+            c[j].worst = fmax(c[j].worst, e);
+            c[j].sizes++;
+        }
+    }
+    if (skipped) printf("# --check %s: %d bench configuration%s without an emulated --link left out (the model needs its link)\n", dir,
+                        skipped, skipped > 1 ? "s" : "");
+    claims_free(&set);
+    *out = c;
+    return RS_OK;
+}
+
+static double fc_geo(const FcCheck *c) { return c->sizes ? exp(c->log_err / c->sizes) : NAN; }
+
+static void fc_check_print(const char *dir, const FcCheck *c, int n) {
+    printf("# the model against %s (bench reports, each priced on its own emulated link): the geometric mean over sizes of "
+           "|model - measured| / measured (ASTRA-sim publishes 2.8-20.6%% for NCCL on real GPUs)\n", dir);
+    printf("%8s %6s  %-20s %6s %10s %10s\n", "N", "nodes", "architecture", "sizes", "geomean", "worst");
+    for (int i = 0; i < n; i++)
+        if (c[i].sizes)
+            printf("%8d %6d  %-20s %6d %9.1f%% %9.1f%%\n", c[i].ranks, c[i].nodes, arch_name(c[i].arch), c[i].sizes,
+                   100 * fc_geo(&c[i]), 100 * c[i].worst);
+    if (!n) printf("# (no bench report under an emulated --link in %s)\n", dir);
+}
+
+static void fc_check_json(cJSON *root, const char *dir, const FcCheck *c, int n) {
+    cJSON *o = cJSON_AddObjectToObject(root, "check");
+    cJSON_AddStringToObject(o, "dir", dir);
+    cJSON *rows = cJSON_AddArrayToObject(o, "rows");
+    for (int i = 0; i < n; i++) {
+        if (!c[i].sizes) continue;
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "ranks", c[i].ranks);
+        cJSON_AddNumberToObject(r, "nodes", c[i].nodes);
+        cJSON_AddStringToObject(r, "architecture", arch_name(c[i].arch));
+        cJSON_AddNumberToObject(r, "sizes", c[i].sizes);
+        cJSON_AddNumberToObject(r, "geomean_error", fc_geo(&c[i]));
+        cJSON_AddNumberToObject(r, "max_error", c[i].worst);
+        cJSON_AddItemToArray(rows, r);
+    }
 }
 
 int forecast_main(int argc, char **argv) {
@@ -551,12 +701,21 @@ int forecast_main(int argc, char **argv) {
         log_error("%s (ringside predict --help lists the options)", rs_errmsg());
         return RS_ERR_INPUT;
     }
+    FcCheck *chk = NULL;
+    int nchk = 0;
+    if (o.check && (rc = fc_check_load(o.check, &chk, &nchk)) != RS_OK) {
+        log_error("predict: --check: %s", rs_errmsg());
+        return rc;
+    }
     if (!o.quiet) fc_print(&o);
+    if (!o.quiet && o.check) fc_check_print(o.check, chk, nchk);
     if (o.report) {
         cJSON *j = fc_json(&o);
+        if (j && o.check) fc_check_json(j, o.check, chk, nchk);
         rc = j ? report_write_atomic(o.report, j) : rs_error(RS_ERR_RUNTIME, "predict: out of memory");
         cJSON_Delete(j);
     }
+    free(chk);
     if (rc == RS_OK && o.csv) rc = fc_write_csv(&o);
     if (rc != RS_OK) {
         log_error("%s", rs_errmsg());

@@ -14,7 +14,9 @@ int predict_coeffs(Arch arch, int servers, int nranks, int nodes, int pipelined,
 double predict_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double alpha, double beta) {
     double a, b;
     if (predict_coeffs(arch, servers, nranks, nodes, pipelined, n_bytes, &a, &b) != 0) return -1;
-    return alpha * a + beta * b + PREDICT_NODE_ALPHA_S * arch_node_rounds(arch, nranks, nodes);
+    double na, nb;
+    arch_node_cost(arch, nranks, nodes, n_bytes, &na, &nb);
+    return alpha * a + beta * b + PREDICT_NODE_ALPHA_S * na;
 }
 
 double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double bucket_bytes,
@@ -27,6 +29,21 @@ double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipe
     double left = n_bytes - first, full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
     if (full > 0) t += full * predict_comm(arch, servers, nranks, nodes, pipelined, bucket_bytes, alpha, beta);
     if (rest > 0) t += predict_comm(arch, servers, nranks, nodes, pipelined, rest, alpha, beta);
+    return t;
+}
+
+double predict_step_fabric(Arch arch, int nranks, int nodes, double n_bytes, double bucket_bytes, double alpha,
+                           double beta) {
+    double first = n_bytes, full = 0, rest = 0, a, b, t = 0;
+    if (bucket_bytes > 0 && bucket_bytes < n_bytes) { /* DDP's buckets, as predict_step_comm cuts them */
+        first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
+        double left = n_bytes - first;
+        full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
+    }
+    arch_node_cost(arch, nranks, nodes, first, &a, &b);
+    t += alpha * a + beta * b;
+    if (full > 0) arch_node_cost(arch, nranks, nodes, bucket_bytes, &a, &b), t += full * (alpha * a + beta * b);
+    if (rest > 0) arch_node_cost(arch, nranks, nodes, rest, &a, &b), t += alpha * a + beta * b;
     return t;
 }
 

@@ -53,7 +53,7 @@
  * their edges across nodes carry; a server's NIC G workers' pushes. The machine-aware forms are
  * their flat counterparts over the M machines (ring-hierarchical 2(M-1) rounds and 2(M-1)/M n,
  * tree-hierarchical the trees over M, byteps-hierarchical byteps with n = M), plus their rounds
- * inside the node (arch_node_rounds: 2(G-1) for the ring's and the trees', G + 1 for byteps's),
+ * inside the node (arch_node_cost: 2(G-1) for the ring's and the trees', G + 1 for byteps's),
  * each at PREDICT_NODE_ALPHA_S: the fabric is taken as unpaced, so a round there costs the
  * software's per-message time and its bytes nothing. */
 #define PREDICT_NODE_ALPHA_S PREDICT_EMULATED_ALPHA_S
@@ -81,6 +81,13 @@ double predict_comm(Arch arch, int servers, int nranks, int nodes, int pipelined
  * does not cover. The coefficients are the architectures' cost models (experiments/backends.c). */
 double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double bucket_bytes,
                          double alpha, double beta);
+
+/* Seconds per step a fabric inside the nodes (alpha s a message, beta s a byte: --intra-link)
+ * adds to predict_step_comm, which takes the fabric as unpaced (its rounds at PREDICT_NODE_ALPHA_S,
+ * the software's, its bytes free): the machine-aware forms' node phases (arch_node_cost) over the
+ * same buckets. 0 for the flat forms and without nodes. */
+double predict_step_fabric(Arch arch, int nranks, int nodes, double n_bytes, double bucket_bytes, double alpha,
+                           double beta);
 
 /* Seconds per step of DataParallel's data messages through rank 0 (see above) for a global batch
  * of global_batch rows of in_dim inputs and classes outputs on nranks ranks; 0 with one rank,

@@ -59,7 +59,13 @@ static void test_nodes_formulas(void) {
     /* Horovod's: 2(M-1) rounds and 2(M-1)/M n on the NIC, 2(G-1) rounds inside */
     CHECK(near(predict_comm(ARCH_RING_HIER, 0, 8, 2, 0, n, al, be), 2 * al + n * be + 6 * nal));
     CHECK(near(predict_comm(ARCH_RING_HIER, 0, 12, 3, 0, n, al, be), 4 * al + 4.0 / 3 * n * be + 6 * nal));
-    CHECK(arch_node_rounds(ARCH_RING_HIER, 8, 2) == 6 && arch_node_rounds(ARCH_RING, 8, 2) == 0);
+    CHECK(arch_node_cost(ARCH_RING_HIER, 8, 2, n, &a, &b) == 0 && a == 6 && near(b, 1.5 * n));
+    CHECK(arch_node_cost(ARCH_RING, 8, 2, n, &a, &b) == 0 && a == 0 && b == 0);
+    CHECK(arch_node_cost(ARCH_BYTEPS_HIER, 8, 2, n, &a, &b) == 0 && a == 5 && near(b, 0.75 * n + 3 * n));
+    /* a fabric of 1 us and 0.1 ns/B: the ring's node phases over one bucket, then over DDP's buckets */
+    CHECK(near(predict_step_fabric(ARCH_RING_HIER, 8, 2, n, 0, 1e-6, 1e-10), 6e-6 + 1.5 * n * 1e-10));
+    CHECK(near(predict_step_fabric(ARCH_RING_HIER, 8, 2, n, 1048576.0, 1e-6, 1e-10), 4 * 6e-6 + 1.5 * n * 1e-10));
+    CHECK(predict_step_fabric(ARCH_RING, 8, 2, n, 0, 1e-6, 1e-10) == 0);
     /* NCCL's trees over 2 nodes: n each way on the NIC, the chain of G inside */
     CHECK(near(predict_comm(ARCH_TREE_HIER, 0, 8, 2, 0, n, al, be), 2 * al + n * be + 6 * nal));
     /* BytePS at the machines: byteps with n = M, then G + 1 rounds inside */

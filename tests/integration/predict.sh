@@ -97,6 +97,58 @@ m = json.load(open(sys.argv[1]))['forecast']
 assert m['status'] == 'drawn' and m['series'] == 6, m" $T/fig/figures.json
 else echo "SKIP plots: no python3 with matplotlib (bash plots/find_python.sh says how to get one)"; fi
 
+# ---- 3b. machines of G ranks behind one NIC (--per-node), and the models held to bench reports (--check) ----
+$BIN predict --link 1gbit --grad-bytes 8M --ranks 2..16 --per-node 2 --servers 1 --report $T/mach.json >$T/mach.log 2>&1
+check "--per-node 2: the machine-aware forms priced, the flat ring's NIC a rank's, the hierarchical ring's 2(M-1)/M n" $PY - $T/mach.json <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = {(x["ranks"], x["architecture"]): x["comm_s"] for x in r["rows"]}
+assert r["options"]["per_node"] == 2 and sorted({x["ranks"] for x in r["rows"]}) == [4, 8, 16], sorted({x["ranks"] for x in r["rows"]})
+n, B, a = 8 * 1048576, 125e6, 50e-6
+# one bucket (--bucket-mb 25 holds the 8 MiB): the formula's rounds and bytes once
+for N in (4, 8, 16):
+    M, G = N // 2, 2
+    ring = 2 * (N - 1) * a + 2 * (N - 1) / N * n / B
+    hier = 2 * (M - 1) * a + 2 * (G - 1) * 50e-6 + 2 * (M - 1) / M * n / B
+    assert abs(rows[(N, "ring")] - ring) < 1e-9, (N, rows[(N, "ring")], ring)
+    assert abs(rows[(N, "ring-hierarchical")] - hier) < 1e-9, (N, rows[(N, "ring-hierarchical")], hier)
+    assert (N, "byteps-hierarchical") in rows and (N, "tree-hierarchical") in rows
+EOF2
+grep -q "N = 2 left out (not 2 or more machines of 2)" $T/mach.log && ok "--per-node: an N of one machine is named, left out" \
+    || bad "--per-node N = 2" "$(head -n 3 $T/mach.log)"
+$BIN predict --link 1gbit --grad-bytes 8M --ranks 8 --per-node 2 --intra-link 10gbit --report $T/fab.json >/dev/null 2>&1
+check "--intra-link: the fabric's time on top of the unpaced one, the flat forms unchanged" $PY - $T/mach.json $T/fab.json <<'EOF2'
+import json, sys
+a, b = ({(x["ranks"], x["architecture"]): x["comm_s"] for x in json.load(open(f))["rows"]} for f in sys.argv[1:])
+assert b[(8, "ring")] == a[(8, "ring")]
+extra = b[(8, "ring-hierarchical")] - a[(8, "ring-hierarchical")]
+assert abs(extra - 2 * (8 * 1048576) / 2 / 1.25e9) < 1e-9, extra  # 2(G-1)/G n over 10 Gbit/s
+EOF2
+# --check: bench reports at 1.1x the model's time: every size 10% off, the geomean 9.1%
+mkdir -p $T/chk
+$PY - $T/chk <<'EOF2'
+import json, os, sys
+B, a, n = 25e6, 50e-6, 4 << 20
+for N, M, arch in ((4, 2, "ring"), (4, 2, "ring-hierarchical")):
+    rows = []
+    for size in (1 << 20, 4 << 20):
+        t = (2 * (N - 1) * a + 2 * (N - 1) / N * size / B) if arch == "ring" else (2 * (M - 1) * a + 2 * 50e-6 + 2 * (M - 1) / M * size / B)
+        rows.append({"size_bytes": size, "time_us": t / 1.1 * 1e6})
+    json.dump({"schema": "ringside.bench/1", "config": {"ranks": N, "nodes": M, "wire": "fp32",
+               "link": {"text": "200mbit", "bandwidth_bytes_per_s": B, "latency_s": 0}},
+               "backend": {"architecture": arch, "servers": 0}, "env": {"cores": 2}, "rows": rows},
+              open(os.path.join(sys.argv[1], arch + ".json"), "w"))
+EOF2
+$BIN predict --link 200mbit --grad-bytes 4M --ranks 4 --per-node 2 --check $T/chk --report $T/chk.json >$T/chk.log 2>&1
+check "--check: the model held to bench reports, per N and architecture, printed and in the report" $PY - $T/chk.json $T/chk.log <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))["check"]["rows"]
+assert sorted(x["architecture"] for x in c) == ["ring", "ring-hierarchical"], c
+assert all(abs(x["geomean_error"] - 0.1) < 1e-6 and x["sizes"] == 2 and x["nodes"] == 2 for x in c), c
+log = open(sys.argv[2]).read()
+assert "ASTRA-sim publishes 2.8-20.6%" in log and "ring-hierarchical" in log.split("geometric mean")[1], log[-600:]
+EOF2
+
 # ---- 4. refusals: exit 2, a message naming why, nothing written --------------------------------------
 refused() { # NAME PATTERN ARGS...
     local name=$1 pat=$2; shift 2
@@ -116,4 +168,9 @@ refused "a model that is not a report" "not a train report" --alpha 1e-5 --beta 
 refused "no model" "one model" --alpha 1e-5 --beta 1e-9
 refused "a beta of 0" "expected seconds per byte" --alpha 1e-5 --beta 0 --grad-bytes 1M
 refused "an unknown option" "unknown option '--frobnicate'" --alpha 1e-5 --beta 1e-9 --grad-bytes 1M --frobnicate
+refused "--per-node 0" "expected ranks a machine" --link 1gbit --grad-bytes 1M --per-node 0
+refused "--per-node with no whole machines" "no N of --ranks 2,3 is 2 or more machines of 4" --link 1gbit --grad-bytes 1M --ranks 2,3 --per-node 4
+refused "--intra-link without --per-node" "without --per-node G > 1" --link 1gbit --grad-bytes 1M --intra-link 10gbit
+refused "--intra-link malformed" "--intra-link fast" --link 1gbit --grad-bytes 1M --per-node 2 --intra-link fast
+refused "--check on a folder that is not there" "cannot read the folder" --link 1gbit --grad-bytes 1M --check $T/nowhere
 finish
