@@ -353,6 +353,20 @@ def lab7(d, log):
         check(r["backend"]["architecture"] == want_arch and r["config"]["nodes"] == M, f"lab 7: {name}: {want_arch} on {M} nodes")
         last = sum(k["traffic"]["by_link"]["network"]["bytes_sent"] for k in workers(r) if k["node"] == M - 1) / S
         check(ratio * n <= last <= 1.01 * ratio * n, f"lab 7: {name}: the last node's NIC {last:,.0f} B a step = {ratio:.3g} n = {ratio * n:,.0f} (+ headers)")
+    # BytePS on 2 machines of 2 with k = 2 CPU servers: a node's NIC 2.0 n flat (n = 4 workers),
+    # 1.0 n with the machine-level reduce (n = 2 machines); the reduce the faster
+    bp = {k: load(d, f"results/lab7/{k}.json") for k in ("byteps-2x2", "byteps-hier-2x2")}
+    for name, want_arch, ratio in (("byteps-2x2", "byteps", 2.0), ("byteps-hier-2x2", "byteps-hierarchical", 1.0)):
+        r = bp[name]
+        if not r:
+            continue
+        S = r["summary"]["steps"]
+        check(r["backend"]["architecture"] == want_arch and r["backend"]["servers"] == 2, f"lab 7: {name}: {want_arch} with 2 CPU servers")
+        last = sum(k["traffic"]["by_link"]["network"]["bytes_sent"] for k in workers(r) if k["node"] == 1) / S
+        check(ratio * n <= last <= 1.02 * ratio * n, f"lab 7: {name}: node 1's NIC {last:,.0f} B a step = {ratio:.3g} n = {ratio * n:,.0f} (+ headers)")
+    if all(bp.values()):
+        tf, th = (bp[k]["summary"]["step_time_s"] for k in ("byteps-2x2", "byteps-hier-2x2"))
+        check(th < tf, f"lab 7: BytePS with the machine-level reduce ({th * 1e3:.1f} ms) faster than without ({tf * 1e3:.1f} ms)")
     f, h = runs["flat-2x2"], runs["hier-2x2"]
     if f:
         t, bound = f["summary"]["step_time_s"], 1.5 * n / bw
