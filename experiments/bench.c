@@ -882,7 +882,7 @@ static int bench_launch(const BenchOpts *o, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    return launch_command("bench", o->nranks, o->servers, argc, argv);
+    return launch_command("bench", o->nranks, o->servers, o->nodes, argc, argv);
 }
 
 int bench_main(int argc, char **argv) {

@@ -318,7 +318,7 @@ static int train_launch(const Config *c, int servers, int argc, char **argv) {
         log_error("%s", rs_errmsg());
         return rc;
     }
-    return launch_command("train", c->nranks, servers, argc, argv);
+    return launch_command("train", c->nranks, servers, c->nodes, argc, argv);
 }
 
 int train_main(int argc, char **argv) {

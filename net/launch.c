@@ -124,8 +124,16 @@ static void setenv_int(const char *name, int v) {
     setenv(name, buf, 1);
 }
 
+/* The run's --nodes (0: none), for who(). */
+static int launch_nodes;
+
+/* "rank 2", "server 0"; under --nodes M the node too ("rank 2 (node 1)", "server 0 (node 2)": rank
+ * r on node r / (nworkers / M), each server a node of its own after the workers'). */
 static const char *who(int i, int nworkers, char *buf, size_t len) {
-    if (i < nworkers) snprintf(buf, len, "rank %d", i);
+    int M = launch_nodes, G = M > 0 && nworkers % M == 0 ? nworkers / M : 0;
+    if (i < nworkers && G) snprintf(buf, len, "rank %d (node %d)", i, i / G);
+    else if (i < nworkers) snprintf(buf, len, "rank %d", i);
+    else if (G) snprintf(buf, len, "server %d (node %d)", i - nworkers, M + i - nworkers);
     else snprintf(buf, len, "server %d", i - nworkers);
     return buf;
 }
@@ -168,7 +176,8 @@ static int launch_interrupted(int alive) {
     return RS_ERR_INTERRUPTED;
 }
 
-int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s) {
+int launch_run(int nworkers, int nservers, int nodes, int argc, char **argv, double grace_s) {
+    launch_nodes = nodes;
     int rc = launch_run_(nworkers, nservers, argc, argv, grace_s);
     if (rc != RS_OK && rc != RS_ERR_INTERRUPTED && !launch_reported) log_error("%s", rs_errmsg());
     return rc;
@@ -218,7 +227,7 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     for (int i = 0; i < n && rc == RS_OK; i++) {
         pid_t p = fork();
         if (p < 0) {
-            rc = rs_error(RS_ERR_RUNTIME, "fork for %s: %s", who(i, nworkers, (char[32]){0}, 32), strerror(errno));
+            rc = rs_error(RS_ERR_RUNTIME, "fork for %s: %s", who(i, nworkers, (char[48]){0}, 48), strerror(errno));
             break;
         }
         if (p == 0) {
@@ -253,7 +262,7 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
 
     int alive = 0;
     for (int i = 0; i < n; i++) alive += pid[i] > 0;
-    char name[32], first[320] = "";
+    char name[48], first[320] = "";
     while (rc == RS_OK && alive > 0) {
         if (launch_signal) {
             rc = launch_interrupted(alive);
@@ -328,13 +337,13 @@ static int launch_run_(int nworkers, int nservers, int argc, char **argv, double
     return rc;
 }
 
-int launch_command(const char *cmd, int nworkers, int nservers, int argc, char **args) {
+int launch_command(const char *cmd, int nworkers, int nservers, int nodes, int argc, char **args) {
     char **argv = calloc((size_t)argc + 3, sizeof *argv);
     if (!argv) return rs_error(RS_ERR_RUNTIME, "out of memory");
     argv[0] = "ringside";
     argv[1] = (char *)cmd;
     for (int i = 0; i < argc; i++) argv[i + 2] = args[i];
-    int rc = launch_run(nworkers, nservers, argc + 2, argv, 3.0);
+    int rc = launch_run(nworkers, nservers, nodes, argc + 2, argv, 3.0);
     free(argv);
     return rc;
 }

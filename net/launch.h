@@ -21,18 +21,18 @@ typedef struct {
  * RINGSIDE_ROLE/RINGSIDE_SERVER_ID for servers) on a free port (or MASTER_PORT when set: an
  * error naming it when in use), and waits. When a process exits non-zero or by a signal, the
  * others are stopped (SIGTERM, then SIGKILL after grace_s) and the launcher reports which and
- * how. SIGINT, SIGTERM or SIGHUP to the launcher stop every process (the message names the
+ * how (under nodes > 0, --nodes, naming its node too: "rank 2 (node 1)"). SIGINT, SIGTERM or SIGHUP to the launcher stop every process (the message names the
  * signal; a SIGHUP ignored at the start, as under nohup, stays ignored). Every process dies with
  * the launcher: it gets SIGKILL when the launcher is gone (PR_SET_PDEATHSIG, set before exec and
  * checked against a launcher that died first), so a killed launcher leaves no rank running and
  * no report written. Returns 0 when all exit 0, else the first failing process's exit status
  * (RS_ERR_PEER when killed by a signal, RS_ERR_INTERRUPTED when interrupted). Creates no ZeroMQ
  * or CUDA state. */
-int launch_run(int nworkers, int nservers, int argc, char **argv, double grace_s);
+int launch_run(int nworkers, int nservers, int nodes, int argc, char **argv, double grace_s);
 
 /* launch_run for the subcommand cmd ("train", "bench"): each process runs `ringside cmd args...`
  * with the args that followed cmd. Same returns as launch_run (RS_ERR_RUNTIME on OOM). */
-int launch_command(const char *cmd, int nworkers, int nservers, int argc, char **args);
+int launch_command(const char *cmd, int nworkers, int nservers, int nodes, int argc, char **args);
 
 /* A TCP port on addr that binds now, chosen at random below the kernel's ephemeral range (so no
  * outgoing connection takes it before rank 0 binds it); the kernel's choice where that fails. 0 on

@@ -150,6 +150,24 @@ $BIN matrix experiments/matrices/nodes.json --out $T/nm --dry-run >$T/nm.log 2>&
     && grep -q "11 runs" $T/nm.log && grep -q "every cell passed its ranks' checks" $T/nm.log \
     && ok "nodes.json: 11 cells, every one accepted" || bad "nodes.json dry run" "$(tail -n 3 $T/nm.log)"
 
+# a rank killed on a node: the job ends at once, naming the rank and its node, no report
+for form in "--sync ring --hierarchical" "--sync byteps --ps-servers 1 --hierarchical"; do
+    $BIN train -n 4 --nodes 2 $form --layers 784,256,10 --steps 100000 --quiet --timeout 10 --report $T/killed.json >$T/killed.log 2>&1 &
+    L=$!
+    for ((w = 0; w < 100; w++)); do [ "$(pgrep -P $L | wc -l)" -ge 4 ] && break; sleep 0.05; done
+    sleep 1
+    kill -9 "$(pgrep -P $L | sort -n | sed -n 4p)" 2>/dev/null
+    t0=$SECONDS
+    while kill -0 $L 2>/dev/null && ((SECONDS - t0 < 25)); do sleep 0.1; done
+    if kill -0 $L 2>/dev/null; then kill -9 $L; bad "rank killed on a node ($form)" "the job did not end within 25 s"
+    else
+        wait $L; rc=$?
+        [ $rc != 0 ] && grep -q "rank 3 (node 1) was killed by signal 9" $T/killed.log && [ ! -e $T/killed.json ] \
+            && ok "$form: rank 3 killed on node 1: exit $rc within $((SECONDS - t0)) s, named with its node, no report" \
+            || bad "rank killed on a node ($form)" "exit $rc: $(tail -n 3 $T/killed.log)"
+    fi
+done
+
 # 4. bad values: exit 2, naming the option, nothing started
 expect_status "--nodes 0" 2 $BIN train -n 4 --nodes 0 $SMALL --report $T/bad.json
 expect_status "--nodes -1" 2 $BIN train -n 4 --nodes -1 $SMALL --report $T/bad.json
