@@ -40,6 +40,7 @@ typedef struct {
 struct MeshPending {
     MeshHeader h;
     MsgFrame data;
+    double ready; /* when the emulated interface has taken it in (clock_now seconds; 0: at once) */
 };
 
 static const Codec mesh_fp32 = {CODEC_F32, 1.0f}; /* the parameter broadcast's: exact */
@@ -67,10 +68,12 @@ int mesh_send(Mesh *m, int peer, int tag, const float *data, size_t count) {
     return mesh_put(m, peer, tag, data, count);
 }
 
-/* Reads one whole message from the mailbox (header + data), waiting until deadline.
- * 0 with *h and *data set (caller closes data); 1 on timeout; RS_ERR_* on a library error.
- * Strays (wrong magic or token, wrong shape) are dropped and counted. */
-static int mesh_next(Mesh *m, MeshHeader *h, MsgFrame *data, double deadline) {
+/* Reads one whole message from the mailbox (header + data), waiting until deadline, and books it
+ * on the receiving interface without waiting there: *ready is when it is in (0: at once; the
+ * interface takes a message in while this rank works on another). 0 with *h, *data and *ready set
+ * (caller closes data); 1 on timeout; RS_ERR_* on a library error. Strays (wrong magic or token,
+ * wrong shape) are dropped and counted. */
+static int mesh_next(Mesh *m, MeshHeader *h, MsgFrame *data, double *ready, double deadline) {
     for (;;) {
         MsgIn in;
         if (msg_recv(m->pull, &in, ZMQ_DONTWAIT, 0) < 0) {
@@ -92,7 +95,7 @@ static int mesh_next(Mesh *m, MeshHeader *h, MsgFrame *data, double deadline) {
             msg_drop(&in, &m->count);
             continue;
         }
-        msg_accept(&in, 0, m->peer_node && m->peer_node[h->from], 0, &m->count);
+        *ready = msg_accept(&in, 0, m->peer_node && m->peer_node[h->from], 1, &m->count);
         msg_frame_init(data);
         msg_frame_take(&in, data); /* the caller closes it (msg_frame_close) */
         msg_close(&in);
@@ -100,8 +103,10 @@ static int mesh_next(Mesh *m, MeshHeader *h, MsgFrame *data, double deadline) {
     }
 }
 
-/* Decodes (and adds, or copies) a message asked for into dst; closes data. */
-static int mesh_take(Mesh *m, const MeshHeader *h, MsgFrame *data, float *dst, size_t count, int op) {
+/* Decodes (and adds, or copies) a message asked for into dst once the interface has it (ready);
+ * closes data. */
+static int mesh_take(Mesh *m, const MeshHeader *h, MsgFrame *data, double ready, float *dst, size_t count, int op) {
+    msg_wait_until(ready);
     const Codec *c = mesh_codec(m, h->tag);
     if (h->count != count || h->dtype != (uint32_t)c->type) {
         int from = (int)h->from, tag = h->tag;
@@ -118,7 +123,7 @@ static int mesh_take(Mesh *m, const MeshHeader *h, MsgFrame *data, float *dst, s
 }
 
 /* Keeps a message nobody asked for yet, its bytes under MEM_COMM. */
-static int mesh_keep(Mesh *m, const MeshHeader *h, MsgFrame *data) {
+static int mesh_keep(Mesh *m, const MeshHeader *h, MsgFrame *data, double ready) {
     if (m->nkept == m->capkept) {
         int cap = m->capkept ? 2 * m->capkept : 16;
         struct MeshPending *k = realloc(m->kept, (size_t)cap * sizeof *k);
@@ -131,6 +136,7 @@ static int mesh_keep(Mesh *m, const MeshHeader *h, MsgFrame *data) {
     }
     struct MeshPending *k = &m->kept[m->nkept++];
     k->h = *h;
+    k->ready = ready;
     msg_frame_init(&k->data);
     msg_frame_move(&k->data, data);
     msg_frame_close(data);
@@ -140,9 +146,10 @@ static int mesh_keep(Mesh *m, const MeshHeader *h, MsgFrame *data) {
     return RS_OK;
 }
 
-/* Takes kept message i out of the list into *h and *data (the last one fills the gap). */
-static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, MsgFrame *data) {
+/* Takes kept message i out of the list into *h, *data and *ready (the last one fills the gap). */
+static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, MsgFrame *data, double *ready) {
     struct MeshPending *p = &m->kept[i];
+    *ready = p->ready;
     long long b = (long long)msg_frame_size(&p->data);
     m->kept_bytes -= b;
     mem_account(MEM_COMM, -b);
@@ -153,36 +160,47 @@ static void mesh_unkeep(Mesh *m, int i, MeshHeader *h, MsgFrame *data) {
     struct MeshPending *last = &m->kept[--m->nkept];
     if (last != p) {
         p->h = last->h;
+        p->ready = last->ready;
         msg_frame_init(&p->data);
         msg_frame_move(&p->data, &last->data);
         msg_frame_close(&last->data);
     }
 }
 
+/* A message nobody asked for yet: kept for this collective or a later one; one of a finished
+ * collective (sent, never asked for) is an error. Closes data either way. */
+static int mesh_stash(Mesh *m, const MeshHeader *h, MsgFrame *data, double ready) {
+    if (h->seq < m->seq) {
+        msg_frame_close(data);
+        return rs_error(RS_ERR_RUNTIME, "%s: rank %d sent rank %d a message (tag %d) that rank %d never received in that "
+                        "collective", m->name, (int)h->from, m->rank, h->tag, m->rank);
+    }
+    return mesh_keep(m, h, data, ready);
+}
+
 /* mesh_recv for any tag, the broadcast's among them, waiting until deadline (clock_now()'s
- * seconds): 0 with the message taken, 1 when none came by then (*timed_out set, nothing
- * reported), or RS_ERR_*. */
+ * seconds): 0 with the message taken, 1 when none came by then, or came but is not in by then
+ * (kept: the interface is still taking it in; nothing reported), or RS_ERR_*. */
 static int mesh_get_until(Mesh *m, int peer, int tag, float *dst, size_t count, int op, double deadline) {
     if (peer < 0 || peer >= m->world || peer == m->rank)
         return rs_error(RS_ERR_RUNTIME, "%s: rank %d cannot receive from rank %d (world %d)", m->name, m->rank, peer,
                         m->world);
     MeshHeader h;
     MsgFrame data;
+    double ready;
     for (int i = 0; i < m->nkept; i++) /* asked for at last */
         if ((int)m->kept[i].h.from == peer && m->kept[i].h.tag == tag && m->kept[i].h.seq == m->seq) {
-            mesh_unkeep(m, i, &h, &data);
-            return mesh_take(m, &h, &data, dst, count, op);
+            if (m->kept[i].ready > deadline) return 1;
+            mesh_unkeep(m, i, &h, &data, &ready);
+            return mesh_take(m, &h, &data, ready, dst, count, op);
         }
     for (;;) {
-        int rc = mesh_next(m, &h, &data, deadline);
+        int rc = mesh_next(m, &h, &data, &ready, deadline);
         if (rc != RS_OK) return rc;
-        if ((int)h.from == peer && h.tag == tag && h.seq == m->seq) return mesh_take(m, &h, &data, dst, count, op);
-        if (h.seq < m->seq) { /* from a finished collective: sent, but nobody asked for it */
-            msg_frame_close(&data);
-            return rs_error(RS_ERR_RUNTIME, "%s: rank %d sent rank %d a message (tag %d) that rank %d never received in that "
-                            "collective", m->name, (int)h.from, m->rank, h.tag, m->rank);
-        }
-        RS_TRY(mesh_keep(m, &h, &data));
+        if ((int)h.from == peer && h.tag == tag && h.seq == m->seq && ready <= deadline)
+            return mesh_take(m, &h, &data, ready, dst, count, op);
+        RS_TRY(mesh_stash(m, &h, &data, ready));
+        if ((int)h.from == peer && h.tag == tag && h.seq == m->seq) return 1; /* not in by the deadline */
     }
 }
 
@@ -204,6 +222,22 @@ int mesh_recv_within(Mesh *m, int peer, int tag, float *dst, size_t count, int o
     if (tag < 0) return rs_error(RS_ERR_RUNTIME, "%s: tag %d: tags are 0..2^31-1", m->name, tag);
     int rc = mesh_get_until(m, peer, tag, dst, count, op, clock_now() + (wait_ms > 0 ? wait_ms : 0) / 1000.0);
     return rc == 1 ? 0 : rc == RS_OK ? 1 : -rc;
+}
+
+int mesh_wait_any(Mesh *m, int wait_ms) {
+    MeshHeader h;
+    MsgFrame data;
+    double now = clock_now(), until = now + (wait_ms > 0 ? wait_ms : 0) / 1000.0, ready;
+    int soon = 0; /* a kept message comes in by then */
+    for (int i = 0; i < m->nkept; i++)
+        if (m->kept[i].ready > now && m->kept[i].ready <= until) {
+            until = m->kept[i].ready;
+            soon = 1;
+        }
+    int rc = mesh_next(m, &h, &data, &ready, until);
+    if (rc == 1) return soon;
+    if (rc == RS_OK) rc = mesh_stash(m, &h, &data, ready);
+    return rc == RS_OK ? 1 : -rc;
 }
 
 static int mesh_mod(int x, int p) { return ((x % p) + p) % p; }

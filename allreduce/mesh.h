@@ -90,9 +90,18 @@ int mesh_send(Mesh *m, int peer, int tag, const float *data, size_t count);
 int mesh_recv(Mesh *m, int peer, int tag, float *dst, size_t count, int op);
 
 /* mesh_recv waiting at most wait_ms (0: only what is already here): 1 with the message taken, 0
- * when it has not come yet (ask again), or a negative RS_ERR_* (rs_errmsg() set). For an
+ * when it has not come yet, or not been taken in by the receiving interface (--link) by then (ask
+ * again), or a negative RS_ERR_* (rs_errmsg() set). For an
  * algorithm that must not block on one peer while others wait on it (a poll op). */
 int mesh_recv_within(Mesh *m, int peer, int tag, float *dst, size_t count, int op, int wait_ms);
+
+/* Waits at most wait_ms (0: only what is already here) for the next message of the mailbox,
+ * whoever sent it, and keeps it for mesh_recv or mesh_recv_within, or for a kept message to be in
+ * (under --link, a message is in once the receiving interface has taken it in): 1 when one came or
+ * is in, 0 when none, or a negative RS_ERR_* (rs_errmsg() set). For an algorithm waiting on
+ * several peers at once (the tree): it asks for each with mesh_recv_within(..., 0), and waits here
+ * when none is in. */
+int mesh_wait_any(Mesh *m, int wait_ms);
 
 /* A ring over P members in which this rank is member i, its neighbours the ranks right and left,
  * on the P segments of buf[0, len) (split_even): a reduce-scatter, tags rs_tag + step (none where

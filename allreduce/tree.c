@@ -2,6 +2,7 @@
 #include "tree.h"
 #include "allreduce.h"
 #include "mesh.h"
+#include "../base/clock.h"
 #include "../base/codec.h"
 #include "../base/err.h"
 #include "../base/split.h"
@@ -92,54 +93,98 @@ size_t tree_chunk_elems(size_t count, size_t elem_bytes) {
     return c < lo ? lo : c > hi ? hi : c;
 }
 
-/* Children in tree t. */
-static int tree_kids(const TreeLinks *l) { return (l->child[0] >= 0) + (l->child[1] >= 0); }
+/* Where one tree stands on this rank: the next chunk to finish up and how many of its children's
+ * sums are in it (children in order), and the next chunk to finish down. */
+typedef struct {
+    size_t up, dn;
+    int kids_in;
+} TreeAt;
 
-/* Chunk k of tree t, up: the children's partial sums into this rank's (child 0's, then child
- * 1's), then to the parent; at the root, rounded to what the wire will give its children. */
-static int tree_up(Mesh *m, const TreeLinks *l, int t, size_t k, float *buf, size_t count, size_t chunk) {
+/* Advances tree t on this rank as far as the messages already here allow: the up phase chunk
+ * after chunk (child 0's sum added, then child 1's, then the chunk to the parent, or rounded at
+ * the root), at most TREE_WINDOW chunks past the down phase; the down phase chunk after chunk (the
+ * parent's copy, or at the root a chunk that finished up, on to the children). *moved is set when
+ * anything happened. */
+static int tree_step(Mesh *m, const TreeLinks *l, int t, TreeAt *a, float *buf, size_t count, size_t chunk, size_t nk,
+                     int *moved) {
     size_t off, n;
-    if (!tree_chunk(count, t, chunk, k, &off, &n)) return RS_OK;
-    for (int c = 0; c < 2; c++)
-        if (l->child[c] >= 0) RS_TRY(mesh_recv(m, l->child[c], TREE_TAG(t, 0, k), buf + off, n, MESH_ADD));
-    if (l->parent >= 0) return mesh_send(m, l->parent, TREE_TAG(t, 0, k), buf + off, n);
-    codec_round(&m->wire, buf + off, n);
+    while (a->up < nk && a->up < a->dn + TREE_WINDOW) {
+        if (!tree_chunk(count, t, chunk, a->up, &off, &n)) {
+            a->up = nk;
+            break;
+        }
+        for (; a->kids_in < 2; a->kids_in++) {
+            int c = l->child[a->kids_in];
+            if (c < 0) continue;
+            int rc = mesh_recv_within(m, c, TREE_TAG(t, 0, a->up), buf + off, n, MESH_ADD, 0);
+            if (rc < 0) return -rc;
+            if (rc == 0) break;
+        }
+        if (a->kids_in < 2) break; /* a child's sum has not come yet */
+        if (l->parent >= 0) RS_TRY(mesh_send(m, l->parent, TREE_TAG(t, 0, a->up), buf + off, n));
+        else codec_round(&m->wire, buf + off, n);
+        a->up++;
+        a->kids_in = 0;
+        *moved = 1;
+    }
+    while (a->dn < nk) {
+        if (!tree_chunk(count, t, chunk, a->dn, &off, &n)) {
+            a->dn = nk;
+            break;
+        }
+        if (l->parent < 0) {
+            if (a->dn >= a->up) return RS_OK; /* the root: not summed yet */
+        } else {
+            int rc = mesh_recv_within(m, l->parent, TREE_TAG(t, 1, a->dn), buf + off, n, MESH_COPY, 0);
+            if (rc < 0) return -rc;
+            if (rc == 0) return RS_OK;
+        }
+        for (int c = 0; c < 2; c++)
+            if (l->child[c] >= 0) RS_TRY(mesh_send(m, l->child[c], TREE_TAG(t, 1, a->dn), buf + off, n));
+        a->dn++;
+        *moved = 1;
+    }
     return RS_OK;
 }
 
-/* Chunk k of tree t, down: the root's sum from the parent, on to the children. */
-static int tree_down(Mesh *m, const TreeLinks *l, int t, size_t k, float *buf, size_t count, size_t chunk) {
-    size_t off, n;
-    if (!tree_chunk(count, t, chunk, k, &off, &n)) return RS_OK;
-    if (l->parent >= 0) RS_TRY(mesh_recv(m, l->parent, TREE_TAG(t, 1, k), buf + off, n, MESH_COPY));
-    for (int c = 0; c < 2; c++)
-        if (l->child[c] >= 0) RS_TRY(mesh_send(m, l->child[c], TREE_TAG(t, 1, k), buf + off, n));
-    return RS_OK;
+/* The error when nothing came for the timeout: the first message this rank still waits for (a
+ * child's sum, or the parent's copy where the down phase or the window holds the tree). */
+static int tree_stuck(const Mesh *m, const TreeLinks L[2], const TreeAt at[2], size_t nk) {
+    for (int t = 0; t < 2; t++) {
+        int up = at[t].up < nk && at[t].up < at[t].dn + TREE_WINDOW;
+        int peer = up ? L[t].child[at[t].kids_in] : at[t].dn < nk ? L[t].parent : -1;
+        if (peer >= 0)
+            return rs_error(RS_ERR_PEER, "%s: rank %d got nothing from rank %d (tree %d, chunk %zu %s) for %.0f s (is it "
+                            "alive? did it send?)", m->name, m->rank, peer, t, up ? at[t].up : at[t].dn,
+                            up ? "up" : "down", m->job.timeout);
+    }
+    return rs_error(RS_ERR_PEER, "%s: rank %d got nothing for %.0f s", m->name, m->rank, m->job.timeout);
 }
 
-/* The two trees' schedule on one rank. In the tree where it is a leaf (at most one: tree 0's
- * leaves are tree 1's inner nodes) its work is a send up and a copy down that nothing on this rank
- * waits for, while the other tree's chunks wait for its children or feed them: so the leaf's
- * sends go one chunk ahead of the other tree's (the inner node they feed never waits a chunk for
- * them) and its copies one chunk behind (they never hold back a forward). The adds into a chunk
- * are the same, in the same order, whatever the schedule. */
+/* The two trees on one rank, as a data flow: whatever a message that came allows is done at once
+ * (sends never wait), in either tree and either phase, and the rank waits only when nothing can
+ * move, for whichever message comes next. So a chunk goes down as soon as its root has it, and a
+ * rank inner in both trees never holds one tree's chunk back waiting on the other's. The adds into
+ * a chunk are the same, in the same order, whatever order the messages come in. */
 static int tree_run(Mesh *m, const TreeLinks L[2], float *buf, size_t count) {
     size_t chunk = tree_chunk_elems(count, codec_elem_bytes(m->wire.type)), half = (count + 1) / 2;
     size_t nk = (half + chunk - 1) / chunk; /* chunks of the larger half */
     if (nk > TREE_MAX_CHUNKS) return rs_error(RS_ERR_INPUT, "tree: %zu floats in one call: too many chunks", count);
-    int leaf = tree_kids(&L[0]) == 0 ? 0 : tree_kids(&L[1]) == 0 ? 1 : -1, other = leaf == 0 ? 1 : 0;
-    if (leaf >= 0) RS_TRY(tree_up(m, &L[leaf], leaf, 0, buf, count, chunk));
-    for (size_t k = 0; k < nk; k++) {
-        if (leaf >= 0 && k + 1 < nk) RS_TRY(tree_up(m, &L[leaf], leaf, k + 1, buf, count, chunk));
-        RS_TRY(tree_up(m, &L[other], other, k, buf, count, chunk));
-        if (leaf < 0) RS_TRY(tree_up(m, &L[1], 1, k, buf, count, chunk)); /* inner in both: tree 0, then 1 */
+    TreeAt at[2] = {{0, 0, 0}, {0, 0, 0}};
+    double idle_since = clock_now();
+    while (at[0].dn < nk || at[1].dn < nk) {
+        int moved = 0;
+        for (int t = 0; t < 2; t++) RS_TRY(tree_step(m, &L[t], t, &at[t], buf, count, chunk, nk, &moved));
+        if (moved) {
+            idle_since = clock_now();
+            continue;
+        }
+        double left = idle_since + m->job.timeout - clock_now();
+        if (left <= 0) return tree_stuck(m, L, at, nk);
+        int rc = mesh_wait_any(m, left < 1 ? (int)(left * 1000.0) + 1 : 1000); /* a second at a time */
+        if (rc < 0) return -rc;
     }
-    for (size_t k = 0; k < nk; k++) {
-        RS_TRY(tree_down(m, &L[other], other, k, buf, count, chunk));
-        if (leaf < 0) RS_TRY(tree_down(m, &L[1], 1, k, buf, count, chunk));
-        if (leaf >= 0 && k >= 1) RS_TRY(tree_down(m, &L[leaf], leaf, k - 1, buf, count, chunk));
-    }
-    return leaf >= 0 ? tree_down(m, &L[leaf], leaf, nk - 1, buf, count, chunk) : RS_OK;
+    return RS_OK;
 }
 
 static int tree_allreduce(Mesh *m, float *buf, size_t count) {

@@ -20,8 +20,12 @@
  * children's partial sums into its own (child 0's, then child 1's: one order on every rank) and
  * sends the result to its parent; the roots end with the sum, rounded to the wire's precision.
  * Down: each rank copies its parent's chunk and forwards it to its children, so every rank ends
- * with the roots' bits. The up phase runs over every chunk of both trees, then the down phase:
- * chunks pipeline each phase along the depth of the trees.
+ * with the roots' bits. A rank runs both trees and both phases as messages come (tree_run's data
+ * flow, as NCCL pipelines them): a chunk goes down as soon as its root has it, while later chunks
+ * still go up, and a rank inner in both trees (a node's head and tail over nodes) never holds one
+ * tree's chunk back waiting on the other's. So each link carries both phases at once: the time is
+ * about a busiest interface's bytes each way over its bandwidth (n on 2 nodes), not a phase's
+ * busiest plus the other's.
  *
  * The sum's order differs from the ring's (which adds in ring order around each chunk's owner):
  * element i of half t is the sum over tree t's subtrees, a node's own value first, then its
@@ -44,6 +48,13 @@
 #define TREE_CHUNKS 16
 #define TREE_CHUNK_MIN (16u * 1024u)
 #define TREE_CHUNK_MAX (256u * 1024u)
+
+/* The chunks of a tree a rank may have sent up and not yet had back down (a credit, as NCCL's 8
+ * steps a connection): a leaf, which waits on nobody, would otherwise book its whole half on its
+ * interface at once, ahead of the chunks other ranks wait for. Measured at N = 8 over 200 Mbit/s,
+ * 16 MiB (flat): 4 1570 ms, 8 1470, 16 1516, unbounded 1680; the trees over nodes within 1% of
+ * each other from 4 up (docs/benchmarks.md). */
+#define TREE_WINDOW 8
 
 /* A rank's neighbours in one tree: its parent (-1 at the root) and up to two children (-1). */
 typedef struct {

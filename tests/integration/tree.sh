@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tree.sh - --sync tree, the double binary tree all-reduce: exact sums at N = 2..7, the same bits on every rank, its bytes per rank against its formula, training equal to one rank, a killed rank named, refusals
+# tree.sh - --sync tree, the double binary tree all-reduce: exact sums at N = 2..7, the same bits on every rank, and both under an emulated link (flat and over nodes), its bytes per rank against its formula, training equal to one rank, a killed rank named, refusals
 . "$(dirname "$0")/lib.sh"
 
 # ---- 1. exact sums, N = 2..7 (powers of two and not), over one chunk and many (2 MiB is 4 chunks
@@ -17,6 +17,21 @@ for run in "5:fp32" "6:fp32" "4:bf16" "3:fp16"; do
     if $BIN bench -n $n --sync tree --wire $wire --inputs random -b 4 -e 1M -f 16 -w 1 -i 2 --timeout 30 >$T/r.log 2>&1 &&
         grep -q "^# ranks with other bits than rank 0's : 0 OK" $T/r.log; then ok "N=$n --wire $wire, random inputs: every rank rank 0's bits"
     else bad "N=$n --wire $wire, random inputs" "$(grep -E 'other bits|error' $T/r.log | tail -n 3)"; fi
+done
+
+# ---- 2b. under an emulated link the messages come in out of the order a rank asks for them and
+# each rank runs both trees and both phases as they come (tree_run's data flow): the flat trees and
+# the trees over nodes, one element (half 1 empty) to many chunks, exact sums and rank 0's bits ----
+for run in "5::" "6:3:--hierarchical" "8:4:--hierarchical"; do
+    IFS=: read -r n m h <<<"$run"
+    nodes=""; [ -n "$m" ] && nodes="--nodes $m"
+    # shellcheck disable=SC2086
+    if $BIN bench -n $n $nodes --sync tree $h --link 1gbit -b 4 -e 4M -f 16 -w 1 -i 2 --timeout 30 >$T/l.log 2>&1 &&
+        grep -q '^# wrong elements : 0 OK' $T/l.log &&
+        $BIN bench -n $n $nodes --sync tree $h --link 1gbit --inputs random -b 4 -e 4M -f 16 -w 1 -i 2 --timeout 30 >$T/l.log 2>&1 &&
+        grep -q "^# ranks with other bits than rank 0's : 0 OK" $T/l.log; then
+        ok "N=$n ${m:+on $m nodes $h }over --link 1gbit: exact sums, every rank rank 0's bits"
+    else bad "N=$n ${m:+on $m nodes $h }over --link 1gbit" "$(grep -E 'wrong|other bits|error' $T/l.log | tail -n 3)"; fi
 done
 
 # ---- 3. bytes per rank, exactly: every call moves half of the buffer per tree, once per neighbour
