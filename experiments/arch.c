@@ -40,13 +40,14 @@ static int cost_ring(const Top *t, double n, double *a, double *b) {
     return 0;
 }
 
-/* Double binary trees (allreduce/tree.h) over N ranks, ranks r on node r / G: an up phase then a
- * down phase, each as many rounds of messages as the trees are deep (the first chunk's way; later
- * chunks follow it in the pipeline), and each as long as its busiest NIC one way: in the up
- * phase a node sends, half of n a tree, for each of its ranks whose parent is on another node, and
- * receives for each child on another node (the down phase the reverse). With a node a rank, that
- * is the busiest rank's max(children, parents) x n/2: n for large N (an inner node: 2 children
- * in one tree, a parent in both), n/2 at N = 2. */
+/* Double binary trees (allreduce/tree.h) over N ranks, ranks r on node r / G: an up phase and a
+ * down phase, as many rounds of messages each as the trees are deep (the first chunk's way up and
+ * down; later chunks follow it in the pipeline). The two phases run at once (tree_run's data
+ * flow: a chunk goes down as soon as its root has it), so the bytes term is the busiest NIC's
+ * whole call one way: a node sends, half of n a tree, up for each of its ranks whose parent is on
+ * another node and down for each child on another node, and receives as much: (parents +
+ * children across) x n/2. With a node a rank: 2n for large N (an inner node: 2 children in one
+ * tree, a parent in both), n at N = 2. */
 static int cost_tree_over(int N, int G, double n, double *a, double *b) {
     *a = *b = 0;
     if (N < 2) return 0;
@@ -60,11 +61,10 @@ static int cost_tree_over(int N, int G, double n, double *a, double *b) {
                 out += l.parent >= 0 && l.parent / G != node;
                 for (int c = 0; c < 2; c++) in += l.child[c] >= 0 && l.child[c] / G != node;
             }
-        int most = out > in ? out : in;
-        if (most > busiest) busiest = most;
+        if (out + in > busiest) busiest = out + in;
     }
     *a = 2.0 * tree_depth(N);
-    *b = 2.0 * busiest * n / 2;
+    *b = busiest * n / 2;
     return 0;
 }
 

@@ -12,12 +12,13 @@
  * t = alpha * A + beta * Bc, with (A, Bc) given by predict_coeffs:
  *   none, or N = 1 (ring/nccl/colocated ps): A = 0, Bc = 0
  *   ring, nccl:   A = 2(N-1),  Bc = 2(N-1)/N * n       (reduce-scatter + all-gather, N-1 steps each)
- *   tree:         A = 2 D,     Bc = 2 * m * n/2        (an up phase and a down phase, D rounds each
+ *   tree:         A = 2 D,     Bc = m * n/2            (an up phase and a down phase, D rounds each
  *                                                       (D the trees' depth, log2 N rounded up or
- *                                                       one more); each phase as long as its busiest
- *                                                       rank's link one way: m = the most children,
- *                                                       or parents, a rank has over both trees, so
- *                                                       n at N = 2, 2n from N = 3 on)
+ *                                                       one more), run at once (a chunk goes down as
+ *                                                       soon as its root has it): the busiest rank's
+ *                                                       link one way, m = the most children plus
+ *                                                       parents a rank has over both trees, so n at
+ *                                                       N = 2, 1.5 n at N = 3, 2n from N = 4 on)
  *   ps colocated: A = 2(N-1),  Bc = 2(N-1) * n         (rank 0's link carries every other rank's
  *                                                       push and pull, one after the other)
  *   ps dedicated, K servers (BytePS): A = 2,  Bc = 2 * max(n, N*n/K)
