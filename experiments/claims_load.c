@@ -345,7 +345,7 @@ static int load_group(ClaimsSet *set) {
 /* Whether a and b are repeats of one configuration (the same all-reduce, ranks, nodes, servers,
  * link and wire, the same sizes). */
 static int bench_same(const ClaimsBench *a, const ClaimsBench *b) {
-    if (a->arch != b->arch || a->ranks != b->ranks || a->nodes != b->nodes || a->servers != b->servers ||
+    if (a->arch != b->arch || a->ranks != b->ranks || a->nodes != b->nodes || a->servers != b->servers || a->pipelined != b->pipelined ||
         strcmp(a->link, b->link) || strcmp(a->wire, b->wire) || a->nrows != b->nrows)
         return 0;
     for (int i = 0; i < a->nrows; i++)
@@ -374,7 +374,11 @@ static int load_bench(const char *path, const char *file, const cJSON *rep, Clai
         return rs_error(RS_ERR_INPUT, "%s: a bench report without config or rows", path);
     if (!arch[0] || arch_parse(arch, &b.arch))
         return rs_error(RS_ERR_INPUT, "%s: backend.architecture '%s': not one this ringside knows", path, arch);
-    snprintf(b.label, sizeof b.label, "%.*s", (int)(strlen(file) > 5 ? strlen(file) - 5 : strlen(file)), file);
+    size_t stem = strlen(file) > 5 ? strlen(file) - 5 : strlen(file); /* less ".json", and a repeat's "-rK" */
+    const char *dash = strrchr(file, '-');
+    if (dash && dash[1] == 'r' && (size_t)(dash - file) < stem && strspn(dash + 2, "0123456789") == (size_t)(file + stem - dash - 2))
+        stem = (size_t)(dash - file);
+    snprintf(b.label, sizeof b.label, "%.*s", (int)stem, file);
     double v = load_num(cfg, "ranks", NULL, NULL);
     b.ranks = isfinite(v) ? (int)v : 0;
     v = load_num(cfg, "nodes", NULL, NULL);
@@ -388,6 +392,8 @@ static int load_bench(const char *path, const char *file, const cJSON *rep, Clai
     b.bytes_per_s = isfinite(v) ? v : 0;
     v = load_num(cfg, "link", "latency_s", NULL);
     b.latency_s = isfinite(v) ? v : 0;
+    v = load_num(cfg, "ps_partition_keys", NULL, NULL);
+    b.pipelined = v > 0;
     load_str(cfg, "wire", b.wire, sizeof b.wire);
     if (!b.wire[0]) snprintf(b.wire, sizeof b.wire, "fp32");
     int n = cJSON_GetArraySize(rows);

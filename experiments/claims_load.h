@@ -64,6 +64,7 @@ typedef struct {
     char link[64];            /* config.link.text: the emulated NIC ("": none) */
     double bytes_per_s, latency_s; /* its rate and latency (0: none) */
     char wire[8];             /* config.wire ("fp32" when absent) */
+    int pipelined;            /* config.ps_partition_keys > 0: a server answers partitions as they land */
     int nrows, repeats;
     double *size;             /* [nrows] bytes per call */
     double *time_s;           /* [nrows] seconds per call: the median over the repeats */

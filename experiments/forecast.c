@@ -619,6 +619,14 @@ typedef struct {
 #define FC_CHECK_MAX 256
 #define FC_CHECK_FLOOR 1e-3 /* an error below 0.1% counts as 0.1%: the geometric mean of exact zeros is no mean */
 
+/* The table's order: by architecture, then machines (flat first), then N. */
+static int fc_check_cmp(const void *x, const void *y) {
+    const FcCheck *a = x, *b = y;
+    if (a->arch != b->arch) return (int)a->arch - (int)b->arch;
+    if ((a->nodes > 0) != (b->nodes > 0)) return (a->nodes > 0) - (b->nodes > 0);
+    return a->ranks - b->ranks;
+}
+
 /* Each bench configuration of dir under an emulated link, every size priced by the model on that
  * link (alpha its latency + the software's, beta 1/its rate, its nodes, the fabric unpaced): the
  * geometric mean over sizes of |model - measured| / measured. *out (malloc'd), *n rows. */
@@ -644,7 +652,7 @@ static int fc_check_load(const char *dir, FcCheck **out, int *n) {
         }
         for (int r = 0; r < b->nrows; r++) {
             double g = b->size[r] * arch_wire_ratio(b->arch, b->wire);
-            double t = predict_comm(b->arch, b->servers, b->ranks, b->nodes, 0, g, b->latency_s + PREDICT_EMULATED_ALPHA_S,
+            double t = predict_comm(b->arch, b->servers, b->ranks, b->nodes, b->pipelined, g, b->latency_s + PREDICT_EMULATED_ALPHA_S,
                                     1.0 / b->bytes_per_s);
             if (t < 0 || !(b->time_s[r] > 0)) continue;
             double e = fabs(t - b->time_s[r]) / b->time_s[r];
@@ -656,11 +664,13 @@ static int fc_check_load(const char *dir, FcCheck **out, int *n) {
     if (skipped) printf("# --check %s: %d bench configuration%s without an emulated --link left out (the model needs its link)\n", dir,
                         skipped, skipped > 1 ? "s" : "");
     claims_free(&set);
+    qsort(c, (size_t)*n, sizeof *c, fc_check_cmp);
     *out = c;
     return RS_OK;
 }
 
 static double fc_geo(const FcCheck *c) { return c->sizes ? exp(c->log_err / c->sizes) : NAN; }
+
 
 static void fc_check_print(const char *dir, const FcCheck *c, int n) {
     printf("# the model against %s (bench reports, each priced on its own emulated link): the geometric mean over sizes of "
