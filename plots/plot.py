@@ -870,7 +870,8 @@ def fig_table1(data, series):
             got = pts.get((n, arch))
             if arch in ("ring", DP_BESIDE):  # flat in k; only the ring has a line of Table 1
                 if arch == "ring":
-                    ax.plot(ks, [table1_line(arch, n, 0) * M / B * 1e3] * len(ks), "--", color=color, linewidth=1)
+                    ax.plot(ks, [table1_line(arch, n, 0) * M / B * 1e3] * len(ks), "--", color=color, linewidth=1,
+                            label="%s: Table 1" % arch if col == 0 else None)
                 if got:
                     y = statistics.median(got[None])
                     (l,) = ax.plot(ks, [y] * len(ks), "-" if arch == "ring" else ":", color=color, label=arch,
@@ -878,7 +879,8 @@ def fig_table1(data, series):
                     l.set_gid(safe_id("series", "table1", "n%d" % n, arch))
                 continue
             lk = [k for k in ks if (arch != "non-colocated PS" or k >= 1) and (arch != "colocated PS (sharded)" or k == 0)]
-            ax.plot(lk, [table1_line(arch, n, k) * M / B * 1e3 for k in lk], "--", color=color, linewidth=1)
+            ax.plot(lk, [table1_line(arch, n, k) * M / B * 1e3 for k in lk], "--", color=color, linewidth=1,
+                    label="%s: Table 1" % arch if col == 0 else None)  # every dashed line in the legend, its colour its own
             if got:
                 xs = sorted(got)
                 (l,) = ax.plot(xs, [statistics.median(got[k]) for k in xs], "o-", color=color, label=arch, linewidth=1.4)
@@ -888,9 +890,7 @@ def fig_table1(data, series):
         ax.set_title("n = %d workers, M = %s, B = %s/s" % (n, human_bytes(M), human_bytes(B)))
         ax.set_xticks(ks)
         ax.grid(True, alpha=0.3)
-    handles, _ = axes[0][0].get_legend_handles_labels()
-    handles.append(matplotlib.lines.Line2D([], [], color="grey", linestyle="--", linewidth=1, label="Table 1 (dashed)"))
-    axes[0][0].legend(handles=handles, fontsize=7, loc="best")
+    axes[0][0].legend(fontsize=7, loc="best")
     layout(fig)
     return fig, {"series": sum(len(v) for v in pts.values()), "bars": 0,
                  "note": "solid: measured; dashed: BytePS's Table 1 (the ring's flat at every k); "

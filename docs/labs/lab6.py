@@ -17,6 +17,8 @@ with no compute at all (so the measurement can only come in below it):
                              pushes M and pulls M on its own interface every step)
 and the mean loss over the last quarter of the loss curve (the curve is per server step under
 async and ssp), the evaluation at the end, and under async and ssp each worker's local steps.
+Its "step ms" column is each worker's median step time, one figure where they agree, else the
+fastest's / the slowest's (a/b): under a straggler the slow rank's, under async each its own.
 
 table1 prints comm_total per step (mean over workers) beside the run's line of Table 1
 (Jiang et al., OSDI 2020, section 4.1): ring 2(n-1)M/(nB), k dedicated servers max(M/B, nM/(kB)),
@@ -112,6 +114,7 @@ def throughput_bound(r):
 
 
 def cmd_runs(paths):
+    print("# step ms: the workers' median step, the fastest's / the slowest's where they differ (a straggler, async)")
     print(f"{'run':<18} {'sync':<14} {'strag':>7} {'mom':>4} {'steps':>5} {'samples/s':>9} {'bound':>7} {'x':>5} "
           f"{'step ms':>8} {'loss(last 1/4)':>14} {'eval loss':>9} {'acc':>5}  local steps (staleness max)")
     for p, r in reports(paths):
