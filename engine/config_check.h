@@ -34,11 +34,17 @@ size_t config_param_count(const Config *c);
  * nodes. 0, or RS_ERR_INPUT naming the option. */
 int config_nodes_check(const Config *c);
 
-/* Whether --hierarchical changes anything: at least two nodes of more than one rank each (on one
- * node, or one rank a node, the machine-aware form is the flat one). The registry's shapes and a
- * server that must know its workers' count (byteps's: one a machine) read the same rule. */
+/* Whether nranks ranks on nodes nodes are machines of several ranks: at least two nodes, each of
+ * more than one rank (on one node, or one rank a node, every form is the flat one). What the
+ * machine-aware forms, the cost models and the claims on nodes all decide by. */
+static inline int config_on_machines(int nranks, int nodes) {
+    return nodes > 1 && nranks % nodes == 0 && nranks / nodes > 1;
+}
+
+/* Whether --hierarchical changes anything: config_on_machines. The registry's shapes and a server
+ * that must know its workers' count (byteps's: one a machine) read the same rule. */
 static inline int config_hierarchy_applies(const Config *c) {
-    return c->hierarchical && c->nodes > 1 && c->nranks / c->nodes > 1;
+    return c->hierarchical && config_on_machines(c->nranks, c->nodes);
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* arch.c - the architectures a report names: their names and their alpha-beta cost models */
 #include "arch.h"
 #include "../allreduce/tree.h"
+#include "../engine/config_check.h"
 #include "../base/codec.h"
 
 #include <math.h>
@@ -19,7 +20,7 @@ typedef struct {
 
 static Top top_of(int servers, int nranks, int nodes, int pipelined) {
     Top t = {servers, nranks, nranks, 1, pipelined};
-    if (nodes > 1 && nodes < nranks && nranks % nodes == 0) t.M = nodes, t.G = nranks / nodes;
+    if (config_on_machines(nranks, nodes)) t.M = nodes, t.G = nranks / nodes;
     return t;
 }
 

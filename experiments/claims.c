@@ -7,6 +7,7 @@
 #include "../base/err.h"
 #include "../net/link.h"
 #include "../base/log.h"
+#include "../engine/config_check.h"
 #include "../engine/report.h"
 
 #include <cJSON.h>
@@ -873,9 +874,7 @@ static void claim7(const ClaimsSet *s, Claim *c) {
 /* ---- claim 8: BytePS's Table 1 ---------------------------------------------------------------- */
 
 /* Runs on machines of several ranks each (--nodes M, M < N): Table 1 counts machines there. */
-static int run_on_machines(const ClaimsRun *r) {
-    return r->nodes > 1 && r->ranks % r->nodes == 0 && r->ranks / r->nodes > 1;
-}
+static int run_on_machines(const ClaimsRun *r) { return config_on_machines(r->ranks, r->nodes); }
 
 /* The run's line of BytePS's Table 1 (Jiang et al., OSDI 2020, §4.1) in units of M / B, M the
  * gradient on the wire and B the emulated link's rate, n workers, k CPU servers: ring and
@@ -1152,35 +1151,15 @@ static void claim9(const ClaimsSet *s, Claim *c) {
 
 /* ---- claims 10 and 11: machines of several ranks (bench reports) ----------------------------- */
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* The alpha-beta model's seconds for one all-reduce of bench b at row i on its emulated NIC, split
- * into the per-message part (*lat: the NIC's rounds at its latency plus the software's, and the
- * rounds inside the node) and the bytes' (*bw); 0, or -1 where the model has no form for it. */
-static int bench_model(const ClaimsBench *b, int i, double *lat, double *bw) {
-    double a, c, n = b->size[i] * arch_wire_ratio(b->arch, b->wire);
-    if (arch_cost(b->arch, b->servers, b->ranks, b->nodes, b->pipelined, n, &a, &c) != 0) return -1;
-    double na, nb;
-    arch_node_cost(b->arch, b->ranks, b->nodes, n, &na, &nb);
-    *lat = a * (b->latency_s + PREDICT_EMULATED_ALPHA_S) + PREDICT_NODE_ALPHA_S * na;
-    *bw = c / b->bytes_per_s;
-    return 0;
-}
-
 /* Whether bench b's row i is bandwidth-bound: the per-message part at most CL_NODES_LAT_MAX of
  * the bytes' part. */
 static int bench_bw_bound(const ClaimsBench *b, int i) {
     double lat, bw;
-    return bench_model(b, i, &lat, &bw) == 0 && bw > 0 && lat <= CL_NODES_LAT_MAX * bw;
+    return claims_bench_model(b, i, &lat, &bw) == 0 && bw > 0 && lat <= CL_NODES_LAT_MAX * bw;
 }
 
 /* Machines of several ranks behind an emulated NIC: the bench claims' common ground. */
-static int bench_on_nodes(const ClaimsBench *b) {
-    return b->nodes > 1 && b->ranks % b->nodes == 0 && b->ranks / b->nodes > 1 && b->bytes_per_s > 0;
-}
+static int bench_on_nodes(const ClaimsBench *b) { return config_on_machines(b->ranks, b->nodes) && b->bytes_per_s > 0; }
 
 static cJSON *bench_item(cJSON *arr, const ClaimsBench *b) {
     cJSON *o = cJSON_CreateObject();
@@ -1241,8 +1220,7 @@ static void claim10(const ClaimsSet *s, Claim *c) {
             claim_line(c, "left out %s N=%d on 2 nodes: %s  [%s]", arch_name(b->arch), b->ranks, why, b->label);
             continue;
         }
-        qsort(bus, (size_t)k, sizeof *bus, cmp_double);
-        double med = k % 2 ? bus[k / 2] : (bus[k / 2 - 1] + bus[k / 2]) / 2, ratio = med / target;
+        double med = report_percentile(bus, k, 50), ratio = med / target;
         int ok = fabs(ratio - 1) <= tol;
         have[b->arch]++;
         bad += !ok;
@@ -1295,7 +1273,7 @@ static void claim11(const ClaimsSet *s, Claim *c) {
                     if (f->size[q] != h->size[r]) continue;
                     if (bench_bw_bound(h, r) && bench_bw_bound(f, q) && k < 256) ratio[k++] = f->time_s[q] / h->time_s[r];
                     double lh, bh, lf, bf;
-                    if (bench_model(h, r, &lh, &bh) || bench_model(f, q, &lf, &bf)) continue;
+                    if (claims_bench_model(h, r, &lh, &bh) || claims_bench_model(f, q, &lf, &bf)) continue;
                     double ph = lh + bh, pf = lf + bf;
                     int regime = ph < (1 - CL_TREE_MARGIN) * pf ? 1 : pf < (1 - CL_TREE_MARGIN) * ph ? 2 : 0;
                     if (!regime || bench_bw_bound(h, r)) continue; /* the bandwidth-bound end is decided above */
@@ -1311,8 +1289,7 @@ static void claim11(const ClaimsSet *s, Claim *c) {
                 claim_line(c, "left out N=%d M=%d: no size bandwidth-bound for both  [%s vs %s]", h->ranks, h->nodes, f->label, h->label);
                 continue;
             }
-            qsort(ratio, (size_t)k, sizeof *ratio, cmp_double);
-            double med = k % 2 ? ratio[k / 2] : (ratio[k / 2 - 1] + ratio[k / 2]) / 2;
+            double med = report_percentile(ratio, k, 50);
             int ok = fabs(med / want - 1) <= CL_HIER_TOL && !lat_bad;
             pairs++;
             lat_pairs += lat_n > 0;

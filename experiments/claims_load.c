@@ -353,11 +353,6 @@ static int bench_same(const ClaimsBench *a, const ClaimsBench *b) {
     return 1;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 static void bench_free(ClaimsBench *b) {
     free(b->size);
     free(b->time_s);
@@ -428,16 +423,21 @@ static int load_bench(const char *path, const char *file, const cJSON *rep, Clai
     return RS_OK;
 }
 
+int claims_bench_model(const ClaimsBench *b, int i, double *lat, double *bw) {
+    double a, c, na, nb, n = b->size[i] * arch_wire_ratio(b->arch, b->wire);
+    if (!(b->bytes_per_s > 0) || arch_cost(b->arch, b->servers, b->ranks, b->nodes, b->pipelined, n, &a, &c) != 0) return -1;
+    arch_node_cost(b->arch, b->ranks, b->nodes, n, &na, &nb);
+    *lat = a * (b->latency_s + PREDICT_EMULATED_ALPHA_S) + PREDICT_NODE_ALPHA_S * na;
+    *bw = c / b->bytes_per_s;
+    return 0;
+}
+
 /* Each bench configuration's median time at each size over its repeats. */
 static void load_bench_medians(ClaimsSet *set) {
     for (int i = 0; i < set->nbenches; i++) {
         ClaimsBench *b = &set->benches[i];
-        for (int r = 0; r < b->nrows; r++) {
-            double *t = b->times + (size_t)r * CLAIMS_BENCH_REPEATS;
-            qsort(t, (size_t)b->repeats, sizeof *t, cmp_double);
-            int k = b->repeats;
-            b->time_s[r] = k % 2 ? t[k / 2] : (t[k / 2 - 1] + t[k / 2]) / 2;
-        }
+        for (int r = 0; r < b->nrows; r++)
+            b->time_s[r] = report_percentile(b->times + (size_t)r * CLAIMS_BENCH_REPEATS, b->repeats, 50);
     }
 }
 

@@ -90,6 +90,13 @@ typedef struct {
  * config or ranks). An empty folder is not an error. */
 int claims_load(const char *dir, ClaimsSet *set);
 
+/* The alpha-beta model's seconds for one all-reduce of bench b at row i on its own emulated NIC
+ * (alpha its latency + the software's, beta 1/its rate; its nodes, servers, partitions and wire),
+ * split into the per-message part (*lat: the NIC's rounds, and the rounds inside the node at the
+ * software's cost) and the bytes' (*bw). 0, or -1 where the model has no form for it or b had no
+ * emulated link. What claims 10 and 11 and `ringside predict --check` price a bench row by. */
+int claims_bench_model(const ClaimsBench *b, int i, double *lat, double *bw);
+
 /* Releases what claims_load allocated. */
 void claims_free(ClaimsSet *set);
 

@@ -651,11 +651,9 @@ static int fc_check_load(const char *dir, FcCheck **out, int *n) {
             (*n)++;
         }
         for (int r = 0; r < b->nrows; r++) {
-            double g = b->size[r] * arch_wire_ratio(b->arch, b->wire);
-            double t = predict_comm(b->arch, b->servers, b->ranks, b->nodes, b->pipelined, g, b->latency_s + PREDICT_EMULATED_ALPHA_S,
-                                    1.0 / b->bytes_per_s);
-            if (t < 0 || !(b->time_s[r] > 0)) continue;
-            double e = fabs(t - b->time_s[r]) / b->time_s[r];
+            double lat, bw;
+            if (claims_bench_model(b, r, &lat, &bw) != 0 || !(b->time_s[r] > 0)) continue;
+            double e = fabs(lat + bw - b->time_s[r]) / b->time_s[r];
             c[j].log_err += log(e > FC_CHECK_FLOOR ? e : FC_CHECK_FLOOR);
             c[j].worst = fmax(c[j].worst, e);
             c[j].sizes++;

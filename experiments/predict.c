@@ -19,14 +19,22 @@ double predict_comm(Arch arch, int servers, int nranks, int nodes, int pipelined
     return alpha * a + beta * b + PREDICT_NODE_ALPHA_S * na;
 }
 
+/* n_bytes cut into DDP's buckets (engine/sync.h): *first, then *full buckets of bucket_bytes, then
+ * *rest bytes (0: none); one bucket of n_bytes where bucket_bytes <= 0 or holds it all. */
+static void predict_cut(double n_bytes, double bucket_bytes, double *first, double *full, double *rest) {
+    *first = n_bytes, *full = *rest = 0;
+    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes) return;
+    *first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0; /* the first at most 1 MiB */
+    double left = n_bytes - *first;
+    *full = floor(left / bucket_bytes), *rest = left - *full * bucket_bytes;
+}
+
 double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipelined, double n_bytes, double bucket_bytes,
                          double alpha, double beta) {
-    if (bucket_bytes <= 0 || bucket_bytes >= n_bytes) return predict_comm(arch, servers, nranks, nodes, pipelined, n_bytes, alpha, beta);
-    /* DDP's buckets (engine/sync.h): the first at most 1 MiB, the others bucket_bytes */
-    double first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
+    double first, full, rest;
+    predict_cut(n_bytes, bucket_bytes, &first, &full, &rest);
     double t = predict_comm(arch, servers, nranks, nodes, pipelined, first, alpha, beta);
     if (t < 0) return -1;
-    double left = n_bytes - first, full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
     if (full > 0) t += full * predict_comm(arch, servers, nranks, nodes, pipelined, bucket_bytes, alpha, beta);
     if (rest > 0) t += predict_comm(arch, servers, nranks, nodes, pipelined, rest, alpha, beta);
     return t;
@@ -34,12 +42,8 @@ double predict_step_comm(Arch arch, int servers, int nranks, int nodes, int pipe
 
 double predict_step_fabric(Arch arch, int nranks, int nodes, double n_bytes, double bucket_bytes, double alpha,
                            double beta) {
-    double first = n_bytes, full = 0, rest = 0, a, b, t = 0;
-    if (bucket_bytes > 0 && bucket_bytes < n_bytes) { /* DDP's buckets, as predict_step_comm cuts them */
-        first = bucket_bytes < 1048576.0 ? bucket_bytes : 1048576.0;
-        double left = n_bytes - first;
-        full = floor(left / bucket_bytes), rest = left - full * bucket_bytes;
-    }
+    double first, full, rest, a, b, t = 0;
+    predict_cut(n_bytes, bucket_bytes, &first, &full, &rest);
     arch_node_cost(arch, nranks, nodes, first, &a, &b);
     t += alpha * a + beta * b;
     if (full > 0) arch_node_cost(arch, nranks, nodes, bucket_bytes, &a, &b), t += full * (alpha * a + beta * b);

@@ -294,5 +294,5 @@ static const SyncOps hb_ops = {
 const SyncOps *sync_byteps_hierarchical(void) { return &hb_ops; }
 
 int ps_byteps_machines(const Config *cfg, int world) {
-    return cfg->hierarchical && cfg->nodes > 1 && world / cfg->nodes > 1 && world % cfg->nodes == 0 ? cfg->nodes : world;
+    return cfg->hierarchical && config_on_machines(world, cfg->nodes) ? cfg->nodes : world;
 }
