@@ -286,8 +286,7 @@ static int mesh_collective(Mesh *m, float *host, size_t count, int bcast) {
     return RS_OK;
 }
 
-/* Host memory for staging device buffers, counted under MEM_COMM. */
-static float *mesh_host(Mesh *m, size_t bytes) {
+float *mesh_stage(Mesh *m, size_t bytes) {
     if (bytes <= m->stage_bytes) return m->stage;
     Device *dev = m->job.dev;
     device_host_free(dev, m->stage, m->stage_bytes, MEM_COMM);
@@ -301,7 +300,7 @@ static float *mesh_host(Mesh *m, size_t bytes) {
 static int mesh_on_device(Mesh *m, float *buf, size_t count, int bcast) {
     if (m->job.dev->host_visible) return mesh_collective(m, buf, count, bcast);
     size_t bytes = count * sizeof(float);
-    float *h = mesh_host(m, bytes ? bytes : sizeof(float));
+    float *h = mesh_stage(m, bytes ? bytes : sizeof(float));
     if (!h) return rs_error(RS_ERR_RUNTIME, "%s: no host memory for %zu bytes: %s", m->name, bytes, rs_errmsg());
     if (bytes) RS_TRY(device_d2h(m->job.dev, h, buf, bytes));
     RS_TRY(mesh_collective(m, h, count, bcast));

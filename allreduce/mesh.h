@@ -111,6 +111,10 @@ int mesh_wait_any(Mesh *m, int wait_ms);
  * Tags must leave room for P - 1 steps. 0, or the failed mesh call's status. */
 int mesh_ring(Mesh *m, float *buf, size_t len, int P, int i, int right, int left, int rs_tag, int ag_tag, int round);
 
+/* Host memory of at least bytes for staging a device's buffer (m->stage, grown on demand, kept
+ * until mesh_destroy; counted under MEM_COMM). NULL with rs_errmsg() set. */
+float *mesh_stage(Mesh *m, size_t bytes);
+
 /* ---- Prototypes: the back end's ops (engine/sync.h) ---- */
 
 /* init for a back end called name whose all-reduce is fn: binds this rank's mailbox (flags:

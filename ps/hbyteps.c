@@ -47,8 +47,6 @@ typedef struct {
     uint64_t seq;           /* collectives and steps begun (the mesh's sequence) */
     float **out;            /* [nbuckets] where a bucket's parameters land (poll) */
     double *t_wait;         /* [nbuckets] when poll first waited for them (0: not yet) */
-    float *stage;           /* host copy of device buffers (collectives on a GPU) */
-    size_t stage_bytes;
 } HByteps;
 
 /* ---- the machine's phases -------------------------------------------------------------------- */
@@ -149,16 +147,6 @@ static int hb_connect(void *state, char *const *endpoints, int nmembers) {
     return rc;
 }
 
-/* Host memory for a collective on a device's buffer. */
-static float *hb_host(HByteps *h, size_t bytes) {
-    if (bytes <= h->stage_bytes) return h->stage;
-    device_host_free(h->job.dev, h->stage, h->stage_bytes, MEM_COMM);
-    h->stage_bytes = 0;
-    if (!(h->stage = device_host_alloc(h->job.dev, bytes, MEM_COMM))) return NULL;
-    h->stage_bytes = bytes;
-    return h->stage;
-}
-
 /* A collective on buf (device memory): the machine's phases on a host copy, the inner call in the
  * root on buf itself (the inner back end stages as it needs). bcast: rank 0's values to every
  * rank (no reduction); else the sum. */
@@ -166,7 +154,7 @@ static int hb_collective(HByteps *h, float *buf, size_t count, int bcast) {
     h->mesh->seq = ++h->seq;
     int dev = !h->job.dev->host_visible;
     size_t bytes = count * sizeof(float);
-    float *host = dev ? hb_host(h, bytes ? bytes : sizeof(float)) : buf;
+    float *host = dev ? mesh_stage(h->mesh, bytes ? bytes : sizeof(float)) : buf; /* the mailbox's staging */
     if (!host) return rs_error(RS_ERR_RUNTIME, "byteps --hierarchical: no host memory for %zu bytes", bytes);
     if (!bcast) {
         if (dev && bytes) RS_TRY(device_d2h(h->job.dev, host, buf, bytes));
@@ -265,7 +253,6 @@ static void hb_destroy(void *state) {
     if (!h) return;
     if (h->inner) h->in->destroy(h->inner);
     mesh_destroy(h->mesh);
-    device_host_free(h->job.dev, h->stage, h->stage_bytes, MEM_COMM);
     free(h->out);
     free(h->t_wait);
     free(h);
