@@ -880,7 +880,7 @@ def fig_table1(data, series):
                 continue
             lk = [k for k in ks if (arch != "non-colocated PS" or k >= 1) and (arch != "colocated PS (sharded)" or k == 0)]
             ax.plot(lk, [table1_line(arch, n, k) * M / B * 1e3 for k in lk], "--", color=color, linewidth=1,
-                    label="%s: Table 1" % arch if col == 0 else None)  # every dashed line in the legend, its colour its own
+                    label="%s: Table 1" % arch if col == 0 and len(lk) > 1 else None)  # every dashed line drawn in the legend
             if got:
                 xs = sorted(got)
                 (l,) = ax.plot(xs, [statistics.median(got[k]) for k in xs], "o-", color=color, label=arch, linewidth=1.4)
