@@ -1,4 +1,4 @@
-/* allreduce.h - the all-reduce floor's back ends as the registry finds them: none, ring, tree, nccl and lab 5's student */
+/* allreduce.h - the all-reduce floor's back ends as the registry finds them: none, ring, tree, nccl, zero and lab 5's student */
 #ifndef RS_ALLREDUCE_H
 #define RS_ALLREDUCE_H
 
@@ -15,6 +15,13 @@ const SyncOps *sync_tree(void);    /* allreduce/tree.c: double binary trees on t
 const SyncOps *sync_tree_hierarchical(void); /* allreduce/tree.c: NCCL's trees over nodes, chains inside (--hierarchical) */
 const SyncOps *sync_nccl(void);    /* NULL in a build without CUDA (allreduce/nccl_none.c) */
 const SyncOps *sync_student(void); /* lab 5: allreduce/student.c, a skeleton to complete */
+const SyncOps *sync_zero(void);    /* allreduce/zero.c: ZeRO's sharded data parallelism (--zero-stage) */
+
+/* A host ring's traffic (allreduce/ring.h's Ring, NULL for one rank) as a back end reports it: its
+ * counts, its transport, and where every byte goes (to the right neighbour, from the left one:
+ * on this node or across it). For every back end written on the ring (ring, zero). */
+struct Ring;
+void ring_traffic_fill(const struct Ring *r, SyncTraffic *out);
 
 /* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
  * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */

@@ -248,14 +248,15 @@ static const char *ring_kind_name(uint32_t kind) {
            : kind == RING_KIND_BC ? "broadcast"
            : kind == RING_KIND_EX ? "exchange"
            : kind == RING_KIND_SKIP ? "lane skip"
+           : kind == RING_KIND_PG ? "parameter all-gather"
                                   : "?";
 }
 
 /* The codec a message of this kind travels in: the all-reduce's wire type, fp32 for broadcast
- * (parameters leave rank 0 exact). */
+ * and the parameter all-gather (parameters leave their owner exact). */
 static const Codec *ring_codec(const Ring *r, uint32_t kind) {
     static const Codec f32 = {CODEC_F32, 1.0f};
-    return kind == RING_KIND_BC ? &f32 : &r->wire;
+    return kind == RING_KIND_BC || kind == RING_KIND_PG ? &f32 : &r->wire;
 }
 
 /* Bytes n elements of a message of this kind take on the wire (FP8: and the message's scale). */
@@ -904,22 +905,16 @@ static int ring_exchange2(Ring *r, float *buf, size_t count, size_t seg) {
     return RS_OK;
 }
 
-int ring_allreduce(Ring *r, float *buf, size_t count) {
-    RS_TRY(ring_begin(r));
-    if (r->world == 1 || count == 0) return RS_OK;
+/* Reduce-scatter's N-1 steps over count elements in segments of seg: step 0 sends this rank's own
+ * chunk; step s receives chunk me-s-1, reduces it and forwards it as step s+1, and after the last
+ * step the fully reduced chunk me+1 is rounded as the wire rounds it and, with then_send, sent
+ * on at once as all-gather step 0 (counted in pending[N-1]). Step s's sends count in pending[s]. */
+static int ring_phase_rs(Ring *r, float *buf, size_t count, size_t seg, int then_send) {
     const int N = r->world, me = r->rank;
-    const size_t seg = ring_segment(r, count);
-    if (N == 2 && !r->to && !r->shm_in && r->wire.type == CODEC_F32 && r->wire.scale == 1.0f &&
-        ring_segments2(count, seg) <= RING_EX_SEGS)
-        return ring_exchange2(r, buf, count, seg);
-    RingPending *tail = &r->pending[N - 1];
     size_t lo, hi;
-    /* reduce-scatter step 0 sends this rank's own chunk */
     ring_chunk(count, N, me, &lo, &hi);
     for (size_t off = lo; off < hi; off += seg)
         RS_TRY(ring_send(r, RING_KIND_RS, 0, buf, off, hi - off < seg ? hi - off : seg, &r->pending[0]));
-    /* reduce-scatter: receive chunk me-s-1, reduce, forward it as step s+1 (or, fully reduced
-     * after the last step, as all-gather step 0) */
     for (int s = 0; s < N - 1; s++) {
         ring_chunk(count, N, ((me - s - 1) % N + N) % N, &lo, &hi);
         for (size_t off = lo; off < hi; off += seg) {
@@ -928,22 +923,61 @@ int ring_allreduce(Ring *r, float *buf, size_t count) {
             if (s < N - 2) RS_TRY(ring_send(r, RING_KIND_RS, (uint32_t)s + 1, buf, off, n, &r->pending[s + 1]));
             else {
                 codec_round(&r->wire, buf + off, n); /* hold what the others will receive */
-                RS_TRY(ring_send(r, RING_KIND_AG, 0, buf, off, n, tail));
+                if (then_send) RS_TRY(ring_send(r, RING_KIND_AG, 0, buf, off, n, &r->pending[N - 1]));
             }
         }
     }
-    /* all-gather: receive chunk me-s (which reduce-scatter step s sent: wait until that left
-     * the buffer), copy, forward as step s+1 */
+    return RS_OK;
+}
+
+/* All-gather's N-1 steps of messages of kind, after step 0's send of chunk me+1: step s receives
+ * chunk me-s, copies it and forwards it as step s+1 (counted in pending[N-1]). wait_rs: first wait
+ * until reduce-scatter's step-s sends (the same chunk) have left the buffer. */
+static int ring_phase_ag(Ring *r, float *buf, size_t count, size_t seg, uint32_t kind, int wait_rs) {
+    const int N = r->world, me = r->rank;
+    RingPending *tail = &r->pending[N - 1];
+    size_t lo, hi;
     for (int s = 0; s < N - 1; s++) {
-        RS_TRY(ring_wait_sent(r, &r->pending[s]));
+        if (wait_rs) RS_TRY(ring_wait_sent(r, &r->pending[s]));
         ring_chunk(count, N, ((me - s) % N + N) % N, &lo, &hi);
         for (size_t off = lo; off < hi; off += seg) {
             size_t n = hi - off < seg ? hi - off : seg;
-            RS_TRY(ring_recv(r, RING_KIND_AG, (uint32_t)s, buf, off, n, 0));
-            if (s < N - 2) RS_TRY(ring_send(r, RING_KIND_AG, (uint32_t)s + 1, buf, off, n, tail));
+            RS_TRY(ring_recv(r, kind, (uint32_t)s, buf, off, n, 0));
+            if (s < N - 2) RS_TRY(ring_send(r, kind, (uint32_t)s + 1, buf, off, n, tail));
         }
     }
     return ring_wait_sent(r, tail);
+}
+
+int ring_allreduce(Ring *r, float *buf, size_t count) {
+    RS_TRY(ring_begin(r));
+    if (r->world == 1 || count == 0) return RS_OK;
+    const size_t seg = ring_segment(r, count);
+    if (r->world == 2 && !r->to && !r->shm_in && r->wire.type == CODEC_F32 && r->wire.scale == 1.0f &&
+        ring_segments2(count, seg) <= RING_EX_SEGS)
+        return ring_exchange2(r, buf, count, seg);
+    RS_TRY(ring_phase_rs(r, buf, count, seg, 1));
+    return ring_phase_ag(r, buf, count, seg, RING_KIND_AG, 1);
+}
+
+int ring_reduce_scatter(Ring *r, float *buf, size_t count, size_t *own_lo, size_t *own_hi) {
+    ring_chunk(count, r->world, (r->rank + 1) % r->world, own_lo, own_hi);
+    RS_TRY(ring_begin(r));
+    if (r->world == 1 || count == 0) return RS_OK;
+    RS_TRY(ring_phase_rs(r, buf, count, ring_segment(r, count), 0));
+    for (int s = 0; s < r->world - 1; s++) RS_TRY(ring_wait_sent(r, &r->pending[s]));
+    return RS_OK;
+}
+
+int ring_all_gather(Ring *r, float *buf, size_t count) {
+    RS_TRY(ring_begin(r));
+    if (r->world == 1 || count == 0) return RS_OK;
+    const size_t seg = ring_segment(r, count);
+    size_t lo, hi;
+    ring_chunk(count, r->world, (r->rank + 1) % r->world, &lo, &hi);
+    for (size_t off = lo; off < hi; off += seg)
+        RS_TRY(ring_send(r, RING_KIND_PG, 0, buf, off, hi - off < seg ? hi - off : seg, &r->pending[r->world - 1]));
+    return ring_phase_ag(r, buf, count, seg, RING_KIND_PG, 0);
 }
 
 int ring_broadcast(Ring *r, float *buf, size_t count) {
@@ -1084,18 +1118,22 @@ static int ring_sync_allreduce(void *state, float *buf, size_t count) {
     return device_h2d(dev, buf, s->coll, bytes);
 }
 
-static void ring_sync_traffic(void *state, SyncTraffic *out) {
-    RingState *s = state;
+void ring_traffic_fill(const Ring *r, SyncTraffic *out) {
     RingCounters c = {0};
-    if (s && s->ring) ring_counters(s->ring, &c);
+    if (r) ring_counters(r, &c);
     sync_traffic_counts(&c, out);
-    out->transport = s && s->ring ? ring_transport(s->ring) : "";
+    out->transport = r ? ring_transport(r) : "";
     int left, right; /* every byte goes to the right neighbour and comes from the left one */
-    if (s && s->ring && s->job.world > 1 && ring_node_links(s->ring, &left, &right)) {
+    if (r && r->world > 1 && ring_node_links(r, &left, &right)) {
         out->split = 1;
         out->node_sent = right ? c.bytes_sent : 0;
         out->node_received = left ? c.bytes_received : 0;
     }
+}
+
+static void ring_sync_traffic(void *state, SyncTraffic *out) {
+    RingState *s = state;
+    ring_traffic_fill(s ? s->ring : NULL, out);
 }
 
 static const SyncOps ring_ops = {

@@ -58,7 +58,7 @@ typedef struct {
 } RingHeader;
 
 #define RING_MAGIC 0x31525352u /* "RSR1" */
-enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, RING_KIND_SKIP = 5 };
+enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, RING_KIND_SKIP = 5, RING_KIND_PG = 6 };
 
 /* Segments: by default a chunk is cut into RING_SEG_PER_CHUNK segments, clamped to
  * [RING_SHM_SEG_MIN, RING_SHM_SEG_BYTES] bytes when every edge of the ring is shared memory
@@ -148,6 +148,17 @@ int ring_node_links(const Ring *r, int *left, int *right);
  * for the timeout (the message names it); RS_ERR_RUNTIME on a protocol or library error.
  * After an error the ring is broken: every later call returns RS_ERR_PEER. */
 int ring_allreduce(Ring *r, float *buf, size_t count);
+
+/* ring_allreduce's two phases apart (ZeRO's): reduce-scatter leaves chunk (rank + 1) % N of
+ * buf's count floats summed over every rank, in the all-reduce's order and rounded as the wire
+ * rounds it (its other chunks hold partial sums), and its bounds in *own_lo, *own_hi;
+ * all-gather then passes each rank's chunk (rank + 1) % N around the ring, in fp32 whatever the
+ * wire (the parameters an owner updated: every rank then holds the owner's bits). Each returns
+ * with no send referencing buf. Sums equal to ring_allreduce's bit for bit (the same chunks,
+ * segments and order); the bytes are its two-phase ring's on an fp32 wire. Status codes as
+ * ring_allreduce. */
+int ring_reduce_scatter(Ring *r, float *buf, size_t count, size_t *own_lo, size_t *own_hi);
+int ring_all_gather(Ring *r, float *buf, size_t count);
 
 /* Copies rank 0's count floats at buf into every rank's buf (a pipelined pass around the
  * ring). Status codes as ring_allreduce. */

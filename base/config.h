@@ -56,6 +56,7 @@ typedef struct {
     char bind[256];           /* address data-plane and rank 0's sockets bind to ("": the route to MASTER_ADDR) */
     /* experiments */
     char link[64];            /* --link BW[,LAT]: an emulated network interface per process, per node with --nodes ("": none) */
+    int zero_stage;           /* --zero-stage 1..3 with --sync zero (0: not given) */
     int hierarchical;         /* --hierarchical: the machine-aware form of the algorithm under --nodes */
     int nodes;                /* --nodes M: the ranks are M machines sharing a NIC each (0: every rank a machine) */
     char intra_link[64];      /* --intra-link BW[,LAT]: a node's fabric, per rank ("": unpaced) */

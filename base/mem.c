@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static MemStats mem_stats;
@@ -114,4 +116,34 @@ size_t mem_host_available(char *src, size_t len) {
         if (src && len) snprintf(src, len, "left under the cgroup's memory limit");
     }
     return avail > 0 ? (size_t)avail : 0;
+}
+
+/* ---- paged buffers -------------------------------------------------------------------------- */
+
+size_t mem_page_bytes(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+void *mem_pages_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void mem_pages_free(void *p, size_t bytes) {
+    if (p) munmap(p, bytes ? bytes : 1);
+}
+
+size_t mem_pages_release(void *p, size_t bytes) {
+    size_t pg = mem_page_bytes(), a = ((size_t)p + pg - 1) / pg * pg, b = ((size_t)p + bytes) / pg * pg;
+    if (b <= a) return 0;
+    return madvise((void *)a, b - a, MADV_DONTNEED) == 0 ? b - a : 0;
+}
+
+int mem_pages_resident(const void *base, size_t bytes, unsigned char *res) {
+    size_t pg = mem_page_bytes(), n = (bytes + pg - 1) / pg;
+    if (!n) return 0;
+    if (mincore((void *)base, bytes, res) != 0) return -1;
+    for (size_t i = 0; i < n; i++) res[i] &= 1;
+    return 0;
 }

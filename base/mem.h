@@ -46,4 +46,24 @@ size_t mem_host_available(char *src, size_t len);
 /* Peak resident set size of this process in bytes (0 where unknown). */
 size_t mem_host_peak_rss(void);
 
+/* ---- Paged buffers: host memory whose pages come and go (ZeRO's sharded state) ---- */
+
+/* The host's page size in bytes. */
+size_t mem_page_bytes(void);
+
+/* bytes of zeroed host memory, page-aligned, of which no page is resident until it is written
+ * (an anonymous mapping): NOT counted under any tag (its owner counts what is resident, with
+ * mem_pages_resident). NULL on failure (rs_errmsg() not set: the caller names the buffer). */
+void *mem_pages_alloc(size_t bytes);
+void mem_pages_free(void *p, size_t bytes);
+
+/* Gives back to the kernel every page lying wholly inside [p, p + bytes) of a buffer from
+ * mem_pages_alloc (MADV_DONTNEED: its contents read as zeros afterwards, and it is resident again
+ * once written). Returns the bytes given back (whole pages). */
+size_t mem_pages_release(void *p, size_t bytes);
+
+/* Which of the pages of a mem_pages_alloc buffer base[0..bytes) are resident: one byte per page
+ * into res[0..npages) (1: resident), npages = ceil(bytes / page). 0, or -1 (mincore failed). */
+int mem_pages_resident(const void *base, size_t bytes, unsigned char *res);
+
 #endif

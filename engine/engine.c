@@ -560,7 +560,8 @@ int engine_create(Engine **out, const EngineArgs *a) {
     e->job = (SyncJob){.cfg = a->cfg, .dev = a->dev, .rank = a->rank, .world = a->world, .local_rank = a->local_rank,
                        .local_world = a->local_world, .zctx = a->zctx, .addr = env->bind, .token = env->token,
                        .buckets = e->buckets, .nbuckets = e->nb, .nparams = m->nparams, .timeout = a->cfg->timeout,
-                       .trace = a->trace, .dataparallel = a->driver != NULL};
+                       .trace = a->trace, .dataparallel = a->driver != NULL, .grads = m->grads,
+                       .grads_paged = m->grads_paged};
     char canon[8192], dep[1024] = "", **extras = NULL;
     config_canonical(a->cfg, canon, sizeof canon);
     if (a->driver && (rc = a->driver->init(&e->job, m, engine_health, e, &e->dst, dep, sizeof dep))) goto err;

@@ -54,6 +54,9 @@ typedef struct {
                                   * (a server's work) with trace_span on tid 2 */
     int dataparallel;            /* ps under DataParallel's step: the server answers rank 0 only,
                                   * the others' parameters come with the next step's replicate */
+    float *grads;                /* the flat gradient buffer the buckets slice (NULL for collective use) */
+    int grads_paged;             /* 1: grads is paged host memory (Model.grads_paged) that the back end gives
+                                  * back page by page, counting what is resident (zero's stages 2 and 3) */
 } SyncJob;
 
 /* Cumulative data-plane counters of this process. */

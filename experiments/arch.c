@@ -168,6 +168,8 @@ static const struct {
     {"ring-hierarchical", cost_ring_hier},
     {"tree-hierarchical", cost_tree_hier},
     {"byteps-hierarchical", cost_byteps_hier},
+    {"zero-1", cost_ring}, /* a reduce-scatter and an all-gather: the ring's two phases */
+    {"zero-2", cost_ring},
 };
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_rows[a].name : "?"; }
@@ -206,4 +208,8 @@ int arch_node_cost(Arch arch, int nranks, int nodes, double n_bytes, double *rou
     return 0;
 }
 
-double arch_wire_ratio(Arch arch, const char *wire) { return codec_wire_ratio(wire, arch_is_server(arch)); }
+double arch_wire_ratio(Arch arch, const char *wire) {
+    if (arch_is_zero(arch)) /* gradients in the wire's type one way, parameters in fp32 the other */
+        return (codec_wire_ratio(wire, 0) + 1.0) / 2;
+    return codec_wire_ratio(wire, arch_is_server(arch));
+}

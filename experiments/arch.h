@@ -19,6 +19,8 @@ typedef enum {
     ARCH_RING_HIER,     /* "ring-hierarchical": reduce-scatter in the node, a ring over nodes, all-gather (Horovod's) */
     ARCH_TREE_HIER,     /* "tree-hierarchical": double binary trees over the nodes, a chain inside each (NCCL's) */
     ARCH_BYTEPS_HIER,   /* "byteps-hierarchical": a machine reduces, then pushes as one worker (BytePS's) */
+    ARCH_ZERO1,         /* "zero-1": ZeRO stage 1, the optimizer state sharded (reduce-scatter, shard update, all-gather) */
+    ARCH_ZERO2,         /* "zero-2": ZeRO stage 2, the gradients sharded too (FSDP's SHARD_GRAD_OP) */
     ARCH_COUNT
 } Arch;
 
@@ -33,6 +35,9 @@ int arch_parse(const char *name, Arch *out);
 /* Whether a is a parameter server of some kind (ps's placements, byteps): family "ps". */
 static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a == ARCH_PS_SHARDED || a == ARCH_PS_DEDICATED || a == ARCH_BYTEPS ||
                                              a == ARCH_BYTEPS_HIER; }
+
+/* Whether a is sharded data parallelism (ZeRO's stages): family "zero". */
+static inline int arch_is_zero(Arch a) { return a == ARCH_ZERO1 || a == ARCH_ZERO2; }
 
 /* Whether a is BytePS's (flat, or a machine a worker). */
 static inline int arch_is_byteps(Arch a) { return a == ARCH_BYTEPS || a == ARCH_BYTEPS_HIER; }

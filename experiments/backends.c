@@ -9,6 +9,7 @@
 #include "../allreduce/allreduce.h"
 #include "../allreduce/tree.h"
 #include "../engine/report.h"
+#include "../model/model.h"
 #include "../ps/ps.h"
 
 #include <cJSON.h>
@@ -103,6 +104,20 @@ static int check_student(const Config *c) {
     return RS_OK;
 }
 
+/* zero: a stage, and the ring's transports (its lanes and sockets). */
+static int check_zero(const Config *c) {
+    if (c->zero_stage == 0)
+        return rs_error(RS_ERR_INPUT, "--sync zero without --zero-stage: say which state is sharded (1 the optimizer's, "
+                                      "ZeRO-1; 2 the gradients too, ZeRO-2 or FSDP's SHARD_GRAD_OP; 3 the parameters too, "
+                                      "ZeRO-3 or FSDP's FULL_SHARD)");
+    if (c->zero_stage < 1 || c->zero_stage > 3)
+        return rs_error(RS_ERR_INPUT, "--zero-stage %d: must be 1, 2 or 3", c->zero_stage);
+    if (c->zero_stage == 3)
+        return rs_error(RS_ERR_INPUT, "--zero-stage 3: the parameters' sharding (each layer gathered before its forward "
+                                      "and its backward) is not built yet; stages 1 and 2 run");
+    return RS_OK;
+}
+
 /* ---- each back end's shape of a configuration ------------------------------------------------ */
 
 static void shape_ps(const Config *c, BackendShape *s) {
@@ -147,6 +162,15 @@ static void shape_byteps(const Config *c, BackendShape *s) {
     if (s->servers) s->server_main = ps_byteps_server_main;
 }
 
+/* ZeRO's stages: the architecture, and stage 2's paged gradients. */
+static void shape_zero(const Config *c, BackendShape *s) {
+    s->host_only = 1;
+    if (c->zero_stage >= 2) {
+        s->arch = ARCH_ZERO2;
+        s->model_flags = MODEL_GRADS_PAGED;
+    }
+}
+
 static const Backend backends[] = {
     {.name = "none", .family = "none", .arch = ARCH_NONE, .ops = sync_none, .check = check_none,
      .help = "no communication: one rank (the baseline every other run is held against)"},
@@ -162,6 +186,8 @@ static const Backend backends[] = {
     {.name = "byteps", .family = "ps", .arch = ARCH_BYTEPS, .ops = sync_byteps, .check = check_byteps,
      .hierarchical = 1, .shape = shape_byteps,
      .help = "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in the paper's optimal split"},
+    {.name = "zero", .family = "zero", .arch = ARCH_ZERO1, .ops = sync_zero, .check = check_zero, .shape = shape_zero,
+     .help = "ZeRO / FSDP: --zero-stage 1 the optimizer state, 2 the gradients too, sharded over the ranks (the ring's reduce-scatter and all-gather)"},
     {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student,
      .check = check_student, .help = "lab 5: the all-reduce you write in allreduce/student.c"},
 };
@@ -223,6 +249,9 @@ int backend_check(const Config *cfg) {
         if (cfg->hierarchical && cfg->nodes && cfg->nranks > 1 && !config_hierarchy_applies(cfg))
             log_info("# --hierarchical on %d node%s of %d rank%s: that is the flat %s, which runs", cfg->nodes,
                      cfg->nodes == 1 ? "" : "s", cfg->nranks / cfg->nodes, cfg->nranks == cfg->nodes ? "" : "s", b->name);
+        if (cfg->zero_stage && strcmp(b->name, "zero"))
+            return rs_error(RS_ERR_INPUT, "--zero-stage %d with --sync %s: the stages are --sync zero's (ZeRO, FSDP)",
+                            cfg->zero_stage, b->name);
         if (!b->consistency && strcmp(cfg->ps_consistency, "sync"))
             return rs_error(RS_ERR_INPUT, "--ps-consistency %s with --sync %s: only the parameter server has a "
                                           "consistency model (%s exchanges in lockstep)", cfg->ps_consistency, b->name,
@@ -275,6 +304,7 @@ cJSON *backend_json(const Config *cfg) {
     cJSON_AddStringToObject(o, "architecture", arch_name(s.arch));
     cJSON_AddNumberToObject(o, "servers", s.servers);
     cJSON_AddBoolToObject(o, "lockstep", s.lockstep);
+    if (arch_is_zero(s.arch)) cJSON_AddNumberToObject(o, "zero_stage", cfg->zero_stage);
     return o;
 }
 

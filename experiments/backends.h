@@ -27,11 +27,14 @@ typedef struct {
     int lockstep;                                       /* not --ps-consistency async or ssp:S */
     const StepDriver *driver;                           /* DataParallel's for --ps-mode dataparallel */
     const SyncOps *ops;                                 /* what runs it: the row's, or its hierarchical form's */
+    int model_flags;                                    /* model_create's flags beyond the optimizer's (zero's
+                                                         * stage 2: MODEL_GRADS_PAGED) */
+    int host_only;                                      /* runs on a device whose memory the host sees only (zero) */
 } BackendShape;
 
 typedef struct Backend {
     const char *name;         /* the --sync value */
-    const char *family;       /* "none", "allreduce" or "ps" */
+    const char *family;       /* "none", "allreduce", "ps" or "zero" */
     const char *help;         /* one line for --help */
     const SyncOps *(*ops)(void); /* NULL where this build lacks it (nccl without CUDA) */
     /* The back end's own rules on the parsed options (-n as cfg->nranks; 1 when the world comes

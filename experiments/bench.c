@@ -59,6 +59,7 @@ typedef struct {
     int servers;            /* the server processes to start, from --ps-servers: ps dedicated K (default 1),
                              * byteps k CPU servers (default 0), 0 otherwise */
     int servers_set;        /* --ps-servers was given */
+    int zero_stage;         /* --zero-stage (0: not given; zero takes 1) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -109,7 +110,8 @@ static void bench_usage(FILE *f) {
             "\n"
             "  -n, --ranks N          ranks to launch (default 1)\n"
             "      --sync NAME        ring | tree | nccl | ps | byteps (a shard in every rank, and --ps-servers k\n"
-            "                         CPU servers) | student (lab 5) (default ring)\n"
+            "                         CPU servers) | zero (a reduce-scatter and a parameter all-gather, ZeRO's)\n"
+            "                         | student (lab 5) (default ring)\n"
             "  -b, --minbytes SIZE    smallest message in bytes, K/M/G suffixes (default 8)\n"
             "  -e, --maxbytes SIZE    largest message (default 64M)\n"
             "  -f, --stepfactor F     multiply the size by F per row (default 2)\n"
@@ -149,6 +151,7 @@ static void bench_usage(FILE *f) {
             "                         dedicated (--ps-servers K processes of their own, keys by range)\n"
             "      --ps-servers K     ps dedicated: K server processes (default 1); byteps: k CPU\n"
             "                         servers beside the ranks' shards, 0 <= k <= N (default 0)\n"
+            "      --zero-stage S     zero: 1 or 2 (default 1; one collective for both, the report names it)\n"
             "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
             "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
             "                         none: where the scheduler puts it; auto (default): core for the\n"
@@ -231,6 +234,7 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     RS_TRY(link_parse(o->link, &link));
     RS_TRY(bench_check_link(o));
     RS_TRY(config_nodes_check(c));
+    c->zero_stage = o->zero_stage ? o->zero_stage : !strcmp(o->sync, "zero"); /* one collective for stages 1 and 2 */
     BackendShape sh;
     RS_TRY(backend_shape(c, &sh));
     int placed = sh.arch == ARCH_PS_COLOCATED || sh.arch == ARCH_PS_SHARDED || sh.arch == ARCH_PS_DEDICATED;
@@ -293,7 +297,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs", "--nodes", "--intra-link",
                                       "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers",
-                                      "--ps-partition-kb"};
+                                      "--ps-partition-kb", "--zero-stage"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -362,6 +366,9 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (strlen(v) >= sizeof o->partition)
                 return rs_error(RS_ERR_INPUT, "--ps-partition-kb '%.20s...': expected a positive number of KiB, auto or off", v);
             snprintf(o->partition, sizeof o->partition, "%s", v);
+        } else if (!strcmp(name, "--zero-stage")) {
+            if (bench_parse_int(v, 1, 3, &o->zero_stage))
+                return rs_error(RS_ERR_INPUT, "bench: --zero-stage '%s': must be 1, 2 or 3", v);
         } else if (!strcmp(name, "--ps-servers")) {
             if (bench_parse_int(v, 0, 64, &o->servers))
                 return rs_error(RS_ERR_INPUT, "bench: --ps-servers '%s': expected 0..64 server processes", v);
@@ -829,6 +836,7 @@ static int bench_finish(Bench *b) {
         if (arch_is_server(arch) && !arch_is_byteps(arch)) cJSON_AddStringToObject(cfg, "ps_placement", b->cfg.ps_placement);
         if (arch_is_byteps(arch) || arch == ARCH_PS_DEDICATED)
             cJSON_AddNumberToObject(cfg, "ps_servers", b->cfg.ps_servers);
+        if (arch_is_zero(arch)) cJSON_AddNumberToObject(cfg, "zero_stage", b->cfg.zero_stage);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
         cJSON_AddBoolToObject(cfg, "check", o->check);

@@ -210,7 +210,10 @@ static int run_setup(Run *r) {
     /* DataParallel: rank 0 stages the whole global batch on the host */
     int staged = r->driver && r->driver->scatter && r->rank == 0 && c->global_batch > 0 ? c->global_batch : max_batch;
     /* the optimizer's state lives where the update runs: here, unless a server returns parameters */
-    RS_TRY(model_create(&r->model, &r->dev, c, max_batch, r->ops->result == SYNC_SUMS));
+    if (shape.host_only && !r->dev.host_visible)
+        return rs_error(RS_ERR_INPUT, "--sync %s on %s: its form on GPUs (NCCL's reduce-scatter and all-gather) is not "
+                                      "built yet; the host form runs with --device cpu", c->sync, r->dev.ops->name);
+    RS_TRY(model_create(&r->model, &r->dev, c, max_batch, (r->ops->result == SYNC_SUMS ? MODEL_OPTIMIZER : 0) | shape.model_flags));
     if (model_in_width(&r->model) != r->data.train.dim)
         return rs_error(RS_ERR_INPUT, "--data %s: samples of %d values, --model %s takes %d", c->data, r->data.train.dim,
                         c->model, model_in_width(&r->model));

@@ -47,7 +47,9 @@ static void *model_take(Model *m, size_t bytes, MemTag tag) {
 int model_alloc_common(Model *m) {
     size_t pb = m->nparams * sizeof(float), rows = (size_t)model_out_rows(m, m->max_batch);
     m->params = model_take(m, pb, MEM_PARAMS);
-    m->grads = m->params ? model_take(m, pb, MEM_GRADS) : NULL;
+    if (m->grads_paged && !m->sizing) m->grads = m->params ? mem_pages_alloc(pb) : NULL;
+    else m->grads = m->params ? model_take(m, pb, MEM_GRADS) : NULL;
+    if (m->params && !m->grads && m->grads_paged) rs_error(RS_ERR_RUNTIME, "no address space for %zu bytes of paged gradients", pb);
     int ok = m->grads != NULL;
     if (ok && !m->no_optimizer) {
         ok = (m->mom = model_take(m, pb, MEM_OPTIMIZER)) != NULL;
@@ -85,7 +87,8 @@ void model_free(Model *m) {
     size_t pb = m->nparams * sizeof(float);
     if (m->ops && m->ops->release) m->ops->release(m);
     if (m->params) device_free(d, m->params, pb, MEM_PARAMS);
-    if (m->grads) device_free(d, m->grads, pb, MEM_GRADS);
+    if (m->grads && m->grads_paged) mem_pages_free(m->grads, pb);
+    else if (m->grads) device_free(d, m->grads, pb, MEM_GRADS);
     if (m->mom) device_free(d, m->mom, pb, MEM_OPTIMIZER);
     if (m->mom2) device_free(d, m->mom2, pb, MEM_OPTIMIZER);
     for (int i = 0; i < m->nscratch; i++) device_free(d, m->scratch[i], m->scratch_bytes[i], MEM_ACTIVATIONS);

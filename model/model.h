@@ -56,6 +56,9 @@ struct Model {
                                          * SGD's momentum, or AdamW's first (mom) and second (mom2) moments */
     int adamw;                          /* the optimizer: 0 SGD with momentum, 1 AdamW */
     int no_optimizer;                   /* 1: no optimizer state here (a server holds it) */
+    int grads_paged;                    /* 1: grads is paged host memory (base/mem.h's mem_pages_alloc) that the
+                                         * back end gives back page by page and counts as resident (ZeRO-2 and -3):
+                                         * not counted here */
     int max_batch;                      /* samples */
     int in_width;                       /* 32-bit values per sample in act[0] (floats, or int32 tokens) */
     int out_per_sample;                 /* output rows (and labels) per sample: 1, or the sequence length */
@@ -91,11 +94,18 @@ int model_load_data(const Config *c, DataPair *out);
 
 /* ---- Prototypes: one model ---- */
 
+/* model_create's flags. */
+enum {
+    MODEL_OPTIMIZER = 1,   /* the optimizer's state here (not where a server or a shard runs the optimizer) */
+    MODEL_GRADS_PAGED = 2, /* the gradients in paged host memory (Model.grads_paged; a host-visible device only) */
+};
+
 /* Creates c->model on dev for batches of up to max_batch samples, parameters from c->seed
- * (rank 0's are broadcast later), and the optimizer's state (c->optimizer) only when
- * with_optimizer (0 where a server runs the optimizer). 0, or RS_ERR_INPUT (bad options),
- * RS_ERR_RUNTIME (out of memory); the model is then freed. */
-int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with_optimizer);
+ * (rank 0's are broadcast later), the optimizer's state (c->optimizer) only with
+ * MODEL_OPTIMIZER in flags, the gradients paged with MODEL_GRADS_PAGED. 0, or RS_ERR_INPUT (bad
+ * options, paged gradients on a device whose memory the host cannot see), RS_ERR_RUNTIME (out
+ * of memory); the model is then freed. */
+int model_create(Model *m, Device *dev, const Config *c, int max_batch, int flags);
 
 /* The MLP of sizes[0..nsizes) with SGD's momentum, parameters from seed as PyTorch's nn.Linear
  * (uniform in +-1/sqrt(fan_in)). 0, or RS_ERR_RUNTIME (the model is then freed). */

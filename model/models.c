@@ -71,14 +71,17 @@ int model_estimate(const Config *c, int max_batch, int with_optimizer, size_t *b
     return rc == RS_OK ? RS_OK : rs_error(RS_ERR_RUNTIME, "--model %s: sizing failed: %s", c->model, rs_errmsg());
 }
 
-int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with_optimizer) {
+int model_create(Model *m, Device *dev, const Config *c, int max_batch, int flags) {
     memset(m, 0, sizeof *m);
     RS_TRY(model_check(c));
     m->ops = model_find(c->model);
     m->dev = dev;
     m->max_batch = max_batch < 1 ? 1 : max_batch;
     m->adamw = !strcmp(c->optimizer, "adamw");
-    m->no_optimizer = !with_optimizer;
+    m->no_optimizer = !(flags & MODEL_OPTIMIZER);
+    m->grads_paged = (flags & MODEL_GRADS_PAGED) != 0;
+    if (m->grads_paged && !dev->host_visible)
+        return rs_error(RS_ERR_INPUT, "--model %s: paged gradients need a device whose memory the host sees (cpu)", c->model);
     m->out_per_sample = 1;
     int rc = m->ops->setup(m, c);
     float *h = NULL;
@@ -99,7 +102,7 @@ int model_create(Model *m, Device *dev, const Config *c, int max_batch, int with
         return rs_error(rc, "--model %s of %zu parameters, batch %d: %s", c->model, np, max_batch, why);
     }
     model_optimizer_reset(m);
-    K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
+    if (!m->grads_paged) K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams); /* paged: zeros, and none resident */
     K(m)->fill(CTX(m), m->stats, 0.0f, 2);
     return K(m)->sync(CTX(m));
 }

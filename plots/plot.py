@@ -235,6 +235,8 @@ def backend(rep):
             name += "-dedicated" + ("x%d" % k if k and k > 1 else "")
         elif arch == "ps-sharded":
             name += "-sharded"
+    elif arch in ("zero-1", "zero-2"):  # ZeRO's stages, one name each
+        name = arch
     return name
 
 

@@ -349,6 +349,48 @@ static int train(const char *report, ...) {
     return train_main(argc, argv);
 }
 
+/* MODEL_GRADS_PAGED (zero's stage 2): the gradients are counted nowhere and none is resident
+ * before backward; backward makes the pages it writes resident, with the same gradients as an
+ * ordinary buffer; released pages are gone and read as zeros; a device the host cannot see is
+ * refused. */
+static void test_paged_grads(void) {
+    Device dev;
+    CHECK(device_open(&dev, "cpu", 0, NULL) == RS_OK);
+    Config c = small("mlp");
+    Model a, p;
+    MemStats before, after;
+    CHECK(model_create(&a, &dev, &c, 4, MODEL_OPTIMIZER) == RS_OK);
+    mem_snapshot(&before);
+    CHECK(model_create(&p, &dev, &c, 4, MODEL_GRADS_PAGED) == RS_OK);
+    mem_snapshot(&after);
+    CHECK(p.grads_paged && !p.mom && after.cur[MEM_GRADS] == before.cur[MEM_GRADS]);
+    size_t bytes = p.nparams * sizeof(float), pg = mem_page_bytes(), np = (bytes + pg - 1) / pg, res = 0;
+    unsigned char *v = calloc(np, 1);
+    CHECK(mem_pages_resident(p.grads, bytes, v) == 0);
+    for (size_t i = 0; i < np; i++) res += v[i];
+    CHECK_MSG(res == 0, "%zu of %zu pages resident before backward", res, np);
+    Model *both[2] = {&a, &p};
+    for (int k = 0; k < 2; k++) {
+        fill_batch(both[k], &c, 4, 5);
+        CHECK(model_forward(both[k], 4) == RS_OK);
+        model_loss(both[k], 4);
+        CHECK(model_backward(both[k], 4, NULL, NULL) == RS_OK);
+    }
+    CHECK(memcmp(a.grads, p.grads, bytes) == 0);
+    CHECK(mem_pages_resident(p.grads, bytes, v) == 0);
+    res = 0;
+    for (size_t i = 0; i < np; i++) res += v[i];
+    CHECK_MSG(res == np, "%zu of %zu pages resident after backward", res, np);
+    /* a release gives back only the pages wholly inside the range */
+    size_t gone = mem_pages_release((char *)p.grads + 1, 3 * pg);
+    CHECK_MSG(gone == 2 * pg, "released %zu bytes of [1, 1 + 3 pages)", gone);
+    CHECK(mem_pages_resident(p.grads, bytes, v) == 0 && v[0] && !v[1] && !v[2] && v[3]);
+    CHECK(p.grads[pg / sizeof(float)] == 0.0f && p.grads[0] == a.grads[0]);
+    free(v);
+    model_free(&p);
+    model_free(&a);
+}
+
 static void test_bad_input(void) {
     const char *rp = path("bad.json"), *t = path("short.txt"), *e = path("e.txt");
     write_text(t, 100, 2);
@@ -462,6 +504,7 @@ int main(void) {
     RUN(test_text);
     RUN(test_tokens);
     RUN(test_bad_input);
+    RUN(test_paged_grads);
     RUN(test_gpt_text);
     RUN(test_lenet_mnist);
     char cmd[600];

@@ -397,6 +397,63 @@ static void test_ring_wire_16bit(void) {
     check_job(2, rank_wire, &ht, 1, 1);
 }
 
+/* ---- the two phases apart (zero's) -------------------------------------------------------------- */
+
+/* For each size and wire: reduce-scatter leaves chunk (rank + 1) % N summed to the all-reduce's
+ * bits (the same inputs all-reduced on the same ring), with its bounds; the owner then halves its
+ * chunk, and all-gather hands every rank every owner's bits (fp32, whatever the wire). arg: a
+ * Codec (the wire) or NULL (fp32). */
+static int rank_phases(Child *c, void *argp) {
+    const char *policy = getenv("RS_TEST_POLICY");
+    if (policy) setenv("RINGSIDE_RING_TRANSPORT", policy, 1);
+    Ring *r = child_ring(c, 20);
+    if (!r) return 10;
+    if (argp) ring_set_wire(r, *(const Codec *)argp);
+    size_t sizes[5] = {1, (size_t)c->world + 1, 4099, 300001, 0};
+    float *a = malloc(300001 * sizeof(float)), *b = malloc(300001 * sizeof(float));
+    int fails = 0;
+    for (int k = 0; k < 5; k++) {
+        size_t n = sizes[k], lo, hi, want_lo, want_hi;
+        for (size_t i = 0; i < n; i++) a[i] = b[i] = wire_input(i, c->rank);
+        if (ring_allreduce(r, a, n) || ring_reduce_scatter(r, b, n, &lo, &hi)) {
+            fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg());
+            return 11;
+        }
+        ring_chunk(n, c->world, (c->rank + 1) % c->world, &want_lo, &want_hi);
+        if (lo != want_lo || hi != want_hi || (hi > lo && memcmp(a + lo, b + lo, (hi - lo) * sizeof(float)))) {
+            fprintf(stderr, "  rank %d count %zu: owns [%zu, %zu) (want [%zu, %zu)), sums differ from the all-reduce's\n",
+                    c->rank, n, lo, hi, want_lo, want_hi);
+            fails++;
+        }
+        for (size_t i = lo; i < hi; i++) b[i] *= 0.5f; /* the owner's update */
+        if (ring_all_gather(r, b, n)) {
+            fprintf(stderr, "  rank %d: %s\n", c->rank, rs_errmsg());
+            return 12;
+        }
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) wrong += b[i] != a[i] * 0.5f;
+        if (wrong) {
+            fprintf(stderr, "  rank %d count %zu: %zu elements are not their owner's\n", c->rank, n, wrong);
+            fails++;
+        }
+        child_report(c, hash_bits(b, n * sizeof(float)));
+    }
+    ring_destroy(r);
+    free(a), free(b);
+    return fails ? 1 : 0;
+}
+
+static void test_ring_phases(void) {
+    Codec bf16 = codec_make(CODEC_BF16, 1.0f);
+    for (int n = 1; n <= 4; n++) check_job(n, rank_phases, NULL, 5, 1);
+    check_job(3, rank_phases, &bf16, 5, 1);
+    setenv("RS_TEST_POLICY", "tcp", 1);
+    check_job(2, rank_phases, NULL, 5, 1);
+    check_job(3, rank_phases, &bf16, 5, 1);
+    unsetenv("RS_TEST_POLICY");
+}
+
+
 /* ---- two ranks over sockets: one exchange ------------------------------------------------------ */
 
 /* N = 2 over ZeroMQ with an fp32 wire runs as one exchange (ring.c): inexact inputs must give, on
@@ -763,6 +820,7 @@ int main(void) {
     RUN(test_ring_exact_small_segments);
     RUN(test_ring_bitwise_equal_inexact);
     RUN(test_ring_wire_16bit);
+    RUN(test_ring_phases);
     RUN(test_ring_pair_exchange);
     RUN(test_ring_stray_dropped);
     RUN(test_ring_transport);

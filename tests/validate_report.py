@@ -28,7 +28,8 @@ DIST = ["median", "p95", "min", "max", "mean"]
 # backend.architecture and its family, as train's registry names them (experiments/backends.c)
 ARCHITECTURES = {"none": "none", "ring": "allreduce", "tree": "allreduce", "student": "allreduce", "ps-colocated": "ps",
                  "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps",
-                 "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce", "byteps-hierarchical": "ps"}
+                 "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce", "byteps-hierarchical": "ps",
+                 "zero-1": "zero", "zero-2": "zero"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 
@@ -294,6 +295,13 @@ def check_backend(c, rep, cfg, key="sync"):
     k = c.nonneg(b, "servers", "backend", "int")
     c.expect(k == 0 or arch in ("ps-dedicated", "byteps", "byteps-hierarchical"), "backend.servers", "%s server processes for architecture %r"
              % (k, arch))
+    if ARCHITECTURES.get(arch) == "zero":  # the stage the architecture names, as --zero-stage said
+        st = c.get(b, "zero_stage", "backend", "int")
+        said = cfg.get("zero-stage", cfg.get("zero_stage"))  # train's option, bench's key
+        c.expect(st == int(arch.split("-")[1]) and st == said, "backend.zero_stage",
+                 "%r for architecture %r, the config's stage %r" % (st, arch, said))
+    else:
+        c.expect("zero_stage" not in b, "backend.zero_stage", "given for architecture %r" % arch)
     ls = c.get(b, "lockstep", "backend", "bool")
     how = cfg.get("ps-consistency", "sync")
     c.expect(ls is None or ls == (how in ("sync", "ssp:0")), "backend.lockstep", "%s under --ps-consistency %s" % (ls, how))
@@ -565,6 +573,10 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
         return
     if arch == "ring" and how != "nccl" and n > 1:  # NCCL's bytes are not measured
         per = 2 * (n - 1) / n * G * steps
+        floors = {e.get("rank"): (per, per) for e in workers}
+    elif arch in ("zero-1", "zero-2") and n > 1:
+        # the gradient's reduce-scatter in the wire's type, the parameters' all-gather in fp32
+        per = (n - 1) / n * (G + param_bytes(cfg, workers)) * steps
         floors = {e.get("rank"): (per, per) for e in workers}
     elif arch == "tree" and n > 1:  # half the gradient per tree, once per neighbour, each way
         floors = {}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, tree, ps colocated, dedicated, sharded, byteps); a run extended by --resume; the refusals, exit 2; nothing partial left behind
+# checkpoint.sh - --checkpoint / --resume: a job killed with SIGKILL at a random step, or while a part is being written, resumes to an uninterrupted run's parameters and loss curve bit for bit (ring, tree, ps colocated, dedicated, sharded, byteps, zero); a run extended by --resume; the refusals, exit 2; nothing partial left behind
 . "$(dirname "$0")/lib.sh"
 # a tiny model (16 steps are two epochs at N = 2: resumes land inside either, the sampler's order
 # reshuffled between); the runs to kill slowed to about 40 ms a step by rank 0's --straggler so that
@@ -80,6 +80,8 @@ killed "ps dedicated x2" 7 write --sync ps --ps-placement dedicated --ps-servers
 killed "ps sharded" 8 random --sync ps --ps-placement sharded -n 3
 killed "ps sharded, bf16 wire" 9 write --sync ps --ps-placement sharded -n 3 --wire bf16
 killed "byteps k=1" 10 random --sync byteps --ps-servers 1 -n 2
+killed "zero-2, AdamW (each rank's optimizer shard a part)" 12 random --sync zero --zero-stage 2 -n 3 --optimizer adamw
+killed "zero-1" 13 write --sync zero --zero-stage 1 -n 2
 
 # extended: a 12-step run's last checkpoint resumed to 16 steps (another --warmup: timing only) is
 # the 16-step run, its evaluation after step 12 included

@@ -1,0 +1,313 @@
+/* zero.c - the "zero" back end: ZeRO stages 1 and 2 (sharded optimizer state, then gradients) on the host ring's reduce-scatter and all-gather */
+#include "allreduce.h"
+#include "ring.h"
+#include "../base/clock.h"
+#include "../base/codec.h"
+#include "../base/config.h"
+#include "../base/err.h"
+#include "../base/log.h"
+#include "../base/mem.h"
+#include "../engine/checkpoint.h"
+#include "../engine/sync.h"
+#include "../engine/trace.h"
+#include "../kernels/device.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ZeRO (Rajbhandari et al., SC'20) divides the model states over the N ranks. Here every bucket
+ * (DDP's, engine/sync.h) is cut into the ring's N chunks, and rank r owns chunk (r + 1) % N of
+ * every bucket: the chunk the ring's reduce-scatter leaves summed on it. Its shard is those
+ * chunks, about 1/N of the parameters (the chunks differ by one element at most per bucket: no
+ * padding, every rank's exact count is in its memory figures).
+ *
+ * A step: as backward completes each bucket, the engine hands it over and it is reduce-scattered
+ * (ring_reduce_scatter: the ring's chunks, segments and order, so the sums are the ring's bits).
+ * Once the last bucket is in, each rank runs the optimizer on its shard only, with its shard of
+ * the optimizer state (SGD's momentum, AdamW's two moments: 4 or 8 bytes an element, 1/N of
+ * them), then every bucket's parameters are all-gathered (ring_all_gather, in fp32 whatever
+ * --wire: parameters leave their owner exact, so every rank holds the same bits), as ZeRO
+ * all-gathers after its optimizer step. The parameters are then those of the ring's run, bit for
+ * bit: the same sums, the same elementwise update.
+ *
+ *   stage 1  the optimizer state sharded; every rank keeps the whole gradient (4 bytes an
+ *            element under grads), as ZeRO-1 does;
+ *   stage 2  the gradients too: the gradient buffer is paged host memory (model.h's
+ *            grads_paged), and once a bucket is reduce-scattered every page of it outside this
+ *            rank's chunk goes back to the kernel; after the optimizer step the shard's pages go
+ *            too. The memory figures count what is resident, page by page (mincore), sampled just
+ *            before every release (the only moments the count can have peaked): pages of this
+ *            rank's chunks under grads (the shard, 4/N bytes an element, plus the pages a chunk
+ *            shares with its neighbours), the rest, the buckets in flight, under comm (ZeRO's
+ *            reduce buckets, which it counts apart from the model states).
+ *
+ * Bytes: the reduce-scatter moves (N-1)/N of the gradient in --wire's type, the all-gather
+ * (N-1)/N of the parameters in fp32: under fp32 the ring's 2(N-1)/N a step, exactly its
+ * messages. The optimizer's time runs inside the last bucket's interval (the engine's optimizer
+ * phase is 0 here, as for a server's update); a trace shows it as "shard update" on tid 2. */
+
+typedef struct {
+    SyncJob job;
+    Ring *ring;
+    int stage, adamw;
+    size_t *own_lo, *own_hi;  /* [nbuckets]: this rank's chunk of each bucket, bucket-relative */
+    size_t *soff;             /* [nbuckets]: where that chunk's state starts in mom, mom2 */
+    size_t shard;             /* elements of the shard */
+    float *mom, *mom2;        /* the shard's optimizer state (MEM_OPTIMIZER) */
+    float **out;              /* [nbuckets]: where each bucket's parameters are (the step's) */
+    int global_samples;
+    /* stage 2: the paged gradient buffer, page by page */
+    size_t gbytes, npages, pg;
+    unsigned char *res, *own_page; /* [npages]: resident now; a page this rank's chunks touch */
+    size_t charged_grads, charged_comm;
+} Zero;
+
+/* ---- memory: what is resident of the paged gradients ------------------------------------------ */
+
+/* Counts what is resident now and moves the grads and comm figures to it. */
+static void zero_recount(Zero *z) {
+    if (!z->res || mem_pages_resident(z->job.grads, z->gbytes, z->res) != 0) return;
+    size_t own = 0, other = 0;
+    for (size_t i = 0; i < z->npages; i++)
+        if (z->res[i]) z->own_page[i] ? own++ : other++;
+    own *= z->pg, other *= z->pg;
+    mem_account(MEM_GRADS, (long long)own - (long long)z->charged_grads);
+    mem_account(MEM_COMM, (long long)other - (long long)z->charged_comm);
+    z->charged_grads = own, z->charged_comm = other;
+}
+
+/* Gives back every page of bucket b outside this rank's chunk (the pages the chunk touches stay). */
+static void zero_release_others(Zero *z, int b, float *grad) {
+    const Bucket *bk = &z->job.buckets[b];
+    size_t n = bk->hi - bk->lo;
+    mem_pages_release(grad, z->own_lo[b] * sizeof(float));
+    mem_pages_release(grad + z->own_hi[b], (n - z->own_hi[b]) * sizeof(float));
+}
+
+static int zero_paging_init(Zero *z) {
+    z->pg = mem_page_bytes();
+    z->gbytes = z->job.nparams * sizeof(float);
+    z->npages = (z->gbytes + z->pg - 1) / z->pg;
+    if (!(z->res = calloc(z->npages ? z->npages : 1, 1)) || !(z->own_page = calloc(z->npages ? z->npages : 1, 1)))
+        return rs_error(RS_ERR_RUNTIME, "zero: out of memory for %zu pages' bookkeeping", z->npages);
+    for (int b = 0; b < z->job.nbuckets; b++) {
+        size_t lo = (z->job.buckets[b].lo + z->own_lo[b]) * sizeof(float), hi = (z->job.buckets[b].lo + z->own_hi[b]) * sizeof(float);
+        if (hi > lo)
+            for (size_t p = lo / z->pg; p <= (hi - 1) / z->pg; p++) z->own_page[p] = 1;
+    }
+    mem_pages_release(z->job.grads, z->gbytes); /* the model's zeros: none resident before backward */
+    zero_recount(z);
+    return RS_OK;
+}
+
+/* ---- checkpoints: each rank's shard of the optimizer state is a server part of its own -------- */
+
+static int zero_checkpoint(Zero *z, long step) {
+    CkptWriter w;
+    ckpt_writer_init(&w);
+    uint64_t shard = z->shard;
+    size_t bytes = z->shard * sizeof(float);
+    ckpt_put(&w, "shard", &shard, sizeof shard);
+    int rc = ckpt_put_device(&w, z->job.dev, "mom", z->mom, bytes);
+    if (rc == RS_OK && z->mom2) rc = ckpt_put_device(&w, z->job.dev, "mom2", z->mom2, bytes);
+    if (rc != RS_OK) {
+        ckpt_writer_free(&w);
+        return rs_error(rc, "zero: rank %d's checkpoint of step %ld: %s", z->job.rank, step, rs_errmsg());
+    }
+    char name[32];
+    ckpt_part_file(1, z->job.rank, name, sizeof name);
+    return ckpt_commit(&w, z->job.cfg->checkpoint, step, name, ckpt_job_hash(z->job.token));
+}
+
+static int zero_resume(Zero *z) {
+    char name[32];
+    CkptPart p;
+    uint64_t shard = 0;
+    size_t bytes = z->shard * sizeof(float);
+    ckpt_part_file(1, z->job.rank, name, sizeof name);
+    RS_TRY(ckpt_resume_load(z->job.cfg->resume, name, &p));
+    int rc = ckpt_get(&p, "shard", &shard, sizeof shard);
+    if (rc == RS_OK && shard != z->shard)
+        rc = rs_error(RS_ERR_INPUT, "checkpoint part %s: a shard of %llu elements, rank %d holds %zu", p.path,
+                      (unsigned long long)shard, z->job.rank, z->shard);
+    if (rc == RS_OK) rc = ckpt_get(&p, "mom", z->mom, bytes); /* host-visible device: straight in */
+    if (rc == RS_OK && z->mom2) rc = ckpt_get(&p, "mom2", z->mom2, bytes);
+    ckpt_part_free(&p);
+    return rc;
+}
+
+/* ---- the back end ------------------------------------------------------------------------------ */
+
+static void zero_destroy(void *state) {
+    Zero *z = state;
+    if (!z) return;
+    ring_destroy(z->ring);
+    size_t bytes = z->shard * sizeof(float);
+    if (z->mom) device_free(z->job.dev, z->mom, bytes ? bytes : 4, MEM_OPTIMIZER);
+    if (z->mom2) device_free(z->job.dev, z->mom2, bytes ? bytes : 4, MEM_OPTIMIZER);
+    mem_account(MEM_GRADS, -(long long)z->charged_grads);
+    mem_account(MEM_COMM, -(long long)z->charged_comm);
+    free(z->own_lo), free(z->own_hi), free(z->soff), free(z->out), free(z->res), free(z->own_page);
+    free(z);
+}
+
+static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
+    *state = NULL;
+    if (len) endpoint[0] = 0;
+    if (!job->dev) return rs_error(RS_ERR_INPUT, "zero: no device");
+    if (!job->dev->host_visible)
+        return rs_error(RS_ERR_INPUT, "--sync zero on %s: its form on GPUs (NCCL's reduce-scatter and all-gather) is not "
+                                      "built yet; the host form runs with --device cpu", job->dev->ops->name);
+    const Config *c = job->cfg;
+    Zero *z = calloc(1, sizeof *z);
+    if (!z) return rs_error(RS_ERR_RUNTIME, "zero: out of memory");
+    z->job = *job;
+    z->stage = c->zero_stage;
+    z->adamw = !strcmp(c->optimizer, "adamw");
+    int nb = job->nbuckets, rc = RS_OK;
+    if (nb > 0 && (!(z->own_lo = calloc((size_t)nb, sizeof *z->own_lo)) || !(z->own_hi = calloc((size_t)nb, sizeof *z->own_hi)) ||
+                   !(z->soff = calloc((size_t)nb, sizeof *z->soff)) || !(z->out = calloc((size_t)nb, sizeof *z->out))))
+        rc = rs_error(RS_ERR_RUNTIME, "zero: out of memory");
+    for (int b = 0; rc == RS_OK && b < nb; b++) {
+        ring_chunk(job->buckets[b].hi - job->buckets[b].lo, job->world, (job->rank + 1) % job->world, &z->own_lo[b], &z->own_hi[b]);
+        z->soff[b] = z->shard;
+        z->shard += z->own_hi[b] - z->own_lo[b];
+    }
+    size_t bytes = z->shard * sizeof(float);
+    if (rc == RS_OK && nb > 0) { /* the shard's optimizer state, zeroed (training only) */
+        if (!(z->mom = device_alloc(job->dev, bytes ? bytes : 4, MEM_OPTIMIZER)) ||
+            (z->adamw && !(z->mom2 = device_alloc(job->dev, bytes ? bytes : 4, MEM_OPTIMIZER))))
+            rc = rs_error(RS_ERR_RUNTIME, "zero: the optimizer's shard of %zu elements: %s", z->shard, rs_errmsg());
+        else {
+            memset(z->mom, 0, bytes);
+            if (z->mom2) memset(z->mom2, 0, bytes);
+        }
+    }
+    if (rc == RS_OK && nb > 0 && z->stage >= 2) {
+        if (!job->grads || !job->grads_paged)
+            rc = rs_error(RS_ERR_RUNTIME, "zero: stage %d needs the gradients in paged memory (Model.grads_paged)", z->stage);
+        else rc = zero_paging_init(z);
+    }
+    if (rc == RS_OK && nb > 0 && c->resume[0]) rc = zero_resume(z);
+    if (rc == RS_OK && job->world > 1) {
+        char canon[8192];
+        config_canonical(c, canon, sizeof canon);
+        uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
+        if ((rc = ring_create(&z->ring, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len)) == RS_OK)
+            ring_set_wire(z->ring, codec_from_options(c->wire, c->loss_scale));
+    }
+    if (rc != RS_OK) {
+        zero_destroy(z);
+        return rc;
+    }
+    *state = z;
+    return RS_OK;
+}
+
+static int zero_connect(void *state, char *const *endpoints, int nmembers) {
+    Zero *z = state;
+    if (z->job.world == 1) return RS_OK;
+    if (nmembers < z->job.world) return rs_error(RS_ERR_INPUT, "zero: %d endpoints for %d ranks", nmembers, z->job.world);
+    return ring_connect(z->ring, endpoints);
+}
+
+static int zero_broadcast(void *state, float *buf, size_t count) {
+    Zero *z = state;
+    return z->job.world == 1 ? RS_OK : ring_broadcast(z->ring, buf, count);
+}
+
+static int zero_begin_step(void *state, int step, int global_samples) {
+    (void)step;
+    ((Zero *)state)->global_samples = global_samples;
+    return RS_OK;
+}
+
+/* This rank's shard of every bucket through the optimizer: the summed gradients at job.grads,
+ * the parameters where the step's buckets put them, t = step + 1 for AdamW's bias correction. */
+static void zero_update(Zero *z, int step) {
+    const Config *c = z->job.cfg;
+    Device *d = z->job.dev;
+    float scale = z->global_samples > 0 ? 1.0f / (float)z->global_samples : 0.0f;
+    for (int b = 0; b < z->job.nbuckets; b++) {
+        size_t lo = z->own_lo[b], n = z->own_hi[b] - lo;
+        float *p = z->out[b] + lo, *m = z->mom + z->soff[b];
+        const float *g = z->job.grads + z->job.buckets[b].lo + lo;
+        if (!n) continue;
+        if (z->adamw)
+            d->k->adamw_step(d->kctx, p, g, m, z->mom2 + z->soff[b], n, (float)c->lr, (float)c->beta1, (float)c->beta2,
+                             (float)c->eps, (float)c->weight_decay, scale, step + 1);
+        else
+            d->k->sgd_step(d->kctx, p, g, m, n, (float)c->lr, (float)c->momentum, (float)c->weight_decay, scale);
+    }
+}
+
+/* Bucket b: reduce-scattered; after the last one, the shard's update and every bucket's
+ * all-gather (the head comment). */
+static int zero_start(void *state, int step, int b, float *grad, float *out) {
+    Zero *z = state;
+    const Bucket *bk = &z->job.buckets[b];
+    size_t n = bk->hi - bk->lo, lo = 0, hi = n;
+    if (z->job.world > 1) RS_TRY(ring_reduce_scatter(z->ring, grad, n, &lo, &hi));
+    if (lo != z->own_lo[b] || hi != z->own_hi[b])
+        return rs_error(RS_ERR_RUNTIME, "zero: bucket %d: the ring left chunk [%zu, %zu), the shard is [%zu, %zu)", b, lo, hi,
+                        z->own_lo[b], z->own_hi[b]);
+    z->out[b] = out;
+    if (z->res) { /* stage 2: the peak is now; then the others' part of the bucket goes */
+        zero_recount(z);
+        zero_release_others(z, b, grad);
+    }
+    if (b < z->job.nbuckets - 1) return RS_OK;
+    double t0 = clock_now();
+    zero_update(z, step);
+    double t1 = clock_now();
+    if (z->job.trace) trace_span(z->job.trace, "shard update", 2, t0, t1);
+    for (int i = 0; i < z->job.nbuckets && z->job.world > 1; i++)
+        RS_TRY(ring_all_gather(z->ring, z->out[i], z->job.buckets[i].hi - z->job.buckets[i].lo));
+    if (z->res) { /* the shard's gradients are spent */
+        zero_recount(z);
+        mem_pages_release(z->job.grads, z->gbytes);
+        zero_recount(z);
+    }
+    if (z->job.cfg->checkpoint[0] && ckpt_due(z->job.cfg, (long)step + 1)) RS_TRY(zero_checkpoint(z, (long)step + 1));
+    return RS_OK;
+}
+
+/* Synchronous in-place sum (bench): the two phases, the owners' chunks passed round in fp32. */
+static int zero_allreduce(void *state, float *buf, size_t count) {
+    Zero *z = state;
+    size_t lo, hi;
+    if (z->job.world == 1) return RS_OK;
+    RS_TRY(ring_reduce_scatter(z->ring, buf, count, &lo, &hi));
+    return ring_all_gather(z->ring, buf, count);
+}
+
+static void zero_traffic(void *state, SyncTraffic *out) {
+    Zero *z = state;
+    ring_traffic_fill(z ? z->ring : NULL, out); /* the ring's messages, counted as the ring counts them */
+}
+
+/* Every rank's shard of the optimizer state is a part of its own (server-R.bin, R the rank). */
+static int zero_checkpoint_servers(void *state) {
+    Zero *z = state;
+    return z->job.nbuckets > 0 ? z->job.world : 0;
+}
+
+static const SyncOps zero_ops = {
+    .name = "zero",
+    .place = SYNC_ON_HOST,
+    .result = SYNC_UPDATES,
+    .init = zero_init,
+    .connect = zero_connect,
+    .broadcast = zero_broadcast,
+    .start = zero_start,
+    .begin_step = zero_begin_step,
+    .allreduce = zero_allreduce,
+    .traffic = zero_traffic,
+    .destroy = zero_destroy,
+    .checkpoint_servers = zero_checkpoint_servers,
+};
+
+/* The "zero" back end (never NULL: it needs only ZeroMQ and the host). */
+const SyncOps *sync_zero(void) { return &zero_ops; }
