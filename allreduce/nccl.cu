@@ -691,6 +691,8 @@ static const SyncOps nccl_ops = {
     /* .traffic */ nccl_traffic,
     /* .destroy */ nccl_destroy,
     /* .checkpoint_servers */ NULL, /* no server: the ranks' parts hold everything */
+    /* .param_need */ NULL,         /* the parameters are whole on every rank */
+    /* .params_full */ NULL,
 };
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */

@@ -1,4 +1,4 @@
-/* zero.c - the "zero" back end: ZeRO stages 1 and 2 (sharded optimizer state, then gradients) on the host ring's reduce-scatter and all-gather */
+/* zero.c - the "zero" back end: ZeRO's stages 1-3 (the optimizer state, then the gradients, then the parameters sharded) on the host ring's reduce-scatter and all-gather */
 #include "allreduce.h"
 #include "ring.h"
 #include "../base/clock.h"
@@ -11,46 +11,65 @@
 #include "../engine/sync.h"
 #include "../engine/trace.h"
 #include "../kernels/device.h"
+#include "../model/model.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ZeRO (Rajbhandari et al., SC'20) divides the model states over the N ranks. Here every bucket
- * (DDP's, engine/sync.h) is cut into the ring's N chunks, and rank r owns chunk (r + 1) % N of
- * every bucket: the chunk the ring's reduce-scatter leaves summed on it. Its shard is those
- * chunks, about 1/N of the parameters (the chunks differ by one element at most per bucket: no
- * padding, every rank's exact count is in its memory figures).
+ * is cut into the ring's N chunks, and rank r owns chunk (r + 1) % N of every bucket: the chunk
+ * the ring's reduce-scatter leaves summed on it. Its shard is those chunks, about 1/N of the
+ * parameters (the chunks differ by one element at most per bucket: no padding, every rank's exact
+ * count is in its memory figures).
  *
  * A step: as backward completes each bucket, the engine hands it over and it is reduce-scattered
  * (ring_reduce_scatter: the ring's chunks, segments and order, so the sums are the ring's bits).
  * Once the last bucket is in, each rank runs the optimizer on its shard only, with its shard of
  * the optimizer state (SGD's momentum, AdamW's two moments: 4 or 8 bytes an element, 1/N of
- * them), then every bucket's parameters are all-gathered (ring_all_gather, in fp32 whatever
- * --wire: parameters leave their owner exact, so every rank holds the same bits), as ZeRO
- * all-gathers after its optimizer step. The parameters are then those of the ring's run, bit for
- * bit: the same sums, the same elementwise update.
+ * them).
  *
- *   stage 1  the optimizer state sharded; every rank keeps the whole gradient (4 bytes an
- *            element under grads), as ZeRO-1 does;
+ *   stage 1  the optimizer state sharded; every bucket's parameters are then all-gathered
+ *            (ring_all_gather, in fp32 whatever --wire: parameters leave their owner exact, so
+ *            every rank holds the same bits), as ZeRO all-gathers after its optimizer step; every
+ *            rank keeps the whole gradient (4 bytes an element under grads). The parameters are
+ *            those of the ring's run, bit for bit: the same sums, the same elementwise update.
  *   stage 2  the gradients too: the gradient buffer is paged host memory (model.h's
  *            grads_paged), and once a bucket is reduce-scattered every page of it outside this
  *            rank's chunk goes back to the kernel; after the optimizer step the shard's pages go
- *            too. The memory figures count what is resident, page by page (mincore), sampled just
- *            before every release (the only moments the count can have peaked): pages of this
- *            rank's chunks under grads (the shard, 4/N bytes an element, plus the pages a chunk
- *            shares with its neighbours), the rest, the buckets in flight, under comm (ZeRO's
- *            reduce buckets, which it counts apart from the model states).
+ *            too. The memory figures count what is resident, page by page (mincore), sampled
+ *            after every gather and before every release (the only moments the count can have
+ *            peaked): pages of this rank's chunks under grads (the shard, 4/N bytes an element,
+ *            plus the pages a chunk shares with its neighbours), the rest, the buckets in flight,
+ *            under comm (ZeRO's reduce buckets, which it counts apart from the model states).
+ *   stage 3  the parameters too (FSDP's FULL_SHARD): the parameter buffer is paged as well, and
+ *            only the rank's chunks stay resident (under params). The buckets are the layers
+ *            (SyncJob.layer_buckets: FSDP's per-layer units), and the model's passes call
+ *            param_need before they read a layer: the layer is all-gathered (on a second ring of
+ *            its own, driven by the compute thread, while the first carries the reduce-scatters
+ *            on the communication thread: each ring's collectives then come in one program order
+ *            on every rank), the layer gathered before it is given back, and at a pass's end
+ *            every gathered layer is, but those the model keeps gathered for the whole step
+ *            (Model.keep_gathered: gpt's tied embedding, FSDP's root). So every layer is gathered
+ *            before its forward and again before its backward and reduce-scattered after it:
+ *            1.5x the ring's bytes (less the kept layers' second gather). The gathered layers
+ *            count under comm. There is no all-gather after the update: the next step's gathers
+ *            fetch it. Between steps params_full gathers every layer (an evaluation, a
+ *            checkpoint, the end: FSDP's summon_full_params) outside the memory figures, and the
+ *            next step gives them back.
  *
- * Bytes: the reduce-scatter moves (N-1)/N of the gradient in --wire's type, the all-gather
- * (N-1)/N of the parameters in fp32: under fp32 the ring's 2(N-1)/N a step, exactly its
- * messages. The optimizer's time runs inside the last bucket's interval (the engine's optimizer
- * phase is 0 here, as for a server's update); a trace shows it as "shard update" on tid 2. */
+ * Bytes: the reduce-scatter moves (N-1)/N of the gradient in --wire's type, each all-gather
+ * (N-1)/N of the parameters in fp32: under fp32, stages 1 and 2 move the ring's 2(N-1)/N a step,
+ * exactly its messages. The optimizer's time runs inside the last bucket's interval (the engine's
+ * optimizer phase is 0 here, as for a server's update); a trace shows it as "shard update" on
+ * tid 2. */
 
 typedef struct {
     SyncJob job;
-    Ring *ring;
+    Ring *ring;               /* the reduce-scatters (and stage 1 and 2's all-gathers), the broadcast */
+    Ring *pring;              /* stage 3: the parameters' gathers, on the compute thread */
     int stage, adamw;
     size_t *own_lo, *own_hi;  /* [nbuckets]: this rank's chunk of each bucket, bucket-relative */
     size_t *soff;             /* [nbuckets]: where that chunk's state starts in mom, mom2 */
@@ -58,32 +77,48 @@ typedef struct {
     float *mom, *mom2;        /* the shard's optimizer state (MEM_OPTIMIZER) */
     float **out;              /* [nbuckets]: where each bucket's parameters are (the step's) */
     int global_samples;
-    /* stage 2: the paged gradient buffer, page by page */
+    /* stages 2 and 3: the paged buffers, page by page (the parameters' and the gradients' pages
+     * line up: both are nparams floats from a page boundary) */
     size_t gbytes, npages, pg;
     unsigned char *res, *own_page; /* [npages]: resident now; a page this rank's chunks touch */
-    size_t charged_grads, charged_comm;
+    size_t charged_params, charged_grads, charged_comm;
+    pthread_mutex_t count_mu;      /* the counts: the compute thread's gathers, the communication thread's releases */
+    /* stage 3 (the compute thread's) */
+    unsigned char *gathered;       /* [nbuckets]: the layer is whole here */
+    int full;                      /* every layer is whole (the start, params_full): param_need has nothing to do */
 } Zero;
 
-/* ---- memory: what is resident of the paged gradients ------------------------------------------ */
+/* ---- memory: what is resident of the paged buffers --------------------------------------------- */
 
-/* Counts what is resident now and moves the grads and comm figures to it. */
-static void zero_recount(Zero *z) {
-    if (!z->res || mem_pages_resident(z->job.grads, z->gbytes, z->res) != 0) return;
-    size_t own = 0, other = 0;
+/* The resident pages of buffer base: those of this rank's chunks into *own, the others into *other. */
+static void zero_tally(Zero *z, const float *base, size_t *own, size_t *other) {
+    if (mem_pages_resident(base, z->gbytes, z->res) != 0) return;
     for (size_t i = 0; i < z->npages; i++)
-        if (z->res[i]) z->own_page[i] ? own++ : other++;
-    own *= z->pg, other *= z->pg;
-    mem_account(MEM_GRADS, (long long)own - (long long)z->charged_grads);
-    mem_account(MEM_COMM, (long long)other - (long long)z->charged_comm);
-    z->charged_grads = own, z->charged_comm = other;
+        if (z->res[i]) z->own_page[i] ? (*own)++ : (*other)++;
 }
 
-/* Gives back every page of bucket b outside this rank's chunk (the pages the chunk touches stay). */
-static void zero_release_others(Zero *z, int b, float *grad) {
+/* Counts what is resident now and moves the params, grads and comm figures to it. */
+static void zero_recount(Zero *z) {
+    if (!z->res) return;
+    pthread_mutex_lock(&z->count_mu);
+    size_t pown = 0, gown = 0, other = 0;
+    zero_tally(z, z->job.model->grads, &gown, &other);
+    if (z->stage >= 3) zero_tally(z, z->job.model->params, &pown, &other);
+    pown *= z->pg, gown *= z->pg, other *= z->pg;
+    if (z->stage >= 3) mem_account(MEM_PARAMS, (long long)pown - (long long)z->charged_params);
+    mem_account(MEM_GRADS, (long long)gown - (long long)z->charged_grads);
+    mem_account(MEM_COMM, (long long)other - (long long)z->charged_comm);
+    z->charged_params = pown, z->charged_grads = gown, z->charged_comm = other;
+    pthread_mutex_unlock(&z->count_mu);
+}
+
+/* Gives back every page of bucket b's slice of base (the gradients or the parameters) outside
+ * this rank's chunk (the pages the chunk touches stay). */
+static void zero_release_others(Zero *z, int b, float *base) {
     const Bucket *bk = &z->job.buckets[b];
-    size_t n = bk->hi - bk->lo;
-    mem_pages_release(grad, z->own_lo[b] * sizeof(float));
-    mem_pages_release(grad + z->own_hi[b], (n - z->own_hi[b]) * sizeof(float));
+    float *slice = base + bk->lo;
+    mem_pages_release(slice, z->own_lo[b] * sizeof(float));
+    mem_pages_release(slice + z->own_hi[b], (bk->hi - bk->lo - z->own_hi[b]) * sizeof(float));
 }
 
 static int zero_paging_init(Zero *z) {
@@ -97,8 +132,60 @@ static int zero_paging_init(Zero *z) {
         if (hi > lo)
             for (size_t p = lo / z->pg; p <= (hi - 1) / z->pg; p++) z->own_page[p] = 1;
     }
-    mem_pages_release(z->job.grads, z->gbytes); /* the model's zeros: none resident before backward */
+    mem_pages_release(z->job.model->grads, z->gbytes); /* the model's zeros: none resident before backward */
     zero_recount(z);
+    return RS_OK;
+}
+
+/* ---- stage 3: the parameters, gathered layer by layer ----------------------------------------- */
+
+/* Gives back every gathered layer's pages outside this rank's chunks; with keep, not the layers
+ * the model keeps gathered for the step. */
+static void zero_reshard(Zero *z, int keep) {
+    const Model *m = z->job.model;
+    int nb = z->job.nbuckets;
+    zero_recount(z); /* the peak: everything gathered so far */
+    for (int b = 0; b < nb; b++) {
+        int l = nb - 1 - b;
+        if (!(z->gathered[b] || z->full) || (keep && l < 64 && (m->keep_gathered >> l & 1))) continue;
+        zero_release_others(z, b, m->params);
+        z->gathered[b] = 0;
+    }
+    if (!keep) z->full = 0;
+    zero_recount(z);
+}
+
+/* Layer l's parameters whole here (a collective: every rank gathers the same layers in the same
+ * order, its passes' program order); l = -1, a pass is done. The model's hook, on the compute thread. */
+static int zero_param_need(void *state, int l) {
+    Zero *z = state;
+    if (z->stage < 3 || z->full) return RS_OK;
+    int nb = z->job.nbuckets, b = nb - 1 - l;
+    if (l < 0) {
+        zero_reshard(z, 1);
+        return RS_OK;
+    }
+    if (b < 0 || b >= nb) return rs_error(RS_ERR_RUNTIME, "zero: layer %d of %d", l, nb);
+    if (z->gathered[b]) return RS_OK;
+    zero_reshard(z, 1); /* the layer before gives way */
+    const Bucket *bk = &z->job.buckets[b];
+    if (z->job.world > 1) RS_TRY(ring_all_gather(z->pring, z->job.model->params + bk->lo, bk->hi - bk->lo));
+    z->gathered[b] = 1;
+    zero_recount(z);
+    return RS_OK;
+}
+
+/* Every layer whole on every rank (between steps; not in the memory figures: FSDP's summon_full_params). */
+static int zero_params_full(void *state) {
+    Zero *z = state;
+    if (z->stage < 3 || z->full) return RS_OK;
+    const Model *m = z->job.model;
+    for (int b = 0; b < z->job.nbuckets; b++) { /* a layer kept gathered holds the last step's values: again */
+        const Bucket *bk = &z->job.buckets[b];
+        if (z->job.world > 1) RS_TRY(ring_all_gather(z->pring, m->params + bk->lo, bk->hi - bk->lo));
+        z->gathered[b] = 1;
+    }
+    z->full = 1;
     return RS_OK;
 }
 
@@ -144,13 +231,39 @@ static void zero_destroy(void *state) {
     Zero *z = state;
     if (!z) return;
     ring_destroy(z->ring);
+    ring_destroy(z->pring);
     size_t bytes = z->shard * sizeof(float);
     if (z->mom) device_free(z->job.dev, z->mom, bytes ? bytes : 4, MEM_OPTIMIZER);
     if (z->mom2) device_free(z->job.dev, z->mom2, bytes ? bytes : 4, MEM_OPTIMIZER);
+    mem_account(MEM_PARAMS, -(long long)z->charged_params);
     mem_account(MEM_GRADS, -(long long)z->charged_grads);
     mem_account(MEM_COMM, -(long long)z->charged_comm);
-    free(z->own_lo), free(z->own_hi), free(z->soff), free(z->out), free(z->res), free(z->own_page);
+    pthread_mutex_destroy(&z->count_mu);
+    free(z->own_lo), free(z->own_hi), free(z->soff), free(z->out), free(z->res), free(z->own_page), free(z->gathered);
     free(z);
+}
+
+/* A ring of the job's ranks (its endpoint text into endpoint), carrying the wire's codec. */
+static int zero_ring(const SyncJob *job, Ring **out, char *endpoint, size_t len) {
+    char canon[8192];
+    config_canonical(job->cfg, canon, sizeof canon);
+    uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
+    RS_TRY(ring_create(out, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len));
+    ring_set_wire(*out, codec_from_options(job->cfg->wire, job->cfg->loss_scale));
+    return RS_OK;
+}
+
+/* What the paged buffers need: the model's, paged as the stage shards them, and stage 3's buckets
+ * the layers. 0 or RS_ERR_RUNTIME naming what is missing. */
+static int zero_check_model(const Zero *z) {
+    const Model *m = z->job.model;
+    if (!m || !m->grads_paged || (z->stage >= 3 && !m->params_paged))
+        return rs_error(RS_ERR_RUNTIME, "zero: stage %d needs the model's %s in paged memory (model.h)", z->stage,
+                        z->stage >= 3 ? "parameters and gradients" : "gradients");
+    if (z->stage >= 3 && (!z->job.layer_buckets || z->job.nbuckets != m->nlayers))
+        return rs_error(RS_ERR_RUNTIME, "zero: stage 3 needs one bucket a layer (%d buckets, %d layers)", z->job.nbuckets,
+                        m->nlayers);
+    return RS_OK;
 }
 
 static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
@@ -166,9 +279,12 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
     z->job = *job;
     z->stage = c->zero_stage;
     z->adamw = !strcmp(c->optimizer, "adamw");
+    z->full = 1; /* the model's initial parameters, then the broadcast's, are whole */
+    pthread_mutex_init(&z->count_mu, NULL);
     int nb = job->nbuckets, rc = RS_OK;
     if (nb > 0 && (!(z->own_lo = calloc((size_t)nb, sizeof *z->own_lo)) || !(z->own_hi = calloc((size_t)nb, sizeof *z->own_hi)) ||
-                   !(z->soff = calloc((size_t)nb, sizeof *z->soff)) || !(z->out = calloc((size_t)nb, sizeof *z->out))))
+                   !(z->soff = calloc((size_t)nb, sizeof *z->soff)) || !(z->out = calloc((size_t)nb, sizeof *z->out)) ||
+                   !(z->gathered = calloc((size_t)nb, 1))))
         rc = rs_error(RS_ERR_RUNTIME, "zero: out of memory");
     for (int b = 0; rc == RS_OK && b < nb; b++) {
         ring_chunk(job->buckets[b].hi - job->buckets[b].lo, job->world, (job->rank + 1) % job->world, &z->own_lo[b], &z->own_hi[b]);
@@ -185,18 +301,16 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
             if (z->mom2) memset(z->mom2, 0, bytes);
         }
     }
-    if (rc == RS_OK && nb > 0 && z->stage >= 2) {
-        if (!job->grads || !job->grads_paged)
-            rc = rs_error(RS_ERR_RUNTIME, "zero: stage %d needs the gradients in paged memory (Model.grads_paged)", z->stage);
-        else rc = zero_paging_init(z);
-    }
+    if (rc == RS_OK && nb > 0 && z->stage >= 2 && (rc = zero_check_model(z)) == RS_OK) rc = zero_paging_init(z);
     if (rc == RS_OK && nb > 0 && c->resume[0]) rc = zero_resume(z);
-    if (rc == RS_OK && job->world > 1) {
-        char canon[8192];
-        config_canonical(c, canon, sizeof canon);
-        uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
-        if ((rc = ring_create(&z->ring, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len)) == RS_OK)
-            ring_set_wire(z->ring, codec_from_options(c->wire, c->loss_scale));
+    if (rc == RS_OK && job->world > 1) rc = zero_ring(job, &z->ring, endpoint, len);
+    if (rc == RS_OK && job->world > 1 && z->stage >= 3 && nb > 0) { /* the gathers' ring: "RING^PRING" */
+        size_t k = strlen(endpoint);
+        if (k + 2 >= len) rc = rs_error(RS_ERR_RUNTIME, "zero: no room for a second endpoint");
+        else {
+            endpoint[k] = '^';
+            rc = zero_ring(job, &z->pring, endpoint + k + 1, len - k - 1);
+        }
     }
     if (rc != RS_OK) {
         zero_destroy(z);
@@ -206,11 +320,29 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
     return RS_OK;
 }
 
+/* Connects the ring (and stage 3's second: each member's text is "RING^PRING"). */
 static int zero_connect(void *state, char *const *endpoints, int nmembers) {
     Zero *z = state;
-    if (z->job.world == 1) return RS_OK;
-    if (nmembers < z->job.world) return rs_error(RS_ERR_INPUT, "zero: %d endpoints for %d ranks", nmembers, z->job.world);
-    return ring_connect(z->ring, endpoints);
+    int world = z->job.world, rc = RS_OK;
+    if (world == 1) return RS_OK;
+    if (nmembers < world) return rs_error(RS_ERR_INPUT, "zero: %d endpoints for %d ranks", nmembers, world);
+    if (!z->pring) return ring_connect(z->ring, endpoints);
+    char **one = calloc((size_t)world, sizeof *one), **two = calloc((size_t)world, sizeof *two);
+    for (int i = 0; one && two && i < world && rc == RS_OK; i++) {
+        const char *cut = strchr(endpoints[i], '^');
+        if (!cut) rc = rs_error(RS_ERR_INPUT, "zero: rank %d's endpoint has no second ring (stage 3 on every rank?)", i);
+        else if (!(one[i] = strndup(endpoints[i], (size_t)(cut - endpoints[i]))) || !(two[i] = strdup(cut + 1)))
+            rc = rs_error(RS_ERR_RUNTIME, "zero: out of memory");
+    }
+    if (!one || !two) rc = rs_error(RS_ERR_RUNTIME, "zero: out of memory");
+    if (rc == RS_OK) rc = ring_connect(z->ring, one);
+    if (rc == RS_OK) rc = ring_connect(z->pring, two);
+    for (int i = 0; i < world; i++) {
+        if (one) free(one[i]);
+        if (two) free(two[i]);
+    }
+    free(one), free(two);
+    return rc;
 }
 
 static int zero_broadcast(void *state, float *buf, size_t count) {
@@ -218,13 +350,17 @@ static int zero_broadcast(void *state, float *buf, size_t count) {
     return z->job.world == 1 ? RS_OK : ring_broadcast(z->ring, buf, count);
 }
 
+/* The step's sample count for the update; stage 3: the parameters made whole since (the start,
+ * params_full) or kept gathered through the last step go back to their shards. */
 static int zero_begin_step(void *state, int step, int global_samples) {
     (void)step;
-    ((Zero *)state)->global_samples = global_samples;
+    Zero *z = state;
+    z->global_samples = global_samples;
+    if (z->stage >= 3 && z->gathered) zero_reshard(z, 0);
     return RS_OK;
 }
 
-/* This rank's shard of every bucket through the optimizer: the summed gradients at job.grads,
+/* This rank's shard of every bucket through the optimizer: the summed gradients in the model's,
  * the parameters where the step's buckets put them, t = step + 1 for AdamW's bias correction. */
 static void zero_update(Zero *z, int step) {
     const Config *c = z->job.cfg;
@@ -233,7 +369,7 @@ static void zero_update(Zero *z, int step) {
     for (int b = 0; b < z->job.nbuckets; b++) {
         size_t lo = z->own_lo[b], n = z->own_hi[b] - lo;
         float *p = z->out[b] + lo, *m = z->mom + z->soff[b];
-        const float *g = z->job.grads + z->job.buckets[b].lo + lo;
+        const float *g = z->job.model->grads + z->job.buckets[b].lo + lo;
         if (!n) continue;
         if (z->adamw)
             d->k->adamw_step(d->kctx, p, g, m, z->mom2 + z->soff[b], n, (float)c->lr, (float)c->beta1, (float)c->beta2,
@@ -243,8 +379,8 @@ static void zero_update(Zero *z, int step) {
     }
 }
 
-/* Bucket b: reduce-scattered; after the last one, the shard's update and every bucket's
- * all-gather (the head comment). */
+/* Bucket b: reduce-scattered; after the last one, the shard's update and (stages 1 and 2) every
+ * bucket's all-gather (the head comment). */
 static int zero_start(void *state, int step, int b, float *grad, float *out) {
     Zero *z = state;
     const Bucket *bk = &z->job.buckets[b];
@@ -254,20 +390,20 @@ static int zero_start(void *state, int step, int b, float *grad, float *out) {
         return rs_error(RS_ERR_RUNTIME, "zero: bucket %d: the ring left chunk [%zu, %zu), the shard is [%zu, %zu)", b, lo, hi,
                         z->own_lo[b], z->own_hi[b]);
     z->out[b] = out;
-    if (z->res) { /* stage 2: the peak is now; then the others' part of the bucket goes */
+    if (z->res) { /* stages 2 and 3: the peak is now; then the others' part of the bucket goes */
         zero_recount(z);
-        zero_release_others(z, b, grad);
+        zero_release_others(z, b, z->job.model->grads);
     }
     if (b < z->job.nbuckets - 1) return RS_OK;
     double t0 = clock_now();
     zero_update(z, step);
     double t1 = clock_now();
     if (z->job.trace) trace_span(z->job.trace, "shard update", 2, t0, t1);
-    for (int i = 0; i < z->job.nbuckets && z->job.world > 1; i++)
+    for (int i = 0; i < z->job.nbuckets && z->job.world > 1 && z->stage < 3; i++)
         RS_TRY(ring_all_gather(z->ring, z->out[i], z->job.buckets[i].hi - z->job.buckets[i].lo));
     if (z->res) { /* the shard's gradients are spent */
         zero_recount(z);
-        mem_pages_release(z->job.grads, z->gbytes);
+        mem_pages_release(z->job.model->grads, z->gbytes);
         zero_recount(z);
     }
     if (z->job.cfg->checkpoint[0] && ckpt_due(z->job.cfg, (long)step + 1)) RS_TRY(zero_checkpoint(z, (long)step + 1));
@@ -286,6 +422,11 @@ static int zero_allreduce(void *state, float *buf, size_t count) {
 static void zero_traffic(void *state, SyncTraffic *out) {
     Zero *z = state;
     ring_traffic_fill(z ? z->ring : NULL, out); /* the ring's messages, counted as the ring counts them */
+    if (z && z->pring) { /* and stage 3's gathers */
+        SyncTraffic more = {0};
+        ring_traffic_fill(z->pring, &more);
+        sync_traffic_add(out, &more);
+    }
 }
 
 /* Every rank's shard of the optimizer state is a part of its own (server-R.bin, R the rank). */
@@ -307,6 +448,8 @@ static const SyncOps zero_ops = {
     .traffic = zero_traffic,
     .destroy = zero_destroy,
     .checkpoint_servers = zero_checkpoint_servers,
+    .param_need = zero_param_need,
+    .params_full = zero_params_full,
 };
 
 /* The "zero" back end (never NULL: it needs only ZeroMQ and the host). */

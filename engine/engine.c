@@ -31,6 +31,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Communication intervals a step may record beside its buckets' (Engine.ivals). */
+#define ENGINE_IVALS (2 * MODEL_MAX_LAYERS + 72)
+
 struct Engine {
     EngineArgs a;
     const SyncOps *ops;
@@ -48,8 +51,10 @@ struct Engine {
     /* the step (compute thread) */
     int step, next_bucket, nsteps;
     StepTimes *times;
-    double ivals[64][2];       /* driver communication intervals of the step */
+    double ivals[ENGINE_IVALS][2]; /* communication intervals of the step beside the buckets': a driver's, and the
+                                    * gathers of a back end's param_need (up to 2 a layer and one at each pass's end) */
     int nivals;
+    double gather_s;           /* the step's seconds in the back end's param_need (all its passes) */
     /* the communication thread and the step's buckets, guarded by mu */
     pthread_t thread;
     int started_thread;
@@ -277,7 +282,7 @@ static double engine_union(double (*iv)[2], int n) {
 }
 
 static void engine_add_ival(Engine *e, double t0, double t1) {
-    if (t1 > t0 && e->nivals < 64) e->ivals[e->nivals][0] = t0, e->ivals[e->nivals++][1] = t1;
+    if (t1 > t0 && e->nivals < ENGINE_IVALS) e->ivals[e->nivals][0] = t0, e->ivals[e->nivals++][1] = t1;
 }
 
 /* comm_total of the step: the buckets' intervals and the driver's. */
@@ -293,6 +298,32 @@ static void engine_trace(Engine *e, const char *name, int tid, double t0, double
     if (e->a.trace && t1 > t0) trace_span(e->a.trace, name, tid, t0 + e->a.wall_offset, t1 + e->a.wall_offset);
 }
 
+/* One bucket a layer, from the last (zero's stage 3: a layer is the unit gathered and reduce-
+ * scattered, as FSDP's per-layer units are). The count, or -1 on OOM. */
+static int engine_plan_layers(const Model *m, Bucket **out) {
+    int n = m->nlayers;
+    if (!(*out = calloc((size_t)n, sizeof **out))) return -1;
+    for (int b = 0; b < n; b++) (*out)[b] = (Bucket){m->off[n - 1 - b], m->off[n - b]};
+    return n;
+}
+
+/* The model's parameter hook (model.h's param_need), timed: what a back end's gathers take is
+ * communication the pass waited on (blocked, comm_total), not compute. */
+static int engine_param_need(void *arg, int l) {
+    Engine *e = arg;
+    double t0 = clock_now();
+    int rc = e->ops->param_need(e->st, l);
+    double t1 = clock_now();
+    if (t1 - t0 > 2e-6) { /* a layer already in place costs a lookup */
+        e->gather_s += t1 - t0;
+        engine_add_ival(e, t0, t1);
+        engine_trace(e, l < 0 ? "reshard" : "gather", 1, t0, t1);
+    }
+    return rc;
+}
+
+int engine_params_full(Engine *e) { return e->st && e->ops->params_full ? e->ops->params_full(e->st) : RS_OK; }
+
 /* ---- the step -------------------------------------------------------------------------------- */
 
 int engine_scatters(const Engine *e) { return e->a.driver && e->a.driver->scatter; }
@@ -300,6 +331,8 @@ int engine_scatters(const Engine *e) { return e->a.driver && e->a.driver->scatte
 void engine_step_begin(Engine *e, int step) {
     e->step = step;
     e->micro = 0;
+    e->nivals = 0;
+    e->gather_s = 0;
     e->mark = clock_now();
     if (step < e->nsteps) e->times[step] = (StepTimes){.start = e->mark};
 }
@@ -347,11 +380,12 @@ int engine_accumulate(Engine *e, int step, int rows) {
         float zero[2] = {0, 0};
         RS_TRY(device_h2d(d, m->stats, zero, sizeof zero));
     }
+    double g0 = e->gather_s;
     d->ops->event_record(d, e->ev[0], NULL);
     RS_TRY(model_forward(m, rows));
     model_loss(m, rows);
     d->ops->event_record(d, e->ev[1], NULL);
-    double slept, ts0;
+    double slept, ts0, gf = e->gather_s - g0;
     RS_TRY(engine_straggle(e, &slept, &ts0));
     double tb = clock_now();
     d->ops->event_record(d, e->ev[2], NULL);
@@ -359,7 +393,8 @@ int engine_accumulate(Engine *e, int step, int rows) {
     if (e->micro == 0) d->k->fill(d->kctx, e->acc, 0.0f, m->nparams);
     d->k->axpy(d->kctx, e->acc, 1.0f, m->grads, m->nparams);
     d->ops->event_record(d, e->ev[3], NULL);
-    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]), bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
+    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]) - gf, bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
+    bwd -= e->gather_s - g0 - gf; /* a back end's gathers are its waits, not compute (engine_step adds them to blocked) */
     fwd = fwd > 0 ? fwd : 0, bwd = bwd > 0 ? bwd : 0;
     T->forward += fwd + slept;
     T->backward += bwd;
@@ -396,7 +431,6 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     StepTimes *T = &e->times[step];
     double t_data = clock_now();
     T->data += t_data - e->mark;
-    e->nivals = 0;
     e->next_bucket = 0;
     pthread_mutex_lock(&e->mu);
     e->handed = e->begun = e->done = e->ended = 0;
@@ -417,11 +451,12 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
         engine_trace(e, "scatter", 1, sp.comm_t0, sp.comm_t1);
     }
     int B = *local_rows;
-    double tf = clock_now();
+    double tf = clock_now(), g0 = e->gather_s;
     d->ops->event_record(d, e->ev[0], NULL);
     RS_TRY(model_forward(m, B));
     if (!(drv && drv->loss)) model_loss(m, B);
     d->ops->event_record(d, e->ev[1], NULL);
+    double gf = e->gather_s - g0;
     double slept, ts0; /* a slow worker on purpose: its forward takes this much longer */
     RS_TRY(engine_straggle(e, &slept, &ts0));
     extra_fwd += slept;
@@ -437,8 +472,10 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
         engine_trace(e, "gather+loss", 1, ls.comm_t0, ls.comm_t1);
     }
     d->ops->event_record(d, e->ev[2], NULL);
+    double g1 = e->gather_s;
     RS_TRY(model_backward(m, B, engine_layer_done, e));
     d->ops->event_record(d, e->ev[3], NULL);
+    double gb = e->gather_s - g1;
     while (e->next_bucket < e->nb) RS_TRY(engine_hand(e, e->next_bucket++));
     /* the step's synchronisation: wait for every bucket */
     double tw0 = clock_now();
@@ -453,11 +490,11 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     double opt = 0;
     if (e->ops->result == SYNC_SUMS) RS_TRY(engine_optimize(e, global_samples, &opt));
     double t_end = clock_now();
-    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]), bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
+    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]) - gf, bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]) - gb;
     T->forward += (fwd > 0 ? fwd : 0) + extra_fwd; /* += : the step's earlier micro-batches */
     T->backward += bwd > 0 ? bwd : 0;
     T->optimizer = opt;
-    T->blocked = blocked;
+    T->blocked = blocked + e->gather_s; /* and every pass's waits for a back end's gathers */
     T->arrival = arrival;
     T->comm_total = engine_comm_total(e);
     T->step = t_end - T->start;
@@ -526,11 +563,11 @@ int engine_create(Engine **out, const EngineArgs *a) {
     int rc = RS_OK;
     Model *m = a->model;
     e->nsteps = a->steps;
-    e->nb = sync_plan_run(m->nparams, a->cfg, &e->buckets);
+    e->nb = a->layer_buckets ? engine_plan_layers(m, &e->buckets) : sync_plan_run(m->nparams, a->cfg, &e->buckets);
     e->times = calloc((size_t)(a->steps > 0 ? a->steps : 1), sizeof *e->times);
     e->t0 = e->nb > 0 ? calloc((size_t)e->nb, sizeof *e->t0) : NULL;
     e->t1 = e->nb > 0 ? calloc((size_t)e->nb, sizeof *e->t1) : NULL;
-    e->iv = e->nb >= 0 ? calloc((size_t)e->nb + 64, sizeof *e->iv) : NULL;
+    e->iv = e->nb >= 0 ? calloc((size_t)e->nb + ENGINE_IVALS, sizeof *e->iv) : NULL;
     if (e->nb < 0 || !e->times || !e->t0 || !e->t1 || !e->iv) {
         rc = rs_error(RS_ERR_RUNTIME, "out of memory for %d steps", a->steps);
         goto err;
@@ -560,8 +597,8 @@ int engine_create(Engine **out, const EngineArgs *a) {
     e->job = (SyncJob){.cfg = a->cfg, .dev = a->dev, .rank = a->rank, .world = a->world, .local_rank = a->local_rank,
                        .local_world = a->local_world, .zctx = a->zctx, .addr = env->bind, .token = env->token,
                        .buckets = e->buckets, .nbuckets = e->nb, .nparams = m->nparams, .timeout = a->cfg->timeout,
-                       .trace = a->trace, .dataparallel = a->driver != NULL, .grads = m->grads,
-                       .grads_paged = m->grads_paged};
+                       .trace = a->trace, .dataparallel = a->driver != NULL, .model = m,
+                       .layer_buckets = a->layer_buckets};
     char canon[8192], dep[1024] = "", **extras = NULL;
     config_canonical(a->cfg, canon, sizeof canon);
     if (a->driver && (rc = a->driver->init(&e->job, m, engine_health, e, &e->dst, dep, sizeof dep))) goto err;
@@ -581,6 +618,7 @@ int engine_create(Engine **out, const EngineArgs *a) {
         if ((rc = ctrl_clock_offsets(e->ctrl, a->world, 8, e->offset, e->uncert))) goto err;
     }
     if ((rc = engine_broadcast(e))) goto err;
+    if (a->ops->param_need) m->param_need = engine_param_need, m->param_arg = e;
     if (a->rank != 0) model_optimizer_reset(m);
     if ((rc = m->dev->k->sync(m->dev->kctx))) goto err;
     if (a->driver && a->driver->hello && (rc = a->driver->hello(e->dst))) goto err;
@@ -693,6 +731,7 @@ void engine_free(Engine *e) {
     device_free(e->a.dev, e->vote, sizeof(float), MEM_COMM);
     device_free(e->a.dev, e->acc, e->a.model->nparams * sizeof(float), MEM_GRADS);
     if (e->dst) e->a.driver->destroy(e->dst);
+    if (e->a.model->param_arg == e) e->a.model->param_need = NULL, e->a.model->param_arg = NULL;
     if (e->st || e->ops) e->ops->destroy(e->st); /* before the staging: it waits for ZeroMQ to let go */
     ctrl_close(e->ctrl);
     engine_host_free(e, e->stage_g);

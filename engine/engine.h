@@ -19,7 +19,8 @@
  *              and, under DataParallel's driver, rank 0's loss over the gathered outputs
  *   backward   the backward pass (device time on a GPU)
  *   optimizer  the local optimizer step (0 where a server runs it)
- *   blocked    the time the compute thread waited on the back end or the step driver; the
+ *   blocked    the time the compute thread waited on the back end or the step driver (and on a
+ *              sharding back end's parameter gathers inside forward and backward); the
  *              report splits it into idle (waiting for the last rank to arrive at the step's
  *              synchronisation, from every rank's arrival time on rank 0's clock) and
  *              comm_exposed (the rest)
@@ -94,6 +95,7 @@ typedef struct {
     const SyncOps *ops;
     const StepDriver *driver;  /* NULL: DDP's step */
     int steps;                 /* steps the run will take (the timeline's length) */
+    int layer_buckets;         /* one bucket a layer instead of DDP's plan (BackendShape.layer_buckets: zero's stage 3) */
 } EngineArgs;
 
 /* ---- Prototypes ---- */
@@ -161,6 +163,12 @@ const Bucket *engine_buckets(const Engine *e, int *n);
 /* --resume: the next step is step (the checkpoint's), after engine_create; the timeline's steps
  * before it stay zero. */
 void engine_resume_at(Engine *e, int step);
+
+/* Every rank: makes the model's parameters whole on every rank where the back end shards them
+ * (SyncOps.params_full: zero's stage 3 gathers every layer, FSDP's summon_full_params), before an
+ * evaluation, a checkpoint or the end; the next step shards them again. Between steps only, on
+ * every rank at the same point. 0 (nothing to do for other back ends) or RS_ERR_*. */
+int engine_params_full(Engine *e);
 
 /* The checkpoint part files the back end's servers write (SyncOps.checkpoint_servers; 0: none). */
 int engine_checkpoint_servers(const Engine *e);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include "../base/config.h"
 #include "../kernels/device.h"
+#include "../model/model.h"
 
 /* A back end implements only its exchange: it gets one bucket of this rank's gradients and
  * returns, for that bucket, either the sum over every rank (the engine then runs the
@@ -54,9 +55,10 @@ typedef struct {
                                   * (a server's work) with trace_span on tid 2 */
     int dataparallel;            /* ps under DataParallel's step: the server answers rank 0 only,
                                   * the others' parameters come with the next step's replicate */
-    float *grads;                /* the flat gradient buffer the buckets slice (NULL for collective use) */
-    int grads_paged;             /* 1: grads is paged host memory (Model.grads_paged) that the back end gives
-                                  * back page by page, counting what is resident (zero's stages 2 and 3) */
+    struct Model *model;         /* the model being trained (NULL for collective use): a sharding back end reads its
+                                  * flat buffers, whether they are paged (model.h: grads_paged, params_paged: it
+                                  * gives their pages back and counts what is resident) and sets its param_need */
+    int layer_buckets;           /* 1: bucket b is exactly layer nbuckets-1-b (BackendShape.layer_buckets) */
 } SyncJob;
 
 /* Cumulative data-plane counters of this process. */
@@ -152,6 +154,11 @@ typedef struct SyncOps {
      * step once a step at --checkpoint-every is complete, and loading them under --resume.
      * Thread-safe; NULL where no server holds state (the workers' parts hold everything). */
     int (*checkpoint_servers)(void *state);
+    /* Sharded parameters (zero's stage 3): the model's hook (model.h's ParamNeedFn), which the
+     * engine installs where this is set, timed as communication the pass waits on; and making
+     * every layer whole on every rank between steps (engine_params_full). NULL elsewhere. */
+    int (*param_need)(void *state, int layer);
+    int (*params_full)(void *state);
 } SyncOps;
 
 /* ---- Prototypes ---- */

@@ -151,6 +151,15 @@ static int cost_byteps_hier(const Top *t, double n, double *a, double *b) {
     return cost_byteps(&m, n, a, b);
 }
 
+/* ZeRO-3: each layer's parameters all-gathered before its forward and again before its backward,
+ * its gradients reduce-scattered: three of the ring's half-phases, 1.5x its rounds and bytes
+ * (a layer kept gathered for the whole step, gpt's tied embedding, is gathered once: less). */
+static int cost_zero3(const Top *t, double n, double *a, double *b) {
+    int rc = cost_ring(t, n, a, b);
+    *a *= 1.5, *b *= 1.5;
+    return rc;
+}
+
 /* Each architecture's report name and cost model (lab 5's all-reduce is priced as the ring it
  * should be), in Arch's order. */
 static const struct {
@@ -170,6 +179,7 @@ static const struct {
     {"byteps-hierarchical", cost_byteps_hier},
     {"zero-1", cost_ring}, /* a reduce-scatter and an all-gather: the ring's two phases */
     {"zero-2", cost_ring},
+    {"zero-3", cost_zero3},
 };
 
 const char *arch_name(Arch a) { return a >= 0 && a < ARCH_COUNT ? arch_rows[a].name : "?"; }

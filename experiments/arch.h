@@ -21,6 +21,7 @@ typedef enum {
     ARCH_BYTEPS_HIER,   /* "byteps-hierarchical": a machine reduces, then pushes as one worker (BytePS's) */
     ARCH_ZERO1,         /* "zero-1": ZeRO stage 1, the optimizer state sharded (reduce-scatter, shard update, all-gather) */
     ARCH_ZERO2,         /* "zero-2": ZeRO stage 2, the gradients sharded too (FSDP's SHARD_GRAD_OP) */
+    ARCH_ZERO3,         /* "zero-3": ZeRO stage 3, the parameters sharded too, gathered layer by layer (FSDP's FULL_SHARD) */
     ARCH_COUNT
 } Arch;
 
@@ -37,7 +38,7 @@ static inline int arch_is_server(Arch a) { return a == ARCH_PS_COLOCATED || a ==
                                              a == ARCH_BYTEPS_HIER; }
 
 /* Whether a is sharded data parallelism (ZeRO's stages): family "zero". */
-static inline int arch_is_zero(Arch a) { return a == ARCH_ZERO1 || a == ARCH_ZERO2; }
+static inline int arch_is_zero(Arch a) { return a == ARCH_ZERO1 || a == ARCH_ZERO2 || a == ARCH_ZERO3; }
 
 /* Whether a is BytePS's (flat, or a machine a worker). */
 static inline int arch_is_byteps(Arch a) { return a == ARCH_BYTEPS || a == ARCH_BYTEPS_HIER; }

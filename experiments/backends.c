@@ -112,9 +112,6 @@ static int check_zero(const Config *c) {
                                       "ZeRO-3 or FSDP's FULL_SHARD)");
     if (c->zero_stage < 1 || c->zero_stage > 3)
         return rs_error(RS_ERR_INPUT, "--zero-stage %d: must be 1, 2 or 3", c->zero_stage);
-    if (c->zero_stage == 3)
-        return rs_error(RS_ERR_INPUT, "--zero-stage 3: the parameters' sharding (each layer gathered before its forward "
-                                      "and its backward) is not built yet; stages 1 and 2 run");
     return RS_OK;
 }
 
@@ -165,9 +162,13 @@ static void shape_byteps(const Config *c, BackendShape *s) {
 /* ZeRO's stages: the architecture, and stage 2's paged gradients. */
 static void shape_zero(const Config *c, BackendShape *s) {
     s->host_only = 1;
-    if (c->zero_stage >= 2) {
+    if (c->zero_stage == 2) {
         s->arch = ARCH_ZERO2;
         s->model_flags = MODEL_GRADS_PAGED;
+    } else if (c->zero_stage == 3) {
+        s->arch = ARCH_ZERO3;
+        s->model_flags = MODEL_GRADS_PAGED | MODEL_PARAMS_PAGED;
+        s->layer_buckets = 1;
     }
 }
 
@@ -187,7 +188,7 @@ static const Backend backends[] = {
      .hierarchical = 1, .shape = shape_byteps,
      .help = "BytePS: a summation shard in every worker and --ps-servers k CPU servers (0..N), keys in the paper's optimal split"},
     {.name = "zero", .family = "zero", .arch = ARCH_ZERO1, .ops = sync_zero, .check = check_zero, .shape = shape_zero,
-     .help = "ZeRO / FSDP: --zero-stage 1 the optimizer state, 2 the gradients too, sharded over the ranks (the ring's reduce-scatter and all-gather)"},
+     .help = "ZeRO / FSDP: --zero-stage 1 the optimizer state, 2 the gradients too, 3 the parameters too, sharded over the ranks (the ring's reduce-scatter and all-gather)"},
     {.name = "student", .family = "allreduce", .arch = ARCH_STUDENT, .ops = sync_student,
      .check = check_student, .help = "lab 5: the all-reduce you write in allreduce/student.c"},
 };

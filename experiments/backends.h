@@ -30,6 +30,7 @@ typedef struct {
     int model_flags;                                    /* model_create's flags beyond the optimizer's (zero's
                                                          * stage 2: MODEL_GRADS_PAGED) */
     int host_only;                                      /* runs on a device whose memory the host sees only (zero) */
+    int layer_buckets;                                  /* one bucket a layer (zero's stage 3: FSDP's per-layer units) */
 } BackendShape;
 
 typedef struct Backend {

@@ -243,7 +243,7 @@ static int run_setup(Run *r) {
     EngineArgs ea = {.cfg = c, .model = &r->model, .dev = &r->dev, .env = &r->env, .rank = r->rank,
                      .world = r->world, .local_rank = r->local_rank, .local_world = r->local_world,
                      .zctx = r->zctx, .trace = r->trace, .wall_offset = r->wall_offset,
-                     .ops = r->ops, .driver = r->driver, .steps = S};
+                     .ops = r->ops, .driver = r->driver, .steps = S, .layer_buckets = shape.layer_buckets};
     RS_TRY(engine_create(&r->engine, &ea));
     return c->resume[0] ? train_ckpt_restore(r) : RS_OK;
 }
@@ -280,7 +280,9 @@ static int run_train(Run *r) {
         }
         if (!r->lockstep || r->cfg.time_budget > 0) rc = engine_should_stop(r->engine, spent, &stop);
         if (rc) break;
-        if (r->rank == 0 && r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop) {
+        int eval = r->cfg.eval_every > 0 && (s + 1) % r->cfg.eval_every == 0 && s + 1 < r->steps && !stop;
+        if ((eval || ckpt_due(&r->cfg, (long)s + 1)) && (rc = engine_params_full(r->engine))) break; /* sharded: whole */
+        if (r->rank == 0 && eval) {
             double g0 = kernels_cpu_gemm_seconds();
             rc = run_eval(r, s + 1);
             if (s >= warm) r->gemm_eval += kernels_cpu_gemm_seconds() - g0;
@@ -296,6 +298,7 @@ static int run_train(Run *r) {
         if (stop) break;
     }
     r->gemm_s1 = kernels_cpu_gemm_seconds();
+    if (rc == RS_OK) rc = engine_params_full(r->engine); /* sharded parameters made whole, on every rank */
     if (rc == RS_OK && r->rank == 0) rc = run_eval(r, r->steps); /* parameters are equal on every rank */
     return rc;
 }

@@ -46,7 +46,9 @@ static void *model_take(Model *m, size_t bytes, MemTag tag) {
 
 int model_alloc_common(Model *m) {
     size_t pb = m->nparams * sizeof(float), rows = (size_t)model_out_rows(m, m->max_batch);
-    m->params = model_take(m, pb, MEM_PARAMS);
+    if (m->params_paged && !m->sizing) {
+        if (!(m->params = mem_pages_alloc(pb))) rs_error(RS_ERR_RUNTIME, "no address space for %zu bytes of paged parameters", pb);
+    } else m->params = model_take(m, pb, MEM_PARAMS);
     if (m->grads_paged && !m->sizing) m->grads = m->params ? mem_pages_alloc(pb) : NULL;
     else m->grads = m->params ? model_take(m, pb, MEM_GRADS) : NULL;
     if (m->params && !m->grads && m->grads_paged) rs_error(RS_ERR_RUNTIME, "no address space for %zu bytes of paged gradients", pb);
@@ -86,7 +88,8 @@ void model_free(Model *m) {
     Device *d = m->dev;
     size_t pb = m->nparams * sizeof(float);
     if (m->ops && m->ops->release) m->ops->release(m);
-    if (m->params) device_free(d, m->params, pb, MEM_PARAMS);
+    if (m->params && m->params_paged) mem_pages_free(m->params, pb);
+    else if (m->params) device_free(d, m->params, pb, MEM_PARAMS);
     if (m->grads && m->grads_paged) mem_pages_free(m->grads, pb);
     else if (m->grads) device_free(d, m->grads, pb, MEM_GRADS);
     if (m->mom) device_free(d, m->mom, pb, MEM_OPTIMIZER);
@@ -99,7 +102,11 @@ void model_free(Model *m) {
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-int model_forward(Model *m, int B) { return B <= 0 ? RS_OK : m->ops->forward(m, B); }
+int model_forward(Model *m, int B) {
+    if (B <= 0) return RS_OK;
+    RS_TRY(m->ops->forward(m, B));
+    return model_need(m, -1);
+}
 
 void model_loss(Model *m, int B) {
     if (B <= 0) return;
@@ -107,7 +114,10 @@ void model_loss(Model *m, int B) {
 }
 
 int model_backward(Model *m, int B, LayerDoneFn done, void *arg) {
-    if (B > 0) return m->ops->backward(m, B, done, arg);
+    if (B > 0) {
+        RS_TRY(m->ops->backward(m, B, done, arg));
+        return model_need(m, -1);
+    }
     K(m)->fill(CTX(m), m->grads, 0.0f, m->nparams);
     for (int l = m->nlayers - 1; l >= 0; l--)
         if (done) RS_TRY(done(arg, l));

@@ -17,6 +17,11 @@
 /* Called by model_backward as soon as layer l's gradients are complete (last layer first). */
 typedef int (*LayerDoneFn)(void *arg, int layer);
 
+/* Sharded parameters' hook (zero's stage 3, FSDP's FULL_SHARD): called before a forward or
+ * backward pass reads layer l's parameters (every layer, in the pass's order, even one whose
+ * gradient needs none of them), and with l = -1 once a pass is done. 0 or RS_ERR_*. */
+typedef int (*ParamNeedFn)(void *arg, int layer);
+
 typedef struct Model Model;
 
 /* What one model is: a struct of functions (one file each: model/model_<name>.c). Every
@@ -59,6 +64,11 @@ struct Model {
     int grads_paged;                    /* 1: grads is paged host memory (base/mem.h's mem_pages_alloc) that the
                                          * back end gives back page by page and counts as resident (ZeRO-2 and -3):
                                          * not counted here */
+    int params_paged;                   /* 1: params too (ZeRO-3): only the back end's shard stays resident */
+    ParamNeedFn param_need;             /* NULL, or the hook the passes call (model_need) */
+    void *param_arg;
+    uint64_t keep_gathered;             /* layers a pass reads at both ends (gpt's tied embedding, bit 0): a sharding
+                                         * back end keeps them gathered for the whole step, as FSDP keeps its root's */
     int max_batch;                      /* samples */
     int in_width;                       /* 32-bit values per sample in act[0] (floats, or int32 tokens) */
     int out_per_sample;                 /* output rows (and labels) per sample: 1, or the sequence length */
@@ -98,6 +108,7 @@ int model_load_data(const Config *c, DataPair *out);
 enum {
     MODEL_OPTIMIZER = 1,   /* the optimizer's state here (not where a server or a shard runs the optimizer) */
     MODEL_GRADS_PAGED = 2, /* the gradients in paged host memory (Model.grads_paged; a host-visible device only) */
+    MODEL_PARAMS_PAGED = 4, /* the parameters too (Model.params_paged) */
 };
 
 /* Creates c->model on dev for batches of up to max_batch samples, parameters from c->seed
@@ -132,6 +143,9 @@ static inline int model_in_width(const Model *m) { return m->in_width; }
 static inline int model_out_rows(const Model *m, int B) { return B * m->out_per_sample; }
 static inline int model_out_width(const Model *m) { return m->out_width; }
 static inline float *model_logits(const Model *m) { return m->out; }
+
+/* The parameter hook before a pass reads layer l (l = -1: the pass is done); 0 without one. */
+static inline int model_need(Model *m, int l) { return m->param_need ? m->param_need(m->param_arg, l) : 0; }
 
 /* Forward on B samples already in act[0]; logits in model_logits(m). */
 int model_forward(Model *m, int B);

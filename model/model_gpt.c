@@ -111,6 +111,7 @@ static int gpt_setup(Model *m, const Config *c) {
     if (!(g->a = calloc((size_t)g->L, sizeof *g->a))) return rs_error(RS_ERR_RUNTIME, "out of memory");
     size_t C = (size_t)g->C, V = (size_t)g->V, T = (size_t)g->T;
     m->nlayers = g->L + 2;
+    m->keep_gathered = 1; /* layer 0: wte, read by the embedding and by the tied head */
     m->off[0] = 0;
     m->off[1] = V * C + T * C;
     for (int l = 0; l < g->L; l++) m->off[2 + l] = m->off[1 + l] + gpt_block_count(C);
@@ -204,10 +205,12 @@ static int gpt_forward(Model *m, int B) {
     long long TD = (long long)T * D, TT = (long long)T * T, NC = (long long)N * C;
     const float *wte = m->params, *wpe = m->params + (size_t)g->V * C;
     float *res = g->L ? g->a[0].res : g->resf;
+    RS_TRY(model_need(m, 0));
     k->embedding_forward(x, res, gpt_tokens(m), wte, wpe, B, T, C, g->V);
     for (int l = 0; l < g->L; l++) {
         Acts *a = &g->a[l];
         Block p = gpt_block(m, m->params, l);
+        RS_TRY(model_need(m, 1 + l));
         float *next = l + 1 < g->L ? g->a[l + 1].res : g->resf;
         k->layernorm_forward(x, a->ln1, a->ln1m, a->ln1r, a->res, p.ln1w, p.ln1b, N, C);
         RS_TRY(gpt_linear(m, g->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C));
@@ -226,7 +229,9 @@ static int gpt_forward(Model *m, int B) {
         k->add(x, next, next, a->resm, (size_t)NC);
     }
     const float *lnf = m->params + m->off[1 + g->L];
+    RS_TRY(model_need(m, 1 + g->L));
     k->layernorm_forward(x, g->lnf, g->lnfm, g->lnfr, g->resf, lnf, lnf + C, N, C);
+    RS_TRY(model_need(m, 0)); /* the tied head: kept gathered (keep_gathered) */
     return k->gemm(x, 0, 1, N, g->V, C, 1.0f, g->lnf, C, wte, C, 0.0f, m->out, g->V);
 }
 
@@ -240,16 +245,19 @@ static int gpt_backward(Model *m, int B, LayerDoneFn done, void *arg) {
     float *dwte = m->grads, *dwpe = m->grads + (size_t)V * C, *dlogits = m->dbuf[0];
     /* the head, scaled by 1/T: a sample's loss is the mean over its positions */
     float inv_t = 1.0f / (float)T;
+    RS_TRY(model_need(m, 0));
     RS_TRY(k->gemm(x, 1, 0, V, C, N, inv_t, dlogits, V, g->lnf, C, 0.0f, dwte, C));
     RS_TRY(k->gemm(x, 0, 0, N, C, V, inv_t, dlogits, V, wte, C, 0.0f, g->dtmp, C));
     const float *lnf = m->params + m->off[1 + g->L];
     float *dlnf = m->grads + m->off[1 + g->L];
+    RS_TRY(model_need(m, 1 + g->L));
     k->fill(x, g->dR, 0.0f, (size_t)NC);
     k->layernorm_backward(x, g->dR, dlnf, dlnf + C, g->dtmp, g->resf, lnf, g->lnfm, g->lnfr, N, C);
     if (done) RS_TRY(done(arg, 1 + g->L));
     for (int l = g->L - 1; l >= 0; l--) {
         Acts *a = &g->a[l];
         Block p = gpt_block(m, m->params, l), d = gpt_block(m, m->grads, l);
+        RS_TRY(model_need(m, 1 + l));
         /* the MLP: dR is the gradient of the block's output */
         RS_TRY(gpt_linear_back(m, g->d4, d.fcpw, d.fcpb, g->dR, a->fchg, p.fcpw, N, 4 * C, C));
         k->mul(x, g->d4, g->d4, a->fch, (size_t)NC * 4); /* through GELU: its derivative, kept */
@@ -271,6 +279,7 @@ static int gpt_backward(Model *m, int B, LayerDoneFn done, void *arg) {
         if (done) RS_TRY(done(arg, 1 + l));
     }
     /* the embeddings: wte's head gradient is already in dwte */
+    RS_TRY(model_need(m, 0));
     k->embedding_backward(x, dwte, dwpe, g->dR, gpt_tokens(m), B, T, C, V);
     if (done) RS_TRY(done(arg, 0));
     return RS_OK;

@@ -103,6 +103,7 @@ static void lenet_init(const Model *m, float *h, Rng *r) {
 /* y [B, OC, HW] = W [OC, CKK] col_b [CKK, HW] + b, then ReLU. */
 static int conv_forward(Model *m, int l, float *y, const float *col, int B, int CKK, int HW) {
     int OC = ln_out[l];
+    RS_TRY(model_need(m, l));
     const float *W = m->params + m->off[l], *b = W + (size_t)OC * CKK;
     RS_TRY(K(m)->gemm_strided_batched(CTX(m), 0, 0, OC, HW, CKK, 1.0f, W, CKK, 0, col, HW, (long long)CKK * HW, 0.0f, y,
                                       HW, (long long)OC * HW, B));
@@ -114,6 +115,7 @@ static int conv_forward(Model *m, int l, float *y, const float *col, int B, int 
 /* Y [B, out] = X W + b (ReLU unless last). */
 static int fc_forward(Model *m, int l, float *Y, const float *X, int B, int relu) {
     int in = ln_in[l], out = ln_out[l];
+    RS_TRY(model_need(m, l));
     const float *W = m->params + m->off[l];
     RS_TRY(K(m)->gemm(CTX(m), 0, 0, B, out, in, 1.0f, X, in, W, out, 0.0f, Y, out));
     K(m)->bias_forward(CTX(m), Y, W + (size_t)in * out, B, out);
@@ -138,6 +140,7 @@ static int lenet_forward(Model *m, int B) {
  * relu_x: X is the previous layer's ReLU output), unless dX is NULL. */
 static int fc_backward(Model *m, int l, const float *X, const float *dY, float *dX, int B, int relu_x) {
     int in = ln_in[l], out = ln_out[l];
+    RS_TRY(model_need(m, l));
     const float *W = m->params + m->off[l];
     float *dW = m->grads + m->off[l];
     RS_TRY(K(m)->gemm(CTX(m), 1, 0, in, out, B, 1.0f, X, in, dY, out, 0.0f, dW, out));
@@ -177,6 +180,7 @@ static int lenet_backward(Model *m, int B, LayerDoneFn done, void *arg) {
     RS_TRY(fc_backward(m, 2, n->p2, n->dh1, n->dp2, B, 0));
     if (done) RS_TRY(done(arg, 2));
     /* conv2: through the pool and the ReLU, then its weights, then back to pool1's output */
+    RS_TRY(model_need(m, 1));
     K(m)->maxpool2_backward(CTX(m), n->da2, n->dp2, n->arg2, n->a2, B * C2, O2, O2); /* and the ReLU */
     RS_TRY(conv_weight_backward(m, 1, n->da2, n->col2, B, 150, O2 * O2));
     const float *W2 = m->params + m->off[1];
@@ -184,7 +188,8 @@ static int lenet_backward(Model *m, int B, LayerDoneFn done, void *arg) {
                                       (long long)C2 * O2 * O2, 0.0f, n->dcol2, O2 * O2, 150LL * O2 * O2, B));
     K(m)->col2im(CTX(m), n->dp1, n->dcol2, B, C1, P1, P1, LN_K, 1, 0);
     if (done) RS_TRY(done(arg, 1));
-    /* conv1: the input needs no gradient */
+    /* conv1: the input needs no gradient (nor its weights: gathered all the same, as every layer) */
+    RS_TRY(model_need(m, 0));
     K(m)->maxpool2_backward(CTX(m), n->da1, n->dp1, n->arg1, n->a1, B * C1, LN_SIDE, LN_SIDE);
     RS_TRY(conv_weight_backward(m, 0, n->da1, n->col1, B, 25, LN_IN));
     if (done) RS_TRY(done(arg, 0));

@@ -69,6 +69,7 @@ static int mlp_forward(Model *m, int B) {
     for (int l = 0; l < m->nlayers; l++) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         const float *W = m->params + m->off[l], *b = W + (size_t)in * out;
+        RS_TRY(model_need(m, l));
         RS_TRY(K(m)->gemm(CTX(m), 0, 0, B, out, in, 1.0f, m->act[l], in, W, out, 0.0f, m->act[l + 1], out));
         if (l + 1 < m->nlayers) K(m)->bias_relu_forward(CTX(m), m->act[l + 1], b, B, out);
         else K(m)->bias_forward(CTX(m), m->act[l + 1], b, B, out);
@@ -83,6 +84,7 @@ static int mlp_backward(Model *m, int B, LayerDoneFn done, void *arg) {
         const float *W = m->params + m->off[l];
         float *dW = m->grads + m->off[l], *db = dW + (size_t)in * out;
         float *dY = m->dbuf[cur];
+        RS_TRY(model_need(m, l));
         /* dW = X^T dY ; db = sum_rows dY */
         RS_TRY(K(m)->gemm(CTX(m), 1, 0, in, out, B, 1.0f, m->act[l], in, dY, out, 0.0f, dW, out));
         K(m)->bias_backward(CTX(m), db, dY, B, out);

@@ -79,7 +79,8 @@ int model_create(Model *m, Device *dev, const Config *c, int max_batch, int flag
     m->max_batch = max_batch < 1 ? 1 : max_batch;
     m->adamw = !strcmp(c->optimizer, "adamw");
     m->no_optimizer = !(flags & MODEL_OPTIMIZER);
-    m->grads_paged = (flags & MODEL_GRADS_PAGED) != 0;
+    m->grads_paged = (flags & (MODEL_GRADS_PAGED | MODEL_PARAMS_PAGED)) != 0;
+    m->params_paged = (flags & MODEL_PARAMS_PAGED) != 0;
     if (m->grads_paged && !dev->host_visible)
         return rs_error(RS_ERR_INPUT, "--model %s: paged gradients need a device whose memory the host sees (cpu)", c->model);
     m->out_per_sample = 1;

@@ -29,7 +29,7 @@ DIST = ["median", "p95", "min", "max", "mean"]
 ARCHITECTURES = {"none": "none", "ring": "allreduce", "tree": "allreduce", "student": "allreduce", "ps-colocated": "ps",
                  "ps-sharded": "ps", "ps-dedicated": "ps", "byteps": "ps",
                  "ring-hierarchical": "allreduce", "tree-hierarchical": "allreduce", "byteps-hierarchical": "ps",
-                 "zero-1": "zero", "zero-2": "zero"}
+                 "zero-1": "zero", "zero-2": "zero", "zero-3": "zero"}
 REL = 1e-6  # relative tolerance for numbers the report derives from other numbers in it
 
 
@@ -574,8 +574,9 @@ def check_traffic_expectations(c, cfg, workers, servers, n, rep):
     if arch == "ring" and how != "nccl" and n > 1:  # NCCL's bytes are not measured
         per = 2 * (n - 1) / n * G * steps
         floors = {e.get("rank"): (per, per) for e in workers}
-    elif arch in ("zero-1", "zero-2") and n > 1:
-        # the gradient's reduce-scatter in the wire's type, the parameters' all-gather in fp32
+    elif arch in ("zero-1", "zero-2", "zero-3") and n > 1:
+        # the gradient's reduce-scatter in the wire's type, the parameters' all-gather in fp32 (zero-3:
+        # at least once a step, before forward; again before backward but for layers kept gathered)
         per = (n - 1) / n * (G + param_bytes(cfg, workers)) * steps
         floors = {e.get("rank"): (per, per) for e in workers}
     elif arch == "tree" and n > 1:  # half the gradient per tree, once per neighbour, each way

@@ -82,6 +82,8 @@ killed "ps sharded, bf16 wire" 9 write --sync ps --ps-placement sharded -n 3 --w
 killed "byteps k=1" 10 random --sync byteps --ps-servers 1 -n 2
 killed "zero-2, AdamW (each rank's optimizer shard a part)" 12 random --sync zero --zero-stage 2 -n 3 --optimizer adamw
 killed "zero-1" 13 write --sync zero --zero-stage 1 -n 2
+killed "zero-3, AdamW (sharded parameters, gathered whole for the checkpoint)" 14 random --sync zero --zero-stage 3 -n 3 --optimizer adamw
+killed "zero-3" 15 write --sync zero --zero-stage 3 -n 2
 
 # extended: a 12-step run's last checkpoint resumed to 16 steps (another --warmup: timing only) is
 # the 16-step run, its evaluation after step 12 included
