@@ -693,6 +693,7 @@ static const SyncOps nccl_ops = {
     /* .checkpoint_servers */ NULL, /* no server: the ranks' parts hold everything */
     /* .param_need */ NULL,         /* the parameters are whole on every rank */
     /* .params_full */ NULL,
+    /* .comm_spans */ NULL,
 };
 
 /* The NCCL back end (never NULL in a CUDA build; its init refuses a CPU device). */

@@ -1,6 +1,7 @@
 /* zero.c - the "zero" back end: ZeRO's stages 1-3 (the optimizer state, then the gradients, then the parameters sharded) on the host ring's reduce-scatter and all-gather */
 #include "allreduce.h"
 #include "ring.h"
+#include "zero_gather.h"
 #include "../base/clock.h"
 #include "../base/codec.h"
 #include "../base/config.h"
@@ -48,9 +49,13 @@
  *            only the rank's chunks stay resident (under params). The buckets are the layers
  *            (SyncJob.layer_buckets: FSDP's per-layer units), and the model's passes call
  *            param_need before they read a layer: the layer is all-gathered (on a second ring of
- *            its own, driven by the compute thread, while the first carries the reduce-scatters
- *            on the communication thread: each ring's collectives then come in one program order
- *            on every rank), the layer gathered before it is given back, and at a pass's end
+ *            its own, asked for by the compute thread and run by a gather thread in that order,
+ *            zero_gather.h, while the first ring carries the reduce-scatters on the communication
+ *            thread: each ring's collectives then come in one program order on every rank); the
+ *            pass's next layer is asked for as soon as this one is in, so that it is gathered
+ *            while this one computes (FSDP's forward and backward prefetch, and after the forward
+ *            the backward's first layer; RINGSIDE_ZERO_PREFETCH=0 turns it off, to measure it);
+ *            the layers gathered before are given back, and at a pass's end
  *            every gathered layer is, but those the model keeps gathered for the whole step
  *            (Model.keep_gathered: gpt's tied embedding, FSDP's root). So every layer is gathered
  *            before its forward and again before its backward and reduce-scattered after it:
@@ -84,8 +89,12 @@ typedef struct {
     size_t charged_params, charged_grads, charged_comm;
     pthread_mutex_t count_mu;      /* the counts: the compute thread's gathers, the communication thread's releases */
     /* stage 3 (the compute thread's) */
-    unsigned char *gathered;       /* [nbuckets]: the layer is whole here */
+    ZeroGather *gath;              /* the gathers, on their own thread and pring */
+    unsigned char *wanted;         /* [nbuckets]: asked for ahead of the pass and not yet read */
+    int pass;                      /* 0 forward, 1 backward: which way the next layer lies */
+    int prefetch;                  /* ask for the pass's next layer ahead (RINGSIDE_ZERO_PREFETCH=0: not, to measure it) */
     int full;                      /* every layer is whole (the start, params_full): param_need has nothing to do */
+    double wall_offset;            /* clock_wall() - clock_now(), for the trace */
 } Zero;
 
 /* ---- memory: what is resident of the paged buffers --------------------------------------------- */
@@ -139,55 +148,86 @@ static int zero_paging_init(Zero *z) {
 
 /* ---- stage 3: the parameters, gathered layer by layer ----------------------------------------- */
 
-/* Gives back every gathered layer's pages outside this rank's chunks; with keep, not the layers
- * the model keeps gathered for the step. */
-static void zero_reshard(Zero *z, int keep) {
-    const Model *m = z->job.model;
-    int nb = z->job.nbuckets;
+/* Whether bucket b's layer is one the model keeps gathered for the whole step. */
+static int zero_kept(const Zero *z, int b) {
+    int l = z->job.nbuckets - 1 - b;
+    return l < 64 && (z->job.model->keep_gathered >> l & 1);
+}
+
+/* Gives back every whole layer's pages outside this rank's chunks but bucket except's and those
+ * asked for ahead and not yet read (wanted); with keep, not the layers the model keeps gathered;
+ * without, every layer (the start of a step: full or kept, all go). */
+static void zero_reshard(Zero *z, int keep, int except) {
     zero_recount(z); /* the peak: everything gathered so far */
-    for (int b = 0; b < nb; b++) {
-        int l = nb - 1 - b;
-        if (!(z->gathered[b] || z->full) || (keep && l < 64 && (m->keep_gathered >> l & 1))) continue;
-        zero_release_others(z, b, m->params);
-        z->gathered[b] = 0;
+    for (int b = 0; b < z->job.nbuckets; b++) {
+        if (b == except || (keep && (z->wanted[b] || zero_kept(z, b)))) continue;
+        if (!z->full && !zgather_whole(z->gath, b)) continue;
+        zero_release_others(z, b, z->job.model->params);
+        zgather_forget(z->gath, b);
+        if (!keep) z->wanted[b] = 0;
     }
     if (!keep) z->full = 0;
     zero_recount(z);
 }
 
-/* Layer l's parameters whole here (a collective: every rank gathers the same layers in the same
- * order, its passes' program order); l = -1, a pass is done. The model's hook, on the compute thread. */
+/* Layer l's parameters whole here (a collective: every rank asks for the same layers in the same
+ * order, its passes' program order, and the gather thread runs them in that order); then the next
+ * layer of the pass is asked for, to be gathered while this one computes, and the layers before
+ * are given back. l = -1: a pass is done: every gathered layer goes back but the kept ones, and
+ * after a forward pass the backward's first layer (the last) is asked for. The model's hook, on
+ * the compute thread. */
 static int zero_param_need(void *state, int l) {
     Zero *z = state;
     if (z->stage < 3 || z->full) return RS_OK;
     int nb = z->job.nbuckets, b = nb - 1 - l;
+    if (!z->gath) return rs_error(RS_ERR_RUNTIME, "zero: stage 3 before connect");
     if (l < 0) {
-        zero_reshard(z, 1);
+        zero_reshard(z, 1, -1);
+        if ((z->pass = !z->pass) && z->prefetch && !zero_kept(z, 0)) { /* forward done: the backward begins with the last layer */
+            zgather_ask(z->gath, 0);
+            z->wanted[0] = 1;
+        }
         return RS_OK;
     }
     if (b < 0 || b >= nb) return rs_error(RS_ERR_RUNTIME, "zero: layer %d of %d", l, nb);
-    if (z->gathered[b]) return RS_OK;
-    zero_reshard(z, 1); /* the layer before gives way */
-    const Bucket *bk = &z->job.buckets[b];
-    if (z->job.world > 1) RS_TRY(ring_all_gather(z->pring, z->job.model->params + bk->lo, bk->hi - bk->lo));
-    z->gathered[b] = 1;
-    zero_recount(z);
+    zgather_ask(z->gath, b);
+    RS_TRY(zgather_wait(z->gath, b));
+    z->wanted[b] = 0;
+    int next = z->pass ? l - 1 : l + 1;
+    if (z->prefetch && next >= 0 && next < nb && !zgather_whole(z->gath, nb - 1 - next)) {
+        zgather_ask(z->gath, nb - 1 - next);
+        z->wanted[nb - 1 - next] = 1;
+    }
+    zero_reshard(z, 1, b);
     return RS_OK;
 }
 
 /* Every layer whole on every rank (between steps; not in the memory figures: FSDP's summon_full_params). */
 static int zero_params_full(void *state) {
     Zero *z = state;
-    if (z->stage < 3 || z->full) return RS_OK;
-    const Model *m = z->job.model;
+    if (z->stage < 3 || z->full || !z->gath) return RS_OK;
+    RS_TRY(zgather_idle(z->gath));
     for (int b = 0; b < z->job.nbuckets; b++) { /* a layer kept gathered holds the last step's values: again */
-        const Bucket *bk = &z->job.buckets[b];
-        if (z->job.world > 1) RS_TRY(ring_all_gather(z->pring, m->params + bk->lo, bk->hi - bk->lo));
-        z->gathered[b] = 1;
+        zgather_forget(z->gath, b);
+        zgather_ask(z->gath, b);
     }
+    RS_TRY(zgather_idle(z->gath));
+    memset(z->wanted, 0, (size_t)z->job.nbuckets);
     z->full = 1;
     return RS_OK;
 }
+
+/* The step's gathers run on their own thread: their intervals for comm_total, and the trace's. */
+static int zero_comm_spans(void *state, double (*out)[2], int max) {
+    Zero *z = state;
+    int n = z->gath ? zgather_spans(z->gath, out, max) : 0;
+    for (int i = 0; i < n && z->job.trace; i++)
+        trace_span(z->job.trace, "gather", 2, out[i][0] + z->wall_offset, out[i][1] + z->wall_offset);
+    return n;
+}
+
+/* After each gather, on the gather thread: the memory count. */
+static void zero_gathered(void *arg) { zero_recount(arg); }
 
 /* ---- checkpoints: each rank's shard of the optimizer state is a server part of its own -------- */
 
@@ -230,6 +270,7 @@ static int zero_resume(Zero *z) {
 static void zero_destroy(void *state) {
     Zero *z = state;
     if (!z) return;
+    zgather_destroy(z->gath); /* before its ring */
     ring_destroy(z->ring);
     ring_destroy(z->pring);
     size_t bytes = z->shard * sizeof(float);
@@ -239,7 +280,7 @@ static void zero_destroy(void *state) {
     mem_account(MEM_GRADS, -(long long)z->charged_grads);
     mem_account(MEM_COMM, -(long long)z->charged_comm);
     pthread_mutex_destroy(&z->count_mu);
-    free(z->own_lo), free(z->own_hi), free(z->soff), free(z->out), free(z->res), free(z->own_page), free(z->gathered);
+    free(z->own_lo), free(z->own_hi), free(z->soff), free(z->out), free(z->res), free(z->own_page), free(z->wanted);
     free(z);
 }
 
@@ -280,11 +321,14 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
     z->stage = c->zero_stage;
     z->adamw = !strcmp(c->optimizer, "adamw");
     z->full = 1; /* the model's initial parameters, then the broadcast's, are whole */
+    z->wall_offset = clock_wall() - clock_now();
+    const char *pf = getenv("RINGSIDE_ZERO_PREFETCH");
+    z->prefetch = !(pf && !strcmp(pf, "0"));
     pthread_mutex_init(&z->count_mu, NULL);
     int nb = job->nbuckets, rc = RS_OK;
     if (nb > 0 && (!(z->own_lo = calloc((size_t)nb, sizeof *z->own_lo)) || !(z->own_hi = calloc((size_t)nb, sizeof *z->own_hi)) ||
                    !(z->soff = calloc((size_t)nb, sizeof *z->soff)) || !(z->out = calloc((size_t)nb, sizeof *z->out)) ||
-                   !(z->gathered = calloc((size_t)nb, 1))))
+                   !(z->wanted = calloc((size_t)nb, 1))))
         rc = rs_error(RS_ERR_RUNTIME, "zero: out of memory");
     for (int b = 0; rc == RS_OK && b < nb; b++) {
         ring_chunk(job->buckets[b].hi - job->buckets[b].lo, job->world, (job->rank + 1) % job->world, &z->own_lo[b], &z->own_hi[b]);
@@ -320,9 +364,19 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
     return RS_OK;
 }
 
-/* Connects the ring (and stage 3's second: each member's text is "RING^PRING"). */
+/* Connects the ring (and stage 3's second: each member's text is "RING^PRING"), then starts
+ * stage 3's gathers. */
+static int zero_connect_rings(Zero *z, char *const *endpoints, int nmembers);
+
 static int zero_connect(void *state, char *const *endpoints, int nmembers) {
     Zero *z = state;
+    RS_TRY(zero_connect_rings(z, endpoints, nmembers));
+    if (z->stage < 3 || z->job.nbuckets == 0) return RS_OK;
+    return zgather_create(&z->gath, z->pring, z->job.model->params, z->job.buckets, z->job.nbuckets, z->job.timeout,
+                          zero_gathered, z);
+}
+
+static int zero_connect_rings(Zero *z, char *const *endpoints, int nmembers) {
     int world = z->job.world, rc = RS_OK;
     if (world == 1) return RS_OK;
     if (nmembers < world) return rs_error(RS_ERR_INPUT, "zero: %d endpoints for %d ranks", nmembers, world);
@@ -356,7 +410,11 @@ static int zero_begin_step(void *state, int step, int global_samples) {
     (void)step;
     Zero *z = state;
     z->global_samples = global_samples;
-    if (z->stage >= 3 && z->gathered) zero_reshard(z, 0);
+    if (z->stage < 3 || !z->gath) return RS_OK;
+    RS_TRY(zgather_idle(z->gath)); /* a layer asked for ahead and never read is in before it goes */
+    zero_reshard(z, 0, -1);
+    zgather_spans(z->gath, NULL, 0); /* the gathers between steps are not the step's */
+    z->pass = 0;
     return RS_OK;
 }
 
@@ -450,6 +508,7 @@ static const SyncOps zero_ops = {
     .checkpoint_servers = zero_checkpoint_servers,
     .param_need = zero_param_need,
     .params_full = zero_params_full,
+    .comm_spans = zero_comm_spans,
 };
 
 /* The "zero" back end (never NULL: it needs only ZeroMQ and the host). */

@@ -483,6 +483,8 @@ int engine_step(Engine *e, int step, const float *x, const int *y, int rows, int
     RS_TRY(e->ops->place == SYNC_ON_DEVICE ? engine_wait_device(e) : engine_wait_host(e));
     double tw1 = clock_now();
     blocked += tw1 - tw0;
+    if (e->ops->comm_spans) /* a back end's own communication beside the buckets (stage 3's gathers) */
+        e->nivals += e->ops->comm_spans(e->st, e->ivals + e->nivals, ENGINE_IVALS - e->nivals);
     if (e->ops->place == SYNC_ON_HOST && !e->on_host) { /* the results back to the device */
         if (e->ops->result == SYNC_SUMS) RS_TRY(device_h2d(d, m->grads, e->stage_g, e->stage_bytes));
         else if (!(e->a.driver && e->a.rank != 0)) RS_TRY(device_h2d(d, m->params, e->stage_p, e->stage_bytes));

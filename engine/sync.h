@@ -159,6 +159,11 @@ typedef struct SyncOps {
      * every layer whole on every rank between steps (engine_params_full). NULL elsewhere. */
     int (*param_need)(void *state, int layer);
     int (*params_full)(void *state);
+    /* Optional: the intervals (clock_now) of the step's communication the back end ran on a thread
+     * of its own beside the buckets (stage 3's gathers, prefetched while layers compute), at most
+     * max into out: their count. Called once every bucket of the step is done; comm_total takes
+     * them in. NULL elsewhere. */
+    int (*comm_spans)(void *state, double (*out)[2], int max);
 } SyncOps;
 
 /* ---- Prototypes ---- */

@@ -49,6 +49,8 @@ run "train -n 2 --sync ps --ps-mode dataparallel" $bin train -n 2 --sync ps --ps
 # a model whose buckets exceed 64 KiB: the parameter server's zero-copy replies
 run "train -n 2 --sync ps, zero-copy buckets"   $bin train -n 2 --sync ps --layers 256,128,10 --train-samples 256 --eval-samples 64 --steps 6 --batch 16 --bucket-mb 0.2 --timeout 30 --quiet --report $T/zc.json
 # the kernels' thread pool: regions handed to a worker that watches for them, then sleeps
+run "train -n 2 --sync zero --zero-stage 2"     $bin train -n 2 --sync zero --zero-stage 2 $SMALL --report $T/z2.json
+run "train -n 3 --sync zero --zero-stage 3 (gathers)" $bin train -n 3 --sync zero --zero-stage 3 $SMALL --eval-every 4 --report $T/z3.json
 run "train --model gpt --threads 2 (the pool)"  $bin train --model gpt --threads 2 --batch 4 --steps 6 --eval-samples 16 --timeout 30 --quiet --report $T/pool.json
 run "bench -n 2 --sync ps"                      $bin bench -n 2 --sync ps -b 8 -e 64K -f 4 --report $T/bench.json
 # a server thread in every rank, summing zero-copy slices from its own rank and the other's
