@@ -4,9 +4,12 @@
 #   PY (a python3 with torch; default python3), REPS (default 3), STEPS (default 40), THREADS (default 2),
 #   MODELS (default "mlp lenet gpt gpt32k"), BEFORE (another ringside binary, run in the same
 #   repeats: a before/after column pair)
-# Each repeat runs every model once in ringside and once in PyTorch, one after the other, so both see
-# the same machine. Prints the parameter counts (they must agree: the same model) and the median step
-# times; "torch/ringside" above 1 means ringside is faster.
+# Each repeat runs every model once in ringside and once in PyTorch, back to back (a pair), so both see
+# the same machine; which goes first alternates from repeat to repeat (odd repeats ringside first, even
+# ones PyTorch), so that neither always inherits the other's warm caches or its leftover load. Prints the
+# parameter counts (they must agree: the same model), the median step times, and the pairs: every
+# repeat's ratio and their median (min-max), which the machine's load moves less than the medians;
+# "torch/ringside" above 1 means ringside is faster.
 set -euo pipefail
 bin=${1:-build/ringside}
 py=${PY:-python3}; reps=${REPS:-3}; steps=${STEPS:-40}; threads=${THREADS:-2}
@@ -26,16 +29,22 @@ args() { # model -> ringside options, PyTorch arguments (model batch)
         *) echo "models_vs_pytorch.sh: unknown model $1" >&2; exit 2 ;;
     esac
 }
+ours() { # MODEL REPEAT OPTIONS: ringside's run (and BEFORE's) of one repeat
+    local m=$1 r=$2; shift 2
+    "$bin" train "$@" --sync none --threads "$threads" --steps "$steps" --warmup 5 --quiet --report "$out/$m-$r.json"
+    [ -z "$before" ] || "$before" train "$@" --sync none --threads "$threads" --steps "$steps" --warmup 5 --quiet \
+        --report "$out/$m-$r.before.json"
+}
+theirs() { # MODEL REPEAT ARGS: PyTorch's run of one repeat
+    local m=$1 r=$2; shift 2
+    "$py" "$here/pytorch_models.py" "$1" "$2" "$steps" 5 "$threads" "${@:3}" >"$out/$m-$r.torch"
+}
 for r in $(seq "$reps"); do
     for m in $models; do
         a=$(args "$m"); ropt=${a%%|*}; topt=${a#*|}
         # shellcheck disable=SC2086
-        "$bin" train $ropt --sync none --threads "$threads" --steps "$steps" --warmup 5 --quiet --report "$out/$m-$r.json"
-        # shellcheck disable=SC2086
-        [ -z "$before" ] || "$before" train $ropt --sync none --threads "$threads" --steps "$steps" --warmup 5 --quiet \
-            --report "$out/$m-$r.before.json"
-        set -- $topt
-        "$py" "$here/pytorch_models.py" "$1" "$2" "$steps" 5 "$threads" "${@:3}" >"$out/$m-$r.torch"
+        if [ $((r % 2)) = 1 ]; then ours "$m" "$r" $ropt; theirs "$m" "$r" $topt
+        else theirs "$m" "$r" $topt; ours "$m" "$r" $ropt; fi
     done
 done
 python3 - "$out" "$reps" "$models" "$threads" "$before" <<'PY'
@@ -59,4 +68,12 @@ for m in models:
         gemm = lambda runs: statistics.median(r["ranks"][0]["time_s"]["gemm"] for r in runs)
         line += f" {1e3 * bstep:>10.2f} {pstep / bstep:>13.2f} {1e3 * gemm(rs):>8.2f} {1e3 * gemm(bs):>12.2f}"
     print(line)
+print(f"# the pairs (one repeat's ringside and PyTorch back to back, the first of the two alternating): torch/ringside")
+for m in models:
+    pairs = []
+    for r in range(1, reps + 1):
+        rep = json.load(open(f"{d}/{m}-{r}.json"))["ranks"][0]["time_s"]["step"]["median"]
+        pairs.append(float(open(f"{d}/{m}-{r}.torch").read().split()[2]) / rep)
+    print(f"{m:<8} " + " ".join(f"{x:.2f}" for x in pairs) + f"   median {statistics.median(pairs):.2f} "
+          f"({min(pairs):.2f}-{max(pairs):.2f})")
 PY
