@@ -23,6 +23,13 @@ const SyncOps *sync_zero(void);    /* allreduce/zero.c: ZeRO's sharded data para
 struct Ring;
 void ring_traffic_fill(const struct Ring *r, SyncTraffic *out);
 
+/* A back end's host ring for its job (world > 1): ring_create_for with the hash of the job token
+ * (else of the options' canonical text), the job's data-plane address, timeout and ZeroMQ context,
+ * lanes sized to the most one collective takes (the parameters' broadcast, or bench's max_count),
+ * and the wire --wire and --loss-scale set. Status codes as ring_create. For every back end
+ * written on the ring (ring, zero). */
+int ring_job_create(const SyncJob *job, struct Ring **out, char *endpoint, size_t len);
+
 /* The NCCL library this process loaded and the headers it was built against, as "2.28.9":
  * 0, or -1 (both set to "") in a build without NCCL or where ncclGetVersion fails. */
 int sync_nccl_versions(char *loaded, size_t loaded_len, char *built, size_t built_len);

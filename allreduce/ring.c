@@ -83,19 +83,23 @@
  * A lane is a ring buffer, but a sender that finds it empty (everything read) far from its start
  * writes a RING_KIND_SKIP header (offset: the bytes to the lane's end, not counted anywhere) and
  * goes on at the start: while the receiver keeps up, messages cycle through the lane's first
- * RING_LANE_REWIND bytes, which stay in cache, instead of through all of it (measured on 2 cores,
+ * RING_LANE_REWIND bytes (half of a lane smaller than twice that: its messages then stay whole
+ * instead of wrapping), which stay in cache, instead of through all of it (measured on 2 cores,
  * 2 ranks, interleaved: 64 KiB 8.6 -> 6.5 us, 256 KiB 26 -> 19 us, 1 MiB 67 -> 58 us; 16 MiB
  * 1.18 -> 1.27 ms, 64 MiB unchanged, medians of 4).
  *
- * Shared-memory lanes are bounded (RING_LANE_BYTES), so a rank never blocks on a full lane
- * alone: every wait (for a message, for a send to go out) keeps moving queued sends into the
- * right lane and sleeps on the rank's own doorbell (a futex in its lane's head), which the left
- * neighbour rings after writing and the right neighbour after making room. A rank waits for
- * its step-s sends only once it has received everything of step s, so the right neighbour,
- * still receiving, makes room: the ring cannot deadlock. A rank that receives over ZeroMQ but
- * sends into a lane (a ring across hosts) cannot move its queue while it blocks in zmq_poll,
- * so it waits for each of its lane sends to go in at once; a ZeroMQ edge never blocks its
- * sender, so a ring with one cannot block all round either. */
+ * Shared-memory lanes are bounded and sized to the job (ring.h, ring_lane_bytes: two of its
+ * largest messages and its largest collective, from 64 KiB to 8 MiB + 4 KiB; the writer takes the
+ * size from the lane's head, and ring_connect refuses a lane that cannot hold this ring's largest
+ * message), and no segment is cut larger than that (ring_segment), so every message fits an empty
+ * lane and a rank never blocks on a full lane alone: every wait (for a message, for a send to go
+ * out) keeps moving queued sends into the right lane and sleeps on the rank's own doorbell (a
+ * futex in its lane's head), which the left neighbour rings after writing and the right neighbour
+ * after making room. A rank waits for its step-s sends only once it has received everything of
+ * step s, so the right neighbour, still receiving, makes room: the ring cannot deadlock. A rank
+ * that receives over ZeroMQ but sends into a lane (a ring across hosts) cannot move its queue
+ * while it blocks in zmq_poll, so it waits for each of its lane sends to go in at once; a ZeroMQ
+ * edge never blocks its sender, so a ring with one cannot block all round either. */
 
 /* Sends of one step that still reference the caller's buffer: lend.out counts them (lane sends
  * queued, frames lent to ZeroMQ; __atomic), and ZeroMQ's last release wakes r->cv (ring_wake). */
@@ -104,14 +108,14 @@ typedef struct {
     MsgLend lend;
 } RingPending;
 
-/* The head of a shared-memory lane (one page), followed by RING_LANE_BYTES of messages. Each
- * message starts on a 64-byte boundary: its RingHeader, padding to 64 bytes, the floats,
- * padding to 64 bytes; only the floats may wrap around the end. */
+/* The head of a shared-memory lane (one page), followed by `bytes` of messages (ring_lane_bytes,
+ * whole pages). Each message starts on a 64-byte boundary: its RingHeader, padding to 64 bytes,
+ * the floats, padding to 64 bytes; only the floats may wrap around the end. */
 typedef struct {
     uint32_t magic;      /* RING_LANE_MAGIC once the owner has set it up */
     uint32_t owner;      /* the owner's rank */
     uint64_t nonce;      /* the owner's random number, also in its endpoint text */
-    uint64_t bytes;      /* RING_LANE_BYTES */
+    uint64_t bytes;      /* of messages, after the head: the owner's ring_lane_bytes; its writer uses this */
     char pad0[40];
     uint64_t head;       /* bytes written, by the left neighbour (release: after the message) */
     char pad1[56];
@@ -125,8 +129,10 @@ typedef struct {
 #define RING_LANE_MAGIC 0x4e4c5352u /* "RSLN" */
 #define RING_LANE_HEAD 4096u
 #define RING_MSG_ALIGN 64u
-_Static_assert(sizeof(RingLane) <= RING_LANE_HEAD && RING_LANE_BYTES % RING_MSG_ALIGN == 0 &&
-                   RING_LANE_BYTES >= 2 * (RING_MSG_ALIGN + RING_SEG_MAX) && sizeof(RingHeader) <= RING_MSG_ALIGN,
+_Static_assert(sizeof(RingLane) <= RING_LANE_HEAD && RING_LANE_MIN % RING_LANE_HEAD == 0 &&
+                   RING_LANE_MAX % RING_LANE_HEAD == 0 && RING_LANE_HEAD % RING_MSG_ALIGN == 0 &&
+                   RING_LANE_MAX >= RING_LANE_MSGS * (RING_MSG_ALIGN + RING_SEG_MAX) &&
+                   RING_LANE_MIN >= RING_LANE_MSGS * RING_MSG_ALIGN && sizeof(RingHeader) <= RING_MSG_ALIGN,
                "lane layout");
 
 _Static_assert(sizeof(RingHeader) + LINK_STAMP_BYTES <= RING_MSG_ALIGN, "the link stamp fits the header's padding");
@@ -148,6 +154,7 @@ struct Ring {
     uint64_t token;
     double timeout;
     size_t seg;          /* elements per segment set by ring_set_segment; 0: ring_segment's choice */
+    size_t seg_cap;      /* elements: the largest segment this ring cuts (ring_largest_segment of its `most`) */
     int all_shm;         /* every edge of the ring is shared memory (the segment rule) */
     uint64_t seq;        /* collectives started */
     int broken;
@@ -164,6 +171,8 @@ struct Ring {
      * make room); NULL where not shm */
     int lane_fd, shm_in;
     uint64_t lane_nonce;
+    size_t own_bytes, to_bytes; /* messages the own lane and the right neighbour's hold (each lane's head `bytes`) */
+    size_t to_rewind;    /* lane_push goes back to the right lane's start from here (RING_LANE_REWIND, or half the lane) */
     RingLane *own, *to, *from_bell;
     RingLane *map_left, *map_right; /* the mappings to unmap (map_right == map_left when N = 2) */
     RingQueued *q;       /* sends waiting for room in the right lane: q[qhead..qlen) */
@@ -322,16 +331,16 @@ static void lane_ring(RingLane *l) {
         syscall(SYS_futex, &l->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Writes n floats at src, encoded by c, into the lane's ring at position pos (wrapping at the
- * end: pos and the lane's size are multiples of 64, so an FP8 message's scale, first, never
+/* Writes n floats at src, encoded by c, into the lane's ring of size bytes at position pos (wrapping
+ * at the end: pos and the lane's size are multiples of 64, so an FP8 message's scale, first, never
  * wraps, and the wrap falls between elements). */
-static void lane_put(RingLane *l, uint64_t pos, const Codec *c, const float *src, size_t n) {
+static void lane_put(RingLane *l, size_t size, uint64_t pos, const Codec *c, const float *src, size_t n) {
     Codec f = codec_fit(c, src, n);
     size_t eb = codec_elem_bytes(c->type), head = codec_head_bytes(c->type), len = n * eb;
-    size_t p = (size_t)(pos % RING_LANE_BYTES);
+    size_t p = (size_t)(pos % size);
     codec_head_put(&f, lane_data(l) + p);
     p += head;
-    size_t k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
+    size_t k = len < size - p ? len : size - p;
     codec_encode_elems(&f, src, lane_data(l) + p, k / eb);
     if (k < len) codec_encode_elems(&f, src + k / eb, lane_data(l), (len - k) / eb);
 }
@@ -339,23 +348,24 @@ static void lane_put(RingLane *l, uint64_t pos, const Codec *c, const float *src
 /* Moves queued sends into the right neighbour's lane while they fit; never blocks. */
 static void lane_push(Ring *r) {
     RingLane *l = r->to;
+    const size_t size = r->to_bytes; /* the receiver's lane, as its head says */
     int wrote = 0;
     while (r->qhead < r->qlen) {
         RingQueued *m = &r->q[r->qhead];
         size_t bytes = ring_wire_bytes(r, m->kind, m->n), need = lane_msg_bytes(bytes);
         uint64_t head = l->head, tail = __atomic_load_n(&l->tail, __ATOMIC_ACQUIRE);
-        size_t at = (size_t)(head % RING_LANE_BYTES);
-        if (head == tail && at >= RING_LANE_REWIND && at >= need) { /* empty: back to the start (it fits) */
-            RingHeader k = {RING_MAGIC, RING_KIND_SKIP, r->token, r->seq, 0, (uint32_t)r->rank, RING_LANE_BYTES - at, 0};
+        size_t at = (size_t)(head % size);
+        if (head == tail && at >= r->to_rewind && at >= need) { /* empty: back to the start (it fits) */
+            RingHeader k = {RING_MAGIC, RING_KIND_SKIP, r->token, r->seq, 0, (uint32_t)r->rank, size - at, 0};
             memcpy(lane_data(l) + at, &k, sizeof k);
-            head += RING_LANE_BYTES - at; /* published with the message below */
+            head += size - at; /* published with the message below */
         }
-        if (RING_LANE_BYTES - (head - tail) < need) break;
+        if (size - (head - tail) < need) break;
         RingHeader h = {RING_MAGIC, m->kind, r->token, r->seq, m->step, (uint32_t)r->rank, m->off, m->n};
-        memcpy(lane_data(l) + head % RING_LANE_BYTES, &h, sizeof h); /* 64-aligned: never wraps */
+        memcpy(lane_data(l) + head % size, &h, sizeof h); /* 64-aligned: never wraps */
         if (m->stamp > 0) /* the emulated link's stamp rides in the header's padding (not counted) */
-            link_stamp_encode(m->stamp, lane_data(l) + head % RING_LANE_BYTES + sizeof h);
-        lane_put(l, head + RING_MSG_ALIGN, ring_codec(r, m->kind), m->src + m->off, m->n);
+            link_stamp_encode(m->stamp, lane_data(l) + head % size + sizeof h);
+        lane_put(l, size, head + RING_MSG_ALIGN, ring_codec(r, m->kind), m->src + m->off, m->n);
         __atomic_store_n(&l->head, head + need, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&m->pending->lend.out, 1, __ATOMIC_RELAXED);
         msg_count_sent(&r->c, sizeof h + bytes, 0);
@@ -422,11 +432,12 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     if (lane_wait(r, LANE_MSG, NULL, t0 + r->timeout) != 0)
         return ring_fail(r, RS_ERR_PEER, "ring: no data from rank %d for %.0f s (is it alive?)", r->left, r->timeout);
     RingLane *l = r->own;
+    const size_t size = r->own_bytes;
     uint64_t tail = l->tail, head = __atomic_load_n(&l->head, __ATOMIC_ACQUIRE);
     RingHeader h;
-    memcpy(&h, lane_data(l) + tail % RING_LANE_BYTES, sizeof h);
+    memcpy(&h, lane_data(l) + tail % size, sizeof h);
     if (h.magic == RING_MAGIC && h.token == r->token && h.kind == RING_KIND_SKIP) { /* the sender went back to the start */
-        if (h.offset != RING_LANE_BYTES - tail % RING_LANE_BYTES || head - tail <= h.offset)
+        if (h.offset != size - tail % size || head - tail <= h.offset)
             return ring_fail(r, RS_ERR_RUNTIME, "ring: corrupt skip in the shared-memory lane from rank %d", r->left);
         tail += h.offset; /* the message follows at once (one head update published both) */
         __atomic_store_n(&l->tail, tail, __ATOMIC_RELEASE);
@@ -438,8 +449,8 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     RS_TRY(ring_check_header(r, &h, ring_wire_bytes(r, h.kind, h.count), kind, step, off, n));
     double stamp = 0;
     if (link_on())
-        link_stamp_decode(lane_data(l) + tail % RING_LANE_BYTES + sizeof h, LINK_STAMP_BYTES, &stamp);
-    size_t bytes = ring_wire_bytes(r, kind, n), p = (size_t)((tail + RING_MSG_ALIGN) % RING_LANE_BYTES);
+        link_stamp_decode(lane_data(l) + tail % size + sizeof h, LINK_STAMP_BYTES, &stamp);
+    size_t bytes = ring_wire_bytes(r, kind, n), p = (size_t)((tail + RING_MSG_ALIGN) % size);
     link_recv(sizeof h + bytes, stamp, 1); /* the emulated interface: a lane never leaves the node */
     if (r->first_pending) {
         r->last_wait = clock_now() - t0;
@@ -450,11 +461,11 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
     if (hb) { /* FP8: the message's scale (never wraps: p is 64-aligned), then its elements */
         Codec f = codec_head_get(c->type, lane_data(l) + p);
         p += hb;
-        size_t k = len < RING_LANE_BYTES - p ? len : RING_LANE_BYTES - p;
+        size_t k = len < size - p ? len : size - p;
         codec_decode_elems(&f, lane_data(l) + p, buf + off, k / eb, reduce != 0);
         if (k < len) codec_decode_elems(&f, lane_data(l), buf + off + k / eb, (len - k) / eb, reduce != 0);
     } else {
-        size_t k = bytes < RING_LANE_BYTES - p ? bytes : RING_LANE_BYTES - p;
+        size_t k = bytes < size - p ? bytes : size - p;
         ring_take(r, kind, buf + off, lane_data(l) + p, k / eb, reduce);
         if (k < bytes) ring_take(r, kind, buf + off + k / eb, lane_data(l), (bytes - k) / eb, reduce);
     }
@@ -467,6 +478,11 @@ static int lane_recv(Ring *r, uint32_t kind, uint32_t step, float *buf, size_t o
 /* Queues segment [off, off+n) of base for the right lane and moves what fits. */
 static int lane_send(Ring *r, uint32_t kind, uint32_t step, const float *base, size_t off, size_t n,
                      RingPending *pending) {
+    size_t need = lane_msg_bytes(ring_wire_bytes(r, kind, n));
+    if (need > r->to_bytes) /* never, by construction: no segment is larger than ring_connect found the lane holds */
+        return ring_fail(r, RS_ERR_RUNTIME,
+                         "ring: a message of %zu bytes (%zu floats) does not fit rank %d's shared-memory lane of %zu bytes",
+                         need, n, r->right, r->to_bytes);
     if (r->qlen == r->qcap) {
         size_t cap = r->qcap ? 2 * r->qcap : 64;
         RingQueued *q = realloc(r->q, cap * sizeof *q);
@@ -571,16 +587,40 @@ static int ring_wait_sent(Ring *r, RingPending *p) {
     return ring_fail(r, RS_ERR_PEER, "ring: rank %d took no data for %.0f s (is it alive?)", r->right, r->timeout);
 }
 
-/* Elements per segment for a collective of count elements: the size ring_set_segment fixed,
- * or a fraction of a chunk within bounds that depend on the transports (shared memory: small
- * segments cost little and pipeline well; ZeroMQ: every message costs thread hand-offs). A
- * function of (count, world, all_shm), so every rank cuts alike. */
-static size_t ring_segment(const Ring *r, size_t count) {
-    if (r->seg) return r->seg;
-    size_t lo = r->all_shm ? RING_SHM_SEG_MIN : r->world == 2 ? RING_SEG2_MIN : RING_SEG_MIN, hi = r->all_shm ? RING_SHM_SEG_BYTES : RING_SEG_BYTES;
-    size_t chunk = (count + (size_t)r->world - 1) / (size_t)r->world;
+/* The default cut's elements per segment for chunks of `chunk` elements: a fraction of a chunk,
+ * within bounds that depend on the transports (shared memory: small segments cost little and
+ * pipeline well; ZeroMQ: every message costs thread hand-offs). */
+static size_t ring_cut(size_t chunk, int world, int all_shm) {
+    size_t lo = all_shm ? RING_SHM_SEG_MIN : world == 2 ? RING_SEG2_MIN : RING_SEG_MIN, hi = all_shm ? RING_SHM_SEG_BYTES : RING_SEG_BYTES;
     size_t seg = (chunk + RING_SEG_PER_CHUNK - 1) / RING_SEG_PER_CHUNK, mn = lo / sizeof(float), mx = hi / sizeof(float);
     return seg < mn ? mn : seg > mx ? mx : seg;
+}
+
+size_t ring_largest_segment(int world, size_t most) {
+    if (most == 0) return RING_SEG_MAX / sizeof(float);
+    size_t seg = ring_cut(most, world, 0); /* a broadcast's chunk is its whole buffer; ZeroMQ's bounds are the larger */
+    return seg < most ? seg : most;
+}
+
+size_t ring_lane_bytes(int world, size_t most) {
+    size_t seg = ring_largest_segment(world, most), msg = lane_msg_bytes(codec_bytes(CODEC_F32, seg));
+    size_t b = RING_LANE_MSGS * msg;
+    if (most) { /* and the whole largest collective, in its largest segments (ring.h: what keeps the bandwidth) */
+        size_t whole = most / seg * msg + (most % seg ? lane_msg_bytes(codec_bytes(CODEC_F32, most % seg)) : 0);
+        if (whole > b) b = whole;
+    }
+    b = (b + RING_LANE_HEAD - 1) / RING_LANE_HEAD * RING_LANE_HEAD; /* whole pages */
+    return b < RING_LANE_MIN ? RING_LANE_MIN : b > RING_LANE_MAX ? RING_LANE_MAX : b;
+}
+
+/* Elements per segment for a collective of count elements: the size ring_set_segment fixed, or
+ * ring_cut's for its chunks, never more than the ring's largest segment (the lanes hold it; for a
+ * collective of at most the ring's `most` that bound never binds: the cut is the same). A function
+ * of (count, world, all_shm, most), so every rank cuts alike. */
+static size_t ring_segment(const Ring *r, size_t count) {
+    if (r->seg) return r->seg;
+    size_t seg = ring_cut((count + (size_t)r->world - 1) / (size_t)r->world, r->world, r->all_shm);
+    return seg < r->seg_cap ? seg : r->seg_cap;
 }
 
 /* The PULL's queue bound (net/msg.h: four times what a peer has in flight in one step): the left
@@ -637,10 +677,12 @@ static int ring_edge_shm(const RingEp *a, const RingEp *b) {
 }
 
 /* Maps rank `who`'s lane described by ep into *out: the whole lane (whole != 0: this rank
- * writes into it), or only its head page with the doorbell; counted under MEM_COMM. 0, or
- * RS_ERR_PEER (that process no longer exists) or RS_ERR_RUNTIME with rs_errmsg() set. */
-static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
+ * writes into it), or only its head page with the doorbell; counted under MEM_COMM. *bytes: the
+ * bytes of messages it holds, as its size and its head agree. 0, or RS_ERR_PEER (that process no
+ * longer exists) or RS_ERR_RUNTIME with rs_errmsg() set. */
+static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out, size_t *bytes) {
     *out = NULL;
+    *bytes = 0;
     char path[64];
     snprintf(path, sizeof path, "/proc/%ld/fd/%d", ep->pid, ep->fd);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -658,27 +700,30 @@ static int ring_map_lane(int who, const RingEp *ep, int whole, RingLane **out) {
     }
     struct stat st;
     void *p = MAP_FAILED;
-    size_t size = whole ? RING_LANE_HEAD + RING_LANE_BYTES : RING_LANE_HEAD;
-    if (fstat(fd, &st) == 0 && (size_t)st.st_size == RING_LANE_HEAD + RING_LANE_BYTES)
+    size_t lane = fstat(fd, &st) == 0 && st.st_size > RING_LANE_HEAD ? (size_t)st.st_size - RING_LANE_HEAD : 0;
+    size_t size = whole ? RING_LANE_HEAD + lane : RING_LANE_HEAD;
+    if (lane >= RING_LANE_MIN && lane <= RING_LANE_MAX && lane % RING_LANE_HEAD == 0)
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     RingLane *l = p == MAP_FAILED ? NULL : p;
     if (!l || __atomic_load_n(&l->magic, __ATOMIC_ACQUIRE) != RING_LANE_MAGIC || l->nonce != ep->nonce ||
-        l->owner != (uint32_t)who || l->bytes != RING_LANE_BYTES) {
+        l->owner != (uint32_t)who || l->bytes != lane) {
         if (l) munmap(l, size);
         return rs_error(RS_ERR_RUNTIME, "ring: %s is not rank %d's shared-memory lane (--transport ipc avoids it)",
                         path, who);
     }
     mem_account(MEM_COMM, (long long)size);
     *out = l;
+    *bytes = lane;
     return RS_OK;
 }
 
-/* Creates this rank's lane (a memfd the left neighbour maps). 0, or -1 (no lane offered). */
-static int ring_make_lane(Ring *r) {
+/* Creates this rank's lane of `bytes` of messages (a memfd the left neighbour maps). 0, or -1 (no
+ * lane offered). */
+static int ring_make_lane(Ring *r, size_t bytes) {
     int fd = memfd_create("ringside-ring-lane", MFD_CLOEXEC);
     if (fd < 0) return -1;
-    size_t size = RING_LANE_HEAD + RING_LANE_BYTES;
+    size_t size = RING_LANE_HEAD + bytes;
     void *p = ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0) : MAP_FAILED;
     if (p == MAP_FAILED) {
         close(fd);
@@ -692,9 +737,10 @@ static int ring_make_lane(Ring *r) {
     RingLane *l = p;
     l->owner = (uint32_t)r->rank;
     l->nonce = nonce;
-    l->bytes = RING_LANE_BYTES;
+    l->bytes = bytes;
     __atomic_store_n(&l->magic, RING_LANE_MAGIC, __ATOMIC_RELEASE);
     r->own = l;
+    r->own_bytes = bytes;
     r->lane_fd = fd;
     r->lane_nonce = nonce;
     return 0;
@@ -702,6 +748,11 @@ static int ring_make_lane(Ring *r) {
 
 int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, uint64_t token, double timeout,
                 char *endpoint, size_t len) {
+    return ring_create_for(out, zctx, rank, world, addr, token, timeout, 0, endpoint, len);
+}
+
+int ring_create_for(Ring **out, void *zctx, int rank, int world, const char *addr, uint64_t token, double timeout,
+                    size_t most, char *endpoint, size_t len) {
     *out = NULL;
     if (len) endpoint[0] = 0;
     if (world < 1 || rank < 0 || rank >= world) return rs_error(RS_ERR_INPUT, "ring: rank %d outside a world of %d", rank, world);
@@ -729,6 +780,7 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
     r->right = (rank + 1) % world;
     r->token = token;
     r->timeout = timeout > 0 ? timeout : 60;
+    r->seg_cap = ring_largest_segment(world, most);
     r->lane_fd = -1;
     if (world == 1) {
         *out = r;
@@ -773,7 +825,7 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
                  __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
         if (msg_bind(r->pull, where, NULL, 0) == 0) snprintf(ipc, sizeof ipc, "|%s", where);
         else log_warn("ring: no Unix-socket endpoint (%s: %s); TCP only", where, msg_strerror(msg_errno()));
-        if (policy > 1 && ring_make_lane(r) == 0)
+        if (policy > 1 && ring_make_lane(r, ring_lane_bytes(world, most)) == 0)
             snprintf(shm, sizeof shm, "|shm=%ld.%d.%llx", (long)getpid(), r->lane_fd, (unsigned long long)r->lane_nonce);
     }
     int k = snprintf(endpoint, len, "%s%s%s%s%s", ep, ipc, shm, host[0] ? "|host=" : "", host);
@@ -816,12 +868,20 @@ int ring_connect(Ring *r, char *const *endpoints) {
     r->left_node = r->nodes_known && !strcmp(e[0].host, e[1].host);
     r->right_node = r->nodes_known && !strcmp(e[2].host, e[1].host);
     if (shm_out) { /* write into the right neighbour's lane, ring its bell */
-        rc = ring_map_lane(r->right, &e[2], 1, &r->map_right);
+        rc = ring_map_lane(r->right, &e[2], 1, &r->map_right, &r->to_bytes);
         r->to = r->map_right;
+        r->to_rewind = RING_LANE_REWIND < r->to_bytes / 2 ? RING_LANE_REWIND : r->to_bytes / 2;
+        size_t largest = lane_msg_bytes(codec_bytes(CODEC_F32, r->seg_cap));
+        if (rc == RS_OK && r->to_bytes < largest)
+            rc = rs_error(RS_ERR_INPUT,
+                          "ring: rank %d's shared-memory lane holds %zu bytes, less than one of this ring's largest "
+                          "messages (%zu bytes: segments of up to %zu floats); every rank must create its ring for the "
+                          "same job (ring_create_for's most)", r->right, r->to_bytes, largest, r->seg_cap);
     }
     if (rc == RS_OK && shm_in) { /* the left neighbour writes into ours: ring its bell when we make room */
+        size_t unused;
         if (r->left == r->right && r->map_right) r->map_left = r->map_right;
-        else rc = ring_map_lane(r->left, &e[0], 0, &r->map_left); /* its doorbell only */
+        else rc = ring_map_lane(r->left, &e[0], 0, &r->map_left, &unused); /* its doorbell only */
         r->from_bell = r->map_left;
     }
     if (rc == RS_OK) {
@@ -869,7 +929,7 @@ void ring_set_segment(Ring *r, size_t bytes) {
     }
     if (bytes < sizeof(float)) bytes = sizeof(float);
     if (bytes > RING_SEG_MAX) bytes = RING_SEG_MAX;
-    r->seg = bytes / sizeof(float);
+    r->seg = bytes / sizeof(float) < r->seg_cap ? bytes / sizeof(float) : r->seg_cap;
 }
 
 /* The segments ring_allreduce cuts count elements into over 2 ranks (both chunks). */
@@ -1007,10 +1067,10 @@ void ring_destroy(Ring *r) {
     msg_close_socket(r->pull, 0);
     msg_close_socket(r->push, 0);
     r->pull = r->push = NULL;
-    size_t lane = RING_LANE_HEAD + RING_LANE_BYTES;
-    if (r->map_right) munmap(r->map_right, lane), mem_account(MEM_COMM, -(long long)lane);
+    size_t to = RING_LANE_HEAD + r->to_bytes, own = RING_LANE_HEAD + r->own_bytes;
+    if (r->map_right) munmap(r->map_right, to), mem_account(MEM_COMM, -(long long)to);
     if (r->map_left && r->map_left != r->map_right) munmap(r->map_left, RING_LANE_HEAD), mem_account(MEM_COMM, -(long long)RING_LANE_HEAD);
-    if (r->own) munmap(r->own, lane), mem_account(MEM_COMM, -(long long)lane);
+    if (r->own) munmap(r->own, own), mem_account(MEM_COMM, -(long long)own);
     if (r->lane_fd >= 0) close(r->lane_fd);
     free(r->q);
     if (r->own_ctx && r->zctx) msg_context_end(r->zctx); /* delivers what is queued (linger: the timeout) */
@@ -1052,6 +1112,18 @@ static void ring_sync_destroy(void *state) {
     free(s);
 }
 
+int ring_job_create(const SyncJob *job, Ring **out, char *endpoint, size_t len) {
+    char canon[8192];
+    config_canonical(job->cfg, canon, sizeof canon);
+    uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
+    /* the most one collective takes: the parameters' broadcast (every bucket is a slice of them)
+     * or a collective call of at most max_count */
+    size_t most = job->nparams > job->max_count ? job->nparams : job->max_count;
+    RS_TRY(ring_create_for(out, job->zctx, job->rank, job->world, job->addr, token, job->timeout, most, endpoint, len));
+    ring_set_wire(*out, codec_from_options(job->cfg->wire, job->cfg->loss_scale));
+    return RS_OK;
+}
+
 /* Binds the data plane (world > 1). */
 static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size_t len) {
     *state = NULL;
@@ -1062,15 +1134,9 @@ static int ring_sync_init(const SyncJob *job, void **state, char *endpoint, size
     s->job = *job;
     s->on_host = job->dev->host_visible;
     int rc = RS_OK;
-    if (job->world > 1) {
-        char canon[8192];
-        config_canonical(job->cfg, canon, sizeof canon);
-        uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
-        if ((rc = ring_create(&s->ring, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len))) {
-            ring_sync_destroy(s);
-            return rc;
-        }
-        ring_set_wire(s->ring, codec_from_options(job->cfg->wire, job->cfg->loss_scale));
+    if (job->world > 1 && (rc = ring_job_create(job, &s->ring, endpoint, len))) {
+        ring_sync_destroy(s);
+        return rc;
     }
     *state = s;
     return RS_OK;

@@ -18,9 +18,9 @@
  *
  * Transports, per edge r -> r+1 (the fastest both ends allow):
  *   shm  the two processes share a kernel, network and PID namespace (equal host keys) and
- *        both offer a lane: the sender copies each message into the receiver's lane (a memfd,
- *        RING_LANE_BYTES, opened through /proc/<pid>/fd), the receiver reduces straight out
- *        of it; waits spin briefly, then sleep on a futex;
+ *        both offer a lane: the sender copies each message into the receiver's lane (a memfd
+ *        sized to the job, ring_lane_bytes, opened through /proc/<pid>/fd), the receiver reduces
+ *        straight out of it; waits spin briefly, then sleep on a futex;
  *   ipc  same host key, no lane: ZeroMQ over an abstract Unix socket;
  *   tcp  otherwise (ranks on different hosts): ZeroMQ over TCP.
  * RINGSIDE_RING_TRANSPORT (auto = shm, ipc, tcp) caps what a rank offers, e.g. tcp to measure
@@ -80,12 +80,29 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
  * when it takes at most RING_EX_SEGS segments; otherwise the two-phase ring. */
 #define RING_EX_SEGS 256
 
-/* A shared-memory lane holds RING_LANE_BYTES of messages (at least two of the largest; mapped
- * and touched at creation, so a rank offering one has that much more resident); a rank
- * waiting on lanes polls RING_SPIN times (yielding the CPU every 64) before it sleeps. */
-#define RING_LANE_BYTES (8u * 1024u * 1024u + 4096u)
-/* A sender that finds the lane empty at RING_LANE_REWIND bytes or more from its start goes back
- * to the start (a RING_KIND_SKIP header tells the receiver): what the lanes touch stays in cache. */
+/* Shared-memory lanes are sized to the job, as NCCL sizes its buffers from its settings: a ring
+ * created for collectives of at most `most` floats (ring_create_for; a back end's job: the
+ * parameters' broadcast, or bench's largest size) gives its lane room for RING_LANE_MSGS of the
+ * largest message ring_segment can cut from one (ring_largest_segment: header block, floats,
+ * padding), and for the whole of that collective in such messages, rounded up to whole pages, at
+ * least RING_LANE_MIN and never more than RING_LANE_MAX, the lane of a ring that may carry any
+ * collective (ring_create: two segments of RING_SEG_MAX). The whole collective is the bound that
+ * keeps the bandwidth: a rank whose sends do not fit waits for its neighbour's room, which costs
+ * collectives of 4 to 8 MiB (2 ranks on 2 cores, medians of 4: 4 MiB at 6.7 GB/s in a 2 MiB lane,
+ * 8.4 in 3 MiB or more; 8 MiB at 6.5 in 4 MiB, 8.2 in 6 MiB or more; 2 MiB and 16 MiB the same in
+ * every lane of 2 to 8 MiB); so a 784-64-10 MLP's lanes are 400 KiB, a 784-1024-1024-10 MLP's
+ * 7.1 MiB, bench's to 64 MiB the full 8 MiB + 4 KiB. The lane is mapped and touched at creation,
+ * so a rank offering one has that much more resident (its `comm`), and so does its left
+ * neighbour, which maps it whole to write into it. A collective larger than `most` is cut into
+ * segments no larger than the lanes hold (ring_segment; for one of at most `most` that bound never
+ * binds: the cut is the same), so no message outgrows a lane.
+ * A rank waiting on lanes polls RING_SPIN times (yielding the CPU every 64) before it sleeps. */
+#define RING_LANE_MSGS 2
+#define RING_LANE_MIN (64u * 1024u)
+#define RING_LANE_MAX (8u * 1024u * 1024u + 4096u)
+/* A sender that finds the lane empty at RING_LANE_REWIND bytes or more from its start (half the
+ * lane, where that is less) goes back to the start (a RING_KIND_SKIP header tells the receiver):
+ * what the lanes touch stays in cache, and a small lane's messages stay whole. */
 #define RING_LANE_REWIND (256u * 1024u)
 #define RING_SPIN 2000
 
@@ -100,11 +117,24 @@ enum { RING_KIND_RS = 1, RING_KIND_AG = 2, RING_KIND_BC = 3, RING_KIND_EX = 4, R
  * [0, count) in order. */
 static inline void ring_chunk(size_t count, int n, int c, size_t *lo, size_t *hi) { split_even(count, n, c, lo, hi); }
 
+/* The largest segment, in floats, ring_segment cuts from a collective of at most `most` floats over
+ * world ranks, whatever the transports (a broadcast's, whose chunk is the whole buffer, under the
+ * ZeroMQ bounds, which are at least the shared-memory ones: which edges are shared memory is known
+ * only at ring_connect); RING_SEG_MAX's floats for most 0 (any collective). */
+size_t ring_largest_segment(int world, size_t most);
+
+/* Bytes of messages in the lane of a ring for collectives of at most `most` floats over world ranks
+ * (0: any): RING_LANE_MSGS of the largest segment's messages (a 64-byte header block and the floats,
+ * padded to 64 bytes), or a collective of `most` floats in such messages where that is more,
+ * rounded up to pages, in [RING_LANE_MIN, RING_LANE_MAX]. */
+size_t ring_lane_bytes(int world, size_t most);
+
 /* ---- Prototypes ---- */
 
 /* Creates rank's end of a ring of world ranks: binds a PULL on tcp://addr:* (addr NULL or "":
  * 127.0.0.1) and, as RINGSIDE_RING_TRANSPORT allows, on an abstract Unix socket, creates its
- * shared-memory lane, and writes the endpoint text (see Ring) into endpoint (len bytes; ""
+ * shared-memory lane (for any collective: RING_LANE_MAX; ring_create_for sizes it to a job's
+ * collectives), and writes the endpoint text (see Ring) into endpoint (len bytes; ""
  * when world == 1, when nothing is bound). zctx: the ZeroMQ context to use, or NULL to own
  * one (terminated by ring_destroy). token: the job's token hash, carried by every message.
  * timeout: seconds any wait for a peer may last. On success *out owns everything; on failure
@@ -112,6 +142,13 @@ static inline void ring_chunk(size_t count, int n, int c, size_t *lo, size_t *hi
  * rs_errmsg() set. */
 int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, uint64_t token,
                 double timeout, char *endpoint, size_t len);
+
+/* ring_create for a job whose collectives take at most `most` floats (0: any, ring_create): its lane
+ * holds ring_lane_bytes(world, most), and no segment it cuts or is set to (ring_set_segment) is
+ * larger than ring_largest_segment(world, most). Every rank of a ring must pass the same `most`
+ * (ring_connect refuses a neighbour's lane too small for this ring's largest message). */
+int ring_create_for(Ring **out, void *zctx, int rank, int world, const char *addr, uint64_t token,
+                    double timeout, size_t most, char *endpoint, size_t len);
 
 /* Connects to the right neighbour, endpoints[(rank + 1) % world] (endpoints holds every
  * rank's text from ring_create, in rank order): maps its lane (and the left neighbour's, whose
@@ -121,8 +158,9 @@ int ring_create(Ring **out, void *zctx, int rank, int world, const char *addr, u
  * RS_ERR_RUNTIME. */
 int ring_connect(Ring *r, char *const *endpoints);
 
-/* Sets the segment size in bytes (rounded to whole floats, clamped to [4, RING_SEG_MAX]);
- * every rank must use the same. For tests; 0 restores the default (by collective size). */
+/* Sets the segment size in bytes (rounded to whole floats, clamped to [4, RING_SEG_MAX] and to the
+ * ring's largest segment, ring_create_for); every rank must use the same. For tests; 0 restores the
+ * default (by collective size). */
 void ring_set_segment(Ring *r, size_t bytes);
 
 /* Sets what all-reduce segments travel in (default fp32, scale 1); every rank must use the same.

@@ -284,16 +284,6 @@ static void zero_destroy(void *state) {
     free(z);
 }
 
-/* A ring of the job's ranks (its endpoint text into endpoint), carrying the wire's codec. */
-static int zero_ring(const SyncJob *job, Ring **out, char *endpoint, size_t len) {
-    char canon[8192];
-    config_canonical(job->cfg, canon, sizeof canon);
-    uint64_t token = config_hash(job->token && *job->token ? job->token : canon);
-    RS_TRY(ring_create(out, job->zctx, job->rank, job->world, job->addr, token, job->timeout, endpoint, len));
-    ring_set_wire(*out, codec_from_options(job->cfg->wire, job->cfg->loss_scale));
-    return RS_OK;
-}
-
 /* What the paged buffers need: the model's, paged as the stage shards them, and stage 3's buckets
  * the layers. 0 or RS_ERR_RUNTIME naming what is missing. */
 static int zero_check_model(const Zero *z) {
@@ -347,13 +337,13 @@ static int zero_init(const SyncJob *job, void **state, char *endpoint, size_t le
     }
     if (rc == RS_OK && nb > 0 && z->stage >= 2 && (rc = zero_check_model(z)) == RS_OK) rc = zero_paging_init(z);
     if (rc == RS_OK && nb > 0 && c->resume[0]) rc = zero_resume(z);
-    if (rc == RS_OK && job->world > 1) rc = zero_ring(job, &z->ring, endpoint, len);
+    if (rc == RS_OK && job->world > 1) rc = ring_job_create(job, &z->ring, endpoint, len); /* lanes sized to the job */
     if (rc == RS_OK && job->world > 1 && z->stage >= 3 && nb > 0) { /* the gathers' ring: "RING^PRING" */
         size_t k = strlen(endpoint);
         if (k + 2 >= len) rc = rs_error(RS_ERR_RUNTIME, "zero: no room for a second endpoint");
         else {
             endpoint[k] = '^';
-            rc = zero_ring(job, &z->pring, endpoint + k + 1, len - k - 1);
+            rc = ring_job_create(job, &z->pring, endpoint + k + 1, len - k - 1);
         }
     }
     if (rc != RS_OK) {

@@ -11,6 +11,7 @@
 #include "../engine/sync.h"
 #include "test.h"
 #include "../base/hash.h"
+#include "../base/mem.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -135,11 +136,12 @@ static float exact_sum(size_t i, int world) {
     return s;
 }
 
-/* A ring for child c with the endpoints exchanged. NULL on failure (message printed). */
-static Ring *child_ring(Child *c, double timeout) {
+/* A ring for child c's collectives of at most `most` floats (0: any) with the endpoints exchanged.
+ * NULL on failure (message printed). */
+static Ring *child_ring_for(Child *c, double timeout, size_t most) {
     Ring *r;
     char ep[EP_LEN], eps[MAX_WORLD][EP_LEN];
-    if (ring_create(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, timeout, ep, sizeof ep)) {
+    if (ring_create_for(&r, NULL, c->rank, c->world, "127.0.0.1", TOKEN, timeout, most, ep, sizeof ep)) {
         fprintf(stderr, "  rank %d: ring_create: %s\n", c->rank, rs_errmsg());
         return NULL;
     }
@@ -153,6 +155,8 @@ static Ring *child_ring(Child *c, double timeout) {
     }
     return r;
 }
+
+static Ring *child_ring(Child *c, double timeout) { return child_ring_for(c, timeout, 0); }
 
 /* ---- unit: chunk arithmetic ---------------------------------------------------------------- */
 
@@ -179,6 +183,7 @@ typedef struct {
     size_t seg_bytes;   /* 0: default */
     const char *policy; /* RINGSIDE_RING_TRANSPORT, NULL: default (shared memory on one host) */
     size_t extra;       /* a seventh count after exact_counts (0: none) */
+    size_t most;        /* ring_create_for's most (0: ring_create, a ring for any collective) */
 } ExactArg;
 
 static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 1000, 1048576 + 3};
@@ -188,9 +193,20 @@ static const size_t exact_counts[] = {1, 0 /* N-1 */, 0 /* N */, 0 /* N+1 */, 10
 static int rank_exact(Child *c, void *argp) {
     ExactArg *arg = argp;
     if (arg->policy) setenv("RINGSIDE_RING_TRANSPORT", arg->policy, 1);
-    Ring *r = child_ring(c, 20);
+    MemStats m0, m1;
+    mem_snapshot(&m0);
+    Ring *r = child_ring_for(c, 20, arg->most);
     if (!r) return 10;
     if (arg->seg_bytes) ring_set_segment(r, arg->seg_bytes);
+    /* shared memory: its own lane and the right neighbour's, each a head page and
+     * ring_lane_bytes of messages, and the left neighbour's head page where it is another rank */
+    mem_snapshot(&m1);
+    size_t lane = 4096 + ring_lane_bytes(c->world, arg->most), comm = m1.cur[MEM_COMM] - m0.cur[MEM_COMM];
+    if (c->world > 1 && !strcmp(ring_transport(r), "shm") && comm != 2 * lane + (c->world > 2 ? 4096 : 0)) {
+        fprintf(stderr, "  rank %d of %d: comm %zu bytes, not two lanes of %zu (and a head page)\n", c->rank, c->world,
+                comm, lane);
+        return 13;
+    }
     size_t counts[7];
     memcpy(counts, exact_counts, sizeof exact_counts);
     counts[1] = (size_t)c->world - 1;
@@ -234,6 +250,14 @@ static int rank_exact(Child *c, void *argp) {
     RingCounters rc;
     ring_counters(r, &rc);
     if (c->world > 1 && (rc.messages_sent == 0 || rc.dropped != 0)) fails++;
+    /* no message larger than the ring's largest segment (what its lanes hold): at least the payload
+     * over that many messages */
+    size_t seg = ring_largest_segment(c->world, arg->most) * sizeof(float);
+    if (rc.bytes_sent - rc.messages_sent * sizeof(RingHeader) > rc.messages_sent * seg) {
+        fprintf(stderr, "  rank %d: %llu messages carried %llu bytes: some larger than %zu\n", c->rank,
+                (unsigned long long)rc.messages_sent, (unsigned long long)rc.bytes_sent, seg);
+        fails++;
+    }
     ring_destroy(r);
     free(buf);
     return fails ? 1 : 0;
@@ -252,9 +276,9 @@ static void check_job(int world, RankFn fn, void *arg, int nreports, int want_eq
 }
 
 static void test_ring_exact_1_to_5(void) {
-    ExactArg a = {0, NULL, 0};
+    ExactArg a = {0, NULL, 0, 0};
     for (int n = 1; n <= 5; n++) check_job(n, rank_exact, &a, 6, 1);
-    ExactArg t = {0, "tcp", 0}, i = {0, "ipc", 0};
+    ExactArg t = {0, "tcp", 0, 0}, i = {0, "ipc", 0, 0};
     for (int n = 2; n <= 4; n++) check_job(n, rank_exact, &t, 6, 1);
     check_job(3, rank_exact, &i, 6, 1);
 }
@@ -262,17 +286,121 @@ static void test_ring_exact_1_to_5(void) {
 static void test_ring_exact_small_segments(void) {
     const char *policies[2] = {NULL, "tcp"};
     for (int k = 0; k < 2; k++) {
-        ExactArg a = {64, policies[k], 0}; /* 16 floats: many segments per chunk, every frame copied */
+        ExactArg a = {64, policies[k], 0, 0}; /* 16 floats: many segments per chunk, every frame copied */
         check_job(3, rank_exact, &a, 6, 1);
-        ExactArg b = {40000, policies[k], 0}; /* just over the zero-copy threshold, odd segment ends */
+        ExactArg b = {40000, policies[k], 0, 0}; /* just over the zero-copy threshold, odd segment ends */
         check_job(4, rank_exact, &b, 6, 1);
         check_job(2, rank_exact, &a, 6, 1); /* over tcp: more segments than one exchange takes */
         check_job(2, rank_exact, &b, 6, 1); /* over tcp: one exchange of many zero-copy segments */
     }
     /* over tcp: a step of 1100 zero-copy segments, more than the receiving PULL holds (ring.c's
      * ring_queue, 1024): the rest wait in the sender's queue, and the ring still completes */
-    ExactArg q = {40000, "tcp", 2 * 1100 * 10000};
+    ExactArg q = {40000, "tcp", 2 * 1100 * 10000, 0};
     check_job(2, rank_exact, &q, 7, 1);
+}
+
+/* ---- the lanes' size ------------------------------------------------------------------------- */
+
+/* The default cut as ring.h documents it (a chunk's 1/RING_SEG_PER_CHUNK within the transports'
+ * bounds), written again here so that the sizing rule is checked against that rule, not itself. */
+static size_t doc_cut(size_t chunk, int world, int all_shm) {
+    size_t lo = (all_shm ? RING_SHM_SEG_MIN : world == 2 ? RING_SEG2_MIN : RING_SEG_MIN) / sizeof(float);
+    size_t hi = (all_shm ? RING_SHM_SEG_BYTES : RING_SEG_BYTES) / sizeof(float);
+    size_t seg = (chunk + RING_SEG_PER_CHUNK - 1) / RING_SEG_PER_CHUNK;
+    return seg < lo ? lo : seg > hi ? hi : seg;
+}
+
+/* The largest message, in floats, the default cut makes of a collective of count floats: of an
+ * all-reduce's (reduce-scatter's, all-gather's) chunks of ceil(count / N), or of a broadcast's
+ * whole buffer. */
+static size_t doc_largest(size_t count, int world, int all_shm, int broadcast) {
+    size_t chunk = broadcast ? count : (count + (size_t)world - 1) / (size_t)world;
+    size_t seg = doc_cut(chunk, world, all_shm);
+    return seg < chunk ? seg : chunk;
+}
+
+/* A lane message of n floats: its 64-byte header block and the floats padded to 64 bytes. */
+static size_t lane_footprint(size_t n) { return 64 + (n * sizeof(float) + 63) / 64 * 64; }
+
+/* A lane size that is enough for the job's largest segment: for every world and job size, the
+ * lane holds RING_LANE_MSGS of the largest message the default cut makes of any collective of at
+ * most that size on any transports (and that bound is exact, not loose), and the whole of the
+ * largest collective, in whole pages, within [RING_LANE_MIN, RING_LANE_MAX]; a ring for any
+ * collective keeps the lane of two RING_SEG_MAX segments. */
+static void test_lane_sizing(void) {
+    CHECK(ring_largest_segment(4, 0) == RING_SEG_MAX / sizeof(float) && ring_lane_bytes(4, 0) == RING_LANE_MAX);
+    CHECK(RING_LANE_MAX == RING_LANE_MSGS * lane_footprint(RING_SEG_MAX / sizeof(float)) / 4096 * 4096 + 4096);
+    static const size_t mosts[] = {1,      7,      1000,   16383,   16384,   16385,   50890,   61706,
+                                   65536,  65537,  120576, 131072,  262144,  300001,  1048576, 1863690,
+                                   4194304, 16777216, (size_t)1 << 28};
+    for (int world = 2; world <= 8; world++) {
+        size_t prev = 0;
+        for (size_t k = 0; k < sizeof mosts / sizeof *mosts; k++) {
+            size_t most = mosts[k], seg = ring_largest_segment(world, most), lane = ring_lane_bytes(world, most);
+            CHECK_MSG(lane % 4096 == 0 && lane >= RING_LANE_MIN && lane <= RING_LANE_MAX && lane >= prev,
+                      "N %d, most %zu: a lane of %zu bytes (the one before %zu)", world, most, lane, prev);
+            prev = lane;
+            CHECK_MSG(seg >= 1 && seg <= most && RING_LANE_MSGS * lane_footprint(seg) <= lane,
+                      "N %d, most %zu: segments of %zu floats, a lane of %zu bytes", world, most, seg, lane);
+            size_t counts[5] = {most, most - most / 3, most / 2, most / (size_t)world + 1, 1}, worst = 0;
+            for (int c = 0; c < 5; c++)
+                for (int shm = 0; shm < 2; shm++)
+                    for (int bc = 0; bc < 2; bc++) {
+                        size_t m = doc_largest(counts[c], world, shm, bc);
+                        CHECK_MSG(m <= seg, "N %d, most %zu: %s of %zu (shm %d) cuts %zu floats, the lane's bound %zu",
+                                  world, most, bc ? "a broadcast" : "an all-reduce", counts[c], shm, m, seg);
+                        if (m > worst) worst = m;
+                    }
+            CHECK_MSG(worst == seg, "N %d, most %zu: the largest segment is %zu floats, the bound %zu", world, most,
+                      worst, seg);
+            size_t whole = most * sizeof(float) < RING_LANE_MAX ? most * sizeof(float) : RING_LANE_MAX;
+            CHECK_MSG(lane >= whole, "N %d, most %zu: a lane of %zu bytes for a collective of %zu", world, most, lane,
+                      most * sizeof(float));
+        }
+    }
+}
+
+/* Lanes sized for collectives of 1000 floats (RING_LANE_MIN) carry collectives of a million
+ * floats and their broadcast, exactly, cut into segments they hold: over shared memory for 2 to
+ * 4 ranks, with a segment set larger than they hold (clamped to theirs), and over ZeroMQ (the
+ * same cut); and a job's lanes (a 784-64-10 MLP's parameters). rank_exact checks each rank's
+ * `comm` (two lanes of ring_lane_bytes and a head page) and that no message outgrew the bound. */
+static void test_ring_small_lane(void) {
+    ExactArg a = {0, NULL, 0, 1000};
+    for (int n = 2; n <= 4; n++) check_job(n, rank_exact, &a, 6, 1);
+    ExactArg b = {RING_SEG_MAX, NULL, 0, 1000};
+    check_job(3, rank_exact, &b, 6, 1);
+    ExactArg t = {0, "tcp", 0, 1000};
+    check_job(3, rank_exact, &t, 6, 1);
+    ExactArg j = {0, NULL, 0, 784 * 64 + 64 + 64 * 10 + 10};
+    check_job(4, rank_exact, &j, 6, 1);
+}
+
+/* Rank 1's ring is created for smaller collectives than rank 0's (both ends in this process: no
+ * collective runs, and neither lane closes before the other end has mapped it): rank 0, which
+ * writes into rank 1's lane, refuses it at ring_connect, naming both sizes; rank 1 writes into
+ * rank 0's larger one. */
+static void test_ring_lane_mismatch(void) {
+    if (access("/proc/sys/kernel/random/boot_id", R_OK) != 0) {
+        SKIP("no boot id: TCP only on this system");
+        return;
+    }
+    Ring *r[2] = {NULL, NULL};
+    char eps[2][EP_LEN], *list[2] = {eps[0], eps[1]};
+    for (int k = 0; k < 2; k++)
+        CHECK(ring_create_for(&r[k], NULL, k, 2, "127.0.0.1", TOKEN, 5, k == 1 ? 1000 : 1048576, eps[k], EP_LEN) == RS_OK);
+    if (r[0] && r[1]) {
+        char want[200];
+        snprintf(want, sizeof want,
+                 "rank 1's shared-memory lane holds %u bytes, less than one of this ring's largest messages (%zu bytes",
+                 RING_LANE_MIN, lane_footprint(ring_largest_segment(2, 1048576)));
+        int rc = ring_connect(r[0], list);
+        CHECK_MSG(rc == RS_ERR_INPUT && strstr(rs_errmsg(), want), "rank 0: ring_connect %d: %s", rc, rc ? rs_errmsg() : "");
+        rc = ring_connect(r[1], list);
+        CHECK_MSG(rc == RS_OK, "rank 1: ring_connect %d: %s", rc, rc ? rs_errmsg() : "");
+    }
+    ring_destroy(r[0]);
+    ring_destroy(r[1]);
 }
 
 /* Inexact sums (random floats): every rank must still end with the same bits. Repeated
@@ -818,6 +946,9 @@ int main(void) {
     RUN(test_chunks_partition);
     RUN(test_ring_exact_1_to_5);
     RUN(test_ring_exact_small_segments);
+    RUN(test_lane_sizing);
+    RUN(test_ring_small_lane);
+    RUN(test_ring_lane_mismatch);
     RUN(test_ring_bitwise_equal_inexact);
     RUN(test_ring_wire_16bit);
     RUN(test_ring_phases);

@@ -66,8 +66,9 @@ EOF
 
 # ---- comm memory: what each back end allocates to communicate, by formula --------------------
 # P = parameters (784*64+64 + 64*10+10 = 50890 floats); the ring's shared-memory lanes: each rank
-# maps its own lane and its right neighbour's (4096-byte head + 8 MiB + 4096 of messages each) and,
-# when the left neighbour is another rank than the right, the left one's head page (its doorbell).
+# maps its own lane and its right neighbour's (a 4096-byte head + the messages, sized to the job by
+# ring.h's rule: lane_bytes below) and, when the left neighbour is another rank than the right, the
+# left one's head page (its doorbell).
 # On "cpu-async" (a GPU's staging) the engine adds a host mirror of the gradients (ring, ps) and of
 # the parameters (ps); DataParallel's channel adds rank 0's parameters and output-gradient staging
 # (P floats + G x C floats) and another rank's logits (ceil(G/N) x C floats); rank 0's colocated
@@ -81,7 +82,15 @@ for dev in cpu cpu-async; do
 import json, math, sys
 T, dev, N = sys.argv[1], sys.argv[2], int(sys.argv[3])
 P, G, C = 784 * 64 + 64 + 64 * 10 + 10, 96, 10
-lane = 4096 + 8 * 1024 * 1024 + 4096
+def lane_bytes(N, most):
+    # allreduce/ring.h: two of the largest message the cut makes of a collective of `most` floats
+    # (a broadcast of them under ZeroMQ's bounds) and the whole collective, in pages, 64 KiB to 8 MiB + 4 KiB
+    foot = lambda n: 64 + -(-4 * n // 64) * 64
+    lo, hi = (512 if N == 2 else 256) * 256, 1024 * 256
+    seg = min(max(-(-most // 4), lo), hi, most)
+    b = max(2 * foot(seg), most // seg * foot(seg) + (foot(most % seg) if most % seg else 0))
+    return min(max(-(-b // 4096) * 4096, 64 * 1024), 8 * 1024 * 1024 + 4096)
+lane = 4096 + lane_bytes(N, P)
 stage = 0 if dev == "cpu" else 4 * P
 server = lambda r: stage if r == 0 else 0  # the colocated server's reply staging, rank 0 only
 want = {"ring": lambda r: 2 * lane + (4096 if N > 2 else 0) + stage,
