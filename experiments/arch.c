@@ -219,6 +219,8 @@ int arch_node_cost(Arch arch, int nranks, int nodes, double n_bytes, double *rou
 }
 
 double arch_wire_ratio(Arch arch, const char *wire) {
+    if (arch == ARCH_ZERO3) /* gradients in the wire's type once, parameters in fp32 twice (forward, backward) */
+        return (codec_wire_ratio(wire, 0) + 2.0) / 3;
     if (arch_is_zero(arch)) /* gradients in the wire's type one way, parameters in fp32 the other */
         return (codec_wire_ratio(wire, 0) + 1.0) / 2;
     return codec_wire_ratio(wire, arch_is_server(arch));

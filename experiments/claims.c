@@ -1,4 +1,4 @@
-/* claims.c - `ringside claims DIR`: decides the design's eleven claims on measured reports, prints the table */
+/* claims.c - `ringside claims DIR`: decides the design's twelve claims on measured reports, prints the table */
 #include "backends.h"
 #include "claims.h"
 #include "claims_load.h"
@@ -40,6 +40,9 @@
 #define CL_NIC_RING_TOL      0.15   /* claim 10: the flat ring's bus bandwidth within 15% of the NIC's */
 #define CL_NIC_TREE_TOL      0.20   /* claim 10: the trees over nodes' and the hierarchical ring's within 20% of 2(N-1)/N x it */
 #define CL_HIER_TOL          0.20   /* claim 11: flat / hierarchical time within 20% of the NIC bytes' ratio */
+#define CL_PAGE_BYTES        4096.0 /* claim 12: a tag counted by resident pages (zero's paged buffers, mincore) is whole pages */
+#define CL_ZERO_TRAFFIC_TOL  0.05   /* claim 12: bytes per rank per step within 5% of ZeRO's formula (claim 2's tolerance) */
+#define CL_ZERO3_TIME_TOL    0.20   /* claim 12: stage 3's comm time within 20% of its bytes' ratio to the ring's x the ring's */
 
 #define MiB (1048576.0)
 
@@ -290,6 +293,23 @@ static void claim1(const ClaimsSet *s, Claim *c) {
 
 /* ---- claim 2: traffic ------------------------------------------------------------------------ */
 
+/* Each worker's bytes sent against want a step (claims 2 and 12): a rank may also have forwarded
+ * the parameters once at the start (bcast bytes, the start-up broadcast), which is taken out of
+ * that rank's bytes, so that the figure and the formula count the steps only. Returns the worst
+ * rank's relative deviation (NAN where one is not a number); *per the mean bytes a rank a step. */
+static double sent_off(const ClaimsRun *r, double want, double bcast, double *per) {
+    double steps = run_steps(r), total = want * steps, worst = 0, sum = 0;
+    for (int k = 0; k < r->nw; k++) {
+        double mine = r->sent[k];
+        if (fabs(mine - bcast - total) < fabs(mine - total)) mine -= bcast;
+        double d = fabs(mine - total) / total;
+        worst = d > worst || isnan(d) ? d : worst;
+        sum += mine;
+    }
+    *per = r->nw ? sum / r->nw / steps : NAN;
+    return worst;
+}
+
 /* Least squares y = a + b x; returns b, sets *r2. */
 static double fit_line(const double *x, const double *y, int n, double *r2) {
     double mx = run_mean(x, n), my = run_mean(y, n), sxx = 0, sxy = 0, syy = 0;
@@ -367,19 +387,7 @@ static void claim2(const ClaimsSet *s, Claim *c) {
             double lo = INFINITY, hi = 0;
             for (int i = 0; i < n; i++) {
                 const ClaimsRun *r = ser[i];
-                double steps = run_steps(r);
-                double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, total = want * steps;
-                /* a rank may also have forwarded the parameters once (the start-up broadcast): it is
-                 * taken out of that rank's bytes, so that the mean and the formula count the steps only */
-                double worst = 0, steps_sent = 0;
-                for (int k = 0; k < r->nw; k++) {
-                    double mine = r->sent[k];
-                    if (fabs(mine - r->grad_bytes - total) < fabs(mine - total)) mine -= r->grad_bytes;
-                    double d = fabs(mine - total) / total;
-                    worst = d > worst ? d : worst;
-                    steps_sent += mine;
-                }
-                double per = r->nw ? steps_sent / r->nw / steps : NAN;
+                double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, per, worst = sent_off(r, want, r->grad_bytes, &per);
                 int ok = worst <= CL_RING_TRAFFIC_TOL;
                 bad += !ok;
                 ring_runs++;
@@ -1318,9 +1326,246 @@ static void claim11(const ClaimsSet *s, Claim *c) {
                        lat_pairs ? ", and the rounds decide the small sizes as the model says" : "");
 }
 
+/* ---- claim 12: ZeRO's Figure 1 ------------------------------------------------------------------ */
+
+/* The runs claim 12 holds to ZeRO's formulas: DDP's ring and the ZeRO stages. */
+static int is_states(const ClaimsRun *r) { return is_ring(r) || arch_is_zero(r->arch); }
+static int run_stage(const ClaimsRun *r) {
+    return r->arch == ARCH_ZERO1 ? 1 : r->arch == ARCH_ZERO2 ? 2 : r->arch == ARCH_ZERO3 ? 3 : 0;
+}
+/* Bytes of optimizer state an element (K): SGD's momentum 4, AdamW's two moments 8. */
+static double run_state_k(const ClaimsRun *r) { return !strcmp(r->optimizer, "adamw") ? 8 : 4; }
+/* A run whose memory the formulas decide: by_tag measured, the parameter count known, one gradient
+ * (--accum-steps keeps a second, the accumulation buffer, under grads: FSDP's no_sync). */
+static int run_states_known(const ClaimsRun *r) { return r->nw > 0 && !isnan(r->tag_params[0]) && r->psi > 0; }
+static int run_one_gradient(const ClaimsRun *r) { return r->accum <= 1; }
+static int is_states_known(const ClaimsRun *r) { return is_states(r) && run_states_known(r); }
+static int is_zero(const ClaimsRun *r) { return arch_is_zero(r->arch); }
+/* Any run with communication (claim 12 names the other architectures' as left out). */
+static int run_any(const ClaimsRun *r) { return r->arch != ARCH_NONE; }
+
+/* The formula of a run's model states per rank in Psi (DDP: 4 + 4 + K; each stage divides what it
+ * shards by N), into buf. */
+static const char *states_formula(int stage, double k, char *buf, size_t len) {
+    if (stage == 0) snprintf(buf, len, "%.0f Psi", 8 + k);
+    else if (stage == 1) snprintf(buf, len, "8 Psi + %.0f Psi/N", k);
+    else if (stage == 2) snprintf(buf, len, "4 Psi + %.0f Psi/N", 4 + k);
+    else snprintf(buf, len, "%.0f Psi/N", 8 + k);
+    return buf;
+}
+
+/* Bytes a rank sends per step by the formulas: the ring 2(N-1)/N w Psi; ZeRO's reduce-scatter in
+ * the wire's type and its all-gathers of the fp32 parameters, (N-1)/N (w + 4) Psi for stages 1 and
+ * 2 and (N-1)/N (w + 8) Psi for stage 3 (one all-gather before the forward, one before the
+ * backward), w the wire's bytes an element: 2(N-1)/N 4 Psi and 1.5x it in fp32. */
+static double states_bytes(const ClaimsRun *r) {
+    double N = r->ranks, w = 4 * codec_wire_ratio(r->wire, 0), g = run_stage(r) == 3 ? 8 : run_stage(r) ? 4 : w;
+    return (N - 1) / N * (w + g) * r->psi;
+}
+
+/* keys[i]: vals[i] for i < n into o. */
+static void add_numbers(cJSON *o, const char *const *keys, const double *vals, int n) {
+    for (int i = 0; i < n; i++) cJSON_AddNumberToObject(o, keys[i], vals[i]);
+}
+
+/* One run's model states against the formula, tag by tag, every rank (claim 12's memory part):
+ * 1 when on it, 0 when off; its line and numbers. */
+static int claim12_memory(Claim *c, cJSON *arr, const ClaimsRun *r) {
+    static const char *const tags[3] = {"params", "grads", "optimizer"};
+    int stage = run_stage(r);
+    double N = r->ranks, k = run_state_k(r), per[3] = {4, 4, k}, want[3], bound[3], worst[3] = {0}, most[3] = {0};
+    double units = r->nbuckets, act = 0, comm = 0;
+    for (int t = 0; t < 3; t++) {
+        int sharded = stage >= 3 - t; /* stage 1 the optimizer's state, 2 the gradients too, 3 the parameters */
+        int paged = sharded && t < 2; /* a sharded gradient (and stage 3's parameters): counted page by page */
+        want[t] = per[t] * r->psi / (sharded ? N : 1);
+        bound[t] = sharded ? units * (per[t] + (paged ? 2 * CL_PAGE_BYTES : 0)) : 0;
+    }
+    for (int q = 0; q < r->nw; q++) {
+        const double got[3] = {r->tag_params[q], r->tag_grads[q], r->tag_optimizer[q]};
+        for (int t = 0; t < 3; t++) {
+            double d = got[t] - want[t];
+            if (!(fabs(d) <= fabs(worst[t]))) worst[t] = d; /* a NAN tag is as far off as it gets */
+            most[t] = got[t] > most[t] ? got[t] : most[t];
+        }
+        act = r->tag_activations[q] > act ? r->tag_activations[q] : act;
+        comm = r->tag_comm[q] > comm ? r->tag_comm[q] : comm;
+    }
+    int ok = 1;
+    for (int t = 0; t < 3; t++) ok &= fabs(worst[t]) <= bound[t];
+    double states = most[0] + most[1] + most[2], formula = want[0] + want[1] + want[2];
+    char f[64], name[256];
+    cJSON *o = num_item(arr, r);
+    cJSON_AddStringToObject(o, "architecture", arch_name(r->arch));
+    cJSON_AddStringToObject(o, "optimizer", r->optimizer);
+    static const char *const size[] = {"psi", "buckets"};
+    add_numbers(o, size, (const double[]){r->psi, r->nbuckets}, 2);
+    cJSON_AddStringToObject(o, "formula", states_formula(stage, k, f, sizeof f));
+    cJSON *e = cJSON_AddObjectToObject(o, "expected_bytes"), *m = cJSON_AddObjectToObject(o, "measured_bytes");
+    cJSON *dv = cJSON_AddObjectToObject(o, "worst_deviation_bytes"), *bd = cJSON_AddObjectToObject(o, "bound_bytes");
+    for (int t = 0; t < 3; t++) {
+        cJSON_AddNumberToObject(e, tags[t], want[t]);
+        cJSON_AddNumberToObject(m, tags[t], most[t]);
+        cJSON_AddNumberToObject(dv, tags[t], isnan(worst[t]) ? -1 : worst[t]);
+        cJSON_AddNumberToObject(bd, tags[t], bound[t]);
+    }
+    cJSON_AddNumberToObject(e, "model_states", formula);
+    cJSON_AddNumberToObject(m, "model_states", states);
+    static const char *const beside[] = {"activations_bytes", "comm_bytes", "model_states_share"};
+    add_numbers(o, beside, (const double[]){act, comm, states + act + comm > 0 ? states / (states + act + comm) : 0}, 3);
+    cJSON_AddBoolToObject(o, "ok", ok);
+    series_name(r, name, sizeof name);
+    claim_line(c, "%-6s N=%-2d [%s, %s] model states %s = %.3f MiB (Psi %.0f), measured %.3f MiB; worst rank's params %+.0f, "
+                  "grads %+.0f, optimizer %+.0f B (bounds %.0f, %.0f, %.0f); beside: activations %.3f MiB, comm %.3f MiB "
+                  "(model states %.0f%% of the three)%s  [%s]", arch_name(r->arch), r->ranks, name, r->optimizer, f, formula / MiB,
+               r->psi, states / MiB, worst[0], worst[1], worst[2], bound[0], bound[1], bound[2], act / MiB, comm / MiB,
+               states + act + comm > 0 ? 100 * states / (states + act + comm) : 0, ok ? "" : "  <- off the formula", r->label);
+    return ok;
+}
+
+/* One ZeRO run's bytes sent per rank per step against the formula (claim 12's bytes part). */
+static int claim12_bytes(Claim *c, cJSON *arr, const ClaimsRun *r) {
+    /* ranks 0..N-2 forwarded the fp32 parameters once at the start, whatever the wire */
+    double want = states_bytes(r), per, worst = sent_off(r, want, 4 * r->psi, &per);
+    int ok = worst <= CL_ZERO_TRAFFIC_TOL;
+    cJSON *o = num_item(arr, r);
+    cJSON_AddStringToObject(o, "architecture", arch_name(r->arch));
+    static const char *const keys[] = {"sent_per_rank_per_step_bytes", "expected_bytes", "ring_ratio", "worst_rank_deviation"};
+    add_numbers(o, keys, (const double[]){per, want, want / (2 * (r->ranks - 1.0) / r->ranks * 4 * r->psi), worst}, 4);
+    claim_line(c, "%-6s N=%-2d sent per rank per step %.3f MiB (start-up broadcast excluded), formula %.3f MiB = %.2fx the ring's "
+                  "2(N-1)/N 4 Psi (--wire %s; worst rank %+.2f%%)%s  [%s]", arch_name(r->arch), r->ranks, per / MiB, want / MiB,
+               want / (2 * (r->ranks - 1.0) / r->ranks * 4 * r->psi), r->wire, 100 * worst, ok ? "" : "  <- off", r->label);
+    return ok;
+}
+
+/* A run whose comm time the link sets (claim 12's comm-time part): lockstep, nobody slowed, timed
+ * long enough, under an emulated link where the rounds of messages (the cost model's alpha
+ * coefficient over its buckets, x the link's latency + the software's) are at most 10% of the
+ * formula's bytes on it. why: the reason where it is not. */
+static int zero3_paced(const ClaimsRun *r, char *why, size_t len) {
+    LinkSpec l;
+    why[0] = 0;
+    if (!r->emulated[0] || link_parse(r->emulated, &l) != RS_OK || !(l.bytes_per_s > 0)) snprintf(why, len, "no emulated --link");
+    else if (has_straggler(r->straggler)) snprintf(why, len, "--straggler %.200s: the step waits for the slow rank", r->straggler);
+    else if (!run_timed(r)) snprintf(why, len, "%d timed steps: too few for a time per step (at least %d)", r->timed_steps, CL_TIMED_MIN);
+    else {
+        double lat = run_rounds(r) * (l.latency_s + PREDICT_EMULATED_ALPHA_S), bw = states_bytes(r) / l.bytes_per_s;
+        if (!(lat <= CL_TABLE1_LAT_MAX * bw))
+            snprintf(why, len, "not bandwidth-bound: the rounds of messages %.2f ms against the bytes' %.2f ms (at most %.0f%%)",
+                     lat * 1e3, bw * 1e3, 100 * CL_TABLE1_LAT_MAX);
+    }
+    return why[0] == 0;
+}
+
+/* Stage 3's comm time against the ring's (claim 12's comm-time part): every zero-3 run the link
+ * paces beside a ring run of its configuration and N. Sets *pairs; returns the pairs off. */
+static int claim12_time(const ClaimsSet *s, Claim *c, cJSON *arr, int *pairs, int *out) {
+    int bad = 0;
+    char why[300], w2[300];
+    for (int i = 0; i < s->nruns; i++) {
+        const ClaimsRun *z = &s->runs[i], *ring = NULL;
+        if (z->arch != ARCH_ZERO3 || z->ranks < 2 || z->psi <= 0) continue;
+        for (int j = 0; j < s->nruns && !ring; j++)
+            if (is_ring(&s->runs[j]) && s->runs[j].ranks == z->ranks && !strcmp(s->runs[j].pair, z->pair)) ring = &s->runs[j];
+        if (!ring || !zero3_paced(z, why, sizeof why) || !zero3_paced(ring, w2, sizeof w2)) {
+            (*out)++;
+            claim_line(c, "zero-3 N=%-2d comm time: left out, %s  [%s]", z->ranks,
+                       !ring ? "no ring run of its configuration and N" : why[0] ? why : w2, z->label);
+            continue;
+        }
+        double tz = run_mean(z->comm_total, z->nw), tr = run_mean(ring->comm_total, ring->nw), want = states_bytes(z) / states_bytes(ring);
+        double ratio = tr > 0 ? tz / tr : INFINITY;
+        int ok = fabs(ratio / want - 1) <= CL_ZERO3_TIME_TOL;
+        bad += !ok;
+        (*pairs)++;
+        cJSON *o = num_item(arr, z);
+        cJSON_AddStringToObject(o, "ring", ring->label);
+        cJSON_AddStringToObject(o, "link", z->emulated);
+        static const char *const keys[] = {"zero3_comm_s", "ring_comm_s", "ratio", "expected_ratio"};
+        add_numbers(o, keys, (const double[]){tz, tr, ratio, want}, 4);
+        claim_line(c, "zero-3 N=%-2d on link %s: comm %.2f ms a step against the ring's %.2f ms: x%.2f (its bytes' ratio x%.2f, "
+                      "within %.0f%%)%s  [%s vs %s]", z->ranks, z->emulated, tz * 1e3, tr * 1e3, ratio, want,
+                   100 * CL_ZERO3_TIME_TOL, ok ? "" : "  <- off", z->label, ring->label);
+    }
+    return bad;
+}
+
+static void claim12_rules(Claim *c) {
+    claim_line(c, "rule: model states per rank = the params + grads + optimizer tags (peak bytes) on ZeRO's formulas, Psi the "
+                  "parameters (from the model's options), fp32 parameters and gradients, K bytes of optimizer state an element "
+                  "(SGD's momentum 4, AdamW's moments 8): DDP (ring) 4 Psi + 4 Psi + K Psi, ZeRO-1 8 Psi + K Psi/N, ZeRO-2 "
+                  "4 Psi + (4+K) Psi/N, ZeRO-3 (8+K) Psi/N; 16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N, 16 Psi/N under AdamW");
+    claim_line(c, "      each tag on its term at every rank: a whole buffer exactly; a shard (chunk (r+1) mod N of every bucket, "
+                  "floor or ceil of n/N of a bucket's n) within one element a bucket; a shard counted by resident pages (stage "
+                  "2's and 3's gradients, stage 3's parameters) within one element and %.0f pages (%.0f KiB) a bucket: a chunk "
+                  "starts and ends inside a page; activations and comm are printed beside, not in the formula (ZeRO counts "
+                  "temporary buffers apart)", 2.0, 2 * CL_PAGE_BYTES / 1024);
+    claim_line(c, "      ZeRO's bytes sent per rank per step (less the one start-up broadcast of the fp32 parameters, 4 Psi, "
+                  "where a rank forwarded it) within %.0f%% of (N-1)/N (w+4) Psi for stages 1 and 2, (N-1)/N (w+8) Psi for stage "
+                  "3, w the wire's bytes an element (fp32: the ring's 2(N-1)/N 4 Psi, and 1.5x it); under an emulated --link "
+                  "where the link sets the pace, stage 3's comm_total per step within %.0f%% of its bytes' ratio to the "
+                  "ring's x the ring's", 100 * CL_ZERO_TRAFFIC_TOL, 100 * CL_ZERO3_TIME_TOL);
+}
+
+static int states_cmp(const void *a, const void *b) {
+    const ClaimsRun *x = *(const ClaimsRun *const *)a, *y = *(const ClaimsRun *const *)b;
+    int d = strcmp(x->series, y->series);
+    return d ? d : x->ranks - y->ranks;
+}
+
+static void claim12(const ClaimsSet *s, Claim *c) {
+    int mem_runs = 0, zero_runs = 0, mem_bad = 0, byte_runs = 0, byte_bad = 0, pairs = 0, time_out = 0;
+    cJSON *mem = cJSON_AddArrayToObject(c->numbers, "model_states"), *bytes = cJSON_AddArrayToObject(c->numbers, "bytes");
+    cJSON *t3 = cJSON_AddObjectToObject(c->numbers, "stage3_comm_time");
+    claim12_rules(c);
+    int others = left_out(s, c, run_any, is_states, "not DDP's ring or a ZeRO stage, whose formulas these are");
+    left_out(s, c, is_states, run_states_known, "no memory.by_tag, or the model's parameter count unknown");
+    left_out(s, c, is_states_known, run_one_gradient, "--accum-steps: grads also holds the accumulation buffer (FSDP's no_sync), "
+                                                      "which ZeRO's formulas leave out (the bytes are still decided)");
+    const ClaimsRun *runs[512];
+    int n = 0;
+    for (int i = 0; i < s->nruns && n < 512; i++)
+        if (s->runs[i].ranks >= 2 && is_states(&s->runs[i])) runs[n++] = &s->runs[i];
+    qsort(runs, (size_t)n, sizeof runs[0], states_cmp);
+    for (int i = 0; i < n; i++) {
+        const ClaimsRun *r = runs[i];
+        if (run_states_known(r) && run_one_gradient(r)) {
+            int ok = claim12_memory(c, mem, r);
+            mem_runs++;
+            zero_runs += is_zero(r);
+            mem_bad += !ok;
+        }
+        if (is_zero(r) && r->psi > 0) {
+            byte_bad += !claim12_bytes(c, bytes, r);
+            byte_runs++;
+        }
+    }
+    cJSON *tp = cJSON_AddArrayToObject(t3, "pairs");
+    int time_bad = claim12_time(s, c, tp, &pairs, &time_out);
+    const char *needs = "needs a zero-3 run and a ring run of one configuration and N under an emulated --link that sets "
+                        "the pace (--sync zero --zero-stage 3, when stage 3 is built)";
+    cJSON_AddStringToObject(t3, "verdict", time_bad ? "FAIL" : pairs ? "PASS" : "NOT-RUN");
+    if (!pairs) {
+        cJSON_AddStringToObject(t3, "why", needs);
+        claim_line(c, "stage 3's comm time: NOT-RUN, %s", needs);
+    }
+    cJSON_AddNumberToObject(c->numbers, "left_out", others + time_out);
+    int bad = mem_bad + byte_bad + time_bad;
+    if (bad)
+        claim_verdict(c, "FAIL", "%d of %d runs off the model-state formulas, %d of %d off the bytes, %d of %d stage-3 pairs off "
+                                 "the comm time", mem_bad, mem_runs, byte_bad, byte_runs, time_bad, pairs);
+    else if (!zero_runs)
+        claim_verdict(c, "NOT-RUN", "needs --sync zero runs with N >= 2 and memory.by_tag (experiments/matrices/memory.json; "
+                                    "have %d DDP run%s on the formula)", mem_runs, mem_runs == 1 ? "" : "s");
+    else
+        claim_verdict(c, "PASS", "model states on ZeRO's formulas in %d run%s (%d ZeRO, %d DDP), bytes per step in %d; stage 3's "
+                                 "comm time %s", mem_runs, mem_runs == 1 ? "" : "s", zero_runs, mem_runs - zero_runs, byte_runs,
+                      pairs ? "within its bytes' ratio of the ring's" : "not run (no zero-3 and ring pair under a link)");
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
-#define NCLAIMS 11
+#define NCLAIMS 12
 static const char *const claim_text[NCLAIMS] = {
     "ps: rank 0's peak memory exceeds every other rank's; ring: rank 0 within 10% of the mean",
     "ps: rank 0's traffic grows linearly with N; ring: per-rank traffic 2(N-1)/N x gradient bytes, flat in N",
@@ -1334,13 +1579,15 @@ static const char *const claim_text[NCLAIMS] = {
     "on 2 nodes behind one NIC each, the flat ring's bus bandwidth is the NIC's, the trees over nodes' and the hierarchical "
     "ring's 2(N-1)/N of it",
     "the hierarchical ring's gain over the flat ring follows the NIC bytes' ratio (N-1)M/(N(M-1)) as M grows",
+    "ZeRO's Figure 1: model states per rank 16 Psi for DDP, 8 Psi + 8 Psi/N at stage 1, 4 Psi + 12 Psi/N at stage 2, 16 Psi/N "
+    "at stage 3 (AdamW; K Psi of state for 8 Psi under SGD), the ring's bytes for stages 1 and 2, 1.5x them for stage 3",
 };
 
 int claims_main(int argc, char **argv) {
     if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         printf("usage: ringside claims DIR\n\n"
                "Reads every report in DIR (a `ringside matrix` output folder, and bench reports for claims\n"
-               "10 and 11), decides the eleven claims of\n"
+               "10 and 11), decides the twelve claims of\n"
                "the design on the measured numbers and prints PASS / FAIL / NOT-RUN with the numbers\n"
                "behind each; writes DIR/claims.json. Exit status: 0 no FAIL, 4 a claim FAILs, 2 bad input.\n");
         return RS_OK;
@@ -1357,7 +1604,7 @@ int claims_main(int argc, char **argv) {
         return rc;
     }
     void (*decide[NCLAIMS])(const ClaimsSet *, Claim *) = {claim1, claim2, claim3, claim4, claim5, claim6, claim7, claim8,
-                                                         claim9, claim10, claim11};
+                                                         claim9, claim10, claim11, claim12};
     static Claim claims[NCLAIMS];
     int fails = 0, passes = 0;
     printf("# ringside claims: %s: %d report%s, %d configuration%s\n", dir, set.nreports, set.nreports == 1 ? "" : "s", set.nruns,

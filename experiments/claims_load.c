@@ -4,7 +4,9 @@
 #include "predict.h"
 #include "../base/codec.h"
 #include "../base/err.h"
+#include "../engine/config_check.h"
 #include "../engine/report.h"
+#include "../engine/sync.h"
 
 #include <cJSON.h>
 #include <dirent.h>
@@ -21,12 +23,12 @@ static const char *const key_ranks[] = {"ranks", NULL};
 /* Options that do not change the loss curve, or describe the split of one batch, or how the
  * gradient travels (claim 5 holds a 16-bit --wire run against the fp32 1-rank curve with the
  * wire's own tolerance). */
-static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "hierarchical", "nodes", "batch",
+static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "zero-stage", "hierarchical", "nodes", "batch",
                                         "global-batch", "accum-steps", "bucket-mb", "overlap", "threads", "eval-every",
                                         "warmup", "device", "wire", "loss-scale", NULL};
 
 /* Options that name the back end and its own settings (left out of claim 7's pair key). */
-static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency", "hierarchical",
+static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency", "zero-stage", "hierarchical",
                                           "transport", "bucket-mb", "overlap", NULL};
 
 static int load_in(const char *k, const char *const *list) {
@@ -130,6 +132,48 @@ static int load_check_int(const char *path, const cJSON *config, const char *key
     return rc;
 }
 
+/* config.key as a model dimension into *out when it is an integer from 1 to 2^24 (the models' own
+ * bounds are smaller); 0 when it is absent, -1 when it is something else (a report is outside input). */
+static int load_dim(const cJSON *config, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= 16777216.0)) return -1;
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+/* The model's parameter count from the report's options (the model's own count, as train sizes
+ * it), and DDP's buckets of it under --bucket-mb, into r: what claim 12's formulas take, rather
+ * than the params tag they check. psi stays 0 where an option is missing its sense. */
+static void load_psi(const cJSON *config, ClaimsRun *r) {
+    Config c;
+    config_defaults(&c);
+    load_str(config, "model", c.model, sizeof c.model);
+    if (!c.model[0]) snprintf(c.model, sizeof c.model, "mlp");
+    char data[sizeof c.data];
+    load_str(config, "data", data, sizeof data);
+    if (data[0]) snprintf(c.data, sizeof c.data, "%s", data);
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers"), *li;
+    if (cJSON_IsArray(layers)) {
+        c.nlayers = 0;
+        cJSON_ArrayForEach(li, layers) {
+            if (c.nlayers == CONFIG_MAX_LAYERS || !(cJSON_IsNumber(li) && li->valuedouble >= 1 && li->valuedouble <= 16777216.0)) return;
+            c.layers[c.nlayers++] = (int)li->valuedouble;
+        }
+    }
+    if (load_dim(config, "n-layer", &c.n_layer) || load_dim(config, "n-head", &c.n_head) || load_dim(config, "n-embd", &c.n_embd) ||
+        load_dim(config, "seq-len", &c.seq_len) || load_dim(config, "vocab", &c.vocab) || c.nlayers < 2)
+        return;
+    if (r->bucket_mb > 0) c.bucket_mb = r->bucket_mb;
+    size_t n = config_param_count(&c);
+    Bucket *b = NULL;
+    int nb = n ? sync_plan_run(n, &c, &b) : -1;
+    free(b);
+    if (nb < 1) return;
+    r->psi = (double)n;
+    r->nbuckets = nb;
+}
+
 /* Fills r from one report (repeats == 1). 0 or RS_ERR_INPUT naming path. */
 static int load_run(const char *path, const char *name, const cJSON *rep, const cJSON *summary, ClaimsRun *r) {
     const cJSON *config = cJSON_GetObjectItemCaseSensitive(rep, "config");
@@ -198,6 +242,9 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
     double bmb = load_num(config, "bucket-mb", NULL, NULL);
     r->bucket_mb = isnan(bmb) || bmb < 0 ? 0 : bmb;
     load_str(config, "ps-partition-kb", r->partition, sizeof r->partition);
+    load_str(config, "optimizer", r->optimizer, sizeof r->optimizer);
+    if (!r->optimizer[0]) snprintf(r->optimizer, sizeof r->optimizer, "sgd");
+    load_psi(config, r);
     double tb = load_num(config, "time-budget", NULL, NULL);
     r->time_budget = isnan(tb) ? 0 : tb;
     const cJSON *e;
@@ -220,10 +267,16 @@ static int load_run(const char *path, const char *name, const cJSON *rep, const 
         RS_TRY(load_measure(path, at, e, "time_s", "phases", "comm_total", &r->comm_total[k]));
         RS_TRY(load_measure(path, at, e, "time_s", "phases", "comm_exposed", &r->comm_exposed[k]));
         RS_TRY(load_measure(path, at, e, "memory", "by_tag", "params", &pb));
+        r->tag_params[k] = pb;
+        RS_TRY(load_measure(path, at, e, "memory", "by_tag", "grads", &r->tag_grads[k]));
+        RS_TRY(load_measure(path, at, e, "memory", "by_tag", "optimizer", &r->tag_optimizer[k]));
+        RS_TRY(load_measure(path, at, e, "memory", "by_tag", "activations", &r->tag_activations[k]));
+        RS_TRY(load_measure(path, at, e, "memory", "by_tag", "comm", &r->tag_comm[k]));
         double ts = load_num(e, "time_s", "timed_steps", NULL);
         if (ts >= 0 && ts < 2147483647.0 && (r->timed_steps < 0 || ts < r->timed_steps)) r->timed_steps = (int)ts;
         /* the gradient is as large as the parameters, whatever the model (--layers is the MLP's) */
         if (k == 0 && pb > 0) r->grad_bytes = pb;
+        if (k == 0 && r->arch == ARCH_ZERO3 && r->psi > 0) r->grad_bytes = 4 * r->psi; /* its params tag is a shard */
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "params_hash");
         if (cJSON_IsString(ph) && k < CLAIMS_MAX_RANKS) snprintf(r->hash[k], sizeof r->hash[k], "%s", ph->valuestring);
     }
@@ -279,7 +332,9 @@ static void load_fold(ClaimsRun **runs, int n) {
     double x[n];
     size_t off[] = {offsetof(ClaimsRun, peak), offsetof(ClaimsRun, sent), offsetof(ClaimsRun, received),
                     offsetof(ClaimsRun, samples), offsetof(ClaimsRun, busy), offsetof(ClaimsRun, forward),
-                    offsetof(ClaimsRun, comm_total), offsetof(ClaimsRun, comm_exposed)};
+                    offsetof(ClaimsRun, comm_total), offsetof(ClaimsRun, comm_exposed), offsetof(ClaimsRun, tag_params),
+                    offsetof(ClaimsRun, tag_grads), offsetof(ClaimsRun, tag_optimizer), offsetof(ClaimsRun, tag_activations),
+                    offsetof(ClaimsRun, tag_comm)};
     for (size_t a = 0; a < sizeof off / sizeof off[0]; a++)
         for (int k = 0; k < r->nw; k++) {
             for (int i = 0; i < n; i++) x[i] = ((double *)((char *)runs[i] + off[a]))[k];

@@ -51,7 +51,13 @@ typedef struct {
     char straggler[256];      /* config.straggler ("": none) */
     double time_budget;       /* config.time-budget (0: none) */
     double throughput;        /* summary.throughput_samples_per_s, median over repeats */
-    char pair[4096];          /* the configuration less the back end and its options (claim 7's pairs) */
+    char pair[4096];          /* the configuration less the back end and its options (claims 7 and 12's pairs) */
+    char optimizer[8];        /* config.optimizer ("sgd" when absent) */
+    double psi;               /* the model's parameters, from its options (config_param_count); 0 unknown */
+    int nbuckets;             /* DDP's buckets of psi under --bucket-mb (sync_plan_run): ZeRO's shards are chunks of each */
+    /* each worker's peak bytes under a tag (memory.by_tag; NAN where the report has none): claim 12 */
+    double tag_params[CLAIMS_MAX_RANKS], tag_grads[CLAIMS_MAX_RANKS], tag_optimizer[CLAIMS_MAX_RANKS];
+    double tag_activations[CLAIMS_MAX_RANKS], tag_comm[CLAIMS_MAX_RANKS];
 } ClaimsRun;
 
 /* One bench configuration (schema ringside.bench/1): its rows, the median of its repeats' times

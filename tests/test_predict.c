@@ -43,6 +43,10 @@ static void test_ps_formulas(void) {
     CHECK(near(predict_comm(ARCH_PS_SHARDED, 1, 4, 0, 0, n, al, be), 2 * al + 2 * 3.0 / 4 * n * be));
     CHECK(predict_comm(ARCH_PS_SHARDED, 1, 1, 0, 0, n, al, be) == 0);
     CHECK(predict_comm(ARCH_NONE, 1, 8, 0, 0, n, al, be) == 0);
+    /* ZeRO: stages 1 and 2 the ring's two phases; stage 3 three of them, 1.5x the ring's bytes */
+    CHECK(near(predict_comm(ARCH_ZERO2, 0, 4, 0, 0, n, al, be), predict_comm(ARCH_RING, 0, 4, 0, 0, n, al, be)));
+    CHECK(near(predict_comm(ARCH_ZERO3, 0, 4, 0, 0, n, al, be), 9 * al + 3 * 3.0 / 4 * n * be));
+    CHECK(near(arch_wire_ratio(ARCH_ZERO3, "bf16"), (0.5 + 2) / 3) && near(arch_wire_ratio(ARCH_ZERO1, "bf16"), 0.75));
     CHECK(predict_comm(ARCH_COUNT, 1, 8, 0, 0, n, al, be) < 0);
     CHECK(predict_comm((Arch)-1, 1, 8, 0, 0, n, al, be) < 0);
     CHECK(predict_comm(ARCH_BYTEPS, 9, 8, 0, 0, n, al, be) < 0); /* more servers than workers */

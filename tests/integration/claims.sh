@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON; claim 7 on real straggler runs, claim 8's lines on real runs
+# claims.sh - `ringside claims` on synthetic report folders: all PASS, each claim failing, empty, partial, bad schema, bad JSON; claim 7 on real straggler runs, claim 8's lines on real runs, claim 12 on real ZeRO runs and hand-made zero-3 ones
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -36,10 +36,12 @@ def alpha_beta(sync, N, n, link):  # claim 9: the model's comm per step, one buc
     depth = (N - 1).bit_length()  # the trees' depth at N = 4 and 8
     return 2 * (N - 1) * a + 2 * (N - 1) / N * n / B if sync == "ring" else 2 * depth * a + 2 * n / B
 
+PAGE = 4096
 def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated", servers=1, link="", layers=LAYERS, tag="",
-           nodes=0, arch=""):
+           nodes=0, arch="", stage=0):
     hier = bool(arch)  # a machine-aware form (its architecture given)
     n = 4 * sum(a * b + b for a, b in zip(layers, layers[1:]))
+    psi = n // 4
     ranks = []
     chunk = -(-gb // N)
     for k in range(N):
@@ -66,6 +68,10 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
             comm = 1e-3 * (1 + 0.05 * N) if variant != "fail3" else 1e-3 * N * N
         elif sync == "tree":  # an inner node's 2n each way (the claims do not hold the tree to a formula)
             sent = recv = 2 * n * STEPS
+        elif sync == "zero":  # claim 12: ZeRO's reduce-scatter and all-gathers, (N-1)/N (4 + 4 or 8) Psi a step
+            sent = recv = (N - 1) / N * (4 + (8 if stage == 3 else 4)) * psi * STEPS + (n if k < N - 1 else 0)
+            if variant == "fail12bytes" and stage == 1 and N == 4:
+                sent *= 1.10
         if link and tag:  # claim 9's runs: on their alpha-beta line, 5% over (the tree 3x over when broken)
             comm = alpha_beta(sync, N, n, link) * (3 if variant == "fail9" and sync == "tree" and N == 8 else 1.05)
         elif link:  # claim 8's runs: on their Table 1 line, 5% over (the ring 50% over when broken)
@@ -74,12 +80,23 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
                 comm *= 1.6
             if variant == "fail8tie" and N == 2 and placement == "dedicated":  # the lines tie at n = 2: 1.5x is off
                 comm *= 1.5
-            if sync != "ring":  # no server in rank 0: balanced memory; a shard in every worker moves the ring's bytes
+            if sync not in ("ring", "zero"):  # no server in rank 0: balanced memory; a shard in every worker moves the ring's bytes
                 peak = 3 * MiB
                 sent = recv = (2 * (N - 1) / N if placement == "sharded" else 1) * n * STEPS
+        if sync == "zero" and link:  # claim 12: stage 3 under the link, its bytes 1.5x the ring's, 5% over its line
+            ring = 1.5 if variant == "fail8" and N == 4 else 1.05  # as the ring of its configuration ran (below)
+            comm = 1.5 * table1("ring", placement, servers, N, n) * ring * (2 if variant == "fail12time" else 1)
+        by_tag = {}
+        if sync in ("ring", "zero"):  # claim 12: ZeRO's model states (SGD: 4 bytes of momentum an element)
+            share = 4 * (psi // N + (1 if k < psi % N else 0))  # one bucket: a chunk of floor or ceil of Psi/N
+            paged = (-(-share // PAGE) + 1) * PAGE  # the shard's pages: whole, and one more where it straddles
+            by_tag = {"params": share if stage == 3 else n, "grads": paged if stage >= 2 else n,
+                      "optimizer": share if stage else n, "activations": 64 * 1000, "comm": 16 * MiB}
+            if variant == "fail12" and stage == 2 and N == 4 and k == 1:
+                by_tag["grads"] += 64 * 1024
         fwd = 2e-4 if samples else 1e-7
         ranks.append({"rank": k, "role": "worker", "device": "cpu", "samples": samples,
-                      "memory": {"peak_bytes": peak, "by_tag": {}, "device_used_bytes": 0, "host_peak_rss_bytes": 0},
+                      "memory": {"peak_bytes": peak, "by_tag": by_tag, "device_used_bytes": 0, "host_peak_rss_bytes": 0},
                       "traffic": {"bytes_sent": sent, "bytes_received": recv, "messages": 2 * STEPS},
                       "time_s": {"step": {"median": 2e-3, "p95": 3e-3, "min": 1e-3, "max": 4e-3, "mean": 2e-3},
                                  "phases": {"data": 1e-5, "forward": fwd, "backward": 3e-4, "comm_exposed": comm / 2,
@@ -92,6 +109,8 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
            "ps-consistency": how, "straggler": straggler, "link": link or ("1gbit" if straggler else "")}
     if nodes:
         cfg["nodes"], cfg["hierarchical"] = nodes, hier
+    if stage:
+        cfg["zero-stage"] = stage
     thr = 1e4
     if straggler:  # a slow rank holds the ring back, not the asynchronous server
         thr = 2e4 if how == "async" else 5e3
@@ -100,7 +119,7 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
     summary = {"samples": G * STEPS, "steps": STEPS, "throughput_samples_per_s": thr, "step_time_s": 2e-3,
                "final_loss": 2.1, "final_accuracy": 0.5, "loss_curve": curve(sync, N, how), "eval_curve": [],
                "imbalance": {"memory": 1, "traffic": 1, "busy_time": 1}}
-    pred = ranks[0]["time_s"]["phases"]["comm_total"] * 1.2 if sync != "none" else None
+    pred = ranks[0]["time_s"]["phases"]["comm_total"] * 1.2 if sync not in ("none", "zero") else None
     if pred:
         if variant == "fail6" and N == 8:
             pred /= 10
@@ -111,13 +130,18 @@ def report(sync, N, gb=G, rep=1, how="sync", straggler="", placement="colocated"
             summary["prediction"]["link"] = "shm" if sync == "ring" else "tcp"
     env = {"cores": 2} if variant == "crowded" else {}
     arch = arch or ("ps-" + placement if sync == "ps" else sync)  # what train's registry writes (experiments/backends.c)
-    family = {"none": "none", "ring": "allreduce", "tree": "allreduce"}.get(sync, "ps")
+    if stage:
+        arch = "zero-%d" % stage
+    family = {"none": "none", "ring": "allreduce", "tree": "allreduce", "zero": "zero"}.get(sync, "ps")
     backend = {"name": sync, "family": family, "architecture": arch,
                "servers": servers if arch in ("ps-dedicated", "byteps", "byteps-hierarchical") else 0,
                "lockstep": how == "sync"}
+    if stage:
+        backend["zero_stage"] = stage
     r = {"schema": "ringside.report/1", "run": {"id": "x"}, "env": env, "config": cfg, "backend": backend, "ranks": ranks,
          "summary": summary}
-    name = "sync=%s,ranks=%d,global-batch=%d%s%s%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", tag,
+    name = "sync=%s,ranks=%d,global-batch=%d%s%s%s%s%s-r%d.json" % (sync, N, gb, ",%s,slow" % how if straggler else "", tag,
+                                                              ",stage=%d" % stage if stage else "",
                                                               ",%s,k=%d,table1" % (placement, servers) if link else "",
                                                               ",nodes=%d%s" % (nodes, ",hier" if hier else "") if nodes else "", rep)
     json.dump(r, open(os.path.join(out, name), "w"))
@@ -149,6 +173,11 @@ report("ring", 4, link="1gbit", nodes=2)
 report("ring", 4, link="1gbit", nodes=2, arch="ring-hierarchical")
 report("byteps", 4, servers=2, link="1gbit", nodes=2, arch="byteps-hierarchical")
 report("ps", 4, placement="dedicated", servers=2, link="1gbit", nodes=2)  # a flat server on nodes: left out of claim 8
+# claim 12: ZeRO's stages 1 and 2 at N = 2 and 4, and a hand-made stage 3 beside claim 8's ring under the link
+for N in (2, 4):
+    for st in (1, 2):
+        report("zero", N, stage=st)
+report("zero", 4, link="1gbit", stage=3)
 
 # claims 10 and 11: bench reports on nodes behind a 200 Mbit/s NIC, on their NIC bounds (the flat
 # ring 5% over, the machine-aware forms 10% over); small sizes on the model's rounds
@@ -190,15 +219,15 @@ $PY "$T/make.py" "$T/pass" pass
 expect_status "every claim passes: exit 0" 0 "$BIN" claims "$T/pass"
 cp "$T/last.log" "$T/pass.log"
 v=$(verdicts "$T/pass")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "eleven PASS verdicts"; else bad "eleven PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS" ]; then ok "twelve PASS verdicts"; else bad "twelve PASS verdicts" "$v: $(cat "$T/pass.log")"; fi
 if grep -vE '^#|^[1-9][0-9]? +(PASS|FAIL|NOT-RUN) ' "$T/pass.log" | grep -q .; then bad "table format" "$(grep -vE '^#|^[1-9][0-9]? +(PASS|FAIL|NOT-RUN) ' "$T/pass.log")"
 else ok "every non-data line starts with #"; fi
-if grep -q "31 reports, 25 configurations" "$T/pass.log" && grep -q "skipped .*forecast.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
+if grep -q "36 reports, 30 configurations" "$T/pass.log" && grep -q "skipped .*forecast.json" "$T/pass.log"; then ok "repeats grouped, other files skipped"
 else bad "grouping" "$(head -n 3 "$T/pass.log")"; fi
 if $PY -c "
 import json,sys
 c=json.load(open(sys.argv[1]))
-assert [x['claim'] for x in c]==[1,2,3,4,5,6,7,8,9,10,11]
+assert [x['claim'] for x in c]==list(range(1, 13))
 assert sorted(p['regime'] for p in c[8]['numbers']['pairs']) == ['bandwidth', 'latency'], c[8]
 assert len(c[7]['numbers']['runs']) == 10
 beat = [p for p in c[7]['numbers']['k_equals_n'] if not p['tie']]
@@ -211,6 +240,12 @@ assert abs(p[0]['nic_bytes_ratio'] - 1.5) < 1e-9 and abs(p[1]['nic_bytes_ratio']
 assert c[6]['numbers']['pairs'][0]['async_throughput'] == 2e4
 for x in c: assert x['text'] and x['why'] and isinstance(x['numbers'], dict)
 assert c[1]['numbers']['ps'][0]['r2'] > 0.99
+z = c[11]['numbers']
+assert sorted(m['architecture'] for m in z['model_states'] if m['architecture'] != 'ring') == ['zero-1', 'zero-1', 'zero-2', 'zero-2', 'zero-3'], z
+assert all(m['ok'] for m in z['model_states']) and len(z['bytes']) == 5, z
+z3 = [b for b in z['bytes'] if b['architecture'] == 'zero-3'][0]
+assert abs(z3['ring_ratio'] - 1.5) < 1e-9 and z['stage3_comm_time']['verdict'] == 'PASS', z
+assert abs(z['stage3_comm_time']['pairs'][0]['expected_ratio'] - 1.5) < 1e-9, z
 " "$T/pass/claims.json"; then ok "claims.json: claim, text, verdict, numbers, why"; else bad "claims.json" "$(head -c 500 "$T/pass/claims.json")"; fi
 
 # claim 2's ring lines print like against like: the start-up broadcast (ranks 0..N-2 forward the
@@ -227,19 +262,29 @@ EOF
 then ok "claim 2: the ring's measured bytes per step and the formula's agree to the digit (broadcast out of both)"
 else bad "claim 2's ring line" "$(grep 'ring N=' "$T/pass.log")"; fi
 
-for k in 1 2 3 4 5 6 7 8 9 10 11; do
+for k in 1 2 3 4 5 6 7 8 9 10 11 12; do
     $PY "$T/make.py" "$T/fail$k" "fail$k"
     expect_status "claim $k broken: exit 4" 4 "$BIN" claims "$T/fail$k"
     v=$(verdicts "$T/fail$k")
-    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,12)))" "$k")
+    want=$($PY -c "import sys; k=int(sys.argv[1]); print(' '.join('FAIL' if i==k else 'PASS' for i in range(1,13)))" "$k")
     if [ "$v" = "$want" ]; then ok "claim $k alone FAILs"; else bad "claim $k alone FAILs" "$v: $(cat "$T/last.log")"; fi
+done
+
+# claim 12's other parts broken alone: ZeRO-1's bytes 10% over (N-1)/N (4+4) Psi; the hand-made zero-3's comm
+# time twice its 1.5x of the ring's under the link
+for v in fail12bytes:"zero-1 N=4  sent per rank per step .*<- off" fail12time:"zero-3 N=4  on link 1gbit: .*x1.50.*<- off"; do
+    $PY "$T/make.py" "$T/${v%%:*}" "${v%%:*}"
+    expect_status "claim 12, ${v%%:*}: exit 4" 4 "$BIN" claims "$T/${v%%:*}"
+    w=$(verdicts "$T/${v%%:*}")
+    if [ "$w" = "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL" ] && grep -q -- "${v#*:}" "$T/last.log"; then ok "claim 12, ${v%%:*}: only claim 12 FAILs, the run named"
+    else bad "claim 12, ${v%%:*}" "$w: $(grep -A30 '^12 ' "$T/last.log" | grep -- '<-')"; fi
 done
 
 # claim 8 at n = 2: k = n servers and the ring share one line (M/B), so the pair must tie within 20%
 $PY "$T/make.py" "$T/fail8tie" fail8tie
 expect_status "claim 8, k = n = 2 servers 1.5x the ring: exit 4" 4 "$BIN" claims "$T/fail8tie"
 v=$(verdicts "$T/fail8tie")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS" ] && grep -q "the lines tie at n = 2, the runs do not" "$T/last.log" \
    && grep -q "(lines tie at n = 2)" "$T/pass.log"; then ok "claim 8: the n = 2 pair is decided as the tie the table says"
 else bad "claim 8 at n = 2" "$v: $(grep -A30 '^8 ' "$T/last.log" | grep 'k = n')"; fi
 
@@ -248,7 +293,7 @@ else bad "claim 8 at n = 2" "$v: $(grep -A30 '^8 ' "$T/last.log" | grep 'k = n')
 $PY "$T/make.py" "$T/fail8nodes" fail8nodes
 expect_status "claim 8, byteps --hierarchical k = n behind the flat ring: exit 4" 4 "$BIN" claims "$T/fail8nodes"
 v=$(verdicts "$T/fail8nodes")
-if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS" ] && grep -q "k = n = 2 CPU servers for as many machines (byteps --hierarchical) .*<- not faster" "$T/last.log" \
+if [ "$v" = "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS" ] && grep -q "k = n = 2 CPU servers for as many machines (byteps --hierarchical) .*<- not faster" "$T/last.log" \
    && grep -q "BytePS (n machines) .*n=2x2 " "$T/pass.log" \
    && grep -q "left out ps-dedicated n=4 on 2 nodes: a flat server on machines of several ranks" "$T/pass.log"; then ok "claim 8 at the paper's topology: the machines' lines and the k = n pair"
 else bad "claim 8 at the topology" "$v: $(grep -A40 '^8 ' "$T/last.log" | grep -i 'machines')"; fi
@@ -264,16 +309,17 @@ else bad "claim 6 on a crowded machine" "$(grep -A12 '^6 ' "$T/last.log")"; fi
 mkdir -p "$T/empty"
 expect_status "empty folder: exit 0" 0 "$BIN" claims "$T/empty"
 v=$(verdicts "$T/empty")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ] && grep -q "needs ps (colocated) and ring runs at >= 2 values of N" "$T/last.log" \
+   && grep -q "needs --sync zero runs with N >= 2 and memory.by_tag" "$T/last.log" \
    && grep -q "needs bench reports of the flat ring, tree --hierarchical and ring --hierarchical" "$T/last.log" \
    && grep -q "needs ps --ps-consistency async and ring runs with the same --straggler" "$T/last.log" \
    && grep -q "needs lockstep push runs without a straggler under an emulated --link, bandwidth-bound" "$T/last.log"; then
-    ok "empty folder: eleven NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
+    ok "empty folder: twelve NOT-RUN saying what is missing"; else bad "empty folder" "$v: $(cat "$T/last.log")"; fi
 
 $PY "$T/make.py" "$T/partial" ringonly
 expect_status "partial folder (ring only): exit 0" 0 "$BIN" claims "$T/partial"
 v=$(verdicts "$T/partial")
-if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
+if [ "$v" = "NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN PASS NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN NOT-RUN" ]; then ok "partial folder: NOT-RUN where ps (and zero) is missing"; else bad "partial folder" "$v: $(cat "$T/last.log")"; fi
 
 mkdir -p "$T/future"
 cp "$T/pass/sync=none,ranks=1,global-batch=64-r1.json" "$T/future/"
@@ -387,6 +433,39 @@ for row in json.load(open(d + "/summary.json"))["runs"]:
     subprocess.run([sys.executable, "tests/validate_report.py", d + "/" + row["report"]], check=True, stdout=subprocess.DEVNULL)
 EOF3
 else bad "the link-only matrix" "$(tail -n 3 "$T/lo.log")"; fi
+
+# claim 12 on real reports: ZeRO-1 and ZeRO-2 (AdamW, 3 ranks, small buckets: several shards a rank, each
+# paged) and the ring beside: every tag on ZeRO's formula, the bytes on the ring's; stage 3's part NOT-RUN,
+# saying what it needs; then one rank's gradient shard doctored 64 KiB up: only claim 12 FAILs
+mkdir -p "$T/zero"
+ZS="--layers 64,512,512,10 --train-samples 256 --eval-samples 32 --seed 4 --batch 8 --steps 4 --warmup 1 --optimizer adamw --bucket-mb 0.5"
+"$BIN" train -n 3 --sync ring $ZS -q --report "$T/zero/ring.json" >"$T/zero.log" 2>&1 \
+  && "$BIN" train -n 3 --sync zero --zero-stage 1 $ZS -q --report "$T/zero/z1.json" >>"$T/zero.log" 2>&1 \
+  && "$BIN" train -n 3 --sync zero --zero-stage 2 $ZS -q --report "$T/zero/z2.json" >>"$T/zero.log" 2>&1 \
+  || bad "claim 12's runs" "$(tail -n 3 "$T/zero.log")"
+expect_status "claim 12 on real zero runs: exit 0" 0 "$BIN" claims "$T/zero"
+if [ "$(verdicts "$T/zero" | cut -d' ' -f12)" = PASS ] && grep -q "stage 3's comm time: NOT-RUN, needs a zero-3 run and a ring run" "$T/last.log" &&
+   $PY - "$T/zero/claims.json" <<'EOF4'
+import json, sys
+z = json.load(open(sys.argv[1]))[11]["numbers"]
+m = {x["architecture"]: x for x in z["model_states"]}
+psi = m["ring"]["psi"]
+assert m["ring"]["measured_bytes"]["model_states"] == 16 * psi, m["ring"]
+assert m["zero-1"]["buckets"] >= 2 and abs(m["zero-1"]["measured_bytes"]["optimizer"] - 8 * psi / 3) <= 8 * m["zero-1"]["buckets"], m["zero-1"]
+assert m["zero-2"]["measured_bytes"]["grads"] < 4 * psi / 3 + 2 * 4096 * m["zero-2"]["buckets"] + 8, m["zero-2"]
+assert m["zero-2"]["measured_bytes"]["model_states"] < 0.51 * m["ring"]["measured_bytes"]["model_states"], m  # 8 Psi at N = 3
+assert all(abs(b["ring_ratio"] - 1) < 1e-9 and b["worst_rank_deviation"] < 0.05 for b in z["bytes"]), z["bytes"]
+assert z["stage3_comm_time"]["verdict"] == "NOT-RUN"
+EOF4
+then ok "claim 12 on real ZeRO-1, ZeRO-2 and ring runs: PASS on the formulas, stage 3's part NOT-RUN naming what it needs"
+else bad "claim 12 on real runs" "$(grep -A16 '^12 ' "$T/last.log")"; fi
+$PY -c "
+import json, sys
+r = json.load(open(sys.argv[1])); r['ranks'][1]['memory']['by_tag']['grads'] += 65536; json.dump(r, open(sys.argv[1], 'w'))" "$T/zero/z2.json"
+expect_status "claim 12, a real report's gradient shard doctored: exit 4" 4 "$BIN" claims "$T/zero"
+if [ "$(verdicts "$T/zero" | tr ' ' '\n' | grep -c FAIL)" = 1 ] && grep -q "zero-2 N=3 .*<- off the formula  \[z2\]" "$T/last.log"; then
+    ok "claim 12: the doctored ZeRO-2 report is off the formula, named, and FAILs alone"
+else bad "claim 12 on a doctored report" "$(grep -A16 '^12 ' "$T/last.log")"; fi
 
 # hostile reports: a negative byte count, 1e308, a wrong type, an oversized file: each refused,
 # exit 2, naming the file and the field, no claims.json
