@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shipped.sh - the matrices we ship that run in under a minute on 2 cores (quick, dataparallel, models, a reduced stragglers; quick-link in link.sh) run, and `claims` on each gives only verdicts about what the folder measured: no FAIL without a measured why
+# shipped.sh - the matrices we ship that run in under a minute on 2 cores (quick, dataparallel, models, a reduced stragglers, memory at N = 2 and 4; quick-link in link.sh) run, and `claims` on each gives only verdicts about what the folder measured: no FAIL without a measured why
 . "$(dirname "$0")/lib.sh"
 
 # run_matrix NAME FILE: the matrix into $T/NAME, then claims; leaves the claims output in $T/NAME.claims
@@ -60,4 +60,34 @@ if [ "$(verdict stragglers 8)" = NOT-RUN ] && grep -q "left out non-colocated PS
    grep -q "left out non-colocated PS n=4: not bandwidth-bound" "$T/stragglers.claims"; then
     ok "stragglers: claim 8 NOT-RUN, each run outside its conditions named with its reason"
 else bad "stragglers: claim 8" "$(grep -A12 -E '^8 ' "$T/stragglers.claims")"; fi
+# where the state lives, at N = 2 and 4 (N = 8 adds half the runs and nothing the formulas do not say):
+# claim 12 PASSes on every ZeRO and DDP run, every claim keeps its line in a table of this many runs,
+# and the activation-heavy gpt keeps its activations whatever the stage
+$PY - experiments/matrices/memory.json "$T/memory.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["axes"]["ranks"] = [2, 4]
+m["name"] += "-reduced"
+json.dump(m, open(sys.argv[2], "w"))
+PY
+run_matrix memory "$T/memory.json"
+[ "$(verdict memory 12)" = PASS ] && ok "memory: claim 12 PASS" || bad "memory: claim 12 $(verdict memory 12)" "$(grep -A12 -E '^12 ' "$T/memory.claims")"
+[ "$(grep -cE '^[0-9]+ +(PASS|FAIL|NOT-RUN) ' "$T/memory.claims")" = 12 ] && ok "memory: twelve claim lines, each starting its own line" \
+    || bad "memory: the claims table" "$(grep -nE '^[0-9]+ ' "$T/memory.claims" | cut -c1-60)"
+$PY - "$T/memory/claims.json" <<'PY' && ok "memory: ZeRO's model states fall with N and stage, the ring's stay 16 Psi; the heavy gpt's activations dwarf them" || bad "memory: claim 12's numbers" "$(grep -A12 -E '^12 ' "$T/memory.claims" | head -n 20)"
+import json, sys
+z = json.load(open(sys.argv[1]))[11]["numbers"]["model_states"]
+by = {}
+for m in z:
+    by.setdefault(m["run"].split(",variant=")[0], {})[(m["architecture"], m["ranks"])] = m
+assert len(by) == 4 and all(len(v) == 6 for v in by.values()), sorted(by)
+for conf, v in by.items():
+    s = lambda a, n: v[(a, n)]["measured_bytes"]["model_states"]
+    psi = v[("ring", 2)]["psi"]
+    assert s("ring", 2) == s("ring", 4) == 16 * psi, conf
+    assert s("zero-2", 4) < s("zero-2", 2) < s("zero-1", 2) < s("ring", 2), conf
+    assert s("zero-1", 4) < s("zero-1", 2), conf
+heavy = [v for conf, v in by.items() if "seq-len=128" in conf][0]
+assert all(m["model_states_share"] < 0.07 for m in heavy.values()), heavy
+PY
 finish
