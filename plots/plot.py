@@ -15,6 +15,10 @@ Reads every *.json in DIR: train reports ("schema": "ringside.report/1"), bench 
   loss.png/.svg       loss curves of every configuration over each other; a run whose loss stopped
                       being finite is drawn up to there, marked "diverged at step K" (never as loss 0)
   busbw.png/.svg      bus bandwidth vs message size from bench reports
+  states.png/.svg     where the state lives (ZeRO's Figure 1 measured): memory per rank by tag, one bar per
+                      architecture (rank 0 and the others apart for DataParallel's server, a dedicated
+                      server's process beside its workers), one panel per configuration and N; drawn
+                      where a folder holds a ZeRO run (--sync zero) beside another architecture
   figures.json        what each figure shows (series and bar counts) or why it was skipped
   index.html          the figures and the claims table (from claims.json)
 
@@ -62,7 +66,7 @@ NOISE_KEYS = {"seed", "report", "trace", "quiet", "verbose", "threads", "timeout
 AXIS_KEYS = {"sync", "ps-placement", "ps-servers", "ps-mode"}
 MAX_WIDTH_IN = 17.5   # 1,925 px at the 110 dpi figures are saved with
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
-FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw", "table1", "forecast"]
+FIGURES = ["step_time", "memory", "traffic", "phases", "loss", "busbw", "table1", "forecast", "states"]
 
 
 def warn(msg):
@@ -235,7 +239,7 @@ def backend(rep):
             name += "-dedicated" + ("x%d" % k if k and k > 1 else "")
         elif arch == "ps-sharded":
             name += "-sharded"
-    elif arch in ("zero-1", "zero-2"):  # ZeRO's stages, one name each
+    elif arch in ("zero-1", "zero-2", "zero-3"):  # ZeRO's stages, one name each
         name = arch
     return name
 
@@ -969,9 +973,112 @@ def fig_forecast(data, series):
     return fig, {"series": len(lines), "bars": 0, "note": "a forecast, not a measurement: %s" % "; ".join(f.get("assumptions", [])[:2])}
 
 
+# where the state lives: the tags bottom to top, the model states first (ZeRO's Figure 1 counts
+# them), then what the formula leaves out; each with what it is, for the legend
+STATE_TAGS = [("params", "params (model state)"), ("grads", "grads (model state)"),
+              ("optimizer", "optimizer (model state)"), ("server", "server: a parameter\nserver's state"),
+              ("gather", "gather: DataParallel's\noutputs on rank 0"), ("activations", "activations\n(not sharded)"),
+              ("comm", "comm: buffers to communicate\n(ZeRO counts them apart)")]
+STATE_STYLE = {"params": ("C0", ""), "grads": ("C1", ""), "optimizer": ("C2", ""), "server": ("C3", ""),
+               "gather": ("C4", ""), "activations": ("0.55", ""), "comm": ("white", "xxx")}
+STATE_ORDER = ["ps-colocated", "ps-dedicated", "ps-sharded", "byteps", "ring", "tree", "zero-1", "zero-2", "zero-3"]
+
+
+def state_bars(rep):
+    """[(label, entry)]: the processes one report's bar group shows. DataParallel's server: rank 0
+    and the largest other rank; server processes of their own: the largest worker and the largest
+    server; elsewhere the largest worker (the ranks are alike)."""
+    peak = lambda e: e.get("memory", {}).get("peak_bytes", 0)  # noqa: E731
+    w, srv = workers(rep), [e for e in rep.get("ranks", []) if e.get("role") == "server"]
+    name = architecture(rep) if architecture(rep) == "ps-colocated" else backend(rep)
+    if architecture(rep) == "ps-colocated" and len(w) > 1:
+        return [(name + ": rank 0", [e for e in w if e.get("rank") == 0][0]),
+                (name + ": other ranks", max([e for e in w if e.get("rank") != 0], key=peak))]
+    bars = [(name + (": a worker" if srv else ""), max(w, key=peak))] if w else []
+    return bars + ([(name + ": a server", max(srv, key=peak))] if srv else [])
+
+
+def is_zero(rep):
+    """A run of ZeRO's sharded data parallelism (backend.family "zero")."""
+    return (rep.get("backend") or {}).get("family") == "zero"
+
+
+def fig_states(data, series):
+    """Where the state lives: memory per rank by tag, one bar per architecture (the process that
+    holds the most of it; DataParallel's rank 0 and its other ranks apart, a dedicated server
+    beside its workers), one panel per configuration and N, the panels of a configuration on one
+    scale. Drawn where a ZeRO run stands beside another architecture."""
+    reports = [rep for by_n in series.values() for reps in by_n.values() for rep in reps]
+    if not any(map(is_zero, reports)):
+        return None, "no ZeRO run (--sync zero) in these reports (experiments/matrices/memory.json draws it)"
+    keys = varying_keys(reports, skip=("zero-stage",))
+    panels = {}  # (configuration, N) -> {architecture label: report}
+    for rep in reports:
+        if world(rep) < 2 or architecture(rep) not in STATE_ORDER:
+            continue
+        conf = " ".join("%s=%s" % (k, option_text(rep, k)) for k in keys) or "every configuration"
+        panels.setdefault((conf, world(rep)), {}).setdefault(backend(rep), []).append(rep)
+    panels = {k: v for k, v in panels.items() if len(v) > 1}
+    if not panels:
+        return None, "no ZeRO run beside another architecture at one N"
+    # the configurations from where the model states weigh most to where activations do
+    def act_share(conf):
+        shares = [mem_tag(e, "activations") / max(1, sum(mem_tag(e, t) for t, _ in STATE_TAGS))
+                  for (c, _), v in panels.items() if c == conf for reps in v.values() for _, e in state_bars(reps[0])]
+        return (statistics.median(shares), conf)
+    confs = sorted({c for c, _ in panels}, key=act_share)
+    ns = sorted({n for _, n in panels})
+    tags = [(t, d) for t, d in STATE_TAGS
+            if any(mem_tag(e, t) > 0 for v in panels.values() for reps in v.values() for _, e in state_bars(reps[0]))]
+    legend_w = 2.9
+    width = fig_width(1.0 + 4.6 * len(ns) + legend_w)
+    col_w = (width - legend_w - 1.0) / len(ns)
+    fig, axes = plt.subplots(len(confs), len(ns), figsize=(width, 1.2 + 3.5 * len(confs)), sharey="row", squeeze=False)
+    bars = 0
+    for (conf, n), by_arch in sorted(panels.items()):
+        ax = axes[confs.index(conf)][ns.index(n)]
+        order = sorted(by_arch, key=lambda a: (STATE_ORDER.index(architecture(by_arch[a][0])), a))
+        picks = [(label, e) for a in order for label, e in state_bars(representative(by_arch[a]))]
+        xs = list(range(len(picks)))
+        bottom = [0.0] * len(picks)
+        for tag, _ in tags:
+            colour, hatch = STATE_STYLE[tag]
+            vals = [mem_tag(e, tag) / 1048576.0 for _, e in picks]
+            cont = ax.bar(xs, vals, bottom=bottom, width=0.72, color=colour, hatch=hatch, edgecolor="0.35",
+                          linewidth=0.4)
+            for (label, _), patch, v in zip(picks, cont.patches, vals):
+                if v > 0:  # a tag this process does not hold draws nothing
+                    patch.set_gid(safe_id("bar", "states", conf, n, label, tag))
+            bars += sum(1 for v in vals if v > 0)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        for x, top, (label, e) in zip(xs, bottom, picks):  # the model states' sum, over the bar; a tick where they end
+            states = sum(mem_tag(e, t) for t in ("params", "grads", "optimizer", "server"))
+            ax.plot([x - 0.36, x + 0.36], [states / 1048576.0] * 2, color="black", linewidth=1.2)
+            ax.annotate(human_bytes(states), (x, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=6.5, rotation=90 if len(picks) > 6 and col_w < 4 else 0)
+        ax.margins(y=0.16)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([label for label, _ in picks], fontsize=7, rotation=40, ha="right", rotation_mode="anchor")
+        ax.set_title("%s, N=%d" % (conf, n), fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    for ri in range(len(confs)):
+        axes[ri][0].set_ylabel("peak MiB per tag, one process")
+        for ci, n in enumerate(ns):
+            if (confs[ri], n) not in panels:
+                axes[ri][ci].set_visible(False)
+    handles = [matplotlib.patches.Patch(facecolor=STATE_STYLE[t][0], hatch=STATE_STYLE[t][1], edgecolor="0.35", label=d)
+               for t, d in reversed(tags)]
+    handles.append(matplotlib.lines.Line2D([], [], color="black", linewidth=1.2,
+                                           label="model states, their sum\nprinted over the bar (params +\ngrads + optimizer + server)"))
+    legend_outside(axes[0][-1], len(handles), fontsize=8, handles=handles, room=legend_w)
+    fig.suptitle("Where the state lives: memory per rank by tag, per architecture (ZeRO's Figure 1, measured)", fontsize=11)
+    layout(fig, (0, 0, 1 - legend_w / width, 0.97))
+    return fig, {"series": 0, "bars": bars, "panels": len(panels), "n": ns, "configurations": len(confs), "note": ""}
+
+
 FIGURE_FUNCS = {"step_time": fig_step_time, "memory": fig_memory, "traffic": fig_traffic,
                 "phases": fig_phases, "loss": fig_loss, "busbw": fig_busbw, "table1": fig_table1,
-                "forecast": fig_forecast}
+                "forecast": fig_forecast, "states": fig_states}
 CAPTIONS = {
     "step_time": "Median step time per configuration (solid); dashed: the alpha-beta PREDICTION of communication per step, not a step time.",
     "memory": "Per-process peak memory stacked by tag at the largest N, one panel per configuration (past 8: rank 0, the largest other rank and server); rank 0 hatched.",
@@ -980,6 +1087,7 @@ CAPTIONS = {
     "loss": "Global sample-weighted training loss against steps (left) and against seconds of training (right, where the reports carry time_curve), every back end and N over each other.",
     "busbw": "Bus bandwidth vs message size from `ringside bench` reports.",
     "forecast": "`ringside predict`: each architecture's alpha-beta communication per step against N (log-log); shaded where the link was measured, extrapolated elsewhere.",
+    "states": "Where the state lives (ZeRO's Figure 1, measured): memory per process by tag for each architecture, model states (params, grads, optimizer, a server's state) at the bottom with their sum printed on the bar, activations and the communication buffers above them; DataParallel's rank 0 and its other ranks apart, a dedicated server's process beside its workers; one panel per configuration and N.",
     "table1": "BytePS's Table 1 (OSDI 2020): communication per step against the CPU servers k, one panel per n, measured (solid) and the paper's line (dashed) per architecture, DataParallel's server in rank 0 beside them (dotted: not in the table), under the emulated link.",
 }
 
@@ -1118,7 +1226,8 @@ def main(argv):
         else:
             fig, entry = calls[name]() if name in calls else FIGURE_FUNCS[name](data, series)
         if fig is None:
-            if name != "forecast" or data["forecasts"]:  # a folder without a forecast is complete without one
+            # a folder without a forecast, or without a ZeRO run, is complete without its figure
+            if not (name == "forecast" and not data["forecasts"]) and not (name == "states" and not any(map(is_zero, reports))):
                 warn("skipping %s: %s" % (name, entry))
             manifest[name] = {"status": "skipped", "reason": entry}
             continue

@@ -305,6 +305,48 @@ check "... and says so" grep -q "leaves none of the 64 reports" "$many.g"
 "$PY" plots/plot.py "$many" --out "$many/g" --x colour >"$many.g" 2>&1; rc=$?
 check "an --x that is no option exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# ---- 3d: where the state lives: ZeRO beside DataParallel's server and the ring --------------
+# the full fixture has no ZeRO run: the figure is skipped there, quietly, saying why
+check "states skipped without a ZeRO run" "$PY" -c "import json,sys; e=json.load(open(sys.argv[1]))['states']; sys.exit(not (e['status'] == 'skipped' and 'no ZeRO run' in e['reason']))" "$full/figures.json"
+zs=$tmp/states
+make_fixture "$zs" ps,ring 2,4
+"$PY" - "$zs" <<'PYEOF'
+import glob, json, os, sys
+d = sys.argv[1]
+TAGS = ["params", "grads", "optimizer", "server", "gather", "activations", "comm"]
+want = 0
+for p in sorted(glob.glob(os.path.join(d, "ring-n*-r*.json"))):
+    r = json.load(open(p))
+    n = r["run"]["world"]
+    for st in (1, 2):  # ZeRO-1: the optimizer's state a shard; ZeRO-2: the gradients too
+        z = json.loads(json.dumps(r))
+        z["config"].update({"sync": "zero", "zero-stage": st})
+        z["backend"] = {"name": "zero", "family": "zero", "architecture": "zero-%d" % st, "servers": 0, "lockstep": True,
+                        "zero_stage": st}
+        for e in z["ranks"]:
+            t = e["memory"]["by_tag"]
+            t["optimizer"] //= n
+            if st == 2:
+                t["grads"] //= n
+        json.dump(z, open(p.replace("ring-", "zero%d-" % st), "w"))
+# the bars one panel (an N) shows: ps rank 0 and another rank, the ring, zero-1, zero-2, each stacked by its tags
+for n in (2, 4):
+    for name, rank in (("ps", 0), ("ps", 1), ("ring", 0), ("zero1", 0), ("zero2", 0)):
+        e = json.load(open(os.path.join(d, "%s-n%d-r1.json" % (name, n))))["ranks"][rank]
+        want += sum(1 for t in TAGS if e["memory"]["by_tag"].get(t, 0) > 0)
+json.dump({"panels": 2, "bars": want}, open(d + ".states.json", "w"))
+PYEOF
+"$PY" plots/plot.py "$zs" >"$zs.out" 2>&1; rc=$?
+check "plot.py on ZeRO beside ps and the ring exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "states drawn, a PNG" is_png "$zs/states.png"
+want_bars=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['bars'])" "$zs.states.json")
+got=$("$PY" -c "import json,sys; e=json.load(open(sys.argv[1]))['states']; print(e['status'], e['panels'], e['bars'])" "$zs/figures.json")
+check "states: one panel per N, a bar segment per process and tag (figures.json: $got; want drawn 2 $want_bars)" [ "$got" = "drawn 2 $want_bars" ]
+check "states: $want_bars bar segments in the SVG" [ "$(svg_count "$zs/states.svg" bar states)" = "$want_bars" ]
+check "states: DataParallel's rank 0 and its other ranks apart" bash -c 'grep -q "id=\"bar-states-.*ps-colocated_rank_0-server\"" "$1" && grep -q "id=\"bar-states-.*ps-colocated_other_ranks-params\"" "$1"' _ "$zs/states.svg"
+check "states: the legend names every tag drawn" bash -c 'for t in "params (model state)" "grads (model state)" "optimizer (model state)" "server: a parameter" "activations" "comm: buffers to communicate"; do grep -qF "$t" "$1" || exit 1; done' _ "$zs/states.svg"
+check "index.html shows states with its caption" grep -q "Where the state lives" "$zs/index.html"
+
 # ---- 3c: make plots finds a python3 with matplotlib when PATH's first python3 has none ---------
 mkdir -p "$tmp/fakebin"; printf '#!/bin/sh\nexit 1\n' >"$tmp/fakebin/python3"; chmod +x "$tmp/fakebin/python3"
 PATH="$tmp/fakebin:$PATH" make -s --no-print-directory plots DIR="$one" >"$tmp/make.out" 2>&1; rc=$?
