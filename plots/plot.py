@@ -981,6 +981,9 @@ STATE_TAGS = [("params", "params (model state)"), ("grads", "grads (model state)
               ("comm", "comm: buffers to communicate\n(ZeRO counts them apart)")]
 STATE_STYLE = {"params": ("C0", ""), "grads": ("C1", ""), "optimizer": ("C2", ""), "server": ("C3", ""),
                "gather": ("C4", ""), "activations": ("0.55", ""), "comm": ("white", "xxx")}
+# the options that shape one model only (a panel of another model leaves them out of its title)
+MODEL_KEYS = {"mlp": {"layers"}, "gpt": {"vocab", "n-layer", "n-head", "n-embd", "seq-len"}}
+MODEL_KEYS["all"] = set().union(*MODEL_KEYS.values())
 STATE_ORDER = ["ps-colocated", "ps-dedicated", "ps-sharded", "byteps", "ring", "tree", "zero-1", "zero-2", "zero-3"]
 
 
@@ -1016,7 +1019,9 @@ def fig_states(data, series):
     for rep in reports:
         if world(rep) < 2 or architecture(rep) not in STATE_ORDER:
             continue
-        conf = " ".join("%s=%s" % (k, option_text(rep, k)) for k in keys) or "every configuration"
+        model = rep.get("config", {}).get("model", "mlp")
+        conf = " ".join("%s=%s" % (k, option_text(rep, k)) for k in keys
+                        if k not in MODEL_KEYS["all"] - MODEL_KEYS.get(model, set())) or "every configuration"
         panels.setdefault((conf, world(rep)), {}).setdefault(backend(rep), []).append(rep)
     panels = {k: v for k, v in panels.items() if len(v) > 1}
     if not panels:
@@ -1062,10 +1067,11 @@ def fig_states(data, series):
         ax.set_title("%s, N=%d" % (conf, n), fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
     for ri in range(len(confs)):
-        axes[ri][0].set_ylabel("peak MiB per tag, one process")
-        for ci, n in enumerate(ns):
-            if (confs[ri], n) not in panels:
-                axes[ri][ci].set_visible(False)
+        shown = [ci for ci, n in enumerate(ns) if (confs[ri], n) in panels]
+        for ci in range(len(ns)):
+            axes[ri][ci].set_visible(ci in shown)
+        axes[ri][shown[0]].set_ylabel("peak MiB per tag, one process")  # the row's scale on its first panel
+        axes[ri][shown[0]].yaxis.set_tick_params(labelleft=True)
     handles = [matplotlib.patches.Patch(facecolor=STATE_STYLE[t][0], hatch=STATE_STYLE[t][1], edgecolor="0.35", label=d)
                for t, d in reversed(tags)]
     handles.append(matplotlib.lines.Line2D([], [], color="black", linewidth=1.2,
