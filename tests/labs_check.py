@@ -3,7 +3,7 @@
 
 usage: python3 tests/labs_check.py LAB DIR [LOG]
 
-LAB is 1..7, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
+LAB is 1..8, DIR the folder the lab's commands ran in (a copy of the repository root), LOG the
 lab's output (lab 5 looks for the skeleton's message in it). Prints one line per check,
 "ok - ..." or "not ok - ...", and exits 1 when any check failed. tests/integration/labs.sh
 runs it after each lab; the numbers checked are the machine-independent ones the pages quote.
@@ -376,12 +376,70 @@ def lab7(d, log):
         check(th < tf, f"lab 7: on 2 nodes the hierarchical ring ({th * 1e3:.1f} ms) is faster than the flat ring ({tf * 1e3:.1f} ms)")
 
 
+def lab8(d, log):
+    page = 4096
+    psi = params([784, 1024, 1024, 10])
+    assert psi == 1_863_690
+
+    def states(e):
+        return sum(e["memory"]["by_tag"][t] for t in ("params", "grads", "optimizer", "server"))
+
+    runs = {k: load(d, f"results/lab8/{k}.json") for k in ("ring", "zero1", "zero2", "ps", "ps-dedicated", "ps-sharded",
+                                                            "zero2-n2", "zero2-n8", "ps-n2", "ps-n8")}
+    # (report, architecture, N, the process's formula in Psi, its slack in bytes: one element a bucket (DDP's
+    # two here: the first of at most 1 MiB, the rest) for a shard, two pages a bucket more for a shard counted by pages)
+    b = 2
+    want = [("ring", "ring", 4, lambda n: 16, 0), ("zero1", "zero-1", 4, lambda n: 8 + 8 / n, 8 * b),
+            ("zero2", "zero-2", 4, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
+            ("zero2-n2", "zero-2", 2, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
+            ("zero2-n8", "zero-2", 8, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
+            ("ps-sharded", "ps-sharded", 4, lambda n: 8 + (4 * (n + 2) + 8) / n, 4 * 10 * b)]
+    for name, arch, n, per, slack in want:
+        r = runs[name]
+        if not r:
+            continue
+        check(r["backend"]["architecture"] == arch and r["run"]["world"] == n, f"lab 8: {name}: {arch} at N = {n}")
+        got = [states(e) for e in workers(r)]
+        check(all(abs(g - per(n) * psi) <= slack for g in got),
+              f"lab 8: {name}: every rank's model states {max(got):,} within {slack} B of {per(n):.4g} Psi = {per(n) * psi:,.0f}")
+    for name, n in (("ps-n2", 2), ("ps", 4), ("ps-n8", 8)):
+        r = runs[name]
+        if r:
+            w = workers(r)
+            check(states(w[0]) == (24 + 4 * n) * psi and all(states(e) == 8 * psi for e in w[1:]),
+                  f"lab 8: {name}: DataParallel's rank 0 {states(w[0]):,} = (24 + 4N) Psi, the others 8 Psi")
+    r = runs["ps-dedicated"]
+    if r:
+        check(states(servers(r)[0]) == 32 * psi and all(states(e) == 8 * psi for e in workers(r)),
+              f"lab 8: the dedicated server {states(servers(r)[0]):,} = 4(N+2) Psi + 8 Psi = 32 Psi, its workers 8 Psi")
+    if runs["zero1"] and runs["zero2"] and runs["ring"]:
+        p1, p2, pr = (runs[k]["ranks"][0]["memory"]["peak_bytes"] for k in ("zero1", "zero2", "ring"))
+        check(abs(p2 - p1) <= 64 << 10 and p1 < pr,
+              f"lab 8: ZeRO-2's peak {p2:,} within 64 KiB of ZeRO-1's {p1:,} (the gradient in flight), both below the ring's {pr:,}")
+    h = {k: load(d, f"results/lab8/heavy-{k}.json") for k in ("ring", "zero2")}
+    if all(h.values()):
+        hpsi = h["ring"]["ranks"][0]["memory"]["by_tag"]["params"] / 4
+        act = [e["memory"]["by_tag"]["activations"] for r in h.values() for e in workers(r)]
+        check(hpsi == 632_576 and len(set(act)) == 1, f"lab 8: the heavy gpt: Psi {hpsi:,.0f}, the same activations {act[0]:,} on every rank of both")
+        sr, sz = states(workers(h["ring"])[0]), max(states(e) for e in workers(h["zero2"]))
+        check(sr == 16 * hpsi and abs(sz - 7 * hpsi) <= b * (12 + 2 * page), f"lab 8: the heavy gpt's states {sr:,} = 16 Psi, ZeRO-2's {sz:,} = 7 Psi (+ pages)")
+        pr, pz = (h[k]["ranks"][0]["memory"]["peak_bytes"] for k in ("ring", "zero2"))
+        check(sr / pr < 0.06 and 0.97 * pr < pz < pr, f"lab 8: the heavy gpt: model states {100 * sr / pr:.1f}% of the ring's peak, ZeRO-2 saves {100 * (pr - pz) / pr:.1f}% (< 3%)")
+    c = load(d, "results/lab8/claims.json")
+    if c:
+        check(len(c) >= 12 and c[11]["claim"] == 12 and c[11]["verdict"] == "PASS", f"lab 8: claim 12 {c[11]['verdict'] if len(c) >= 12 else 'missing'}")
+        check(c[11]["numbers"]["stage3_comm_time"]["verdict"] == "NOT-RUN", "lab 8: claim 12's stage-3 part NOT-RUN (stage 3 not built)")
+    f = load(d, "results/lab8/figures.json")
+    if f:
+        check(f.get("states", {}).get("status") == "drawn", "lab 8: states figure drawn")
+
+
 def main(argv):
-    if len(argv) < 2 or argv[0] not in "1234567" or len(argv[0]) != 1:
+    if len(argv) < 2 or argv[0] not in "12345678" or len(argv[0]) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     d, log = argv[1], argv[2] if len(argv) > 2 else None
-    [lab1, lab2, lab3, lab4, lab5, lab6, lab7][int(argv[0]) - 1](d, log)
+    [lab1, lab2, lab3, lab4, lab5, lab6, lab7, lab8][int(argv[0]) - 1](d, log)
     bad = results.count(False)
     print(f"# lab {argv[0]}: {len(results) - bad} checks ok, {bad} not ok")
     return 1 if bad else 0

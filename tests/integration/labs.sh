@@ -8,7 +8,7 @@
 # one script; tests/labs_check.py checks the files they wrote. Lab 5's `sh lab solution` blocks
 # run with docs/labs/solutions/student.c built in place of allreduce/student.c (make CUDA=0 in a
 # copy of the tree). Every lab must finish in 5 minutes; the whole script takes 3 to 4.
-#   LABS=2,5 runs only those labs (default 1,2,3,4,5,6,7); LABS_KEEP=DIR keeps the copies and logs there.
+#   LABS=2,5 runs only those labs (default 1,2,3,4,5,6,7,8); LABS_KEEP=DIR keeps the copies and logs there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -26,7 +26,7 @@ if ! bash plots/find_python.sh >/dev/null 2>&1; then
 fi
 command -v python3 >/dev/null || { echo "SKIP no python3"; exit 0; }
 echo "# binary: $BIN"
-LABS=${LABS:-1,2,3,4,5,6,7}
+LABS=${LABS:-1,2,3,4,5,6,7,8}
 if [ -n "${LABS_KEEP:-}" ]; then T=$LABS_KEEP; rm -rf "$T"; mkdir -p "$T"; else T=$(mktemp -d /tmp/ringside-labs-XXXXXX); trap 'rm -rf "$T"' EXIT; fi
 T=$(cd "$T" && pwd)
 MNIST=$ROOT/../shared/data/mnist
@@ -120,7 +120,7 @@ run_lab() {
 }
 
 make_sandbox "$T/main" with-data
-for n in 1 2 3 4 5 6 7; do
+for n in 1 2 3 4 5 6 7 8; do
     case ",$LABS," in *",$n,"*) ;; *) continue ;; esac
     page=$(ls docs/labs/0"$n"-*.md 2>/dev/null | head -n1)
     [ -n "$page" ] || { bad "lab $n: no page docs/labs/0$n-*.md"; continue; }
