@@ -397,7 +397,9 @@ static void claim2(const ClaimsSet *s, Claim *c) {
             double lo = INFINITY, hi = 0;
             for (int i = 0; i < n; i++) {
                 const ClaimsRun *r = ser[i];
-                double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, per, worst = sent_off(r, want, r->grad_bytes, &per);
+                /* the start-up broadcast carries the fp32 parameters whatever the wire */
+                double want = 2.0 * (r->ranks - 1) / r->ranks * r->grad_bytes, per;
+                double worst = sent_off(r, want, r->grad_bytes / arch_wire_ratio(r->arch, r->wire), &per);
                 int ok = worst <= CL_RING_TRAFFIC_TOL;
                 bad += !ok;
                 ring_runs++;

@@ -467,6 +467,15 @@ if [ "$(verdicts "$T/zero" | tr ' ' '\n' | grep -c FAIL)" = 1 ] && grep -q "zero
     ok "claim 12: the doctored ZeRO-2 report is off the formula, named, and FAILs alone"
 else bad "claim 12 on a doctored report" "$(grep -A16 '^12 ' "$T/last.log")"; fi
 
+# claim 2 on a real ring under --wire bf16: its gradient travels in 2 bytes an element, its start-up
+# broadcast of the parameters in fp32's 4, and the broadcast is taken out as what it is
+mkdir -p "$T/bf16"
+"$BIN" train -n 3 --sync ring --wire bf16 $ZS -q --report "$T/bf16/ring.json" >"$T/bf16.log" 2>&1 || bad "the bf16 ring run" "$(tail -n 3 "$T/bf16.log")"
+"$BIN" claims "$T/bf16" >"$T/last.log" 2>&1
+if [ "$(verdicts "$T/bf16" | cut -d' ' -f2)" = NOT-RUN ] && grep -q "ring N=3 .*sent per rank per step .*(worst rank +0\.[0-9]*%)  \[ring\]" "$T/last.log"; then
+    ok "claim 2: a bf16 ring's bytes on 2(N-1)/N n, its fp32 start-up broadcast out"
+else bad "claim 2 on a bf16 ring" "$(grep -A4 '^2 ' "$T/last.log")"; fi
+
 # hostile reports: a negative byte count, 1e308, a wrong type, an oversized file: each refused,
 # exit 2, naming the file and the field, no claims.json
 hostile() { # NAME WANT PYTHON-EDIT-OF-r
