@@ -7,6 +7,7 @@
 #include "../engine/config_check.h"
 #include "../engine/report.h"
 #include "../engine/sync.h"
+#include "../model/model.h"
 
 #include <cJSON.h>
 #include <dirent.h>
@@ -165,13 +166,23 @@ static void load_psi(const cJSON *config, ClaimsRun *r) {
         load_dim(config, "seq-len", &c.seq_len) || load_dim(config, "vocab", &c.vocab) || c.nlayers < 2)
         return;
     if (r->bucket_mb > 0) c.bucket_mb = r->bucket_mb;
-    size_t n = config_param_count(&c);
+    /* the model's shape, sized as train sizes it (nothing allocated): its layers and those kept gathered */
+    Model m;
+    memset(&m, 0, sizeof m);
+    if (model_check(&c) != RS_OK || !(m.ops = model_find(c.model))) return;
+    m.sizing = m.max_batch = m.no_optimizer = m.out_per_sample = 1;
+    int rc = m.ops->setup(&m, &c);
     Bucket *b = NULL;
-    int nb = n ? sync_plan_run(n, &c, &b) : -1;
+    int nb = rc == RS_OK && m.nparams ? sync_plan_run(m.nparams, &c, &b) : -1;
     free(b);
-    if (nb < 1) return;
-    r->psi = (double)n;
-    r->nbuckets = nb;
+    if (nb >= 1) {
+        r->psi = (double)m.nparams;
+        r->nbuckets = nb;
+        r->nlayers = m.nlayers;
+        for (int l = 0; l < m.nlayers && l < 64; l++)
+            if (m.keep_gathered >> l & 1) r->kept += (double)(m.off[l + 1] - m.off[l]);
+    }
+    if (m.ops->release) m.ops->release(&m);
 }
 
 /* Fills r from one report (repeats == 1). 0 or RS_ERR_INPUT naming path. */

@@ -54,7 +54,9 @@ typedef struct {
     char pair[4096];          /* the configuration less the back end and its options (claims 7 and 12's pairs) */
     char optimizer[8];        /* config.optimizer ("sgd" when absent) */
     double psi;               /* the model's parameters, from its options (config_param_count); 0 unknown */
-    int nbuckets;             /* DDP's buckets of psi under --bucket-mb (sync_plan_run): ZeRO's shards are chunks of each */
+    int nbuckets;             /* DDP's buckets of psi under --bucket-mb (sync_plan_run): ZeRO-1's and -2's shards are chunks of each */
+    int nlayers;              /* the model's layers (parameter groups): ZeRO-3's shards are chunks of each */
+    double kept;              /* the parameters of the layers ZeRO-3 keeps gathered through a step (gpt's tied embedding) */
     /* each worker's peak bytes under a tag (memory.by_tag; NAN where the report has none): claim 12 */
     double tag_params[CLAIMS_MAX_RANKS], tag_grads[CLAIMS_MAX_RANKS], tag_optimizer[CLAIMS_MAX_RANKS];
     double tag_activations[CLAIMS_MAX_RANKS], tag_comm[CLAIMS_MAX_RANKS];
