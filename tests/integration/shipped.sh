@@ -80,12 +80,13 @@ z = json.load(open(sys.argv[1]))[11]["numbers"]["model_states"]
 by = {}
 for m in z:
     by.setdefault(m["run"].split(",variant=")[0], {})[(m["architecture"], m["ranks"])] = m
-assert len(by) == 4 and all(len(v) == 6 for v in by.values()), sorted(by)
+assert len(by) == 4 and all(len(v) == 8 for v in by.values()), sorted(by)
 for conf, v in by.items():
     s = lambda a, n: v[(a, n)]["measured_bytes"]["model_states"]
     psi = v[("ring", 2)]["psi"]
     assert s("ring", 2) == s("ring", 4) == 16 * psi, conf
-    assert s("zero-2", 4) < s("zero-2", 2) < s("zero-1", 2) < s("ring", 2), conf
+    assert s("zero-3", 4) < s("zero-3", 2) < s("zero-2", 2) < s("zero-1", 2) < s("ring", 2), conf
+    assert s("zero-3", 4) < s("zero-2", 4), conf
     assert s("zero-1", 4) < s("zero-1", 2), conf
 heavy = [v for conf, v in by.items() if "seq-len=128" in conf][0]
 assert all(m["model_states_share"] < 0.07 for m in heavy.values()), heavy
