@@ -384,7 +384,7 @@ def lab8(d, log):
     def states(e):
         return sum(e["memory"]["by_tag"][t] for t in ("params", "grads", "optimizer", "server"))
 
-    runs = {k: load(d, f"results/lab8/{k}.json") for k in ("ring", "zero1", "zero2", "ps", "ps-dedicated", "ps-sharded",
+    runs = {k: load(d, f"results/lab8/{k}.json") for k in ("ring", "zero1", "zero2", "zero3", "ps", "ps-dedicated", "ps-sharded",
                                                             "zero2-n2", "zero2-n8", "ps-n2", "ps-n8")}
     # (report, architecture, N, the process's formula in Psi, its slack in bytes: one element a bucket (DDP's
     # two here: the first of at most 1 MiB, the rest) for a shard, two pages a bucket more for a shard counted by pages)
@@ -393,6 +393,7 @@ def lab8(d, log):
             ("zero2", "zero-2", 4, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
             ("zero2-n2", "zero-2", 2, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
             ("zero2-n8", "zero-2", 8, lambda n: 4 + 12 / n, b * (12 + 2 * page)),
+            ("zero3", "zero-3", 4, lambda n: 16 / n, 3 * (16 + 2 * 2 * page)),  # a shard a layer (3), two tags by pages
             ("ps-sharded", "ps-sharded", 4, lambda n: 8 + (4 * (n + 2) + 8) / n, 4 * 10 * b)]
     for name, arch, n, per, slack in want:
         r = runs[name]
@@ -416,6 +417,9 @@ def lab8(d, log):
         p1, p2, pr = (runs[k]["ranks"][0]["memory"]["peak_bytes"] for k in ("zero1", "zero2", "ring"))
         check(abs(p2 - p1) <= 64 << 10 and p1 < pr,
               f"lab 8: ZeRO-2's peak {p2:,} within 64 KiB of ZeRO-1's {p1:,} (the gradient in flight), both below the ring's {pr:,}")
+    if runs["zero3"] and runs["ring"]:
+        p3, pr = (runs[k]["ranks"][0]["memory"]["peak_bytes"] for k in ("zero3", "ring"))
+        check(p3 > pr, f"lab 8: ZeRO-3's peak {p3:,} above the ring's {pr:,} (a second ring's lanes and the gathered layers)")
     h = {k: load(d, f"results/lab8/heavy-{k}.json") for k in ("ring", "zero2")}
     if all(h.values()):
         hpsi = h["ring"]["ranks"][0]["memory"]["by_tag"]["params"] / 4
