@@ -4,7 +4,7 @@
 usage: python3 docs/labs/lab8.py REPORT.json [REPORT.json ...]
 
 For every train report (ringside.report/1): its architecture, N, the parameters Psi (a full
-replica's params tag / 4), K (bytes of optimizer state a parameter: SGD 4, AdamW 8), the formula
+replica's params tag / 4; under ZeRO the optimizer tags' sum / K, the shards adding up), K (bytes of optimizer state a parameter: SGD 4, AdamW 8), the formula
 of the model states (params + grads + optimizer + server tags) a process holds, its value, what
 the process measured, and beside it what the formula leaves out: activations and comm. One line
 per kind of process (DataParallel's rank 0 and its other ranks apart, a dedicated server apart).
@@ -52,7 +52,9 @@ def main(argv):
         arch, n = r["backend"]["architecture"], r["run"]["world"]
         k = 8 if r["config"].get("optimizer") == "adamw" else 4
         ranks = r["ranks"]
-        psi = max(tag(e, "params") for e in ranks if e.get("role", "worker") == "worker") / 4
+        ws = [e for e in ranks if e.get("role", "worker") == "worker"]
+        # Psi: a full replica's params tag / 4; under ZeRO the shards of the optimizer's state add up to K Psi
+        psi = sum(tag(e, "optimizer") for e in ws) / k if arch.startswith("zero") else max(tag(e, "params") for e in ws) / 4
         groups = {"every rank": [e for e in ranks if e.get("role", "worker") == "worker"],
                   "rank 0": [e for e in ranks if e.get("role", "worker") == "worker" and e["rank"] == 0],
                   "other ranks": [e for e in ranks if e.get("role", "worker") == "worker" and e["rank"] != 0],
@@ -68,7 +70,7 @@ def main(argv):
             name = path.rsplit("/", 1)[-1]
             print(f"{name:<24} {arch:<13} {n:>2} {who:<12} {text:<28} {per * psi:>12,.0f} {states:>12,} "
                   f"{tag(e, 'activations'):>12,} {tag(e, 'comm'):>12,} {100 * states / rest:>6.1f}%")
-    print("(Psi from the params tag: 4 bytes a parameter; measured: the process holding the most of its kind; "
+    print("(Psi from the params tag, 4 bytes a parameter, or ZeRO's optimizer shards; measured: the process holding the most of its kind; "
           "states: the model states' share of states + activations + comm)")
     return 0
 
