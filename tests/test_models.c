@@ -389,6 +389,7 @@ static void test_paged_grads(void) {
     free(v);
     model_free(&p);
     model_free(&a);
+    device_close(&dev);
 }
 
 static void test_bad_input(void) {
