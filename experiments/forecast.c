@@ -39,6 +39,7 @@ static const FcArch fc_archs[] = {
     {ARCH_PS_SHARDED, 0, 0},
     {ARCH_PS_DEDICATED, 1, 0},
     {ARCH_BYTEPS, 1, 0},
+    {ARCH_ZERO3, 0, 0}, /* ZeRO-1 and -2 move the ring's messages: their rows would be the ring's */
     {ARCH_RING_HIER, 0, 1},
     {ARCH_TREE_HIER, 0, 1},
     {ARCH_BYTEPS_HIER, 1, 1},
@@ -468,6 +469,8 @@ static const char *const fc_assumptions[] = {
     "step = compute + comm: communication not overlapped with backward (the upper bound; DDP hides up to the backward)",
     "ps-colocated is the push step (DataParallel's data messages through rank 0 come on top)",
     "dedicated and byteps run their k server processes on machines of their own, each with its own link",
+    "zero-1 and zero-2 move the ring's messages (their rows are the ring's); zero-3 1.5x them, cut in DDP's buckets "
+    "where it gathers and reduce-scatters layer by layer",
 };
 #define FC_NASSUME (int)(sizeof fc_assumptions / sizeof fc_assumptions[0])
 

@@ -13,7 +13,7 @@ EOF
 # ---- 1. the numbers, by hand: alpha 10 us, beta 1 ns/B, n = 4 MB in one bucket, N = 4, k = N ----
 #   ring 6a + 1.5nb; tree (depth 2, rank 2: two children and two parents) 4a + 2nb; ps colocated
 #   6a + 6nb; sharded 2a + 1.5nb; dedicated 2a + 2 max(n, Nn/k) b; byteps (W = 24, y = 0, x = 1/4)
-#   2a + 2nb. --serial: sharded 2(N-1) rounds, dedicated 2 max(N, k), byteps 2 max(N-1+k, N).
+#   2a + 2nb; zero-3 1.5x the ring's. --serial: sharded 2(N-1) rounds, dedicated 2 max(N, k), byteps 2 max(N-1+k, N).
 run_case() { # NAME EXTRA... : the forecast at N = 4 and 16 into $T/NAME.json and .csv
     local name=$1; shift
     $BIN predict --links $T/fit.json --transport ipc --grad-bytes 4000000 --compute-ms 10 --bucket-mb 0 --ranks 4,16 \
@@ -25,7 +25,8 @@ check "every architecture's comm and step at N = 4 are the hand-computed values"
 import json, sys
 a, b, n = 1e-5, 1e-9, 4e6
 want = {"ring": 6 * a + 1.5 * n * b, "tree": 4 * a + 2 * n * b, "ps-colocated": 6 * a + 6 * n * b,
-        "ps-sharded": 2 * a + 1.5 * n * b, "ps-dedicated": 2 * a + 2 * n * b, "byteps": 2 * a + 2 * n * b}
+        "ps-sharded": 2 * a + 1.5 * n * b, "ps-dedicated": 2 * a + 2 * n * b, "byteps": 2 * a + 2 * n * b,
+        "zero-3": 1.5 * (6 * a + 1.5 * n * b)}
 serial = dict(want, **{"ps-sharded": 6 * a + 1.5 * n * b, "ps-dedicated": 8 * a + 2 * n * b, "byteps": 14 * a + 2 * n * b})
 for path, w in zip(sys.argv[1:], (want, serial)):
     f = json.load(open(path))
@@ -44,7 +45,7 @@ EOF
 check "the CSV has the JSON's rows" $PY - $T/plain.json $T/plain.csv <<'EOF'
 import csv, json, sys
 f, rows = json.load(open(sys.argv[1])), list(csv.DictReader(open(sys.argv[2])))
-assert len(rows) == len(f["rows"]) == 12, len(rows)
+assert len(rows) == len(f["rows"]) == 14, len(rows)
 for r, j in zip(rows, f["rows"]):
     assert int(r["ranks"]) == j["ranks"] and r["architecture"] == j["architecture"], (r, j)
     assert abs(float(r["comm_s"]) - j["comm_s"]) <= 1e-8 * j["comm_s"] and int(r["measured"]) == j["measured"]
@@ -91,10 +92,10 @@ PLOTPY=$(bash plots/find_python.sh 2>/dev/null)
 if [ -n "$PLOTPY" ]; then
     mkdir -p $T/fig && cp $T/plain.json $T/fig/forecast.json
     "$PLOTPY" plots/plot.py $T/fig >$T/fig.log 2>&1
-    check "plots: the forecast drawn, 6 architectures" $PY -c "
+    check "plots: the forecast drawn, 7 architectures" $PY -c "
 import json, sys
 m = json.load(open(sys.argv[1]))['forecast']
-assert m['status'] == 'drawn' and m['series'] == 6, m" $T/fig/figures.json
+assert m['status'] == 'drawn' and m['series'] == 7, m" $T/fig/figures.json
 else echo "SKIP plots: no python3 with matplotlib (bash plots/find_python.sh says how to get one)"; fi
 
 # ---- 3b. machines of G ranks behind one NIC (--per-node), and the models held to bench reports (--check) ----
