@@ -47,7 +47,7 @@
  *            under comm (ZeRO's reduce buckets, which it counts apart from the model states).
  *   stage 3  the parameters too (FSDP's FULL_SHARD): the parameter buffer is paged as well, and
  *            only the rank's chunks stay resident (under params). The buckets are the layers
- *            (SyncJob.layer_buckets: FSDP's per-layer units), and the model's passes call
+ *            (BackendShape.layer_buckets: FSDP's per-layer units), and the model's passes call
  *            param_need before they read a layer: the layer is all-gathered (on a second ring of
  *            its own, asked for by the compute thread and run by a gather thread in that order,
  *            zero_gather.h, while the first ring carries the reduce-scatters on the communication
@@ -291,9 +291,11 @@ static int zero_check_model(const Zero *z) {
     if (!m || !m->grads_paged || (z->stage >= 3 && !m->params_paged))
         return rs_error(RS_ERR_RUNTIME, "zero: stage %d needs the model's %s in paged memory (model.h)", z->stage,
                         z->stage >= 3 ? "parameters and gradients" : "gradients");
-    if (z->stage >= 3 && (!z->job.layer_buckets || z->job.nbuckets != m->nlayers))
-        return rs_error(RS_ERR_RUNTIME, "zero: stage 3 needs one bucket a layer (%d buckets, %d layers)", z->job.nbuckets,
-                        m->nlayers);
+    if (z->stage < 3) return RS_OK;
+    int n = m->nlayers, one = z->job.nbuckets == n; /* bucket b is layer n-1-b (engine's layer plan) */
+    for (int b = 0; one && b < n; b++) one = z->job.buckets[b].lo == m->off[n - 1 - b] && z->job.buckets[b].hi == m->off[n - b];
+    if (!one)
+        return rs_error(RS_ERR_RUNTIME, "zero: stage 3 needs one bucket a layer (%d buckets, %d layers)", z->job.nbuckets, n);
     return RS_OK;
 }
 

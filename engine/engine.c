@@ -387,14 +387,15 @@ int engine_accumulate(Engine *e, int step, int rows) {
     d->ops->event_record(d, e->ev[1], NULL);
     double slept, ts0, gf = e->gather_s - g0;
     RS_TRY(engine_straggle(e, &slept, &ts0));
-    double tb = clock_now();
+    double tb = clock_now(), g1 = e->gather_s;
     d->ops->event_record(d, e->ev[2], NULL);
     RS_TRY(model_backward(m, rows, NULL, NULL)); /* no hand-over: DDP's no_sync */
+    double gb = e->gather_s - g1;
     if (e->micro == 0) d->k->fill(d->kctx, e->acc, 0.0f, m->nparams);
     d->k->axpy(d->kctx, e->acc, 1.0f, m->grads, m->nparams);
     d->ops->event_record(d, e->ev[3], NULL);
-    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]) - gf, bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]);
-    bwd -= e->gather_s - g0 - gf; /* a back end's gathers are its waits, not compute (engine_step adds them to blocked) */
+    /* a back end's gathers are its waits, not compute (engine_step adds them to blocked) */
+    double fwd = d->ops->event_elapsed(d, e->ev[0], e->ev[1]) - gf, bwd = d->ops->event_elapsed(d, e->ev[2], e->ev[3]) - gb;
     fwd = fwd > 0 ? fwd : 0, bwd = bwd > 0 ? bwd : 0;
     T->forward += fwd + slept;
     T->backward += bwd;
@@ -599,8 +600,7 @@ int engine_create(Engine **out, const EngineArgs *a) {
     e->job = (SyncJob){.cfg = a->cfg, .dev = a->dev, .rank = a->rank, .world = a->world, .local_rank = a->local_rank,
                        .local_world = a->local_world, .zctx = a->zctx, .addr = env->bind, .token = env->token,
                        .buckets = e->buckets, .nbuckets = e->nb, .nparams = m->nparams, .timeout = a->cfg->timeout,
-                       .trace = a->trace, .dataparallel = a->driver != NULL, .model = m,
-                       .layer_buckets = a->layer_buckets};
+                       .trace = a->trace, .dataparallel = a->driver != NULL, .model = m};
     char canon[8192], dep[1024] = "", **extras = NULL;
     config_canonical(a->cfg, canon, sizeof canon);
     if (a->driver && (rc = a->driver->init(&e->job, m, engine_health, e, &e->dst, dep, sizeof dep))) goto err;

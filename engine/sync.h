@@ -58,7 +58,6 @@ typedef struct {
     struct Model *model;         /* the model being trained (NULL for collective use): a sharding back end reads its
                                   * flat buffers, whether they are paged (model.h: grads_paged, params_paged: it
                                   * gives their pages back and counts what is resident) and sets its param_need */
-    int layer_buckets;           /* 1: bucket b is exactly layer nbuckets-1-b (BackendShape.layer_buckets) */
 } SyncJob;
 
 /* Cumulative data-plane counters of this process. */
