@@ -80,6 +80,7 @@ static const Opt opts[] = {
     {"secure", 0, OPT_STR, O(secure), S(secure), "", 0, "CURVE key file (ringside keygen FILE): encrypt and authenticate every socket"},
     {"bind", 0, OPT_STR, O(bind), S(bind), "", 0, "address to bind sockets on (default: this host's interface on the route to MASTER_ADDR; * for all)"},
     {"transport", 0, OPT_STR, O(transport), S(transport), "auto", 1, "auto | shm | ipc | tcp: how data moves between ranks of one host, for the ring and the server alike (auto: the fastest each has; ps has no shm)"},
+    {"msg-layer", 0, OPT_STR, O(msg_layer), S(msg_layer), "zeromq", 1, "zeromq | direct: the engine under every host back end's messages (zeromq: ZeroMQ's sockets and I/O threads; direct: plain TCP and Unix sockets the rank's own thread writes and reads, as MPI's TCP transport does)"},
     {"nccl-algo", 0, OPT_STR, O(nccl_algo), S(nccl_algo), "ring", 1, "ring | tree: the all-reduce --sync nccl pins (NCCL_ALGO=Ring or Tree; NCCL_ALGO in the environment wins)"},
     {"link", 0, OPT_STR, O(link), S(link), "", 1, "BW[,LAT]: every process's data plane through an emulated interface of BW (1gbit, 100mbit, 125MB/s) each way, LAT (50us, 1ms) per message; with --nodes, the node's one NIC, shared by its ranks"},
     {"nodes", 0, OPT_COUNT, O(nodes), 0, "0", 1, "M: the ranks are M machines of N/M ranks each (rank r on node r / (N/M)): a node's ranks share one NIC (--link) for what leaves the node and talk over shared memory inside it; left out, every rank is a machine of its own"},

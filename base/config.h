@@ -61,6 +61,7 @@ typedef struct {
     int nodes;                /* --nodes M: the ranks are M machines sharing a NIC each (0: every rank a machine) */
     char intra_link[64];      /* --intra-link BW[,LAT]: a node's fabric, per rank ("": unpaced) */
     char transport[8];        /* auto | shm | ipc | tcp: how data moves between ranks of one host */
+    char msg_layer[8];        /* zeromq | direct: the message layer's engine (net/msg.h) */
     char nccl_algo[8];        /* ring | tree: the algorithm --sync nccl pins (NCCL_ALGO) */
     char straggler[256];      /* --straggler RANK:MS[,RANK:MS...] as given (repeatable: appended) */
     int nstragglers;

@@ -4,6 +4,7 @@
 #include "../base/err.h"
 #include "../model/model.h"
 #include "../net/link.h"
+#include "../net/msg.h"
 #include "../net/zendpoint.h"
 
 #include <errno.h>
@@ -35,6 +36,14 @@ int config_partition_check(const Config *c, size_t nparams) {
             return rs_error(RS_ERR_INPUT, "--ps-partition-kb %s: %zu partitions, more than the wire header addresses",
                             c->ps_partition, np);
     }
+    return RS_OK;
+}
+
+int config_layer_check(const Config *c) {
+    MsgLayer layer;
+    RS_TRY(msg_layer_parse(c->msg_layer, &layer));
+    if (layer == MSG_DIRECT && c->secure[0])
+        return rs_error(RS_ERR_INPUT, "--msg-layer direct with --secure: the direct sockets have no CURVE (use --msg-layer zeromq)");
     return RS_OK;
 }
 
@@ -106,6 +115,7 @@ int config_validate(const Config *c) {
     if (strcmp(c->nccl_algo, "ring") && strcmp(c->nccl_algo, "tree"))
         return rs_error(RS_ERR_INPUT, "--nccl-algo '%s': expected ring or tree", c->nccl_algo);
     RS_TRY(zep_parse(c->transport, &want));
+    RS_TRY(config_layer_check(c));
     LinkSpec link;
     RS_TRY(link_parse(c->link, &link));
     RS_TRY(config_nodes_check(c));

@@ -34,6 +34,10 @@ size_t config_param_count(const Config *c);
  * nodes. 0, or RS_ERR_INPUT naming the option. */
 int config_nodes_check(const Config *c);
 
+/* --msg-layer: zeromq or direct, and direct not with --secure (no CURVE there). 0 or
+ * RS_ERR_INPUT naming the option. */
+int config_layer_check(const Config *c);
+
 /* Whether nranks ranks on nodes nodes are machines of several ranks: at least two nodes, each of
  * more than one rank (on one node, or one rank a node, every form is the flat one). What the
  * machine-aware forms, the cost models and the claims on nodes all decide by. */

@@ -44,8 +44,12 @@ typedef struct Backend {
     int consistency;          /* 1: has --ps-consistency's asynchronous models (else sync only) */
     Arch arch;                /* its architecture (shape may say otherwise for a configuration) */
     int hierarchical;         /* has a machine-aware form under --nodes (--hierarchical): the shape picks it */
-    int host_ring;            /* the ring in host memory: its lanes spin, so bench binds its ranks to cores and
-                               * aligns them with an all-reduce of N floats before each call */
+    int host_ring;            /* the ring in host memory: its lanes spin, so bench binds its ranks to cores */
+    int line_up;              /* bench lines the ranks up before each timed call with an all-reduce of N floats
+                               * of the back end's own (where it has no server processes and is lockstep), so
+                               * that its time does not carry the control plane's release skew; not the ps
+                               * rows: a server thread counts its traffic after the reply, so the barrier's
+                               * bytes could not be taken out of the report exactly */
     /* The row's say on a configuration's shape, after backend_shape filled the defaults (arch,
      * no servers, config_lockstep, no driver). NULL: the defaults. */
     void (*shape)(const Config *cfg, BackendShape *out);

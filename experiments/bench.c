@@ -10,6 +10,7 @@
 #include "../base/err.h"
 #include "../net/launch.h"
 #include "../net/link.h"
+#include "../net/msg.h"
 #include "../net/node.h"
 #include "../net/zendpoint.h"
 #include "../base/log.h"
@@ -50,6 +51,7 @@ typedef struct {
     int hierarchical;       /* --hierarchical: the machine-aware form of the algorithm */
     char intra_link[64];    /* --intra-link BW[,LAT] ("": unpaced) */
     char transport[8];      /* --transport auto|shm|ipc|tcp */
+    char msg_layer[8];      /* --msg-layer zeromq|direct */
     int random;             /* --inputs random: non-exact floats; #wrong counts ranks whose bits differ from rank 0's */
     char wire[8];           /* --wire fp32|bf16|fp16: what the back end's messages carry */
     int bind;               /* --bind core (1) | none (0) | auto (-1, default: core for the ring) */
@@ -92,9 +94,10 @@ typedef struct {
     int nrows;
     long long wrong_here;  /* this rank's wrong elements over the sweep */
     unsigned long long hash; /* --inputs random: this size's result, hashed */
-    int data_barrier;      /* the back end's own all-reduce lines the ranks up (ring) */
+    int data_barrier;      /* the back end's own all-reduce lines the ranks up (its row's line_up) */
     float *barrier_buf;    /* its N floats (N <= 256), on the device: sync's allreduce takes device memory (MEM_COMM) */
-    SyncTraffic barrier_traffic; /* what those barriers moved: not counted in the report */
+    SyncTraffic barrier_traffic; /* what one of those barriers moves (bench_line_up): not counted in the report */
+    unsigned long long barriers; /* how many ran, the measuring one included */
     char cmdline[2048];
 } Bench;
 
@@ -124,6 +127,7 @@ static void bench_usage(FILE *f) {
             "      --report FILE      also write the results as JSON (schema " BENCH_SCHEMA ")\n"
             "      --secure KEYFILE   CURVE-encrypt and authenticate every socket (ringside keygen KEYFILE)\n"
             "      --transport T      auto | shm | ipc | tcp between ranks of one host (default auto)\n"
+            "      --msg-layer L      zeromq | direct: the engine under the messages (default zeromq)\n"
             "      --inputs exact|random  exact: small integers, every element checked against the exact sum\n"
             "                         (default); random: non-exact floats, every rank's result hashed and\n"
             "                         compared with rank 0's (an all-reduce must leave the same bits everywhere)\n"
@@ -223,6 +227,7 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     c->hierarchical = o->hierarchical;
     snprintf(c->intra_link, sizeof c->intra_link, "%s", o->intra_link);
     snprintf(c->transport, sizeof c->transport, "%s", o->transport[0] ? o->transport : "auto");
+    snprintf(c->msg_layer, sizeof c->msg_layer, "%s", o->msg_layer[0] ? o->msg_layer : "zeromq");
     /* ps: the one server inside rank 0 (colocated, DataParallel's shape), a shard of every message
      * in every rank (sharded: N servers, 1/N of each slice's keys each), or K server processes
      * of their own (dedicated, keys by range); byteps: a shard in every rank and k CPU servers */
@@ -234,6 +239,7 @@ static int bench_fill(const BenchOpts *o, int world, Config *c) {
     RS_TRY(link_parse(o->link, &link));
     RS_TRY(bench_check_link(o));
     RS_TRY(config_nodes_check(c));
+    RS_TRY(config_layer_check(c));
     c->zero_stage = o->zero_stage ? o->zero_stage : !strcmp(o->sync, "zero"); /* one collective for stages 1 and 2 */
     BackendShape sh;
     RS_TRY(backend_shape(c, &sh));
@@ -295,7 +301,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
         }
         static const char *known[] = {"-n", "--ranks", "--sync", "-b", "--minbytes", "-e", "--maxbytes", "-f",
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
-                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--inputs", "--nodes", "--intra-link",
+                                      "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--msg-layer", "--inputs", "--nodes", "--intra-link",
                                       "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers",
                                       "--ps-partition-kb", "--zero-stage"};
         int k = -1;
@@ -373,6 +379,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
             if (bench_parse_int(v, 0, 64, &o->servers))
                 return rs_error(RS_ERR_INPUT, "bench: --ps-servers '%s': expected 0..64 server processes", v);
             o->servers_set = 1;
+        } else if (!strcmp(name, "--msg-layer")) {
+            MsgLayer l;
+            RS_TRY(msg_layer_parse(v, &l));
+            snprintf(o->msg_layer, sizeof o->msg_layer, "%s", v);
         } else if (!strcmp(name, "--transport")) {
             ZepWant w;
             RS_TRY(zep_parse(v, &w));
@@ -462,6 +472,9 @@ static int bench_config(Bench *b) {
     ZepWant want;
     zep_parse(b->cfg.transport, &want); /* checked by bench_fill */
     zep_set(want);
+    MsgLayer layer; /* checked by bench_fill */
+    msg_layer_parse(b->cfg.msg_layer, &layer);
+    msg_layer_set(layer);
     return node_link_open(&b->env, &b->cfg); /* --link and --intra-link checked by bench_fill */
 }
 
@@ -472,6 +485,26 @@ static void bench_canonical(const Bench *b, char *out, size_t len) {
     if (k < len)
         snprintf(out + k, len - k, "bench=%zu,%zu,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor, o->warmup,
                  o->iters, o->check, o->random);
+}
+
+/* Measures what one line-up all-reduce moves on this rank, once, between two control-plane
+ * barriers, so that no message of a neighbouring call falls in the window (a tree rank counts a
+ * message when it reads it, and a faster peer's next call may arrive before this one's last):
+ * the all-reduce of N floats is the same every time, so the report takes out that figure times
+ * the number run. 0 or RS_ERR_*. */
+static int bench_line_up(Bench *b) {
+    SyncTraffic t0 = {0}, t1 = {0};
+    if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl));
+    b->sync->traffic(b->sync_state, &t0);
+    RS_TRY(b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world));
+    if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl));
+    b->sync->traffic(b->sync_state, &t1);
+    b->barrier_traffic.bytes_sent = t1.bytes_sent - t0.bytes_sent;
+    b->barrier_traffic.bytes_received = t1.bytes_received - t0.bytes_received;
+    b->barrier_traffic.messages_sent = t1.messages_sent - t0.messages_sent;
+    b->barrier_traffic.messages_received = t1.messages_received - t0.messages_received;
+    b->barriers = 1;
+    return RS_OK;
 }
 
 /* Sets up the device, the back end and (under a launcher) the control plane. */
@@ -518,10 +551,11 @@ static int bench_setup(Bench *b) {
     link_share_release(); /* every member has joined: the node's NIC is mapped by all */
     RS_TRY(rc);
     static const float zeros[256]; /* the barrier sums zeros, so its floats stay zero after the first fill */
-    b->data_barrier = b->shape.row->host_ring && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
+    b->data_barrier = b->shape.row->line_up && !b->shape.servers && b->shape.lockstep && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
     if (b->data_barrier) {
         if (!(b->barrier_buf = device_alloc(&b->dev, (size_t)b->world * sizeof(float), MEM_COMM))) return RS_ERR_RUNTIME;
         RS_TRY(device_h2d(&b->dev, b->barrier_buf, zeros, (size_t)b->world * sizeof(float)));
+        RS_TRY(bench_line_up(b));
     }
     return RS_OK;
 }
@@ -554,22 +588,18 @@ static long long bench_count_wrong(const Bench *b, size_t count) {
 }
 
 /* Lines the ranks up before a timed call: a control-plane barrier (ZeroMQ through rank 0: rank 0
- * leaves it a message hop, tens of microseconds, before the others), then, for the ring, an
- * all-reduce of N floats on the ring itself, which nobody leaves before everyone has entered and
- * which lets everyone go within one hop of the data plane (shared memory: about a microsecond).
- * That second barrier's traffic is kept out of the report's counters. */
+ * leaves it a message hop, tens of microseconds, before the others), then, for every back end
+ * whose row lines up (the ring, the tree and ZeRO's collective; not the ps rows, whose server
+ * threads count after they reply), an all-reduce of N floats of its own, which nobody leaves before everyone has entered and which lets everyone go within the
+ * back end's own last hops (the ring's shared memory: about a microsecond), so that their times do
+ * not carry the control plane's skew (the servers' do: tens of microseconds under ZeroMQ, the
+ * header line says which). That second barrier's
+ * traffic is kept out of the report's counters. */
 static int bench_barrier(Bench *b) {
     if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl)); /* dedicated servers take no part */
     if (!b->data_barrier) return RS_OK;
-    SyncTraffic t0 = {0}, t1 = {0};
-    b->sync->traffic(b->sync_state, &t0);
-    RS_TRY(b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world));
-    b->sync->traffic(b->sync_state, &t1);
-    b->barrier_traffic.bytes_sent += t1.bytes_sent - t0.bytes_sent;
-    b->barrier_traffic.bytes_received += t1.bytes_received - t0.bytes_received;
-    b->barrier_traffic.messages_sent += t1.messages_sent - t0.messages_sent;
-    b->barrier_traffic.messages_received += t1.messages_received - t0.messages_received;
-    return RS_OK;
+    b->barriers++;
+    return b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world);
 }
 
 /* One size: warm-up and timed iterations (input refilled before each, then every rank lines
@@ -630,9 +660,9 @@ static void bench_print_header(Bench *b) {
     printf("# ringside bench: all-reduce (sum of float, in place)\n");
     SyncTraffic tr = {0};
     b->sync->traffic(b->sync_state, &tr);
-    printf("# sync %s, %d rank%s, device %s (rank 0), transport %s (rank 0's link), timeout %g s\n", o->sync, b->world,
-           b->world > 1 ? "s" : "", device_name(&b->dev, dev, sizeof dev),
-           tr.transport && tr.transport[0] ? tr.transport : "none", o->timeout);
+    printf("# sync %s, %d rank%s, device %s (rank 0), transport %s (rank 0's link) on the %s message layer, timeout %g s\n",
+           o->sync, b->world, b->world > 1 ? "s" : "", device_name(&b->dev, dev, sizeof dev),
+           tr.transport && tr.transport[0] ? tr.transport : "none", b->cfg.msg_layer, o->timeout);
     if (link_get()->bytes_per_s > 0)
         printf("# emulated link --link %s: %.4g GB/s each way, %.3g us per message (every process)\n", link_get()->text,
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
@@ -662,7 +692,7 @@ static void bench_print_header(Bench *b) {
                o->bucket_mb);
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
     printf("# before each call: a control-plane barrier%s; ranks %s\n",
-           b->data_barrier ? ", then an all-reduce of N floats on the ring (its traffic not counted)" : "",
+           b->data_barrier ? ", then an all-reduce of N floats of the back end's own (its traffic not counted)" : "",
            o->bind ? "bound to one CPU each (--bind core)" : "not bound (--bind none)");
     if (o->random)
         printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: ranks whose result's bits differ from rank 0's "
@@ -785,10 +815,10 @@ static int bench_finish(Bench *b) {
     const BenchOpts *o = &b->o;
     SyncTraffic tr = {0};
     b->sync->traffic(b->sync_state, &tr);
-    tr.bytes_sent -= b->barrier_traffic.bytes_sent; /* the collectives measured, not the barriers */
-    tr.bytes_received -= b->barrier_traffic.bytes_received;
-    tr.messages_sent -= b->barrier_traffic.messages_sent;
-    tr.messages_received -= b->barrier_traffic.messages_received;
+    tr.bytes_sent -= b->barriers * b->barrier_traffic.bytes_sent; /* the collectives measured, not the barriers */
+    tr.bytes_received -= b->barriers * b->barrier_traffic.bytes_received;
+    tr.messages_sent -= b->barriers * b->barrier_traffic.messages_sent;
+    tr.messages_received -= b->barriers * b->barrier_traffic.messages_received;
     char mine[256], **all = NULL;
     snprintf(mine, sizeof mine, "%llu %llu %llu %llu %llu %s", tr.bytes_sent, tr.bytes_received, tr.messages_sent,
              tr.messages_received, tr.dropped, tr.transport && tr.transport[0] ? tr.transport : "-");
@@ -823,6 +853,7 @@ static int bench_finish(Bench *b) {
         const char *slowest;
         cJSON *traffic = bench_traffic_json(b, all, mine, &slowest);
         cJSON_AddStringToObject(cfg, "transport", slowest);
+        cJSON_AddStringToObject(cfg, "msg_layer", b->cfg.msg_layer);
         cJSON_AddStringToObject(cfg, "device", device_name(&b->dev, dev, sizeof dev));
         cJSON_AddNumberToObject(cfg, "min_bytes", (double)o->minbytes);
         cJSON_AddNumberToObject(cfg, "max_bytes", (double)o->maxbytes);

@@ -26,7 +26,7 @@ static const char *const key_ranks[] = {"ranks", NULL};
  * wire's own tolerance). */
 static const char *const key_split[] = {"ranks", "sync", "ps-placement", "ps-servers", "ps-mode", "zero-stage", "hierarchical", "nodes", "batch",
                                         "global-batch", "accum-steps", "bucket-mb", "overlap", "threads", "eval-every",
-                                        "warmup", "device", "wire", "loss-scale", NULL};
+                                        "warmup", "device", "wire", "loss-scale", "msg-layer", NULL};
 
 /* Options that name the back end and its own settings (left out of claim 7's pair key). */
 static const char *const key_backend[] = {"sync", "ps-placement", "ps-servers", "ps-mode", "ps-consistency", "zero-stage", "hierarchical",

@@ -14,6 +14,7 @@
 #include "../kernels/device.h"
 #include "../base/err.h"
 #include "../net/link.h"
+#include "../net/msg.h"
 #include "../net/node.h"
 #include "../net/zendpoint.h"
 #include "../base/log.h"
@@ -349,6 +350,9 @@ int train_main(int argc, char **argv) {
     ZepWant want; /* validated above */
     zep_parse(r->cfg.transport, &want);
     zep_set(want);
+    MsgLayer layer; /* validated above */
+    msg_layer_parse(r->cfg.msg_layer, &layer);
+    msg_layer_set(layer);
     log_set_quiet(r->cfg.quiet);
     log_set_verbose(r->cfg.verbose);
     if ((rc = rankenv_detect(&r->env)) != RS_OK) {

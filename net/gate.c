@@ -53,6 +53,16 @@ static void gate_text(zmq_msg_t *f, int max, char *out, size_t len) {
         if (*p < 32 || *p > 126) *p = '?';
 }
 
+/* Counts a refusal of from in g's domain d; the data plane's first is logged (the control plane
+ * says its own, naming its endpoint: net/ctrl.c). */
+static void gate_refusal(Gate *g, int d, const char *from, const char *why) {
+    pthread_mutex_lock(&gate_mu);
+    unsigned long long first = g->refused[d]++ == 0;
+    snprintf(g->from[d], sizeof g->from[d], "%s", from);
+    pthread_mutex_unlock(&gate_mu);
+    if (first && d == GATE_DATA) log_warn("data plane: refused a connection from %s: %s", from, why);
+}
+
 /* Answers one ZAP request: version, request id, domain, address, identity, mechanism, then the
  * mechanism's credentials (PLAIN: username, password). Admits PLAIN with the token. */
 static void gate_one(void *arg) {
@@ -71,12 +81,7 @@ static void gate_one(void *arg) {
         if (n > 3) gate_text(&f[3], 63, addr, sizeof addr);
         if (n > 6) gate_text(&f[6], 40, user, sizeof user);
         snprintf(from, sizeof from, "%s%s%s", addr, user[0] ? " as " : "", user);
-        pthread_mutex_lock(&gate_mu);
-        unsigned long long first = g->refused[d]++ == 0;
-        snprintf(g->from[d], sizeof g->from[d], "%s", from);
-        pthread_mutex_unlock(&gate_mu);
-        if (first && d == GATE_DATA) /* the control plane says its own, naming its endpoint (net/ctrl.c) */
-            log_warn("data plane: refused a connection from %s: not this job's token", from);
+        gate_refusal(g, d, from, "not this job's token");
     }
     for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
 }
@@ -181,4 +186,21 @@ unsigned long long gate_refused(void *zctx, GateDomain d, char *from, size_t len
     if (n && from && len) snprintf(from, len, "%s", g->from[d]);
     pthread_mutex_unlock(&gate_mu);
     return n;
+}
+
+int gate_token(void *zctx, char *out, size_t len) {
+    pthread_mutex_lock(&gate_mu);
+    Gate *g = gate_find(zctx);
+    if (g) snprintf(out, len, "%s", g->token);
+    else if (len) out[0] = 0;
+    pthread_mutex_unlock(&gate_mu);
+    return g != NULL;
+}
+
+void gate_note_refused(void *zctx, GateDomain d, const char *from, const char *why) {
+    pthread_mutex_lock(&gate_mu);
+    Gate *g = gate_find(zctx);
+    pthread_mutex_unlock(&gate_mu);
+    if (g) gate_refusal(g, d, from, why);
+    else log_warn("data plane: refused a connection from %s: %s", from, why);
 }

@@ -45,4 +45,12 @@ int gate_socket(void *zctx, void *sock, int binds, GateDomain d, const char *use
  * USER" into from (len bytes). 0 where no gate is open. */
 unsigned long long gate_refused(void *zctx, GateDomain d, char *from, size_t len);
 
+/* The job token zctx's gate checks, into out (len bytes): 1, or 0 and "" where zctx has no gate.
+ * For the message layer's direct sockets, which check it themselves (net/msgdirect.h). */
+int gate_token(void *zctx, char *out, size_t len);
+
+/* Counts a connection that a direct socket of zctx refused (from: "ADDRESS as USER", why: the
+ * reason), as the gate counts its own (gate_refused); the data plane's first is logged. */
+void gate_note_refused(void *zctx, GateDomain d, const char *from, const char *why);
+
 #endif

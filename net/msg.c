@@ -9,6 +9,7 @@
 #include "../base/clock.h"
 #include "../base/tsan.h"
 #include "link.h"
+#include "msgdirect.h"
 #include "zframe.h"
 
 /* ---- Helpers ---- */
@@ -55,6 +56,12 @@ int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start) {
     int last = stamp > 0 ? ZMQ_SNDMORE : 0;
     unsigned char sb[LINK_STAMP_BYTES];
     if (start) *start = stamp;
+    if (msgd_is(sock)) {
+        if (stamp > 0) link_stamp_encode(stamp, sb);
+        if (msgd_send(sock, m, stamp > 0 ? sb : NULL, stamp > 0 ? sizeof sb : 0) != 0) return -1;
+        if (!m->local && c) msg_count_sent(c, m->head_bytes + bytes, m->node);
+        return 0;
+    }
     if (m->id && zmq_send(sock, m->id, m->idlen, ZMQ_SNDMORE) < 0) return -1;
     if (zmq_send(sock, m->head, m->head_bytes, has_payload ? ZMQ_SNDMORE : last) < 0) return -1;
     if (has_payload) {
@@ -85,11 +92,12 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
     m->extra = 0;
     m->stamp = 0;
     m->with_id = with_id;
-    int more = 1;
+    int more = 1, direct = msgd_is(sock);
     while (more) {
         zmq_msg_t spare, *p = m->n < 3 ? &m->part[m->n].z : &spare;
         zmq_msg_init(p);
-        if (zframe_recv(p, sock, m->n == 0 && !m->extra ? flags : 0) < 0) {
+        int f = m->n == 0 && !m->extra ? flags : 0;
+        if (direct ? msgd_frame(sock, p, f, &more) < 0 : zframe_recv(p, sock, f) < 0) {
             int e = zmq_errno();
             zframe_close(p);
             for (int i = 0; i < m->n; i++) zframe_close(&m->part[i].z);
@@ -97,7 +105,7 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
             errno = e;
             return -1;
         }
-        more = zmq_msg_more(p);
+        if (!direct) more = zmq_msg_more(p);
         tsan_acquire(zmq_msg_data(p));
         if (p == &spare) { /* a fourth frame: the stamp when it is the last, else a stray's */
             if (more || m->extra || !link_stamp_decode(zmq_msg_data(p), zmq_msg_size(p), &m->stamp)) m->extra++;
@@ -114,6 +122,12 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
 }
 
 int msg_wait(void *sock, double deadline) {
+    if (msgd_is(sock)) {
+        double left = deadline - clock_now();
+        if (left <= 0) return 0;
+        int rc = msgd_poll(&sock, 1, (long)(left * 1000.0) + 1, NULL);
+        return rc < 0 ? -1 : rc > 0;
+    }
     for (;;) {
         double left = deadline - clock_now();
         if (left <= 0) return 0;
@@ -125,6 +139,8 @@ int msg_wait(void *sock, double deadline) {
 }
 
 int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready) {
+    for (int i = 0; i < n && i < 64; i++)
+        if (msgd_is(socks[i])) return msgd_poll(socks, n, wait_ms, ready);
     zmq_pollitem_t items[64];
     int k = n < 64 ? n : 64;
     for (int i = 0; i < k; i++) items[i] = (zmq_pollitem_t){socks[i], 0, ZMQ_POLLIN, 0};
@@ -136,6 +152,7 @@ int msg_poll(void *const *socks, int n, long wait_ms, unsigned char *ready) {
 }
 
 int msg_bound(void *sock, size_t max_frame) {
+    if (msgd_is(sock)) return msgd_bound(sock, max_frame);
     int64_t most = max_frame ? (int64_t)max_frame : -1;
     return zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &most, sizeof most);
 }

@@ -131,7 +131,24 @@ typedef struct {
     int mandatory;       /* a ROUTER: a send to an identity not connected fails (EHOSTUNREACH) */
 } MsgSocketSpec;
 
+/* The engine under the layer's sockets (--msg-layer): ZeroMQ's sockets and I/O threads, or the
+ * direct sockets (net/msgdirect.h: plain TCP and Unix streams the rank's own thread writes and
+ * reads, as MPI's TCP transport does). Every back end takes the same one; the frames, the
+ * counts, the pacing and the bounds above are the layer's, whichever it is. */
+typedef enum { MSG_ZEROMQ = 0, MSG_DIRECT = 1 } MsgLayer;
+
 /* ---- Prototypes ---- */
+
+/* --msg-layer's value ("zeromq", "direct") as a MsgLayer: 0 with *out set, or RS_ERR_INPUT
+ * naming it. */
+int msg_layer_parse(const char *text, MsgLayer *out);
+
+/* This process's engine for the sockets msg_socket creates from now on (MSG_ZEROMQ until set;
+ * the trainer and the bench set it once, before any data-plane socket exists; a test may change
+ * it between sockets), and its name ("zeromq", "direct"). */
+void msg_layer_set(MsgLayer layer);
+MsgLayer msg_layer_get(void);
+const char *msg_layer_name(MsgLayer layer);
 
 /* A ZeroMQ context of its own (for a back end created without the process's: a unit test's), or
  * NULL (msg_errno()). End it with msg_context_end once its sockets are closed: that delivers what
@@ -139,7 +156,7 @@ typedef struct {
 void *msg_context(void);
 void msg_context_end(void *zctx);
 
-/* Creates a socket of zctx as s says: CURVE under --secure (net/secure.h), behind the job token's
+/* Creates a socket of zctx as s says, of this process's engine (msg_layer_get): CURVE under --secure (net/secure.h), behind the job token's
  * gate where zctx has one and s->ungated is 0 (net/gate.h), no send high-water mark, s's queue
  * bound, frame bound, linger, send timeout, identity and ROUTER_MANDATORY; bind or connect it
  * next. 0 with *sock set, or RS_ERR_* (rs_errmsg(); *sock NULL, nothing left open). */

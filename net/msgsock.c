@@ -8,6 +8,7 @@
 
 #include "../base/err.h"
 #include "gate.h"
+#include "msgdirect.h"
 #include "secure.h"
 #include "zmq_check.h"
 
@@ -38,6 +39,21 @@ static int msgsock_setup(void *zctx, void *sock, const MsgSocketSpec *s) {
 
 /* ---- Public ---- */
 
+static MsgLayer msgsock_layer = MSG_ZEROMQ;
+
+int msg_layer_parse(const char *text, MsgLayer *out) {
+    if (text && !strcmp(text, "zeromq")) *out = MSG_ZEROMQ;
+    else if (text && !strcmp(text, "direct")) *out = MSG_DIRECT;
+    else return rs_error(RS_ERR_INPUT, "--msg-layer '%s': expected zeromq or direct", text ? text : "");
+    return RS_OK;
+}
+
+void msg_layer_set(MsgLayer layer) { __atomic_store_n(&msgsock_layer, layer, __ATOMIC_RELAXED); }
+
+MsgLayer msg_layer_get(void) { return __atomic_load_n(&msgsock_layer, __ATOMIC_RELAXED); }
+
+const char *msg_layer_name(MsgLayer layer) { return layer == MSG_DIRECT ? "direct" : "zeromq"; }
+
 void *msg_context(void) { return zmq_ctx_new(); }
 
 void msg_context_end(void *zctx) {
@@ -45,6 +61,7 @@ void msg_context_end(void *zctx) {
 }
 
 int msg_socket(void *zctx, const MsgSocketSpec *s, void **sock) {
+    if (msg_layer_get() == MSG_DIRECT) return msgd_socket(zctx, s, sock);
     *sock = zmq_socket(zctx, s->type);
     if (!*sock) return zmqCheck(-1);
     int rc = msgsock_setup(zctx, *sock, s);
@@ -57,6 +74,10 @@ int msg_socket(void *zctx, const MsgSocketSpec *s, void **sock) {
 
 void msg_close_socket(void *sock, int drop) {
     if (!sock) return;
+    if (msgd_is(sock)) {
+        msgd_close(sock, drop);
+        return;
+    }
     if (drop) {
         int zero = 0;
         zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
@@ -65,12 +86,13 @@ void msg_close_socket(void *sock, int drop) {
 }
 
 int msg_bind(void *sock, const char *endpoint, char *bound, size_t len) {
+    if (msgd_is(sock)) return msgd_bind(sock, endpoint, bound, len);
     if (zmq_bind(sock, endpoint) != 0) return -1;
     if (bound && zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, bound, &len) != 0) return -1;
     return 0;
 }
 
-int msg_connect(void *sock, const char *endpoint) { return zmq_connect(sock, endpoint); }
+int msg_connect(void *sock, const char *endpoint) { return msgd_is(sock) ? msgd_connect(sock, endpoint) : zmq_connect(sock, endpoint); }
 
 int msg_errno(void) { return zmq_errno(); }
 

@@ -2,7 +2,7 @@
 #include "zendpoint.h"
 #include "../base/err.h"
 #include "../base/log.h"
-#include "zmq_check.h"
+#include "msg.h"
 #include "../base/hash.h"
 #include "node.h"
 
@@ -77,14 +77,11 @@ int zep_bind(void *sock, const char *addr, const char *tag, char *text, size_t l
     char ep[320], tcp[320];
     size_t n = sizeof tcp;
     snprintf(ep, sizeof ep, "tcp://%s:*", addr);
-    if (zmq_bind(sock, ep) == 0) {
-        RS_TRY(zmqCheck(zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, tcp, &n)));
-    } else {
+    if (msg_bind(sock, ep, tcp, n) != 0) {
         char any[320];
-        if (zmq_bind(sock, "tcp://*:*") != 0)
+        if (msg_bind(sock, "tcp://*:*", any, sizeof any) != 0)
             return rs_error(RS_ERR_INPUT, "cannot bind the data plane on %s: %s (the address must be one of this host's)",
-                            ep, zmq_strerror(zmq_errno()));
-        RS_TRY(zmqCheck(zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, any, &n)));
+                            ep, msg_strerror(msg_errno()));
         const char *port = strrchr(any, ':');
         snprintf(tcp, sizeof tcp, "tcp://%s%s", addr, port ? port : ":0");
     }
@@ -94,8 +91,8 @@ int zep_bind(void *sock, const char *addr, const char *tag, char *text, size_t l
         static unsigned serial;
         snprintf(ipc, sizeof ipc, "ipc://@ringside-%s-%s-%ld-%u", tag, host, (long)getpid(),
                  __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
-        if (zmq_bind(sock, ipc) != 0) {
-            log_warn("no Unix-socket endpoint (%s: %s); TCP only", ipc, zmq_strerror(zmq_errno()));
+        if (msg_bind(sock, ipc, NULL, 0) != 0) {
+            log_warn("no Unix-socket endpoint (%s: %s); TCP only", ipc, msg_strerror(msg_errno()));
             ipc[0] = 0;
         }
     }
@@ -124,8 +121,8 @@ int zep_connect(void *sock, const char *text, const char *who, const char **via)
         return rs_error(RS_ERR_INPUT, "--transport %s: %s is %s", want == ZEP_IPC ? "ipc" : "shm", who,
                         ipc[0] ? "on another host (or in another network or PID namespace)" : "reachable over TCP only");
     const char *ep = here && want != ZEP_TCP ? ipc : tcp;
-    if (zmq_connect(sock, ep) != 0)
-        return rs_error(RS_ERR_PEER, "cannot connect to %s at %s: %s", who, ep, zmq_strerror(zmq_errno()));
+    if (msg_connect(sock, ep) != 0)
+        return rs_error(RS_ERR_PEER, "cannot connect to %s at %s: %s", who, ep, msg_strerror(msg_errno()));
     *via = ep == ipc ? "ipc" : "tcp";
     return RS_OK;
 }

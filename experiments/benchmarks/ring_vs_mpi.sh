@@ -6,6 +6,8 @@
 #   shm    ring's default on one host (shared-memory lanes, --transport shm) against MPI's shared
 #          memory (--mca btl self,vader)
 #   tcp    ring over ZeroMQ TCP on loopback (--transport tcp) against MPI over TCP (--mca btl self,tcp)
+#   direct ring over plain TCP on loopback, read and written by the rank's own thread (--transport tcp
+#          --msg-layer direct) against MPI over TCP (--mca btl self,tcp)
 #   netns  ring over TCP between network namespaces joined by veth pairs and a bridge (the "hosts" of
 #          tests/integration/multihost.sh: one rank per namespace) against MPI over TCP between the same
 #          namespaces (rank i started in host i; mpi_allreduce.c reaches mpirun's PMIx server, which only
@@ -86,20 +88,21 @@ run_ring() { # case n
     case $1 in
     shm) "$bin" bench -n "$2" --sync ring --transport shm "${sizes[@]}" ;;
     tcp) "$bin" bench -n "$2" --sync ring --transport tcp "${sizes[@]}" ;;
+    direct) "$bin" bench -n "$2" --sync ring --transport tcp --msg-layer direct "${sizes[@]}" ;;
     netns) netns_ring "$2" ;;
     esac
 }
 run_mpi() { # case n
     case $1 in
     shm) "${mpi[@]}" --mca btl self,vader -np "$2" "$mpibin" "${msizes[@]}" ;;
-    tcp) "${mpi[@]}" --mca btl self,tcp -np "$2" "$mpibin" "${msizes[@]}" ;;
+    tcp | direct) "${mpi[@]}" --mca btl self,tcp -np "$2" "$mpibin" "${msizes[@]}" ;;
     netns) MPI_ALLREDUCE_ROOT_NETNS=/proc/$$/ns/net "${mpi[@]}" -x MPI_ALLREDUCE_ROOT_NETNS --mca btl self,tcp \
         --mca btl_tcp_if_include "$net.0/24" -np "$2" "$out/mpi_in_ns.sh" "$mpibin" "${msizes[@]}" ;;
     esac
 }
 
 echo "# ring_vs_mpi: commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, cases: $cases, $(date -u +%FT%TZ)"
-echo "# ring: ringside bench --sync ring ${sizes[*]} (--transport shm | tcp; netns: one rank per namespace host)"
+echo "# ring: ringside bench --sync ring ${sizes[*]} (--transport shm | tcp, direct: --transport tcp --msg-layer direct; netns: one rank per namespace host)"
 echo "# MPI:  mpirun --bind-to core:overload-allowed --mca btl self,vader | self,tcp -np N mpi_allreduce ${msizes[*]}"
 for rep in $(seq "$reps"); do
     for n in 2 4; do

@@ -39,12 +39,14 @@ if grep -q "data race" "$T"/canary-log.* 2>/dev/null; then
 else
     fail=$((fail+1)); printf '  %-44s FAIL  (ThreadSanitizer did not report it; see %s)\n' "canary: a deliberate race is reported" "$T"
 fi
-for t in test_ring test_ps test_ctrl; do run "$t" "$build/tests/$t"; done
+for t in test_ring test_ps test_ctrl test_msg; do run "$t" "$build/tests/$t"; done
 run "train -n 2 --sync ring"                    $bin train -n 2 --sync ring $SMALL --report $T/ring.json
 run "train -n 2 --sync ring --no-overlap"       $bin train -n 2 --sync ring --no-overlap $SMALL --report $T/ring2.json
 run "train -n 2 --sync ps (colocated)"          $bin train -n 2 --sync ps $SMALL --report $T/ps.json
 run "train -n 1 --sync ps (colocated)"          $bin train -n 1 --sync ps $SMALL --report $T/ps1.json
 run "train -n 2 --sync ps --ps-placement dedicated" $bin train -n 2 --sync ps --ps-placement dedicated $SMALL --report $T/psd.json
+run "train -n 2 --sync ps --msg-layer direct"   $bin train -n 2 --sync ps --msg-layer direct $SMALL --report $T/psdirect.json
+run "train -n 3 --sync tree --msg-layer direct, large" $bin train -n 3 --sync tree --msg-layer direct --layers 784,512,10 --train-samples 256 --eval-samples 64 --steps 4 --batch 16 --timeout 30 --quiet --report $T/treedirect.json
 run "train -n 2 --sync ps --ps-mode dataparallel" $bin train -n 2 --sync ps --ps-mode dataparallel --global-batch 32 $SMALL --report $T/dp.json
 # a model whose buckets exceed 64 KiB: the parameter server's zero-copy replies
 run "train -n 2 --sync ps, zero-copy buckets"   $bin train -n 2 --sync ps --layers 256,128,10 --train-samples 256 --eval-samples 64 --steps 6 --batch 16 --bucket-mb 0.2 --timeout 30 --quiet --report $T/zc.json
