@@ -19,7 +19,7 @@ for rep in $(seq "$reps"); do
     for n in 2 4; do
         runs=()
         for s in ring tree ps; do for l in zeromq direct; do runs+=("$s:$l"); done; done
-        [ -n "$mpi" ] && runs+=("mpi:-")
+        [ -n "$mpi" ] && runs+=("mpi:none")
         for r in $(printf '%s\n' "${runs[@]}" | shuf); do
             s=${r%%:*} l=${r#*:} f="$out/$s-$l-$n-$rep.txt"
             if [ "$s" = mpi ]; then
@@ -38,18 +38,18 @@ for path in glob.glob(os.path.join(sys.argv[1], "*.txt")):
     for line in open(path):
         f = line.split()
         if len(f) >= 5 and not line.startswith("#") and f[0].isdigit():
-            d[(s, l, int(n), int(f[0]))].append(float(f[4]))
+            d[(s, l, int(n), int(f[0]))].append(float(f[3]))
 print("# time per all-reduce, us: median (min-max) over repeats; x MPI = the median over MPI's median")
 print(f"{'sync':5} {'layer':7} {'N':>2} {'size':>6} {'median':>8} {'range':>15} {'x MPI':>6}")
 for key in sorted(k for k in d if k[0] != "mpi"):
     s, l, n, size = key
     v = d[key]
     m = statistics.median(v)
-    mp = d.get(("mpi", "-", n, size))
+    mp = d.get(("mpi", "none", n, size))
     ratio = f"{m / statistics.median(mp):6.2f}" if mp else "     -"
     print(f"{s:5} {l:7} {n:>2} {size:>6} {m:8.1f} {min(v):7.1f}-{max(v):<7.1f} {ratio}")
 for n in (2, 4):
     for size in sorted({k[3] for k in d if k[0] == "mpi" and k[2] == n}):
-        v = d[("mpi", "-", n, size)]
+        v = d[("mpi", "none", n, size)]
         print(f"{'mpi':5} {'-':7} {n:>2} {size:>6} {statistics.median(v):8.1f} {min(v):7.1f}-{max(v):<7.1f}")
 PY
