@@ -37,14 +37,13 @@
 #define MSGD_CONNECT_S 10.0        /* a connect retries a refused peer this long */
 #define MSGD_IDMAX 255
 
-/* A part of a message the kernel did not take yet: owned (freed when written), or a lent payload
- * (the owner's bytes, let go through lend when written). */
+/* A part of a message the kernel did not take yet, in memory of the queue's own (freed when
+ * written). */
 typedef struct OutBuf {
     struct OutBuf *next;
     const unsigned char *data;
     size_t len, off;
     void *owned;
-    MsgLend *lend;
 } OutBuf;
 
 struct DSock;
@@ -117,8 +116,7 @@ static long msgd_spin_us(void) {
     return s;
 }
 
-static void msgd_unlend(OutBuf *b) {
-    if (b->lend && __atomic_sub_fetch(&b->lend->out, 1, __ATOMIC_ACQ_REL) == 0 && b->lend->wake) b->lend->wake(b->lend->arg);
+static void msgd_outbuf_free(OutBuf *b) {
     free(b->owned);
     free(b);
 }
@@ -139,14 +137,14 @@ static int dconn_flush(DConn *c) {
         if (b->off == b->len) {
             c->qh = b->next;
             if (!c->qh) c->qt = NULL;
-            msgd_unlend(b);
+            msgd_outbuf_free(b);
         }
     }
     if (c->dead) {
         while (c->qh) {
             OutBuf *b = c->qh;
             c->qh = b->next;
-            msgd_unlend(b);
+            msgd_outbuf_free(b);
         }
         c->qt = NULL;
         return -1;
@@ -278,7 +276,7 @@ static void dconn_reset_msg(DConn *c) {
 static void dconn_destroy(DConn *c) {
     pthread_mutex_lock(&c->wmu);
     c->dead = 1;
-    dconn_flush(c); /* drops the rest, letting lent payloads go */
+    dconn_flush(c); /* drops the rest */
     pthread_mutex_unlock(&c->wmu);
     pthread_mutex_destroy(&c->wmu);
     if (c->in_body && !c->discard && c->n < MSGD_FRAMES) zmq_msg_close(&c->f[c->n]);
@@ -564,9 +562,12 @@ static int msgd_addr(const char *ep, int binding, struct sockaddr_storage *sa, s
     return 0;
 }
 
-/* Queues the parts of iov[0..n) from byte skip on (c->wmu held). own: the part index whose
- * buffer is handed over (freed when written), lent: the index of a lent payload, -1: none. */
-static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, int own, int lent, MsgLend *lend) {
+/* Queues the parts of iov[0..n) from byte skip on (c->wmu held), copied: own is the part whose
+ * buffer is handed over instead (freed when written), -1 none. A lent payload is copied too,
+ * never held: its owner may wait for it to be let go before it reads (the ring does), and its
+ * peer may be waiting the same way, so holding it until the peer reads could deadlock the two;
+ * ZeroMQ's receiving I/O thread would have read it in by then. */
+static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, int own) {
     for (int i = 0; i < n; i++) {
         size_t len = iov[i].iov_len;
         if (skip >= len) {
@@ -578,10 +579,6 @@ static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, in
         if (!b) return -1;
         if (i == own) {
             b->owned = iov[i].iov_base;
-            b->data = (const unsigned char *)iov[i].iov_base + skip;
-        } else if (i == lent) {
-            b->lend = lend;
-            __atomic_add_fetch(&lend->out, 1, __ATOMIC_RELAXED);
             b->data = (const unsigned char *)iov[i].iov_base + skip;
         } else {
             if (!(b->owned = malloc(len - skip))) {
@@ -760,7 +757,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
     if (bytes > UINT32_MAX || m->head_bytes > UINT32_MAX) return errno = EMSGSIZE, -1;
     unsigned char h[3][8] = {{0}};
     struct iovec iov[7];
-    int n = 0, own = -1, lent = -1;
+    int n = 0, own = -1;
     void *enc = NULL;
     put32(h[0], (uint32_t)m->head_bytes);
     h[0][4] = (unsigned char)(has_payload || stamped);
@@ -776,10 +773,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
             own = n;
             iov[n++] = (struct iovec){enc, bytes};
         } else if (!m->codec) {
-            if (m->bytes) {
-                if (m->lend && m->bytes >= MSG_ZEROCOPY_MIN && !m->tail_bytes) lent = n;
-                iov[n++] = (struct iovec){(void *)m->payload, m->bytes};
-            }
+            if (m->bytes) iov[n++] = (struct iovec){(void *)m->payload, m->bytes};
             if (m->tail_bytes) iov[n++] = (struct iovec){(void *)m->tail, m->tail_bytes};
         }
     }
@@ -810,7 +804,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
     for (int i = 0; i < n; i++) total += iov[i].iov_len;
     if (rc == 0 && done < total) {
         queue = 1;
-        if (dconn_queue(c, iov, n, done, own, lent, m->lend) != 0) rc = -1, errno = ENOMEM;
+        if (dconn_queue(c, iov, n, done, own) != 0) rc = -1, errno = ENOMEM;
         enc = NULL; /* handed over (or freed) */
     }
     pthread_mutex_unlock(&c->wmu);

@@ -11,7 +11,9 @@
  * kernel's socket (no hand-off to an I/O thread), and reads it there itself, after a short
  * yielding spin (MSGD_SPIN_US) before it sleeps in poll(2). Only what the kernel cannot take
  * at once goes to one process-wide writer thread, which finishes it in order while the caller
- * goes on: the large messages, whose cost is their bytes, not the hand-off.
+ * goes on: the large messages, whose cost is their bytes, not the hand-off. What it queues is
+ * copied, a lent payload too (MsgLend is never held: a sender may wait for its lends before it
+ * reads, and so may its peer), so a lend is let go when msg_send returns.
  *
  * On the stream, a message is its frames, each an 8-byte header (length, and a "more" flag,
  * little-endian) and its bytes. A connecting socket's first message is its hello: "RSD1", the

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tree_vs_ring.sh - the tree against the ring under emulated links, both regimes, N = 2..8: measured comm per step beside the alpha-beta prediction (the validation table of docs/benchmarks.md)
-# usage: experiments/benchmarks/tree_vs_ring.sh [BIN]   (REPS=3 repeats, medians; --transport ipc for both)
+# usage: experiments/benchmarks/tree_vs_ring.sh [BIN]   (REPS=3 repeats, medians; --transport ipc for both;
+#        LAYER=direct runs both on the direct message layer, --msg-layer direct; default zeromq)
 set -euo pipefail
-bin=${1:-build/ringside}; reps=${REPS:-3}
+bin=${1:-build/ringside}; reps=${REPS:-3}; layer=${LAYER:-zeromq}
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 cat >"$out/tree.json" <<JSON
 {"name": "tree-validation",
- "base": {"device": "cpu", "data": "synthetic", "batch": 16, "steps": 14, "warmup": 3, "seed": 1, "transport": "ipc",
+ "base": {"device": "cpu", "data": "synthetic", "batch": 16, "steps": 14, "warmup": 3, "seed": 1, "transport": "ipc", "msg-layer": "$layer",
           "eval-every": 0, "train-samples": 2048, "eval-samples": 256},
  "axes": {"ranks": [2, 3, 4, 6, 8],
           "variants": {"ring-latency": {"sync": "ring", "layers": "64,16,10", "link": "1gbit,200us"},
@@ -19,7 +20,7 @@ cat >"$out/tree.json" <<JSON
 JSON
 t0=$SECONDS
 "$bin" matrix "$out/tree.json" --out "$out/m" >/dev/null
-echo "# $(( SECONDS - t0 )) s for the matrix ($reps repeats), $(nproc) cores"
+echo "# $(( SECONDS - t0 )) s for the matrix ($reps repeats), $(nproc) cores, --msg-layer $layer"
 python3 - "$out/m" <<'PY'
 import glob, json, os, statistics, sys
 sys.path.insert(0, "tests")

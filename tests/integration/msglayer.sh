@@ -28,6 +28,11 @@ dataparallel|-n 3 --sync ps --ps-mode dataparallel --global-batch 96
 byteps|-n 3 --sync byteps --ps-servers 1 --link 1gbit
 zero-3|-n 3 --sync zero --zero-stage 3 --transport ipc
 LIST
+# a ring whose segments outgrow a Unix socket's buffer: each rank waits for its lent sends before
+# it reads, so a lend held until the peer read would hang both (it did; the layer copies instead)
+timeout 120 $BIN train -n 2 --sync ring --transport ipc --msg-layer direct --layers 784,1024,1024,10 --train-samples 256 \
+    --eval-samples 64 --steps 3 --seed 3 --quiet --timeout 20 --report "$T/ipc-large.json" >"$T/ipc-large.log" 2>&1 &&
+    ok "ring over direct ipc with 1.8 M parameters does not hang" || bad "ring ipc large" "$(tail -n 3 "$T/ipc-large.log")"
 # large messages: more than the kernel takes at once goes to the writer thread, in order
 $BIN bench -n 3 --sync ring --transport tcp --msg-layer direct -b 1K -e 16M -f 16 -i 3 -w 1 -c 1 --report "$T/bench.json" >"$T/bench.log" 2>&1 &&
     grep -q "wrong elements : 0 OK" "$T/bench.log" && ok "bench ring over direct tcp sums exactly to 16 MiB" || bad "bench direct" "$(tail -n 3 "$T/bench.log")"
