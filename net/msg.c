@@ -123,18 +123,22 @@ int msg_recv(void *sock, MsgIn *m, int flags, int with_id) {
 
 int msg_wait(void *sock, double deadline) {
     if (msgd_is(sock)) {
-        double left = deadline - clock_now();
-        if (left <= 0) return 0;
-        int rc = msgd_poll(&sock, 1, (long)(left * 1000.0) + 1, NULL);
+        int rc = msgd_poll_until(&sock, 1, deadline, NULL);
         return rc < 0 ? -1 : rc > 0;
     }
-    for (;;) {
+    for (;;) { /* zmq_poll counts whole milliseconds: the whole ones there, the rest in short sleeps */
         double left = deadline - clock_now();
         if (left <= 0) return 0;
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, (long)(left * 1000.0) + 1);
+        long ms = (long)(left * 1000.0);
+        int rc = zmq_poll(&it, 1, ms);
         if (rc > 0) return 1;
         if (rc < 0 && zmq_errno() != EINTR) return -1;
+        if (ms == 0) { /* under a millisecond left (a booked arrival under --link): look every 50 us */
+            double nap = left < 50e-6 ? left : 50e-6;
+            struct timespec ts = {0, (long)(nap * 1e9)};
+            nanosleep(&ts, NULL);
+        }
     }
 }
 

@@ -851,8 +851,12 @@ int msgd_frame(void *sock, zmq_msg_t *p, int flags, int *more) {
 }
 
 int msgd_poll(void *const *socks, int n, long wait_ms, unsigned char *ready) {
+    return msgd_poll_until(socks, n, wait_ms < 0 ? 1e300 : clock_now() + wait_ms / 1000.0, ready);
+}
+
+int msgd_poll_until(void *const *socks, int n, double deadline, unsigned char *ready) {
     int k = n < 64 ? n : 64;
-    double now = clock_now(), deadline = wait_ms < 0 ? 1e300 : now + wait_ms / 1000.0;
+    double now = clock_now();
     double spin_until = now + msgd_spin_us() * 1e-6;
     zmq_pollitem_t items[64];
     for (;;) {
@@ -899,16 +903,13 @@ int msgd_poll(void *const *socks, int n, long wait_ms, unsigned char *ready) {
         }
         double left = deadline - now;
         long ms = left > 3600.0 ? 3600000L : (long)(left * 1000.0) + 1;
-        if (!nz) {
+        if (!nz) { /* to the microsecond: a wait for a booked arrival (--link) is often under 1 ms */
             struct pollfd pf[256];
             for (int j = 0; j < m; j++) pf[j] = (struct pollfd){all[j].fd, POLLIN, 0};
-            if (m == 0) {
-                struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-                if (ms > 100) ts = (struct timespec){0, 100000000L}; /* nothing to watch: look again soon */
-                nanosleep(&ts, NULL);
-            } else if (poll(pf, (nfds_t)m, (int)ms) < 0 && errno != EINTR) {
-                return -1;
-            }
+            if (left > 0.1 && m == 0) left = 0.1; /* nothing to watch: look again soon */
+            if (left > 3600.0) left = 3600.0;
+            struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+            if (ppoll(pf, (nfds_t)m, &ts, NULL) < 0 && errno != EINTR) return -1;
         } else if (zmq_poll(all, m, ms) < 0 && zmq_errno() != EINTR) {
             return -1;
         }

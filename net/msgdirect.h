@@ -60,8 +60,11 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
  * whole message is in. 0 or -1 (errno). */
 int msgd_frame(void *sock, zmq_msg_t *p, int flags, int *more);
 
-/* msg_poll over sockets of both kinds (at most 64 watched, as msg_poll says). */
+/* msg_poll over sockets of both kinds (at most 64 watched, as msg_poll says); wait_ms < 0: no
+ * end. msgd_poll_until waits to a deadline (clock_now seconds) instead, to the microsecond where
+ * every socket is direct (msg_wait's). */
 int msgd_poll(void *const *socks, int n, long wait_ms, unsigned char *ready);
+int msgd_poll_until(void *const *socks, int n, double deadline, unsigned char *ready);
 
 /* The frame bound (0: none). 0. */
 int msgd_bound(void *sock, size_t max_frame);
