@@ -110,6 +110,13 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
         return rs_error(RS_ERR_INPUT, "%s: --sync %s (%s): no alpha-beta model for it in experiments/predict.h", name, sync, placement);
     FitGroup *g = fit_group(set, fit_transport(bench), link ? link : "");
     if (!g) return rs_error(RS_ERR_RUNTIME, "out of memory");
+    const char *layer = fit_str(cfg, "msg_layer"); /* older reports have none: ZeroMQ, the only one then */
+    if (!layer) layer = "zeromq";
+    if (g->nnames && strcmp(g->fit.layer, layer))
+        return rs_error(RS_ERR_INPUT, "%s: ran on the %s message layer where the other %s reports ran on %s: one link's "
+                                      "alpha is one layer's per-message cost, so fit each layer's reports apart",
+                        name, layer, g->fit.transport[0] ? g->fit.transport : "default", g->fit.layer);
+    snprintf(g->fit.layer, sizeof g->fit.layer, "%s", layer);
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(bench, "rows");
     RS_TRY(fit_grow(g, cJSON_GetArraySize(rows)));
     char (*names)[256] = realloc(g->names, (size_t)(g->nnames + 1) * sizeof *names);
@@ -195,6 +202,7 @@ cJSON *fit_json(const FitSet *set) {
         cJSON *o = cJSON_AddObjectToObject(links, key);
         cJSON_AddStringToObject(o, "transport", f->transport);
         cJSON_AddStringToObject(o, "link", f->link);
+        cJSON_AddStringToObject(o, "msg_layer", f->layer);
         cJSON_AddNumberToObject(o, "alpha_s", f->alpha_s);
         cJSON_AddNumberToObject(o, "beta_s_per_byte", f->beta_s_per_byte);
         cJSON_AddNumberToObject(o, "r2", f->r2);
@@ -313,7 +321,9 @@ int fit_main(int argc, char **argv) {
         snprintf(sizes, sizeof sizes, "%s..%s", lo, hi);
         if (f->beta_s_per_byte > 0) snprintf(bw, sizeof bw, "%.3f", 1e-9 / f->beta_s_per_byte);
         else snprintf(bw, sizeof bw, "inf");
-        printf("  %-9s %-10s %6d %13s %10.2f %11.4f %12s %8.4f  %+.1f%% at %s (%s)\n", f->transport[0] ? f->transport : "-",
+        char how[32]; /* the transport, and the direct layer's reports said so */
+        snprintf(how, sizeof how, "%s%s", f->transport[0] ? f->transport : "-", strcmp(f->layer, "direct") ? "" : "/direct");
+        printf("  %-9s %-10s %6d %13s %10.2f %11.4f %12s %8.4f  %+.1f%% at %s (%s)\n", how,
                f->link[0] ? f->link : "-", f->points, sizes, f->alpha_s * 1e6, f->beta_s_per_byte * 1e9, bw, f->r2,
                100 * f->worst_rel, worst, f->worst_source);
     }

@@ -108,4 +108,15 @@ assert x['alpha_s']>0 and x['beta_s_per_byte']>=0 and x['r2']<=1 and x['points']
 " "$T/real-fit.json"; then ok "real fit: alpha > 0, 5 points (1K to 256K by 4)"; else bad "real fit" "$(cat "$T/last.log")"; fi
 else bad "bench -n 2 --sync ring" "$(tail -n 3 "$T/bench.log")"; fi
 
+# the message layer: one link is one layer's per-message cost, so a fit never mixes two
+if "$BIN" bench -n 2 --sync ring --transport tcp --msg-layer direct -b 1K -e 256K -f 4 -w 1 -i 3 --timeout 30 --report "$T/direct.json" >"$T/bd.log" 2>&1 &&
+    "$BIN" bench -n 2 --sync ring --transport tcp -b 1K -e 256K -f 4 -w 1 -i 3 --timeout 30 --report "$T/zmq.json" >"$T/bz.log" 2>&1; then
+    "$BIN" fit "$T/zmq.json" "$T/direct.json" >"$T/last.log" 2>&1; rc=$?
+    [ $rc = 2 ] && grep -q "message layer" "$T/last.log" && ok "fit refuses reports of two message layers for one link (exit 2, says why)" ||
+        bad "fit mixing layers" "exit $rc: $(cat "$T/last.log")"
+    check "fit on the direct layer's report exits 0" "$BIN" fit "$T/direct.json" --report "$T/direct-fit.json"
+    $PY -c "import json,sys; x=list(json.load(open(sys.argv[1]))['links'].values())[0]; sys.exit(0 if x['msg_layer']=='direct' else 1)" "$T/direct-fit.json" &&
+        grep -q "tcp/direct" "$T/last.log" && ok "the fit names the layer (msg_layer, tcp/direct)" || bad "fit layer" "$(cat "$T/last.log")"
+else bad "bench --msg-layer direct" "$(tail -n 3 "$T/bd.log")"; fi
+
 finish
