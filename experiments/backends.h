@@ -48,8 +48,8 @@ typedef struct Backend {
     int line_up;              /* bench lines the ranks up before each timed call with an all-reduce of N floats
                                * of the back end's own (where it has no server processes and is lockstep), so
                                * that its time does not carry the control plane's release skew; not the ps
-                               * rows: a server thread counts its traffic after the reply, so the barrier's
-                               * bytes could not be taken out of the report exactly */
+                               * rows: a server thread counts some of a call's messages when it next reads,
+                               * after the call, so the barrier's bytes could not be taken out exactly */
     /* The row's say on a configuration's shape, after backend_shape filled the defaults (arch,
      * no servers, config_lockstep, no driver). NULL: the defaults. */
     void (*shape)(const Config *cfg, BackendShape *out);

@@ -590,7 +590,7 @@ static long long bench_count_wrong(const Bench *b, size_t count) {
 /* Lines the ranks up before a timed call: a control-plane barrier (ZeroMQ through rank 0: rank 0
  * leaves it a message hop, tens of microseconds, before the others), then, for every back end
  * whose row lines up (the ring, the tree and ZeRO's collective; not the ps rows, whose server
- * threads count after they reply), an all-reduce of N floats of its own, which nobody leaves before everyone has entered and which lets everyone go within the
+ * threads count some of a call's messages after it), an all-reduce of N floats of its own, which nobody leaves before everyone has entered and which lets everyone go within the
  * back end's own last hops (the ring's shared memory: about a microsecond), so that their times do
  * not carry the control plane's skew (the servers' do: tens of microseconds under ZeroMQ, the
  * header line says which). That second barrier's
