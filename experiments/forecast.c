@@ -471,6 +471,9 @@ static const char *const fc_assumptions[] = {
     "dedicated and byteps run their k server processes on machines of their own, each with its own link",
     "zero-1 and zero-2 move the ring's messages (their rows are the ring's); zero-3 1.5x them, cut in DDP's buckets "
     "where it gathers and reduce-scatters layer by layer",
+    "the tree's alpha is charged once a round of its 2D hops a bucket, not once a pipelined chunk: right for a link's "
+    "latency, which the chunks share, low for a per-message software cost, which every chunk pays (a large gradient "
+    "over a fast link: the tree's row is then its lower bound)",
 };
 #define FC_NASSUME (int)(sizeof fc_assumptions / sizeof fc_assumptions[0])
 
