@@ -234,6 +234,12 @@ static void msgd_dequeue(DConn *c) {
 /* One more direct socket: the writer runs while there are any. 0 or -1. */
 static int msgd_writer_join(void) {
     pthread_mutex_lock(&W.mu);
+    while (W.running && W.stop) { /* the last socket's close is stopping it: start a new one after */
+        pthread_mutex_unlock(&W.mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&W.mu);
+    }
     int rc = 0;
     if (W.sockets++ == 0 && !W.running) {
         W.stop = 0;
