@@ -46,8 +46,9 @@ typedef struct Backend {
     int hierarchical;         /* has a machine-aware form under --nodes (--hierarchical): the shape picks it */
     int host_ring;            /* the ring in host memory: its lanes spin, so bench binds its ranks to cores */
     int line_up;              /* bench lines the ranks up before each timed call with an all-reduce of N floats
-                               * of the back end's own (where it has no server processes and is lockstep), so
-                               * that its time does not carry the control plane's release skew; not the ps
+                               * of the back end's own, so that its time does not carry the control plane's
+                               * release skew (set only where every configuration is lockstep, with no server
+                               * processes: the ring, the tree, zero); not the ps
                                * rows: a server thread counts some of a call's messages when it next reads,
                                * after the call, so the barrier's bytes could not be taken out exactly */
     /* The row's say on a configuration's shape, after backend_shape filled the defaults (arch,

@@ -551,7 +551,7 @@ static int bench_setup(Bench *b) {
     link_share_release(); /* every member has joined: the node's NIC is mapped by all */
     RS_TRY(rc);
     static const float zeros[256]; /* the barrier sums zeros, so its floats stay zero after the first fill */
-    b->data_barrier = b->shape.row->line_up && !b->shape.servers && b->shape.lockstep && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
+    b->data_barrier = b->shape.row->line_up && b->world > 1 && b->world <= (int)(sizeof zeros / sizeof(float));
     if (b->data_barrier) {
         if (!(b->barrier_buf = device_alloc(&b->dev, (size_t)b->world * sizeof(float), MEM_COMM))) return RS_ERR_RUNTIME;
         RS_TRY(device_h2d(&b->dev, b->barrier_buf, zeros, (size_t)b->world * sizeof(float)));
@@ -590,11 +590,11 @@ static long long bench_count_wrong(const Bench *b, size_t count) {
 /* Lines the ranks up before a timed call: a control-plane barrier (ZeroMQ through rank 0: rank 0
  * leaves it a message hop, tens of microseconds, before the others), then, for every back end
  * whose row lines up (the ring, the tree and ZeRO's collective; not the ps rows, whose server
- * threads count some of a call's messages after it), an all-reduce of N floats of its own, which nobody leaves before everyone has entered and which lets everyone go within the
- * back end's own last hops (the ring's shared memory: about a microsecond), so that their times do
- * not carry the control plane's skew (the servers' do: tens of microseconds under ZeroMQ, the
- * header line says which). That second barrier's
- * traffic is kept out of the report's counters. */
+ * threads count some of a call's messages after it), an all-reduce of N floats of its own, which
+ * nobody leaves before everyone has entered and which lets everyone go within the back end's own
+ * last hops (the ring's shared memory: about a microsecond), so that their times do not carry the
+ * control plane's skew (the servers' do: tens of microseconds under ZeroMQ; the header line says
+ * which rule a run used). That second barrier's traffic is kept out of the report's counters. */
 static int bench_barrier(Bench *b) {
     if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl)); /* dedicated servers take no part */
     if (!b->data_barrier) return RS_OK;

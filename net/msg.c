@@ -56,8 +56,8 @@ int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start) {
     int last = stamp > 0 ? ZMQ_SNDMORE : 0;
     unsigned char sb[LINK_STAMP_BYTES];
     if (start) *start = stamp;
+    if (stamp > 0) link_stamp_encode(stamp, sb);
     if (msgd_is(sock)) {
-        if (stamp > 0) link_stamp_encode(stamp, sb);
         if (msgd_send(sock, m, stamp > 0 ? sb : NULL, stamp > 0 ? sizeof sb : 0) != 0) return -1;
         if (!m->local && c) msg_count_sent(c, m->head_bytes + bytes, m->node);
         return 0;
@@ -75,10 +75,7 @@ int msg_send(void *sock, const MsgOut *m, MsgCount *c, double *start) {
             return -1;
         }
     }
-    if (stamp > 0) { /* emulation metadata: a frame of its own, not counted */
-        link_stamp_encode(stamp, sb);
-        if (zmq_send(sock, sb, sizeof sb, 0) < 0) return -1;
-    }
+    if (stamp > 0 && zmq_send(sock, sb, sizeof sb, 0) < 0) return -1; /* emulation metadata: a frame of its own, not counted */
     if (!m->local && c) {
         msg_count_sent(c, m->head_bytes + bytes, m->node);
     }

@@ -145,10 +145,9 @@ int msg_layer_parse(const char *text, MsgLayer *out);
 
 /* This process's engine for the sockets msg_socket creates from now on (MSG_ZEROMQ until set;
  * the trainer and the bench set it once, before any data-plane socket exists; a test may change
- * it between sockets), and its name ("zeromq", "direct"). */
+ * it between sockets). */
 void msg_layer_set(MsgLayer layer);
 MsgLayer msg_layer_get(void);
-const char *msg_layer_name(MsgLayer layer);
 
 /* A ZeroMQ context of its own (for a back end created without the process's: a unit test's), or
  * NULL (msg_errno()). End it with msg_context_end once its sockets are closed: that delivers what

@@ -41,16 +41,12 @@
  * written). */
 typedef struct OutBuf {
     struct OutBuf *next;
-    const unsigned char *data;
-    size_t len, off;
-    void *owned;
+    unsigned char *owned;
+    size_t len, off;           /* owned[off..len) is still to go */
 } OutBuf;
-
-struct DSock;
 
 typedef struct {
     int fd;
-    struct DSock *sock;
     int hello;                 /* 1 once the peer's hello is in (a connecting socket's own: 1) */
     int dead;
     unsigned char id[MSGD_IDMAX];
@@ -126,7 +122,7 @@ static void msgd_outbuf_free(OutBuf *b) {
 static int dconn_flush(DConn *c) {
     while (c->qh && !c->dead) {
         OutBuf *b = c->qh;
-        ssize_t k = send(c->fd, b->data + b->off, b->len - b->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t k = send(c->fd, b->owned + b->off, b->len - b->off, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (k < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             if (errno == EINTR) continue;
@@ -309,14 +305,13 @@ static void dconn_free(DConn *c, int linger_ms, int drop) {
     dconn_destroy(c);
 }
 
-static DConn *dconn_new(DSock *d, int fd, int hello) {
+static DConn *dconn_new(int fd, int hello) {
     DConn *c = calloc(1, sizeof *c);
     if (!c || !(c->in = malloc(MSGD_INBUF))) {
         free(c);
         return NULL;
     }
     c->fd = fd;
-    c->sock = d;
     c->hello = hello;
     pthread_mutex_init(&c->wmu, NULL);
     return c;
@@ -470,7 +465,7 @@ static void dsock_accept(DSock *d) {
             if (fd < 0) break;
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* a Unix socket ignores it */
-            DConn *c = dconn_new(d, fd, 0);
+            DConn *c = dconn_new(fd, 0);
             if (!c || dsock_add(d, c) != 0) {
                 if (c) dconn_free(c, 0, 1);
                 else close(fd);
@@ -585,16 +580,16 @@ static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, in
         if (!b) return -1;
         if (i == own) {
             b->owned = iov[i].iov_base;
-            b->data = (const unsigned char *)iov[i].iov_base + skip;
+            b->off = skip;
+            b->len = len;
         } else {
             if (!(b->owned = malloc(len - skip))) {
                 free(b);
                 return -1;
             }
             memcpy(b->owned, (const char *)iov[i].iov_base + skip, len - skip);
-            b->data = b->owned;
+            b->len = len - skip;
         }
-        b->len = len - skip;
         skip = 0;
         if (c->qt) c->qt->next = b;
         else c->qh = b;
@@ -723,7 +718,7 @@ int msgd_connect(void *sock, const char *endpoint) {
         off += (size_t)k;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    DConn *c = dconn_new(d, fd, 1);
+    DConn *c = dconn_new(fd, 1);
     if (!c || dsock_add(d, c) != 0) {
         if (c) dconn_free(c, 0, 1);
         else close(fd);

@@ -52,8 +52,6 @@ void msg_layer_set(MsgLayer layer) { __atomic_store_n(&msgsock_layer, layer, __A
 
 MsgLayer msg_layer_get(void) { return __atomic_load_n(&msgsock_layer, __ATOMIC_RELAXED); }
 
-const char *msg_layer_name(MsgLayer layer) { return layer == MSG_DIRECT ? "direct" : "zeromq"; }
-
 void *msg_context(void) { return zmq_ctx_new(); }
 
 void msg_context_end(void *zctx) {

@@ -269,7 +269,9 @@ static void test_layer_names(void) {
     CHECK(msg_layer_parse("direct", &l) == 0 && l == MSG_DIRECT);
     CHECK(msg_layer_parse("zeromq", &l) == 0 && l == MSG_ZEROMQ);
     CHECK(msg_layer_parse("pigeon", &l) == RS_ERR_INPUT && strstr(rs_errmsg(), "pigeon"));
-    CHECK(!strcmp(msg_layer_name(MSG_DIRECT), "direct"));
+    msg_layer_set(MSG_DIRECT);
+    CHECK(msg_layer_get() == MSG_DIRECT);
+    msg_layer_set(MSG_ZEROMQ);
 }
 
 int main(void) {
