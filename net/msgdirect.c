@@ -567,25 +567,31 @@ static int msgd_addr(const char *ep, int binding, struct sockaddr_storage *sa, s
  * buffer is handed over instead (freed when written), -1 none. A lent payload is copied too,
  * never held: its owner may wait for it to be let go before it reads (the ring does), and its
  * peer may be waiting the same way, so holding it until the peer reads could deadlock the two;
- * ZeroMQ's receiving I/O thread would have read it in by then. */
+ * ZeroMQ's receiving I/O thread would have read it in by then. 0, or -1 out of memory: the owned
+ * part is freed then and the connection marked dead (its stream may hold part of a message). */
 static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, int own) {
+    int handed = 0; /* the owned part queued or freed */
     for (int i = 0; i < n; i++) {
         size_t len = iov[i].iov_len;
         if (skip >= len) {
             skip -= len;
-            if (i == own) free(iov[i].iov_base);
+            if (i == own) {
+                free(iov[i].iov_base);
+                handed = 1;
+            }
             continue;
         }
         OutBuf *b = calloc(1, sizeof *b);
-        if (!b) return -1;
+        if (!b) goto oom;
         if (i == own) {
             b->owned = iov[i].iov_base;
+            handed = 1;
             b->off = skip;
             b->len = len;
         } else {
             if (!(b->owned = malloc(len - skip))) {
                 free(b);
-                return -1;
+                goto oom;
             }
             memcpy(b->owned, (const char *)iov[i].iov_base + skip, len - skip);
             b->len = len - skip;
@@ -596,6 +602,10 @@ static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, in
         c->qt = b;
     }
     return 0;
+oom: /* the owned part, when not queued yet, is freed; the stream holds half a message: the connection is dead */
+    if (own >= 0 && !handed) free(iov[own].iov_base);
+    c->dead = 1;
+    return -1;
 }
 
 /* ---- Public ---- */
