@@ -156,3 +156,13 @@ void sync_traffic_add(SyncTraffic *out, const SyncTraffic *more) {
     out->node_sent += more->node_sent;
     out->node_received += more->node_received;
 }
+
+void sync_traffic_sub(SyncTraffic *out, const SyncTraffic *less, unsigned long long times) {
+    out->bytes_sent -= times * less->bytes_sent;
+    out->bytes_received -= times * less->bytes_received;
+    out->messages_sent -= times * less->messages_sent;
+    out->messages_received -= times * less->messages_received;
+    out->dropped -= times * less->dropped;
+    out->node_sent -= times * less->node_sent;
+    out->node_received -= times * less->node_received;
+}

@@ -201,6 +201,10 @@ void sync_traffic_counts(const MsgCount *c, SyncTraffic *out);
  * members of it: a worker and its colocated server, a worker and DataParallel's channel). */
 void sync_traffic_add(SyncTraffic *out, const SyncTraffic *more);
 
+/* Takes times x less's byte, message, dropped and node counts from out's (what a measurement
+ * subtracts from a process's counters: the bench's line-up barriers, a window's start). */
+void sync_traffic_sub(SyncTraffic *out, const SyncTraffic *less, unsigned long long times);
+
 /* The back ends themselves are declared on their own floors (allreduce/allreduce.h, ps/ps.h) and
  * listed by name in experiments/backends.c: the engine knows none of them. */
 

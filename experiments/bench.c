@@ -62,6 +62,7 @@ typedef struct {
                              * byteps k CPU servers (default 0), 0 otherwise */
     int servers_set;        /* --ps-servers was given */
     int zero_stage;         /* --zero-stage (0: not given; zero takes 1) */
+    int back_to_back;       /* --barrier none: a size's calls back to back after one line-up (0: each, the default) */
 } BenchOpts;
 
 /* One row of the table, as rank 0 assembles it from every rank's measurement. */
@@ -156,6 +157,13 @@ static void bench_usage(FILE *f) {
             "      --ps-servers K     ps dedicated: K server processes (default 1); byteps: k CPU\n"
             "                         servers beside the ranks' shards, 0 <= k <= N (default 0)\n"
             "      --zero-stage S     zero: 1 or 2 (default 1; one collective for both, the report names it)\n"
+            "      --barrier each|none  each (default): before every call the input is refilled and the\n"
+            "                         ranks lined up (a control-plane barrier, and the back end's own\n"
+            "                         all-reduce where its row lines up), every timed call checked; none:\n"
+            "                         a size's calls back to back after one line-up, with no refill or\n"
+            "                         barrier between them (nccl-tests' loop, training's steps, a bare\n"
+            "                         transport's round trips), only the first call checked (a warm-up\n"
+            "                         one unless -w 0); sums grow from call to call, which costs nothing\n"
             "      --bind auto|core|none  core: each rank on one CPU of those it may use, local rank i on\n"
             "                         the i-th (round robin past the last), as mpirun's --bind-to core;\n"
             "                         none: where the scheduler puts it; auto (default): core for the\n"
@@ -303,7 +311,7 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
                                       "--stepfactor", "-w", "--warmup_iters", "-i", "--iters", "-c", "--check",
                                       "--device", "--timeout", "--report", "--secure", "--link", "--transport", "--msg-layer", "--inputs", "--nodes", "--intra-link",
                                       "--wire", "--bind", "--bucket-mb", "--ps-placement", "--ps-servers",
-                                      "--ps-partition-kb", "--zero-stage"};
+                                      "--ps-partition-kb", "--zero-stage", "--barrier"};
         int k = -1;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
             if (!strcmp(name, known[j])) k = (int)j;
@@ -355,6 +363,10 @@ static int bench_parse(BenchOpts *o, int argc, char **argv, int *help) {
                                               "or 4 significant bits keep a sum's integers exact only up to 8 or 16 "
                                               "(time FP8 with train --wire %s)", v, v);
             snprintf(o->wire, sizeof o->wire, "%s", v);
+        } else if (!strcmp(name, "--barrier")) {
+            if (strcmp(v, "each") && strcmp(v, "none"))
+                return rs_error(RS_ERR_INPUT, "bench: --barrier '%s': expected each or none", v);
+            o->back_to_back = !strcmp(v, "none");
         } else if (!strcmp(name, "--bind")) {
             if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))
                 return rs_error(RS_ERR_INPUT, "bench: --bind '%s': expected auto, core or none", v);
@@ -483,8 +495,8 @@ static void bench_canonical(const Bench *b, char *out, size_t len) {
     const BenchOpts *o = &b->o;
     size_t k = config_canonical(&b->cfg, out, len);
     if (k < len)
-        snprintf(out + k, len - k, "bench=%zu,%zu,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor, o->warmup,
-                 o->iters, o->check, o->random);
+        snprintf(out + k, len - k, "bench=%zu,%zu,%d,%d,%d,%d,%d,%d\n", o->minbytes, o->maxbytes, o->factor, o->warmup,
+                 o->iters, o->check, o->random, o->back_to_back);
 }
 
 /* Measures what one line-up all-reduce moves on this rank, once, between two control-plane
@@ -499,10 +511,8 @@ static int bench_line_up(Bench *b) {
     RS_TRY(b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world));
     if (b->ctrl) RS_TRY(ctrl_barrier_workers(b->ctrl));
     b->sync->traffic(b->sync_state, &t1);
-    b->barrier_traffic.bytes_sent = t1.bytes_sent - t0.bytes_sent;
-    b->barrier_traffic.bytes_received = t1.bytes_received - t0.bytes_received;
-    b->barrier_traffic.messages_sent = t1.messages_sent - t0.messages_sent;
-    b->barrier_traffic.messages_received = t1.messages_received - t0.messages_received;
+    sync_traffic_sub(&t1, &t0, 1);
+    b->barrier_traffic = t1;
     b->barriers = 1;
     return RS_OK;
 }
@@ -602,20 +612,24 @@ static int bench_barrier(Bench *b) {
     return b->sync->allreduce(b->sync_state, b->barrier_buf, (size_t)b->world);
 }
 
-/* One size: warm-up and timed iterations (input refilled before each, then every rank lines
- * up at bench_barrier; only the all-reduce is timed). Fills *median_us and *wrong. */
+/* One size: warm-up and timed iterations (under --barrier each the input refilled before each,
+ * then every rank lines up at bench_barrier; under none only before the first, the others back
+ * to back on the growing sums; only the all-reduce is timed). Every timed call is checked, or under
+ * none the first call. Fills *median_us and *wrong. */
 static int bench_size(Bench *b, size_t count, double *median_us, long long *wrong) {
     const BenchOpts *o = &b->o;
     size_t bytes = count * sizeof(float);
     *wrong = 0;
     for (int it = 0; it < o->warmup + o->iters; it++) {
-        RS_TRY(device_h2d(&b->dev, b->dbuf, b->hin, bytes));
-        RS_TRY(bench_barrier(b));
+        if (!o->back_to_back || it == 0) {
+            RS_TRY(device_h2d(&b->dev, b->dbuf, b->hin, bytes));
+            RS_TRY(bench_barrier(b));
+        }
         double t0 = clock_now();
         RS_TRY(b->sync->allreduce(b->sync_state, b->dbuf, count));
         double t1 = clock_now();
-        if (it < o->warmup) continue;
-        b->times[it - o->warmup] = t1 - t0;
+        if (it >= o->warmup) b->times[it - o->warmup] = t1 - t0;
+        if (o->back_to_back ? it != 0 : it < o->warmup) continue; /* not a checked call */
         if (o->check || o->random) RS_TRY(device_d2h(&b->dev, b->hout, b->dbuf, bytes));
         if (o->random) b->hash = bench_hash(b->hout, count); /* compared across ranks in bench_collect */
         else if (o->check) *wrong += bench_count_wrong(b, count);
@@ -667,7 +681,8 @@ static void bench_print_header(Bench *b) {
         printf("# emulated link --link %s: %.4g GB/s each way, %.3g us per message (every process)\n", link_get()->text,
                link_get()->bytes_per_s / 1e9, link_get()->latency_s * 1e6);
     printf("# sizes %zu B to %zu B, factor %d; %d warm-up and %d timed iterations per size; check %s\n", o->minbytes,
-           o->maxbytes, o->factor, o->warmup, o->iters, o->check ? "on (every timed iteration)" : "off");
+           o->maxbytes, o->factor, o->warmup, o->iters,
+           !o->check ? "off" : o->back_to_back ? "on (each size's first call)" : "on (every timed iteration)");
     Arch arch = b->shape.arch;
     if (arch == ARCH_PS_DEDICATED)
         printf("# ps placement dedicated: %d server process%s of %s own, keys by range\n", b->cfg.ps_servers,
@@ -691,8 +706,10 @@ static void bench_print_header(Bench *b) {
         printf("# the all-reduce travels in slices of at most %g MiB (--bucket-mb), each summed and answered as it lands\n",
                o->bucket_mb);
     printf("# time: the median of each rank's timed iterations, then the maximum over ranks (nccl-tests: the mean)\n");
-    printf("# before each call: a control-plane barrier%s; ranks %s\n",
+    printf("# before each %s: the input refilled and a control-plane barrier%s%s; ranks %s\n",
+           o->back_to_back ? "size's first call" : "call",
            b->data_barrier ? ", then an all-reduce of N floats of the back end's own (its traffic not counted)" : "",
+           o->back_to_back ? "; then the calls back to back (--barrier none), the first one checked" : "",
            o->bind ? "bound to one CPU each (--bind core)" : "not bound (--bind none)");
     if (o->random)
         printf("# algbw = size / time; busbw = algbw * 2(N-1)/N; #wrong: ranks whose result's bits differ from rank 0's "
@@ -815,10 +832,7 @@ static int bench_finish(Bench *b) {
     const BenchOpts *o = &b->o;
     SyncTraffic tr = {0};
     b->sync->traffic(b->sync_state, &tr);
-    tr.bytes_sent -= b->barriers * b->barrier_traffic.bytes_sent; /* the collectives measured, not the barriers */
-    tr.bytes_received -= b->barriers * b->barrier_traffic.bytes_received;
-    tr.messages_sent -= b->barriers * b->barrier_traffic.messages_sent;
-    tr.messages_received -= b->barriers * b->barrier_traffic.messages_received;
+    sync_traffic_sub(&tr, &b->barrier_traffic, b->barriers); /* the collectives measured, not the barriers */
     char mine[256], **all = NULL;
     snprintf(mine, sizeof mine, "%llu %llu %llu %llu %llu %s", tr.bytes_sent, tr.bytes_received, tr.messages_sent,
              tr.messages_received, tr.dropped, tr.transport && tr.transport[0] ? tr.transport : "-");
@@ -870,6 +884,7 @@ static int bench_finish(Bench *b) {
         if (arch_is_zero(arch)) cJSON_AddNumberToObject(cfg, "zero_stage", b->cfg.zero_stage);
         cJSON_AddNumberToObject(cfg, "warmup_iters", o->warmup);
         cJSON_AddNumberToObject(cfg, "iters", o->iters);
+        cJSON_AddStringToObject(cfg, "barrier", o->back_to_back ? "none" : "each");
         cJSON_AddBoolToObject(cfg, "check", o->check);
         cJSON_AddStringToObject(cfg, "inputs", o->random ? "random" : "exact");
         cJSON_AddNumberToObject(cfg, "timeout_s", o->timeout);

@@ -409,10 +409,10 @@ static int load_group(ClaimsSet *set) {
 #define BENCH_SCHEMA_READ "ringside.bench/1"
 
 /* Whether a and b are repeats of one configuration (the same all-reduce, ranks, nodes, servers,
- * link and wire, the same sizes). */
+ * link, wire, message layer and timing rule, the same sizes). */
 static int bench_same(const ClaimsBench *a, const ClaimsBench *b) {
     if (a->arch != b->arch || a->ranks != b->ranks || a->nodes != b->nodes || a->servers != b->servers || a->pipelined != b->pipelined ||
-        strcmp(a->link, b->link) || strcmp(a->wire, b->wire) || a->nrows != b->nrows)
+        strcmp(a->link, b->link) || strcmp(a->wire, b->wire) || !claims_bench_timed_alike(a, b) || a->nrows != b->nrows)
         return 0;
     for (int i = 0; i < a->nrows; i++)
         if (a->size[i] != b->size[i]) return 0;
@@ -457,6 +457,10 @@ static int load_bench(const char *path, const char *file, const cJSON *rep, Clai
     b.pipelined = v > 0;
     load_str(cfg, "wire", b.wire, sizeof b.wire);
     if (!b.wire[0]) snprintf(b.wire, sizeof b.wire, "fp32");
+    load_str(cfg, "msg_layer", b.layer, sizeof b.layer);
+    if (!b.layer[0]) snprintf(b.layer, sizeof b.layer, "zeromq");
+    load_str(cfg, "barrier", b.barrier, sizeof b.barrier);
+    if (!b.barrier[0]) snprintf(b.barrier, sizeof b.barrier, "each");
     int n = cJSON_GetArraySize(rows);
     b.size = calloc((size_t)(n ? n : 1), sizeof *b.size);
     b.time_s = calloc((size_t)(n ? n : 1), sizeof *b.time_s);
@@ -487,6 +491,10 @@ static int load_bench(const char *path, const char *file, const cJSON *rep, Clai
     set->benches = grown;
     set->benches[set->nbenches++] = b;
     return RS_OK;
+}
+
+int claims_bench_timed_alike(const ClaimsBench *a, const ClaimsBench *b) {
+    return !strcmp(a->layer, b->layer) && !strcmp(a->barrier, b->barrier);
 }
 
 int claims_bench_model(const ClaimsBench *b, int i, double *lat, double *bw) {

@@ -73,6 +73,8 @@ typedef struct {
     double bytes_per_s, latency_s; /* its rate and latency (0: none) */
     char wire[8];             /* config.wire ("fp32" when absent) */
     int pipelined;            /* config.ps_partition_keys > 0: a server answers partitions as they land */
+    char layer[8];            /* config.msg_layer ("zeromq" when absent) */
+    char barrier[8];          /* config.barrier ("each" when absent): how the calls were timed */
     int nrows, repeats;
     double *size;             /* [nrows] bytes per call */
     double *time_s;           /* [nrows] seconds per call: the median over the repeats */
@@ -97,6 +99,10 @@ typedef struct {
  * (malformed JSON with line:col, another schema version with both versions, a report without
  * config or ranks). An empty folder is not an error. */
 int claims_load(const char *dir, ClaimsSet *set);
+
+/* Whether benches a and b were timed alike: the same message layer and the same --barrier rule
+ * (the only pairs claim 11 compares, and what repeats of one configuration share). 1 or 0. */
+int claims_bench_timed_alike(const ClaimsBench *a, const ClaimsBench *b);
 
 /* The alpha-beta model's seconds for one all-reduce of bench b at row i on its own emulated NIC
  * (alpha its latency + the software's, beta 1/its rate; its nodes, servers, partitions and wire),

@@ -69,6 +69,17 @@ static int fit_grow(FitGroup *g, int more) {
     return RS_OK;
 }
 
+/* One link's reports share what sets its alpha: *kept (len bytes) takes got from the link's first
+ * report, and a later one with another value is refused, naming what and why. 0 or RS_ERR_INPUT. */
+static int fit_alike(const FitGroup *g, const char *name, char *kept, size_t len, const char *got, const char *what,
+                     const char *why) {
+    if (g->nnames && strcmp(kept, got))
+        return rs_error(RS_ERR_INPUT, "%s: %s %s where the other %s reports have %s: %s", name, what, got,
+                        g->fit.transport[0] ? g->fit.transport : "default", kept, why);
+    snprintf(kept, len, "%s", got);
+    return RS_OK;
+}
+
 Arch fit_bench_arch(const cJSON *bench) {
     const char *arch = fit_str(cJSON_GetObjectItemCaseSensitive(bench, "backend"), "architecture");
     Arch shape;
@@ -110,13 +121,11 @@ int fit_add(FitSet *set, const cJSON *bench, const char *name) {
         return rs_error(RS_ERR_INPUT, "%s: --sync %s (%s): no alpha-beta model for it in experiments/predict.h", name, sync, placement);
     FitGroup *g = fit_group(set, fit_transport(bench), link ? link : "");
     if (!g) return rs_error(RS_ERR_RUNTIME, "out of memory");
-    const char *layer = fit_str(cfg, "msg_layer"); /* older reports have none: ZeroMQ, the only one then */
-    if (!layer) layer = "zeromq";
-    if (g->nnames && strcmp(g->fit.layer, layer))
-        return rs_error(RS_ERR_INPUT, "%s: ran on the %s message layer where the other %s reports ran on %s: one link's "
-                                      "alpha is one layer's per-message cost, so fit each layer's reports apart",
-                        name, layer, g->fit.transport[0] ? g->fit.transport : "default", g->fit.layer);
-    snprintf(g->fit.layer, sizeof g->fit.layer, "%s", layer);
+    const char *layer = fit_str(cfg, "msg_layer"), *barrier = fit_str(cfg, "barrier"); /* older reports: zeromq, each */
+    RS_TRY(fit_alike(g, name, g->fit.layer, sizeof g->fit.layer, layer ? layer : "zeromq", "message layer",
+                     "one link's alpha is one layer's per-message cost, so fit each layer's reports apart"));
+    RS_TRY(fit_alike(g, name, g->fit.barrier, sizeof g->fit.barrier, barrier ? barrier : "each", "--barrier",
+                     "calls back to back overlap one call's tail with the next one's start, so fit each rule's reports apart"));
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(bench, "rows");
     RS_TRY(fit_grow(g, cJSON_GetArraySize(rows)));
     char (*names)[256] = realloc(g->names, (size_t)(g->nnames + 1) * sizeof *names);
@@ -203,6 +212,7 @@ cJSON *fit_json(const FitSet *set) {
         cJSON_AddStringToObject(o, "transport", f->transport);
         cJSON_AddStringToObject(o, "link", f->link);
         cJSON_AddStringToObject(o, "msg_layer", f->layer);
+        cJSON_AddStringToObject(o, "barrier", f->barrier);
         cJSON_AddNumberToObject(o, "alpha_s", f->alpha_s);
         cJSON_AddNumberToObject(o, "beta_s_per_byte", f->beta_s_per_byte);
         cJSON_AddNumberToObject(o, "r2", f->r2);

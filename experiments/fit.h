@@ -17,6 +17,7 @@ typedef struct {
     char transport[16];      /* "tcp", "ipc", "shm", "inproc", "nccl"; "" when the reports do not say */
     char link[64];           /* the emulated link (a report's config.link), "" for none */
     char layer[8];           /* the message layer its reports ran on (config.msg_layer): "zeromq" or "direct" */
+    char barrier[8];         /* how its reports timed the calls (config.barrier): "each" or "none" */
     double alpha_s;          /* seconds per message */
     double beta_s_per_byte;  /* seconds per byte */
     double r2;               /* of the times: 1 - sum (t - model)^2 / sum (t - mean t)^2 */

@@ -892,6 +892,8 @@ def check_bench(rep, options, expect):
     for k in ("min_bytes", "max_bytes", "step_factor", "warmup_iters", "iters"):
         c.nonneg(cfg, k, "config", "int")
     c.nonneg(cfg, "timeout_s", "config")
+    if "barrier" in cfg:  # older reports have none: each
+        c.expect(cfg["barrier"] in ("each", "none"), "config.barrier", "%r: expected each or none" % (cfg["barrier"],))
     check = c.get(cfg, "check", "config", "bool")
     rows = c.get(rep, "rows", "", "list")
     if rows is None:

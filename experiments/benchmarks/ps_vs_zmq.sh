@@ -2,7 +2,11 @@
 # ps_vs_zmq.sh - the parameter server at N = 2 against ZeroMQ alone moving the same messages, on ipc and tcp
 # usage: experiments/benchmarks/ps_vs_zmq.sh [BIN [REPEATS]]   (needs cc and libzmq's headers)
 #        PLACEMENT=sharded experiments/benchmarks/ps_vs_zmq.sh ...   (ps's placement: colocated, the
-#        default, or sharded: a server in every rank, the same bytes between the two processes)
+#        default; sharded: a server in every rank, the same bytes between the two processes; or
+#        dedicated: one server process of its own and two workers, against ZeroMQ's server process
+#        answering two worker processes)
+#        BARRIER=each experiments/benchmarks/ps_vs_zmq.sh ...   (ps timed by the bench's default rule,
+#        a barrier before every call, as before; default none: the same rule as ZeroMQ's side)
 #
 # What is compared. `ringside bench --sync ps -n 2 --transport T` (colocated server in rank 0,
 # --bucket-mb 25): per all-reduce of S bytes rank 1 pushes S bytes to rank 0's server over T, in
@@ -11,13 +15,20 @@
 # maximum over the two ranks. experiments/benchmarks/zmq_tput.c does only the ZeroMQ part: one
 # process's DEALER sends the same messages to another process's ROUTER, which answers each one
 # with a message of the same size; its time is the median of the round trips (first send to last
-# answer). For both, "bus bandwidth" is the bench's: busbw = algbw x 2(N-1)/N with algbw = S /
-# time, and at N = 2 busbw = algbw = S / time: the bytes that cross between the two processes each
+# answer). Both sides are timed by one rule: the calls (round trips) of a size back to back, with
+# no barrier and no refill of the input between them (`bench --barrier none`), each side's median,
+# the maximum over its processes. For both, "bus bandwidth" is the bench's: busbw = algbw x
+# 2(N-1)/N with algbw = S / time, and at N = 2 busbw = algbw = S / time: the bytes that cross between the two processes each
 # way per all-reduce, over the time of one all-reduce. The same sizes, the same transport, the same
 # message cut, the same zero-copy rule (payloads >= 64 KiB lent, smaller ones copied), one
 # I/O thread per context on both sides. What ps does on top (copying the payloads into its receive
-# buffers, the sum, the copies of the result, the bench's barrier before every call) is what the
-# ratio prices.
+# buffers, the sum, the copies of the result) is what the ratio prices.
+#
+# PLACEMENT=dedicated: `bench --sync ps --ps-placement dedicated -n 2` (one server process, the two
+# ranks its workers: each pushes S and pulls S, so the server's link carries 2 S each way) against
+# zmq_tput with two worker processes, whose server answers chunk k to both once both have sent it.
+# busbw = S / time on both sides, as at N = 2 above. The diagnostic modes model the colocated
+# server's work and are left out.
 #
 # Two diagnostic rows of the same program go with it (zmq_tput's modes): "zmq+ps copies" adds
 # ps's user-space copies and sum to the bare pattern (does it land where ps does?), "zmq+fused"
@@ -38,32 +49,36 @@
 # the side that goes first alternating from repeat to repeat (so that neither always inherits the
 # other's leftover load or warm caches), and prints, per transport and size, the median busbw of
 # each over the repeats and the ratio ps / ZeroMQ beside the goal (0.80); then a Markdown table of
-# the same runs as pairs (experiments/benchmarks/paired.py). The two sides are still timed by their
-# own rules (ps: the bench's, after a barrier before every call; ZeroMQ: one process's round
-# trips), so a skew of the barrier lands on ps's side only.
+# the same runs as pairs (experiments/benchmarks/paired.py). Both sides are timed by one
+# rule (BARRIER=each puts the bench's barrier before every ps call back, to compare with runs from
+# before the rule was shared: a skew of that barrier lands on ps's side only).
 set -euo pipefail
+shopt -s nullglob # a placement without the diagnostic modes has none of their files
 bin=${1:-build/ringside}
 reps=${2:-5}
 placement=${PLACEMENT:-colocated}
-case $placement in colocated|sharded) ;; *) echo "ps_vs_zmq: PLACEMENT=$placement: expected colocated or sharded" >&2; exit 2 ;; esac
+barrier=${BARRIER:-none}
+case $placement in colocated|sharded) workers=1 ;; dedicated) workers=2 ;;
+    *) echo "ps_vs_zmq: PLACEMENT=$placement: expected colocated, sharded or dedicated" >&2; exit 2 ;; esac
+case $barrier in each|none) ;; *) echo "ps_vs_zmq: BARRIER=$barrier: expected each or none" >&2; exit 2 ;; esac
 sizes=(-b 64K -e 64M -f 4 -w 3 -i 10)
 mkdir -p build
 cc -O2 -I. -o build/zmq_tput experiments/benchmarks/zmq_tput.c base/heap.c -lzmq -pthread
 out=$(mktemp -d /tmp/ps_vs_zmq-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, ps placement $placement, $(date -u +%FT%TZ)"
+echo "# ps_vs_zmq: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $reps repeats, ps placement $placement, ps --barrier $barrier, $(date -u +%FT%TZ)"
 ps_run() { # REP TRANSPORT NAME [OPTIONS]: one bench of ps into OUT/NAME-TRANSPORT-REP.txt
     local rep=$1 tr=$2 name=$3; shift 3
-    echo "## repeat $rep, $tr: ringside bench --sync ps --ps-placement $placement -n 2 --transport $tr $* ${sizes[*]}"
-    "$bin" bench --sync ps --ps-placement "$placement" -n 2 --transport "$tr" "$@" "${sizes[@]}" | tee "$out/$name-$tr-$rep.txt" | grep -v '^#' || true
+    echo "## repeat $rep, $tr: ringside bench --sync ps --ps-placement $placement -n 2 --transport $tr --barrier $barrier $* ${sizes[*]}"
+    "$bin" bench --sync ps --ps-placement "$placement" -n 2 --transport "$tr" --barrier "$barrier" "$@" "${sizes[@]}" | tee "$out/$name-$tr-$rep.txt" | grep -v '^#' || true
 }
 zmq_run() { # REP TRANSPORT MODE: one zmq_tput run into OUT/zmqMODE-TRANSPORT-REP.txt
     local rep=$1 tr=$2 mode=$3 chunk=26214400 heap=keep m
     case $mode in *1m) chunk=1048576 ;; esac
     case $mode in *glibc) heap=glibc ;; esac
     m=${mode%1m}; m=${m%glibc}
-    echo "## repeat $rep, $tr: zmq_tput $tr (mode $m, $chunk-byte slices, heap $heap)"
-    build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "$m" "$heap" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
+    echo "## repeat $rep, $tr: zmq_tput $tr (mode $m, $chunk-byte slices, heap $heap, $workers worker process(es))"
+    build/zmq_tput "$tr" 65536 67108864 4 3 10 "$chunk" "$m" "$heap" "$workers" | tee "$out/zmq$mode-$tr-$rep.txt" | grep -v '^#' || true
 }
 # every ps run and its ZeroMQ run back to back (a pair: both see the same moment's load), the one
 # that goes first alternating from repeat to repeat; the diagnostic modes after the pairs
@@ -76,7 +91,8 @@ for rep in $(seq "$reps"); do
             zmq_run "$rep" "$tr" bare; ps_run "$rep" "$tr" ps
             zmq_run "$rep" "$tr" bare1m; ps_run "$rep" "$tr" ps1m --bucket-mb 1
         fi
-        for mode in ps fused fused1m bareglibc; do zmq_run "$rep" "$tr" "$mode"; done
+        if [ "$workers" = 1 ]; then diag="ps fused fused1m bareglibc"; else diag=bareglibc; fi
+        for mode in $diag; do zmq_run "$rep" "$tr" "$mode"; done
     done
 done
 # rows: "  size count float time algbw busbw wrong"; medians over the repeats per (program, transport, size)

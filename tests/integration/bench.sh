@@ -145,6 +145,29 @@ assert [e.get('server') for e in r['summary']['traffic'] if 'server' in e] == [0
 " $T/ded1.json 2>>$T/ded1.log && ok "-n 1 with a dedicated server: launched, exact, its traffic reported" \
     || bad "-n 1 --ps-placement dedicated" "$(tail -n 3 $T/ded1.log)"
 
+# --barrier none: a size's calls back to back after one line-up (no refill or barrier between
+# them): exact on the first call, named in the report, and the same bytes as --barrier each (the
+# same calls; the line-up's barriers are not counted under either rule)
+for s in ring ps tree; do
+    for b in each none; do
+        $BIN bench -n 3 --sync $s -b 4K -e 256K -f 8 -w 2 -i 4 --barrier $b --report $T/bar-$s-$b.json \
+            >$T/bar-$s-$b.log 2>&1 || bad "bench --sync $s --barrier $b" "$(tail -n 3 $T/bar-$s-$b.log)"
+    done
+done
+why=$($PY - $T <<'EOF' 2>&1
+import json, sys
+for s in ("ring", "ps", "tree"):
+    each, none = (json.load(open("%s/bar-%s-%s.json" % (sys.argv[1], s, b))) for b in ("each", "none"))
+    assert each["config"]["barrier"] == "each" and none["config"]["barrier"] == "none", s
+    assert len(none["rows"]) == 3 and all(x["wrong"] == 0 for x in none["rows"]), (s, none["rows"])
+    sent = lambda r: [(e["bytes_sent"], e["messages_sent"]) for e in r["summary"]["traffic"]]
+    assert sent(each) == sent(none), "%s: each %s, none %s" % (s, sent(each), sent(none))
+print("ring, ps, tree")
+EOF
+) && ok "--barrier none: exact, reported, the same bytes and messages as --barrier each ($why)" || bad "--barrier none" "$why"
+grep -q "calls back to back (--barrier none)" $T/bar-ring-none.log && ok "--barrier none: the header names the rule" \
+    || bad "--barrier none header" "$(grep '^# before' $T/bar-ring-none.log)"
+
 # bad options: exit 2 with one line naming the option, before any rank starts
 bad_opt() { # NAME WANT-IN-MESSAGE ARGS...
     local name=$1 want=$2; shift 2
@@ -161,6 +184,7 @@ bad_opt "-e below -b refused" "-e" -n 2 -b 1M -e 8
 bad_opt "-f 1 refused" "-f" -n 2 -f 1
 bad_opt "-i 0 refused" "-i" -n 2 -i 0
 bad_opt "-c 2 refused" "-c" -n 2 -c 2
+bad_opt "--barrier sometimes refused" "--barrier 'sometimes'" -n 2 --barrier sometimes
 bad_opt "--bucket-mb 0 refused" "--bucket-mb" -n 2 --sync ps --bucket-mb 0
 bad_opt "--sync unknown refused" "--sync" -n 2 --sync nope
 bad_opt "--ps-servers without server processes refused" "--ps-servers 2" -n 2 --sync ps --ps-servers 2

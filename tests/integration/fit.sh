@@ -119,4 +119,14 @@ if "$BIN" bench -n 2 --sync ring --transport tcp --msg-layer direct -b 1K -e 256
         grep -q "tcp/direct" "$T/last.log" && ok "the fit names the layer (msg_layer, tcp/direct)" || bad "fit layer" "$(cat "$T/last.log")"
 else bad "bench --msg-layer direct" "$(tail -n 3 "$T/bd.log")"; fi
 
+# the timing rule: calls back to back (--barrier none) overlap, so a fit never mixes the two rules
+if "$BIN" bench -n 2 --sync ring --transport tcp --barrier none -b 1K -e 256K -f 4 -w 1 -i 3 --timeout 30 --report "$T/none.json" >"$T/bn.log" 2>&1; then
+    "$BIN" fit "$T/zmq.json" "$T/none.json" >"$T/last.log" 2>&1; rc=$?
+    [ $rc = 2 ] && grep -q "barrier" "$T/last.log" && ok "fit refuses reports of two timing rules for one link (exit 2, says why)" ||
+        bad "fit mixing --barrier rules" "exit $rc: $(cat "$T/last.log")"
+    check "fit on a --barrier none report exits 0" "$BIN" fit "$T/none.json" --report "$T/none-fit.json"
+    $PY -c "import json,sys; x=list(json.load(open(sys.argv[1]))['links'].values())[0]; sys.exit(0 if x['barrier']=='none' else 1)" "$T/none-fit.json" &&
+        ok "the fit records the rule (barrier)" || bad "fit barrier" "$(cat "$T/none-fit.json")"
+else bad "bench --barrier none" "$(tail -n 3 "$T/bn.log")"; fi
+
 finish
