@@ -36,6 +36,8 @@
 #define MSGD_LISTEN_MAX 4
 #define MSGD_CONNECT_S 10.0        /* a connect retries a refused peer this long */
 #define MSGD_IDMAX 255
+#define MSGD_UNIX_SNDBUF (4 << 20) /* a Unix stream's send buffer asked for: its default (~200 KiB) made most of a large
+                                    * message a copy for the writer thread */
 
 /* A part of a message the kernel did not take yet, in memory of the queue's own (freed when
  * written). */
@@ -306,6 +308,10 @@ static void dconn_free(DConn *c, int linger_ms, int drop) {
 }
 
 static DConn *dconn_new(int fd, int hello) {
+    int dom = 0, buf = MSGD_UNIX_SNDBUF;
+    socklen_t dl = sizeof dom;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_UNIX)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf); /* the kernel caps it at net.core.wmem_max */
     DConn *c = calloc(1, sizeof *c);
     if (!c || !(c->in = malloc(MSGD_INBUF))) {
         free(c);
