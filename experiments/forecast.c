@@ -80,6 +80,9 @@ static void fc_usage(FILE *f) {
             "  --links FILE       a `ringside fit --report` file; --transport T picks its link\n"
             "  --transport T      the fit's link to use: tcp, ipc, shm, ... (needed when it has several)\n"
             "  --link BW[,LAT]    a link of BW each way and LAT per message (plus %.0f us of software)\n"
+            "  --software S|FIT.json  with --link: the software's cost a message in place of that default, a\n"
+            "                     time (74us) or the alpha `ringside fit` measured on this machine (--transport\n"
+            "                     picks the fit's link)\n"
             "  --alpha S --beta S_PER_BYTE   the link's coefficients themselves\n"
             "MODEL, one of:\n"
             "  --model REPORT     a `ringside train` report: its gradient (memory.by_tag.params) and\n"
@@ -187,6 +190,30 @@ static double fc_num(const cJSON *o, const char *k) {
 }
 
 /* The link of a fit file: the one of transport (NULL: the file's only one), without an emulated link. */
+static int fc_load_fit(FcOpts *o, const char *path, const char *transport);
+
+/* --software V: the software's cost a message, a time ("74us", "0.1ms") or, when V is a file, the
+ * alpha of a `ringside fit` report's link (transport picks one, as for --links) into *soft, and
+ * where it came from into from. 0 or RS_ERR_INPUT. */
+static int fc_software(const char *v, const char *transport, double *soft, char *from, size_t len) {
+    if (access(v, F_OK) == 0) {
+        FcOpts fit;
+        memset(&fit, 0, sizeof fit);
+        RS_TRY(fc_load_fit(&fit, v, transport));
+        *soft = fit.alpha;
+        snprintf(from, len, "alpha fitted in %s", v);
+        return RS_OK;
+    }
+    char spec[96];
+    LinkSpec l;
+    snprintf(spec, sizeof spec, "1gbit,%.80s", v); /* the link's latency syntax */
+    if (!isdigit((unsigned char)v[0]) || link_parse(spec, &l) != RS_OK)
+        return rs_error(RS_ERR_INPUT, "predict: --software '%s': expected a time (74us, 0.1ms) or a `ringside fit` report", v);
+    *soft = l.latency_s;
+    snprintf(from, len, "--software %s", v);
+    return RS_OK;
+}
+
 static int fc_load_fit(FcOpts *o, const char *path, const char *transport) {
     cJSON *j = report_read(path);
     if (!j) return RS_ERR_INPUT;
@@ -269,7 +296,7 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
     o->per_node = 1;
     const char *intra = NULL;
     o->alpha = o->beta = NAN;
-    const char *links = NULL, *transport = NULL, *model = NULL, *link = NULL, *ranks = "2..1024";
+    const char *links = NULL, *transport = NULL, *model = NULL, *link = NULL, *ranks = "2..1024", *software = NULL;
     double grad = 0, compute_ms = 0;
     int have_alpha = 0, have_beta = 0;
     for (int i = 0; i < argc; i++) {
@@ -285,7 +312,7 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         }
         static const char *const valued[] = {"--links", "--transport", "--link", "--alpha", "--beta", "--model",
                                              "--grad-bytes", "--compute-ms", "--ranks", "--servers", "--bucket-mb",
-                                             "--wire", "--report", "--csv", "--per-node", "--intra-link", "--check", NULL};
+                                             "--wire", "--report", "--csv", "--per-node", "--intra-link", "--check", "--software", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
         if (!known) return rs_error(RS_ERR_INPUT, "predict: unknown option '%s'", a);
@@ -296,6 +323,7 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         if (!strcmp(a, "--links")) links = v;
         else if (!strcmp(a, "--transport")) transport = v;
         else if (!strcmp(a, "--link")) link = v;
+        else if (!strcmp(a, "--software")) software = v;
         else if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--ranks")) ranks = v;
         else if (!strcmp(a, "--report")) o->report = v;
@@ -338,7 +366,8 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
     if (!nlinks)
         return rs_error(RS_ERR_INPUT, "predict: no link: give --links FIT.json (ringside fit), --link BW[,LAT], or --alpha and --beta");
     if (nlinks > 1) return rs_error(RS_ERR_INPUT, "predict: one link: --links, --link or --alpha/--beta, not several");
-    if (transport && !links) return rs_error(RS_ERR_INPUT, "predict: --transport picks a link of --links FILE");
+    if (software && !link) return rs_error(RS_ERR_INPUT, "predict: --software is the cost a message adds to --link's latency: give --link");
+    if (transport && !links && !software) return rs_error(RS_ERR_INPUT, "predict: --transport picks a link of --links FILE (or of --software FILE)");
     if (!!model + (grad > 0) != 1)
         return rs_error(RS_ERR_INPUT, "predict: one model: --model REPORT.json (a train report) or --grad-bytes SIZE");
     if (model && compute_ms > 0) return rs_error(RS_ERR_INPUT, "predict: --compute-ms is --grad-bytes's (a --model report has its own)");
@@ -367,10 +396,13 @@ static int fc_parse(FcOpts *o, int argc, char **argv, int *help) {
         LinkSpec l;
         if (link_parse(link, &l) != RS_OK || !(l.bytes_per_s > 0))
             return rs_error(RS_ERR_INPUT, "predict: --link %s: %s", link, rs_errmsg());
-        o->alpha = l.latency_s + PREDICT_EMULATED_ALPHA_S;
+        double soft = PREDICT_EMULATED_ALPHA_S;
+        char from[160] = "predict.h's";
+        if (software) RS_TRY(fc_software(software, transport, &soft, from, sizeof from));
+        o->alpha = l.latency_s + soft;
         o->beta = 1.0 / l.bytes_per_s;
         snprintf(o->link_source, sizeof o->link_source, "--link %s: %.4g GB/s each way, %.3g us a message (its latency + "
-                 "the software's %.0f us)", link, l.bytes_per_s / 1e9, o->alpha * 1e6, PREDICT_EMULATED_ALPHA_S * 1e6);
+                 "the software's %.1f us, %s)", link, l.bytes_per_s / 1e9, o->alpha * 1e6, soft * 1e6, from);
     } else {
         if (!have_alpha || !have_beta) return rs_error(RS_ERR_INPUT, "predict: --alpha and --beta go together");
         snprintf(o->link_source, sizeof o->link_source, "--alpha %g --beta %g", o->alpha, o->beta);

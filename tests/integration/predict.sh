@@ -150,6 +150,21 @@ log = open(sys.argv[2]).read()
 assert "ASTRA-sim publishes 2.8-20.6%" in log and "ring-hierarchical" in log.split("geometric mean")[1], log[-600:]
 EOF2
 
+# ---- --software: the cost a message adds to --link's latency, a time or a fit's alpha ----------------
+#   the ring at N = 4 in one bucket is 6 rounds: 6 x (200 + S) us + 1.5 n / 125 MB/s
+soft() { # S: the ring's seconds at N = 4 for 4 MB under --link 1gbit,200us with --software S (and --transport ipc for a file)
+    $BIN predict --link 1gbit,200us --software "$@" --grad-bytes 4000000 --bucket-mb 0 --ranks 4 --csv $T/soft.csv -q >$T/soft.log 2>&1 &&
+        $PY -c "import csv, sys; print([r for r in csv.DictReader(open(sys.argv[1])) if r['architecture'] == 'ring'][0]['comm_s'])" $T/soft.csv
+}
+a=$(soft 100us); b=$(soft 50us); c=$(soft $T/fit.json --transport ipc)
+$PY -c "
+import sys
+a, b, c = map(float, sys.argv[1:])
+want = lambda s: 6 * (200e-6 + s) + 1.5 * 4e6 / 125e6
+assert abs(a - want(100e-6)) < 1e-9 and abs(b - want(50e-6)) < 1e-9 and abs(c - want(10e-6)) < 1e-9, (a, b, c)
+" "$a" "$b" "$c" && ok "--software: the ring's 6 rounds at 200 us + 100 us, + 50 us and + the fit's 10 us (by hand)" \
+    || bad "--software" "ring $a / $b / $c s: $(cat $T/soft.log)"
+
 # ---- 4. refusals: exit 2, a message naming why, nothing written --------------------------------------
 refused() { # NAME PATTERN ARGS...
     local name=$1 pat=$2; shift 2
@@ -160,6 +175,8 @@ refused() { # NAME PATTERN ARGS...
 }
 refused "no link" "no link: give --links" --grad-bytes 1M
 refused "two links" "one link" --link 1gbit --alpha 1e-5 --beta 1e-9 --grad-bytes 1M
+refused "--software without --link" "give --link" --alpha 1e-5 --beta 1e-9 --software 10us --grad-bytes 1M
+refused "--software not a time or a fit" "--software 'fast'" --link 1gbit --software fast --grad-bytes 1M
 refused "a fit without the transport asked for" "has no link for transport shm" --links $T/fit.json --transport shm --grad-bytes 1M
 refused "a fit of several links, none picked" "say which with --transport" --links $T/fit.json --grad-bytes 1M
 refused "a file that is no fit" "not a fit file" --links $T/one.json --grad-bytes 1M
