@@ -1,6 +1,7 @@
 /* main.c - the ringside command line: dispatches train, bench, matrix, claims, fit, predict and info */
 #include "backends.h"
 #include "../kernels/device.h"
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../base/heap.h"
 #include "../base/log.h"
@@ -133,6 +134,7 @@ static int main_dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    heap_init(); /* before any thread: one malloc arena (base/heap.h) */
+    heap_init();           /* before any thread: one malloc arena (base/heap.h) */
+    clock_precise_waits(); /* and a timed wait's slack of 1 us, which every thread inherits (base/clock.h) */
     return main_finish(main_dispatch(argc, argv));
 }

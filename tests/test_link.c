@@ -1,4 +1,4 @@
-/* test_link.c - the emulated interfaces: a node's NIC shared by its processes (each of two senders gets half its rate), node traffic on the fabric, placement by --nodes */
+/* test_link.c - the emulated interfaces: a node's NIC shared by its processes (each of two senders gets half its rate), node traffic on the fabric, placement by --nodes, precise timed waits */
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../net/ctrl.h"
@@ -7,6 +7,7 @@
 #include "test.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +147,32 @@ static void test_place(void) {
     node_set(NULL);
 }
 
+#ifdef __linux__
+static void *slack_of(void *out) {
+    *(long *)out = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    return NULL;
+}
+#endif
+
+/* clock_precise_waits: this thread's timer slack is 1 us, and a thread started after inherits it
+ * (the emulated link's booked waits run on the ranks' and the servers' threads). */
+static void test_precise_waits(void) {
+#ifdef __linux__
+    long before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), in_thread = -1;
+    CHECK(before > 0);
+    CHECK(clock_precise_waits() == 0);
+    CHECK(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) == (long)CLOCK_WAIT_SLACK_NS);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, slack_of, &in_thread) == 0);
+    pthread_join(th, NULL);
+    CHECK(in_thread == (long)CLOCK_WAIT_SLACK_NS);
+#else
+    SKIP("timer slack is a Linux setting");
+#endif
+}
+
 int main(void) {
+    RUN(test_precise_waits);
     RUN(test_shared_nic);
     RUN(test_fabric);
     RUN(test_place);

@@ -2,6 +2,12 @@
 # tree_vs_ring.sh - the tree against the ring under emulated links, both regimes, N = 2..8: measured comm per step beside the alpha-beta prediction (the validation table of docs/benchmarks.md)
 # usage: experiments/benchmarks/tree_vs_ring.sh [BIN]   (REPS=3 repeats, medians; --transport ipc for both;
 #        LAYER=direct runs both on the direct message layer, --msg-layer direct; default zeromq)
+#
+# Two models beside each measurement, both experiments/predict.h's alpha-beta: alpha = the link's
+# latency + the software's cost a message, which is 50 us in predict.h (PREDICT_EMULATED_ALPHA_S)
+# and, in the second, that cost measured on this machine, transport and layer: `ringside fit`'s
+# alpha from bench sweeps of the ring and the tree at N = 4 and 8 over ipc without a link (1 KiB
+# to 256 KiB), printed with the fit.
 set -euo pipefail
 bin=${1:-build/ringside}; reps=${REPS:-3}; layer=${LAYER:-zeromq}
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
@@ -21,11 +27,21 @@ JSON
 t0=$SECONDS
 "$bin" matrix "$out/tree.json" --out "$out/m" >/dev/null
 echo "# $(( SECONDS - t0 )) s for the matrix ($reps repeats), $(nproc) cores, --msg-layer $layer"
-python3 - "$out/m" <<'PY'
+# the software's cost a message on this transport and layer, fitted from sweeps without a link
+for s in ring tree; do
+    for n in 4 8; do
+        "$bin" bench -n $n --sync $s --transport ipc --msg-layer "$layer" -b 1K -e 256K -f 4 -w 5 -i 30 \
+            --report "$out/fit-$s-$n.json" >/dev/null
+    done
+done
+"$bin" fit "$out"/fit-*.json --report "$out/fit.json" | sed 's/^\([^#]\)/# \1/'
+sw=$(python3 -c 'import json, sys; print(list(json.load(open(sys.argv[1]))["links"].values())[0]["alpha_s"])' "$out/fit.json")
+python3 - "$out/m" "$sw" <<'PY'
 import glob, json, os, statistics, sys
 sys.path.insert(0, "tests")
 from validate_report import tree_links
-d = sys.argv[1]
+d, sw = sys.argv[1], float(sys.argv[2])
+print("# software alpha: 50 us (predict.h) and %.1f us (the fit above); x: measured over the model" % (sw * 1e6))
 def depth(n):
     w = 0
     for t in (0, 1):
@@ -37,8 +53,8 @@ def depth(n):
     return w
 def busiest(n):
     return max(max(sum(len(tree_links(n, r, t)[1]) for t in (0, 1)), sum(tree_links(n, r, t)[0] >= 0 for t in (0, 1))) for r in range(n))
-def model(sync, n, g, bucket, lat, bw):  # experiments/predict.h, DDP's buckets: the first at most 1 MiB
-    a, b = lat + 50e-6, 1 / bw
+def model(sync, n, g, bucket, lat, bw, soft):  # experiments/predict.h, DDP's buckets: the first at most 1 MiB
+    a, b = lat + soft, 1 / bw
     sizes, left, first = [], g, True
     while left > 0:
         s = min(left, min(bucket, 1 << 20) if first else bucket)
@@ -57,22 +73,24 @@ for f in glob.glob(os.path.join(d, "*.json")):
     comm = sum(e["time_s"]["phases"]["comm_total"] for e in w) / len(w)
     regime = "latency" if c["link"].endswith("200us") else "bandwidth"
     rows.setdefault((regime, c["ranks"], c["sync"]), []).append((comm, r))
-print("| regime | N | ring measured (ms) | ring model | x | tree measured (ms) | tree model | x | faster |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| regime | N | ring measured (ms) | ring model | x | model, fitted | x | tree measured (ms) | tree model | x | model, fitted | x | faster |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for regime in ("latency", "bandwidth"):
     for n in sorted({k[1] for k in rows if k[0] == regime}):
         cells, meas = [], {}
         for sync in ("ring", "tree"):
             runs = rows.get((regime, n, sync), [])
             if not runs:
-                cells += ["-", "-", "-"]; continue
+                cells += ["-"] * 5; continue
             m = statistics.median(x[0] for x in runs)
             c = runs[0][1]["config"]
             g = runs[0][1]["ranks"][0]["memory"]["by_tag"]["params"]
             bw = 125e6 if regime == "latency" else 37.5e6
-            p = model(sync, n, g, c["bucket-mb"] * 1048576, 200e-6 if regime == "latency" else 0, bw)
+            lat = 200e-6 if regime == "latency" else 0
+            p = model(sync, n, g, c["bucket-mb"] * 1048576, lat, bw, 50e-6)
+            q = model(sync, n, g, c["bucket-mb"] * 1048576, lat, bw, sw)
             meas[sync] = m
-            cells += ["%.2f" % (m * 1e3), "%.2f" % (p * 1e3), "%.2f" % (m / p)]
+            cells += ["%.2f" % (m * 1e3), "%.2f" % (p * 1e3), "%.2f" % (m / p), "%.2f" % (q * 1e3), "%.2f" % (m / q)]
         fast = min(meas, key=meas.get) if len(meas) == 2 else "-"
         print("| %s | %d | %s | %s |" % (regime, n, " | ".join(cells), fast))
 PY
