@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BIG (6u * 1024u * 1024u) /* more than loopback's socket buffers take at once */
@@ -263,6 +264,29 @@ static void test_linger_and_poll(void) {
     msg_layer_set(MSG_ZEROMQ);
 }
 
+/* The direct layer's spin is bounded: a receive that waits half a second for nothing spins its
+ * MSGD_SPIN_US, then sleeps in ppoll, so the waiting thread uses a few milliseconds of CPU at most
+ * (an unbounded spin would use most of the half second, even on a loaded machine). */
+static void test_spin_bounded(void) {
+    void *z = msg_context(), *pull, *push;
+    msg_layer_set(MSG_DIRECT);
+    CHECK(pair(z, "ipc", 0, &pull, &push) == 0);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    double t0 = clock_now();
+    void *one[1] = {pull};
+    CHECK(msg_poll(one, 1, 500, NULL) == 0);
+    double waited = clock_now() - t0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    CHECK_MSG(waited >= 0.45, "the poll returned after %.3f s of a 0.5 s wait", waited);
+    CHECK_MSG(cpu < 0.05, "waiting %.3f s for nothing took %.3f s of CPU: the spin is not bounded", waited, cpu);
+    msg_close_socket(pull, 0);
+    msg_close_socket(push, 0);
+    msg_context_end(z);
+    msg_layer_set(MSG_ZEROMQ);
+}
+
 /* --msg-layer's words. */
 static void test_layer_names(void) {
     MsgLayer l;
@@ -281,5 +305,6 @@ int main(void) {
     RUN(test_router_identities);
     RUN(test_token_and_bound);
     RUN(test_linger_and_poll);
+    RUN(test_spin_bounded);
     return test_summary("test_msg");
 }
