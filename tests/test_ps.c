@@ -6,6 +6,7 @@
 #include "../base/err.h"
 #include "../base/mem.h"
 #include "../model/model.h"
+#include "../engine/config_check.h"
 #include "../engine/sync.h"
 #include "../engine/engine.h"
 #include "../net/zendpoint.h"
@@ -1710,6 +1711,33 @@ static void test_backend_refuses(void) {
     device_close(&dev);
 }
 
+/* config_partition_keys: K KiB of the wire as keys (4 bytes a key, 2 on bf16), never below one
+ * parameter however small K; auto: 2 ms of --link within 64 KiB .. 4 MiB, whole buckets (0)
+ * without a link; off: 0. */
+static void test_partition_keys(void) {
+    Config c;
+    config_defaults(&c);
+    snprintf(c.ps_partition, sizeof c.ps_partition, "off");
+    CHECK(config_partition_keys(&c) == 0);
+    snprintf(c.ps_partition, sizeof c.ps_partition, "16");
+    CHECK(config_partition_keys(&c) == 4096);
+    snprintf(c.wire, sizeof c.wire, "bf16");
+    CHECK(config_partition_keys(&c) == 8192);
+    snprintf(c.ps_partition, sizeof c.ps_partition, "0.001"); /* one byte: less than a key */
+    CHECK(config_partition_keys(&c) == 1);
+    snprintf(c.wire, sizeof c.wire, "fp32");
+    CHECK(config_partition_keys(&c) == 1);
+    snprintf(c.ps_partition, sizeof c.ps_partition, "auto");
+    c.link[0] = 0;
+    CHECK(config_partition_keys(&c) == 0);
+    snprintf(c.link, sizeof c.link, "300mbit"); /* 37.5 MB/s x 2 ms = 75,000 bytes */
+    CHECK(config_partition_keys(&c) == 75000 / 4);
+    snprintf(c.link, sizeof c.link, "1mbit"); /* 250 bytes: raised to 64 KiB */
+    CHECK(config_partition_keys(&c) == 65536 / 4);
+    snprintf(c.link, sizeof c.link, "100gbit"); /* 25 MB: lowered to 4 MiB */
+    CHECK(config_partition_keys(&c) == 4194304 / 4);
+}
+
 int main(void) {
     RUN(test_wire_roundtrip);
     RUN(test_wire_rejects);
@@ -1719,6 +1747,7 @@ int main(void) {
     RUN(test_shard_plan);
     RUN(test_shard_weighted);
     RUN(test_shard_partitions);
+    RUN(test_partition_keys);
     RUN(test_sendq_order);
     RUN(test_byteps_cost);
     RUN(test_rules);
