@@ -432,7 +432,11 @@ static void ckpt_lock_holder(int fd, long *pid, char *host, size_t len) {
     host[0] = 0;
     char h[300] = "";
     if (sscanf(buf, "%ld %299s", pid, h) < 1 || *pid < 0) *pid = 0;
-    snprintf(host, len, "%s", h);
+    size_t k = len ? strnlen(h, len - 1) : 0; /* a longer name is cut to host's size */
+    if (len) {
+        memcpy(host, h, k);
+        host[k] = 0;
+    }
 }
 
 int ckpt_dir_lock(const char *dir, int *fd) {
