@@ -195,6 +195,7 @@ static void ring_wake(void *arg) {
  * on the condition variable, woken by the last release). 0, or -1 on timeout. */
 static int ring_drain(Ring *r, RingPending *p, double limit) {
     if (__atomic_load_n(&p->lend.out, __ATOMIC_ACQUIRE) <= 0) return 0;
+    msg_lend_reclaim(&p->lend); /* what the direct layer still holds for a peer comes back, copied */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double whole = (double)(long long)limit;

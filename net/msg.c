@@ -268,7 +268,10 @@ void msg_count_read(const MsgCount *c, MsgCount *out) {
 
 long msg_lent(const MsgLend *lend) { return __atomic_load_n(&lend->out, __ATOMIC_ACQUIRE); }
 
+void msg_lend_reclaim(MsgLend *lend) { msgd_reclaim(lend); }
+
 int msg_lend_drain(MsgLend *lend, double seconds) {
+    msg_lend_reclaim(lend);
     for (double t = 0; msg_lent(lend) > 0; t += 0.001) {
         if (t > seconds) return 0;
         struct timespec ts = {0, 1000000};

@@ -277,6 +277,14 @@ void msg_count_read(const MsgCount *c, MsgCount *out);
  * change them). */
 long msg_lent(const MsgLend *lend);
 
+/* Asks the layer to let go at once of what it still holds of the payloads lent through lend,
+ * copying what remains: the direct layer's queued parts, which only its writer thread would let go,
+ * once the peer reads (ZeroMQ's I/O thread lets go by itself: nothing to do there). A waiter for
+ * lend calls it first, so that a payload held for a peer that is not reading never holds up a
+ * rank that would read once it has its lends back (two ring ranks over Unix sockets did hang so).
+ * msg_lend_drain calls it. */
+void msg_lend_reclaim(MsgLend *lend);
+
 /* Waits up to seconds for every payload lent through lend to be let go: 1 when they all have,
  * 0 on timeout. Sleeps in 1 ms steps (for a teardown; a back end that waits per step has wake). */
 int msg_lend_drain(MsgLend *lend, double seconds);

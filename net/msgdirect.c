@@ -39,12 +39,13 @@
 #define MSGD_UNIX_SNDBUF (4 << 20) /* a Unix stream's send buffer asked for: its default (~200 KiB) made most of a large
                                     * message a copy for the writer thread */
 
-/* A part of a message the kernel did not take yet, in memory of the queue's own (freed when
- * written). */
+/* A part of a message the kernel did not take yet: in memory of the queue's own (freed when
+ * written), or a sender's lent payload (let go when written, or copied first by msgd_reclaim). */
 typedef struct OutBuf {
     struct OutBuf *next;
     unsigned char *owned;
     size_t len, off;           /* owned[off..len) is still to go */
+    MsgLend *lend;             /* owned is lent through it (not freed): NULL for the queue's own */
 } OutBuf;
 
 typedef struct {
@@ -114,8 +115,15 @@ static long msgd_spin_us(void) {
     return s;
 }
 
+/* One payload lent through l let go (the writer wrote it, a reclaim copied it, or its connection
+ * died): the last one wakes whoever waits, as ZeroMQ's release does. */
+static void dlend_release(MsgLend *l) {
+    if (__atomic_sub_fetch(&l->out, 1, __ATOMIC_ACQ_REL) == 0 && l->wake) l->wake(l->arg);
+}
+
 static void msgd_outbuf_free(OutBuf *b) {
-    free(b->owned);
+    if (b->lend) dlend_release(b->lend);
+    else free(b->owned);
     free(b);
 }
 
@@ -570,12 +578,13 @@ static int msgd_addr(const char *ep, int binding, struct sockaddr_storage *sa, s
 }
 
 /* Queues the parts of iov[0..n) from byte skip on (c->wmu held), copied: own is the part whose
- * buffer is handed over instead (freed when written), -1 none. A lent payload is copied too,
- * never held: its owner may wait for it to be let go before it reads (the ring does), and its
- * peer may be waiting the same way, so holding it until the peer reads could deadlock the two;
- * ZeroMQ's receiving I/O thread would have read it in by then. 0, or -1 out of memory: the owned
- * part is freed then and the connection marked dead (its stream may hold part of a message). */
-static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, int own) {
+ * buffer is handed over instead (freed when written), -1 none; lent the part lent through lend
+ * (-1 none), held as it is until written, as ZeroMQ holds a lent payload. Its owner may wait for it
+ * to be let go before it reads (the ring does), and its peer the same way, so a waiter first asks
+ * for it back (msg_lend_reclaim: the rest is copied then), where ZeroMQ's receiving I/O thread
+ * would have read it in. 0, or -1 out of memory: the owned part is freed then and the connection
+ * marked dead (its stream may hold part of a message; the queue is dropped, lends let go). */
+static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, int own, int lent, MsgLend *lend) {
     int handed = 0; /* the owned part queued or freed */
     for (int i = 0; i < n; i++) {
         size_t len = iov[i].iov_len;
@@ -589,11 +598,15 @@ static int dconn_queue(DConn *c, const struct iovec *iov, int n, size_t skip, in
         }
         OutBuf *b = calloc(1, sizeof *b);
         if (!b) goto oom;
-        if (i == own) {
+        if (i == own || i == lent) {
             b->owned = iov[i].iov_base;
-            handed = 1;
+            handed |= i == own;
             b->off = skip;
             b->len = len;
+            if (i == lent) {
+                b->lend = lend;
+                __atomic_add_fetch(&lend->out, 1, __ATOMIC_RELAXED);
+            }
         } else {
             if (!(b->owned = malloc(len - skip))) {
                 free(b);
@@ -774,7 +787,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
     if (bytes > UINT32_MAX || m->head_bytes > UINT32_MAX) return errno = EMSGSIZE, -1;
     unsigned char h[3][8] = {{0}};
     struct iovec iov[7];
-    int n = 0, own = -1;
+    int n = 0, own = -1, lent = -1;
     void *enc = NULL;
     put32(h[0], (uint32_t)m->head_bytes);
     h[0][4] = (unsigned char)(has_payload || stamped);
@@ -790,6 +803,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
             own = n;
             iov[n++] = (struct iovec){enc, bytes};
         } else if (!m->codec) {
+            if (m->bytes && m->lend && m->bytes >= MSG_ZEROCOPY_MIN && !m->tail_bytes) lent = n;
             if (m->bytes) iov[n++] = (struct iovec){(void *)m->payload, m->bytes};
             if (m->tail_bytes) iov[n++] = (struct iovec){(void *)m->tail, m->tail_bytes};
         }
@@ -821,7 +835,7 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
     for (int i = 0; i < n; i++) total += iov[i].iov_len;
     if (rc == 0 && done < total) {
         queue = 1;
-        if (dconn_queue(c, iov, n, done, own) != 0) rc = -1, errno = ENOMEM;
+        if (dconn_queue(c, iov, n, done, own, lent, m->lend) != 0) rc = -1, errno = ENOMEM;
         enc = NULL; /* handed over (or freed) */
     }
     pthread_mutex_unlock(&c->wmu);
@@ -832,6 +846,28 @@ int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t st
     }
     if (queue) msgd_enqueue(c);
     return 0;
+}
+
+void msgd_reclaim(MsgLend *lend) {
+    if (__atomic_load_n(&lend->out, __ATOMIC_ACQUIRE) <= 0) return;
+    pthread_mutex_lock(&W.mu); /* every connection with a queue is in the writer's set */
+    for (int i = 0; i < W.n; i++) {
+        DConn *c = W.set[i];
+        pthread_mutex_lock(&c->wmu);
+        for (OutBuf *b = c->qh; b; b = b->next) {
+            if (b->lend != lend) continue;
+            unsigned char *copy = malloc(b->len - b->off);
+            if (!copy) continue; /* left lent: the writer lets it go once written */
+            memcpy(copy, b->owned + b->off, b->len - b->off);
+            b->owned = copy;
+            b->len -= b->off;
+            b->off = 0;
+            b->lend = NULL;
+            dlend_release(lend);
+        }
+        pthread_mutex_unlock(&c->wmu);
+    }
+    pthread_mutex_unlock(&W.mu);
 }
 
 int msgd_frame(void *sock, zmq_msg_t *p, int flags, int *more) {

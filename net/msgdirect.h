@@ -55,6 +55,10 @@ int msgd_connect(void *sock, const char *endpoint);
  * describes them. 0 or -1 (errno: EHOSTUNREACH no such peer, EPIPE the peer is gone). */
 int msgd_send(void *sock, const MsgOut *m, const unsigned char *stamp, size_t stamp_bytes);
 
+/* Lets go of every payload lent through lend that a queue still holds, copying its rest into the
+ * queue's own memory (msg_lend_reclaim's direct half). Any thread. */
+void msgd_reclaim(MsgLend *lend);
+
 /* The next frame of a whole message into p (uninitialised before; counted under MEM_COMM);
  * *more 1 while frames follow. With the first frame, flags ZMQ_DONTWAIT: -1 EAGAIN when no
  * whole message is in. 0 or -1 (errno). */

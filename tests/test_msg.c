@@ -9,8 +9,10 @@
 #include "test.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,6 +266,46 @@ static void test_linger_and_poll(void) {
     msg_layer_set(MSG_ZEROMQ);
 }
 
+/* A lent payload the kernel cannot take at once is held, not copied, until the writer has written
+ * it (the peer reading lets it go, with one wake, no drain asked); msg_lend_reclaim lets it go at
+ * once, the rest copied, so the owner may change its buffer and the peer still gets what was sent. */
+static void test_lend_held(void) {
+    enum { HUGE = 32u << 20 }; /* past any socket buffer (4 MiB asked, doubled by the kernel) */
+    msg_layer_set(MSG_DIRECT);
+    void *z = msg_context(), *pull, *push;
+    CHECK(pair(z, "ipc", 0, &pull, &push) == 0);
+    unsigned char *x = malloc(HUGE);
+    for (size_t i = 0; i < HUGE; i++) x[i] = (unsigned char)(i * 11);
+    int wakes = 0;
+    MsgLend lend = {.wake = woke, .arg = &wakes};
+    uint32_t h = 2;
+    MsgOut m = {.head = &h, .head_bytes = 4, .payload = x, .bytes = HUGE, .lend = &lend};
+    CHECK(msg_send(push, &m, NULL, NULL) == 0);
+    CHECK_MSG(msg_lent(&lend) == 1, "a 32 MiB lent payload not held after its send (lent %ld)", msg_lent(&lend));
+    MsgIn in;
+    CHECK(recv_within(pull, &in, 0) == 2);
+    size_t n;
+    const unsigned char *p = msg_payload(&in, &n);
+    CHECK(n == HUGE && !memcmp(p, x, HUGE));
+    msg_close(&in);
+    for (double t = clock_now() + 5; msg_lent(&lend) > 0 && clock_now() < t;) sched_yield();
+    CHECK(msg_lent(&lend) == 0 && __atomic_load_n(&wakes, __ATOMIC_RELAXED) == 1); /* the writer let it go */
+    CHECK(msg_send(push, &m, NULL, NULL) == 0);
+    msg_lend_reclaim(&lend);
+    CHECK(msg_lent(&lend) == 0 && __atomic_load_n(&wakes, __ATOMIC_RELAXED) == 2);
+    unsigned char first = x[HUGE - 1];
+    memset(x, 0, HUGE); /* let go: the owner may change it */
+    CHECK(recv_within(pull, &in, 0) == 2);
+    p = msg_payload(&in, &n);
+    CHECK(n == HUGE && p[HUGE - 1] == first && p[1] == 11);
+    msg_close(&in);
+    free(x);
+    msg_close_socket(pull, 0);
+    msg_close_socket(push, 0);
+    msg_context_end(z);
+    msg_layer_set(MSG_ZEROMQ);
+}
+
 /* The direct layer's spin is bounded: a receive that waits half a second for nothing spins its
  * MSGD_SPIN_US, then sleeps in ppoll, so the waiting thread uses a few milliseconds of CPU at most
  * (an unbounded spin would use most of the half second, even on a loaded machine). */
@@ -306,5 +348,6 @@ int main(void) {
     RUN(test_token_and_bound);
     RUN(test_linger_and_poll);
     RUN(test_spin_bounded);
+    RUN(test_lend_held);
     return test_summary("test_msg");
 }
