@@ -955,7 +955,6 @@ int msgd_poll_until(void *const *socks, int n, double deadline, unsigned char *r
             for (int j = 0; j < d->nc && m < 256; j++) all[m++] = (zmq_pollitem_t){NULL, d->c[j]->fd, ZMQ_POLLIN, 0};
         }
         double left = deadline - now;
-        long ms = left > 3600.0 ? 3600000L : (long)(left * 1000.0) + 1;
         if (!nz) { /* to the microsecond: a wait for a booked arrival (--link) is often under 1 ms */
             struct pollfd pf[256];
             for (int j = 0; j < m; j++) pf[j] = (struct pollfd){all[j].fd, POLLIN, 0};
@@ -963,8 +962,11 @@ int msgd_poll_until(void *const *socks, int n, double deadline, unsigned char *r
             if (left > 3600.0) left = 3600.0;
             struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
             if (ppoll(pf, (nfds_t)m, &ts, NULL) < 0 && errno != EINTR) return -1;
-        } else if (zmq_poll(all, m, ms) < 0 && zmq_errno() != EINTR) {
-            return -1;
+        } else if (left < 0.001) { /* ZeroMQ sockets too, under a millisecond left: zmq_poll would round it up */
+            struct timespec ts = {0, (long)((left < 50e-6 ? left : 50e-6) * 1e9)};
+            nanosleep(&ts, NULL); /* look again in 50 us, as msg_wait does */
+        } else if (zmq_poll(all, m, left > 3600.0 ? 3600000L : (long)(left * 1000.0)) < 0 && zmq_errno() != EINTR) {
+            return -1; /* (the whole milliseconds: the rest is looked for above) */
         }
     }
 }
