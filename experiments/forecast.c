@@ -190,30 +190,6 @@ static double fc_num(const cJSON *o, const char *k) {
 }
 
 /* The link of a fit file: the one of transport (NULL: the file's only one), without an emulated link. */
-static int fc_load_fit(FcOpts *o, const char *path, const char *transport);
-
-/* --software V: the software's cost a message, a time ("74us", "0.1ms") or, when V is a file, the
- * alpha of a `ringside fit` report's link (transport picks one, as for --links) into *soft, and
- * where it came from into from. 0 or RS_ERR_INPUT. */
-static int fc_software(const char *v, const char *transport, double *soft, char *from, size_t len) {
-    if (access(v, F_OK) == 0) {
-        FcOpts fit;
-        memset(&fit, 0, sizeof fit);
-        RS_TRY(fc_load_fit(&fit, v, transport));
-        *soft = fit.alpha;
-        snprintf(from, len, "alpha fitted in %s", v);
-        return RS_OK;
-    }
-    char spec[96];
-    LinkSpec l;
-    snprintf(spec, sizeof spec, "1gbit,%.80s", v); /* the link's latency syntax */
-    if (!isdigit((unsigned char)v[0]) || link_parse(spec, &l) != RS_OK)
-        return rs_error(RS_ERR_INPUT, "predict: --software '%s': expected a time (74us, 0.1ms) or a `ringside fit` report", v);
-    *soft = l.latency_s;
-    snprintf(from, len, "--software %s", v);
-    return RS_OK;
-}
-
 static int fc_load_fit(FcOpts *o, const char *path, const char *transport) {
     cJSON *j = report_read(path);
     if (!j) return RS_ERR_INPUT;
@@ -260,6 +236,28 @@ static int fc_load_fit(FcOpts *o, const char *path, const char *transport) {
 out:
     cJSON_Delete(j);
     return rc;
+}
+
+/* --software V: the software's cost a message, a time ("74us", "0.1ms") or, when V is a file, the
+ * alpha of a `ringside fit` report's link (transport picks one, as for --links) into *soft, and
+ * where it came from into from. 0 or RS_ERR_INPUT. */
+static int fc_software(const char *v, const char *transport, double *soft, char *from, size_t len) {
+    if (access(v, F_OK) == 0) {
+        FcOpts fit;
+        memset(&fit, 0, sizeof fit);
+        RS_TRY(fc_load_fit(&fit, v, transport));
+        *soft = fit.alpha;
+        snprintf(from, len, "alpha fitted in %s", v);
+        return RS_OK;
+    }
+    char spec[96];
+    LinkSpec l;
+    snprintf(spec, sizeof spec, "1gbit,%.80s", v); /* the link's latency syntax */
+    if (!isdigit((unsigned char)v[0]) || link_parse(spec, &l) != RS_OK)
+        return rs_error(RS_ERR_INPUT, "predict: --software '%s': expected a time (74us, 0.1ms) or a `ringside fit` report", v);
+    *soft = l.latency_s;
+    snprintf(from, len, "--software %s", v);
+    return RS_OK;
 }
 
 /* The gradient and the compute per step of a train report. */

@@ -17,10 +17,13 @@
 static void msg_add(unsigned long long *ctr, unsigned long long n) { __atomic_add_fetch(ctr, n, __ATOMIC_RELAXED); }
 
 /* ZeroMQ's free function for a lent payload: counts it down and wakes the owner at zero. */
+void msg_lend_release(MsgLend *lend) {
+    if (__atomic_sub_fetch(&lend->out, 1, __ATOMIC_ACQ_REL) == 0 && lend->wake) lend->wake(lend->arg);
+}
+
 static void msg_release(void *data, void *hint) {
     (void)data;
-    MsgLend *l = hint;
-    if (__atomic_sub_fetch(&l->out, 1, __ATOMIC_ACQ_REL) == 0 && l->wake) l->wake(l->arg);
+    msg_lend_release(hint);
 }
 
 /* The payload frame of m, initialised: lent, copied or encoded. 0 or -1 (zmq_errno()). */
@@ -132,7 +135,7 @@ int msg_wait(void *sock, double deadline) {
         if (rc > 0) return 1;
         if (rc < 0 && zmq_errno() != EINTR) return -1;
         if (ms == 0) { /* under a millisecond left (a booked arrival under --link): look every 50 us */
-            double nap = left < 50e-6 ? left : 50e-6;
+            double nap = left < MSG_WAIT_NAP_S ? left : MSG_WAIT_NAP_S;
             struct timespec ts = {0, (long)(nap * 1e9)};
             nanosleep(&ts, NULL);
         }

@@ -53,6 +53,10 @@
  * release the sender must then wait for. */
 #define MSG_ZEROCOPY_MIN (32u * 1024u)
 
+/* A wait with under a millisecond left, where it cannot sleep to the microsecond (zmq_poll counts
+ * whole milliseconds), looks again after this long (msg_wait, and the direct layer's mixed polls). */
+#define MSG_WAIT_NAP_S 50e-6
+
 /* The smallest receiving queue (msg_queue_bound): a few dozen small messages, nothing to a
  * process, enough that ZeroMQ reads on (it resumes a stopped connection at half the bound)
  * while the back end takes a burst. */
@@ -276,6 +280,10 @@ void msg_count_read(const MsgCount *c, MsgCount *out);
 /* How many payloads lent through lend ZeroMQ still holds (an acquire load: once 0, the owner may
  * change them). */
 long msg_lent(const MsgLend *lend);
+
+/* One payload lent through lend let go (ZeroMQ's release of a frame, the direct layer's writer
+ * or reclaim): the last one wakes whoever waits (lend->wake), from whatever thread let it go. */
+void msg_lend_release(MsgLend *lend);
 
 /* Asks the layer to let go at once of what it still holds of the payloads lent through lend,
  * copying what remains: the direct layer's queued parts, which only its writer thread would let go,

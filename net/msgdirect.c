@@ -115,14 +115,8 @@ static long msgd_spin_us(void) {
     return s;
 }
 
-/* One payload lent through l let go (the writer wrote it, a reclaim copied it, or its connection
- * died): the last one wakes whoever waits, as ZeroMQ's release does. */
-static void dlend_release(MsgLend *l) {
-    if (__atomic_sub_fetch(&l->out, 1, __ATOMIC_ACQ_REL) == 0 && l->wake) l->wake(l->arg);
-}
-
 static void msgd_outbuf_free(OutBuf *b) {
-    if (b->lend) dlend_release(b->lend);
+    if (b->lend) msg_lend_release(b->lend); /* written, or its connection died */
     else free(b->owned);
     free(b);
 }
@@ -863,7 +857,7 @@ void msgd_reclaim(MsgLend *lend) {
             b->len -= b->off;
             b->off = 0;
             b->lend = NULL;
-            dlend_release(lend);
+            msg_lend_release(lend);
         }
         pthread_mutex_unlock(&c->wmu);
     }
@@ -963,7 +957,7 @@ int msgd_poll_until(void *const *socks, int n, double deadline, unsigned char *r
             struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
             if (ppoll(pf, (nfds_t)m, &ts, NULL) < 0 && errno != EINTR) return -1;
         } else if (left < 0.001) { /* ZeroMQ sockets too, under a millisecond left: zmq_poll would round it up */
-            struct timespec ts = {0, (long)((left < 50e-6 ? left : 50e-6) * 1e9)};
+            struct timespec ts = {0, (long)((left < MSG_WAIT_NAP_S ? left : MSG_WAIT_NAP_S) * 1e9)};
             nanosleep(&ts, NULL); /* look again in 50 us, as msg_wait does */
         } else if (zmq_poll(all, m, left > 3600.0 ? 3600000L : (long)(left * 1000.0)) < 0 && zmq_errno() != EINTR) {
             return -1; /* (the whole milliseconds: the rest is looked for above) */
